@@ -1,0 +1,42 @@
+# Keel's build. `make run` and `make test` are the README's two set-up commands.
+GO        ?= go
+BIN       := bin/keel
+DATA_DIR  ?= ./data
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1s
+
+.PHONY: all build run test test-long bench fuzz vet fmt clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/keel
+
+# A single-node combined broker+controller on localhost:9092, data under ./data.
+run: build
+	./$(BIN) server --log-dirs $(DATA_DIR)
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+
+# What CI runs (.ci/run): vet, then every test with the race detector (the
+# storage engine, network and broker packages are concurrent).
+test: vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Longer soak, chaos and exhaustive runs (KEEL_LONG=1 turns them on).
+test-long: vet
+	KEEL_LONG=1 $(GO) test -race -count=1 -timeout 60m ./...
+
+# Hot-path benchmarks, with their same-run baselines.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+# A short run of every fuzz target (FUZZTIME each).
+fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,554 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Compress appends the compressed form of src to dst and returns it. The
+// output is what the Java producer writes, so every Kafka consumer can read
+// it:
+//
+//   - gzip: one gzip member at the default level (Kafka's default for
+//     compression.gzip.level).
+//   - snappy: xerial framing (magic, version 1, minimum compatible version 1,
+//     then length-prefixed raw snappy blocks of at most 32 KiB of input), as
+//     snappy-java's SnappyOutputStream writes it.
+//   - lz4: an LZ4 frame with 64 KiB independent blocks and no block or content
+//     checksum, the same descriptor as Kafka's Lz4BlockOutputStream (the
+//     batch CRC already covers the bytes).
+//   - zstd: one frame at the default level (zstd level 3, Kafka's default).
+//
+// On error dst is returned as it was passed. Compress is safe for concurrent
+// use; its encoders are pooled.
+func Compress(c Compression, dst, src []byte) ([]byte, error) {
+	switch c {
+	case CompressionNone:
+		return append(dst, src...), nil
+	case CompressionGzip:
+		return compressGzip(dst, src)
+	case CompressionSnappy:
+		return appendXerial(dst, src), nil
+	case CompressionLZ4:
+		return compressLZ4(dst, src)
+	case CompressionZstd:
+		e, err := zstdEncoder()
+		if err != nil {
+			return dst, fmt.Errorf("compress zstd: new encoder: %w", err)
+		}
+		return e.EncodeAll(src, dst), nil
+	}
+	return dst, fmt.Errorf("compress with %v: %w", c, ErrUnsupportedCompression)
+}
+
+// Decompress appends the decompressed form of src to dst and returns it.
+// maxSize bounds the number of bytes appended: it fails with an error
+// wrapping ErrDecompressedTooLarge as soon as the output would exceed maxSize
+// (a negative maxSize counts as 0), checked while inflating, so a small
+// "bomb" never costs more than about maxSize bytes of memory. Unknown codecs
+// fail with ErrUnsupportedCompression and malformed input, including an empty
+// src for any codec but none, with an error wrapping ErrCorruptMessage.
+//
+// Snappy input may be xerial framed (the Java client, librdkafka) or a single
+// raw snappy block (older franz-go releases, Sarama, others); raw blocks are
+// decoded strictly, rejecting the S2 extensions no Java consumer could read.
+//
+// Decompress never panics. On error dst is returned as it was passed, though
+// its spare capacity may have been written. It is safe for concurrent use;
+// its decoders are pooled.
+func Decompress(c Compression, dst, src []byte, maxSize int) ([]byte, error) {
+	maxSize = max(maxSize, 0)
+	if c != CompressionNone && len(src) == 0 {
+		// No compressor writes nothing: even empty input yields a
+		// header. Java readers fail on it too.
+		return dst, fmt.Errorf("decompress %v: empty input: %w", c, ErrCorruptMessage)
+	}
+	switch c {
+	case CompressionNone:
+		if len(src) > maxSize {
+			return dst, tooLarge(c, maxSize)
+		}
+		return append(dst, src...), nil
+	case CompressionGzip:
+		return decompressGzip(dst, src, maxSize)
+	case CompressionSnappy:
+		return decompressSnappy(dst, src, maxSize)
+	case CompressionLZ4:
+		return decompressLZ4(dst, src, maxSize)
+	case CompressionZstd:
+		return decompressZstd(dst, src, maxSize)
+	}
+	return dst, fmt.Errorf("decompress %v: %w", c, ErrUnsupportedCompression)
+}
+
+func tooLarge(c Compression, maxSize int) error {
+	return fmt.Errorf("decompress %v: more than %d bytes: %w", c, maxSize, ErrDecompressedTooLarge)
+}
+
+func corrupt(c Compression, err error) error {
+	return fmt.Errorf("decompress %v: %w: %w", c, ErrCorruptMessage, err)
+}
+
+// grow returns b with room for at least n more bytes, allocating exactly
+// that much when it must (append's rounding up could overshoot a bound).
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), len(b)+n)
+	copy(nb, b)
+	return nb
+}
+
+// appendWriter is an io.Writer appending to a slice, so streaming encoders
+// can write straight into the caller's dst.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// probeSize is the scratch buffer readBounded reads into when dst is full,
+// to learn whether the stream has ended before growing dst.
+const probeSize = 512
+
+// readBounded appends everything r yields to dst and fails with
+// errTooLarge once more than maxSize bytes have been appended; it never
+// reads more than one byte past the bound into dst. sizeHint (the output size
+// the format claims, already checked against maxSize) sizes dst up front.
+// probe is scratch space of probeSize bytes owned by the caller.
+func readBounded(dst []byte, r io.Reader, maxSize, sizeHint int, probe []byte) ([]byte, error) {
+	start := len(dst)
+	limit := start + maxSize // the largest len(dst) allowed
+	if limit < start || limit == math.MaxInt {
+		limit = math.MaxInt - 1
+	}
+	if sizeHint > 0 {
+		dst = grow(dst, min(sizeHint, maxSize))
+	}
+	idle := 0
+	for {
+		var n int
+		var err error
+		if len(dst) == cap(dst) {
+			// Output that exactly fills dst (a correct size hint) ends
+			// here; probing first keeps that from costing a growth.
+			n, err = r.Read(probe)
+			if n > 0 {
+				if n > limit-len(dst) {
+					return nil, errTooLarge
+				}
+				want := min(max(len(dst)-start, 4096), limit+1-len(dst))
+				dst = append(grow(dst, want), probe[:n]...)
+			}
+		} else {
+			end := min(cap(dst), limit+1)
+			n, err = r.Read(dst[len(dst):end])
+			dst = dst[:len(dst)+n]
+			if len(dst) > limit {
+				return nil, errTooLarge
+			}
+		}
+		switch {
+		case err == io.EOF:
+			return dst, nil
+		case err != nil:
+			return nil, err
+		case n == 0:
+			if idle++; idle > 100 {
+				return nil, io.ErrNoProgress
+			}
+		default:
+			idle = 0
+		}
+	}
+}
+
+// errTooLarge is readBounded's internal signal; callers turn it into an
+// error naming the codec and bound.
+var errTooLarge = errors.New("output exceeds bound")
+
+// finishRead maps readBounded's result to Decompress's contract.
+func finishRead(c Compression, orig, out []byte, err error, maxSize int) ([]byte, error) {
+	switch {
+	case err == nil:
+		return out, nil
+	case err == errTooLarge:
+		return orig, tooLarge(c, maxSize)
+	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return orig, fmt.Errorf("decompress %v: frame window over %d bytes: %w: %w",
+			c, zstdWindowLimit(maxSize), ErrDecompressedTooLarge, err)
+	case err == io.EOF:
+		return orig, corrupt(c, io.ErrUnexpectedEOF)
+	}
+	return orig, corrupt(c, err)
+}
+
+// ---- gzip ----
+
+// gzipMaxRatio is deflate's best possible compression ratio (a 258-byte
+// match per 2 bits, about 1032:1); a gzip trailer claiming more output than
+// this from the bytes present is a lie, not a size hint.
+const gzipMaxRatio = 1032
+
+type gzipDecoder struct {
+	r     gzip.Reader
+	src   bytes.Reader
+	probe [probeSize]byte
+}
+
+type gzipEncoder struct {
+	w   *gzip.Writer
+	out appendWriter
+}
+
+var (
+	gzipDecoders = sync.Pool{New: func() any { return new(gzipDecoder) }}
+	gzipEncoders = sync.Pool{New: func() any {
+		e := new(gzipEncoder)
+		e.w, _ = gzip.NewWriterLevel(&e.out, gzip.DefaultCompression)
+		return e
+	}}
+)
+
+func compressGzip(dst, src []byte) ([]byte, error) {
+	e := gzipEncoders.Get().(*gzipEncoder)
+	e.out.b = dst
+	e.w.Reset(&e.out)
+	_, err := e.w.Write(src)
+	if err == nil {
+		err = e.w.Close()
+	}
+	out := e.out.b
+	e.out.b = nil
+	gzipEncoders.Put(e)
+	if err != nil {
+		return dst, fmt.Errorf("compress gzip: %w", err)
+	}
+	return out, nil
+}
+
+func decompressGzip(dst, src []byte, maxSize int) ([]byte, error) {
+	d := gzipDecoders.Get().(*gzipDecoder)
+	defer func() {
+		d.src.Reset(nil)
+		gzipDecoders.Put(d)
+	}()
+	d.src.Reset(src)
+	if err := d.r.Reset(&d.src); err != nil {
+		return finishRead(CompressionGzip, dst, nil, err, maxSize)
+	}
+	// ISIZE, the last member's length mod 2^32, is exact for the single
+	// member every Kafka client writes.
+	hint := 0
+	if len(src) >= 18 {
+		isize := int64(binary.LittleEndian.Uint32(src[len(src)-4:]))
+		if isize <= int64(maxSize) && isize <= gzipMaxRatio*int64(len(src)) {
+			hint = int(isize)
+		}
+	}
+	out, err := readBounded(dst, &d.r, maxSize, hint, d.probe[:])
+	return finishRead(CompressionGzip, dst, out, err, maxSize)
+}
+
+// ---- snappy ----
+
+// xerialMagic opens snappy-java's stream format; the two big-endian int32s
+// after it are the format version and the minimum compatible version.
+var xerialHeader = [16]byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
+
+// xerialBlockSize is snappy-java's default block size: the most input bytes
+// one chunk compresses.
+const xerialBlockSize = 32 << 10
+
+// snappyMaxRatio bounds what a standard snappy block can decode to per input
+// byte: the densest element is a 3-byte copy of 64 bytes. A block header
+// claiming more is corrupt, and is rejected before allocating for it.
+const snappyMaxRatio = 22
+
+func appendXerial(dst, src []byte) []byte {
+	need := len(xerialHeader)
+	for rest := len(src); rest > 0; rest -= xerialBlockSize {
+		need += 4 + s2.MaxEncodedLen(min(rest, xerialBlockSize))
+	}
+	dst = grow(dst, need)
+	dst = append(dst, xerialHeader[:]...)
+	for len(src) > 0 {
+		chunk := src[:min(len(src), xerialBlockSize)]
+		src = src[len(chunk):]
+		at := len(dst)
+		room := dst[at+4 : at+4+s2.MaxEncodedLen(len(chunk))]
+		block := s2.EncodeSnappy(room, chunk)
+		if len(block) > 0 && &block[0] != &room[0] {
+			copy(room, block) // not expected: room is large enough
+		}
+		dst = dst[:at+4+len(block)]
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(block)))
+	}
+	return dst
+}
+
+func decompressSnappy(dst, src []byte, maxSize int) ([]byte, error) {
+	if len(src) >= 8 && bytes.Equal(src[:8], xerialHeader[:8]) {
+		return decodeXerial(dst, src, maxSize)
+	}
+	n, err := snappyDecodedLen(src, 0)
+	if err != nil {
+		return dst, err
+	}
+	if n > maxSize {
+		return dst, tooLarge(CompressionSnappy, maxSize)
+	}
+	out := grow(dst, n)
+	if err := decodeSnappyBlock(out[len(out):len(out)+n], src, 0); err != nil {
+		return dst, err
+	}
+	return out[:len(out)+n], nil
+}
+
+// snappyDecodedLen returns the length a raw block at offset off of the
+// compressed input claims to decode to, refusing impossible claims.
+func snappyDecodedLen(block []byte, off int) (int, error) {
+	n, err := snappy.DecodedLen(block)
+	if err != nil {
+		return 0, fmt.Errorf("decompress snappy: block at %d: %w: %w", off, ErrCorruptMessage, err)
+	}
+	if n > snappyMaxRatio*len(block) {
+		return 0, fmt.Errorf("decompress snappy: block at %d claims %d bytes from %d: %w",
+			off, n, len(block), ErrCorruptMessage)
+	}
+	return n, nil
+}
+
+// decodeSnappyBlock decodes block into out, whose length is the block's
+// decoded length.
+func decodeSnappyBlock(out, block []byte, off int) error {
+	got, err := snappy.DecodeStrict(out, block)
+	if err == nil && (len(got) != len(out) || (len(got) > 0 && &got[0] != &out[0])) {
+		err = snappy.ErrCorrupt // cannot happen: out has the decoded length
+	}
+	if err != nil {
+		return fmt.Errorf("decompress snappy: block at %d: %w: %w", off, ErrCorruptMessage, err)
+	}
+	return nil
+}
+
+// decodeXerial decodes snappy-java's stream format. A first pass walks the
+// chunk headers, checking the framing and summing the decoded lengths, so
+// an oversized payload fails before anything is inflated and dst grows once.
+// The version fields are not checked: every writer uses 1, and snappy-java
+// itself only rejects versions below 1.
+func decodeXerial(dst, src []byte, maxSize int) ([]byte, error) {
+	if len(src) < len(xerialHeader) {
+		return dst, fmt.Errorf("decompress snappy: xerial header cut short at %d bytes: %w",
+			len(src), ErrCorruptMessage)
+	}
+	total := 0
+	for off := len(xerialHeader); off < len(src); {
+		if len(src)-off < 4 {
+			return dst, fmt.Errorf("decompress snappy: chunk length at %d cut short: %w", off, ErrCorruptMessage)
+		}
+		size := binary.BigEndian.Uint32(src[off:])
+		if uint64(size) > uint64(len(src)-off-4) {
+			return dst, fmt.Errorf("decompress snappy: chunk at %d claims %d bytes, %d remain: %w",
+				off, size, len(src)-off-4, ErrCorruptMessage)
+		}
+		n, err := snappyDecodedLen(src[off+4:off+4+int(size)], off)
+		if err != nil {
+			return dst, err
+		}
+		if total += n; total > maxSize {
+			return dst, tooLarge(CompressionSnappy, maxSize)
+		}
+		off += 4 + int(size)
+	}
+	out := grow(dst, total)
+	for off := len(xerialHeader); off < len(src); {
+		size := int(binary.BigEndian.Uint32(src[off:]))
+		block := src[off+4 : off+4+size]
+		n, _ := snappy.DecodedLen(block) // checked by the first pass
+		if err := decodeSnappyBlock(out[len(out):len(out)+n], block, off); err != nil {
+			return dst, err
+		}
+		out = out[:len(out)+n]
+		off += 4 + size
+	}
+	return out, nil
+}
+
+// ---- lz4 ----
+
+type lz4Decoder struct {
+	r     *lz4.Reader
+	src   bytes.Reader
+	probe [probeSize]byte
+}
+
+type lz4Encoder struct {
+	w   *lz4.Writer
+	out appendWriter
+}
+
+var (
+	lz4Decoders = sync.Pool{New: func() any {
+		d := &lz4Decoder{r: lz4.NewReader(nil)}
+		// Concurrency 1 decodes in the calling goroutine: no
+		// goroutines to leak when the pool drops a decoder.
+		_ = d.r.Apply(lz4.ConcurrencyOption(1))
+		return d
+	}}
+	lz4Encoders = sync.Pool{New: func() any {
+		e := new(lz4Encoder)
+		e.w = lz4.NewWriter(&e.out)
+		// Kafka's Lz4BlockOutputStream descriptor: 64 KiB independent
+		// blocks, no checksums (recent Java readers verify a content
+		// checksum in a way that differs from the LZ4 frame spec for
+		// multi-block frames, so writing none is the safe choice).
+		_ = e.w.Apply(
+			lz4.BlockSizeOption(lz4.Block64Kb),
+			lz4.BlockChecksumOption(false),
+			lz4.ChecksumOption(false),
+			lz4.ConcurrencyOption(1),
+		)
+		return e
+	}}
+)
+
+func compressLZ4(dst, src []byte) ([]byte, error) {
+	e := lz4Encoders.Get().(*lz4Encoder)
+	e.out.b = dst
+	e.w.Reset(&e.out)
+	_, err := e.w.Write(src)
+	if err == nil {
+		err = e.w.Close()
+	}
+	out := e.out.b
+	e.out.b = nil
+	lz4Encoders.Put(e)
+	if err != nil {
+		return dst, fmt.Errorf("compress lz4: %w", err)
+	}
+	return out, nil
+}
+
+func decompressLZ4(dst, src []byte, maxSize int) ([]byte, error) {
+	d := lz4Decoders.Get().(*lz4Decoder)
+	defer func() {
+		d.r.Reset(nil)
+		d.src.Reset(nil)
+		lz4Decoders.Put(d)
+	}()
+	d.src.Reset(src)
+	d.r.Reset(&d.src)
+	// Frames from Kafka clients carry no content size; guess a typical
+	// record batch ratio and let readBounded grow from there.
+	out, err := readBounded(dst, d.r, maxSize, min(4*len(src), maxSize), d.probe[:])
+	return finishRead(CompressionLZ4, dst, out, err, maxSize)
+}
+
+// ---- zstd ----
+
+// The largest frame window (history) a zstd frame may declare. Streaming
+// decoders allocate the declared window up front, so a tiny frame declaring
+// a huge one is a memory bomb of its own. Windows up to zstdMinWindowLimit
+// are always accepted: zstd levels 1-19 declare at most 8 MiB, and the Java
+// producer's default level 3 declares 2 MiB. Beyond that a frame may declare
+// as much window as the caller allows output, up to zstdMaxWindowLimit,
+// the reference decoder's default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT = 27)
+// and so the Java client's, which ultra levels 20-22 can reach.
+const (
+	zstdMinWindowLimit = 8 << 20
+	zstdMaxWindowLimit = 128 << 20
+)
+
+func zstdWindowLimit(maxSize int) uint64 {
+	return uint64(min(max(maxSize, zstdMinWindowLimit), zstdMaxWindowLimit))
+}
+
+// zstdMaxRatio bounds a frame content size hint: an RLE block turns 4 bytes
+// into 128 KiB.
+const zstdMaxRatio = 1 << 15
+
+type zstdDecoder struct {
+	d      *zstd.Decoder
+	src    bytes.Reader
+	window uint64 // the decoder's current window limit
+	probe  [probeSize]byte
+}
+
+var (
+	zstdDecoders = sync.Pool{New: func() any {
+		// Concurrency 1 decodes synchronously in the caller's goroutine:
+		// nothing to Close when the pool drops a decoder.
+		d, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecodeBuffersBelow(0),
+			zstd.WithDecoderMaxWindow(zstdMinWindowLimit),
+			zstd.WithDecoderMaxMemory(zstdMinWindowLimit),
+		)
+		if err != nil {
+			return err
+		}
+		return &zstdDecoder{d: d, window: zstdMinWindowLimit}
+	}}
+
+	// zstdEncoder is shared: EncodeAll is safe for concurrent use and
+	// keeps its own pool of block encoders.
+	zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+		return zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedDefault),
+			zstd.WithZeroFrames(true), // empty input still yields a valid frame
+		)
+	})
+)
+
+func decompressZstd(dst, src []byte, maxSize int) ([]byte, error) {
+	v := zstdDecoders.Get()
+	d, ok := v.(*zstdDecoder)
+	if !ok {
+		return dst, fmt.Errorf("decompress zstd: new decoder: %w", v.(error))
+	}
+	defer func() {
+		_ = d.d.Reset(nil)
+		d.src.Reset(nil)
+		zstdDecoders.Put(d)
+	}()
+	hint := 0
+	var h zstd.Header
+	if h.Decode(src) == nil && h.HasFCS {
+		if h.FrameContentSize > uint64(maxSize) {
+			return dst, tooLarge(CompressionZstd, maxSize)
+		}
+		if h.FrameContentSize <= zstdMaxRatio*uint64(len(src)) {
+			hint = int(h.FrameContentSize)
+		}
+	}
+	d.src.Reset(src)
+	var err error
+	if w := zstdWindowLimit(maxSize); w != d.window {
+		err = d.d.ResetWithOptions(&d.src, zstd.WithDecoderMaxWindow(w), zstd.WithDecoderMaxMemory(w))
+		if err == nil {
+			d.window = w
+		}
+	} else {
+		err = d.d.Reset(&d.src)
+	}
+	if err != nil {
+		return finishRead(CompressionZstd, dst, nil, err, maxSize)
+	}
+	out, err := readBounded(dst, d.d, maxSize, hint, d.probe[:])
+	return finishRead(CompressionZstd, dst, out, err, maxSize)
+}

@@ -1,0 +1,273 @@
+package record
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// RecordHeader is one key/value header of a record (KIP-82). A nil Value is
+// a null header value.
+type RecordHeader struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one record of a batch, with its offset and timestamp already
+// resolved against the batch header. Key and Value alias the buffer the
+// record was read from; nil means null (length -1), which differs from an
+// empty slice.
+type Record struct {
+	Attributes     int8
+	TimestampDelta int64
+	OffsetDelta    int32
+	Offset         int64
+	Timestamp      int64
+	Key            []byte
+	Value          []byte
+	Headers        []RecordHeader
+}
+
+// uvarint and varint decode Kafka's zigzag varints (the protobuf encoding).
+// They return n <= 0 on a short or overlong encoding.
+func varint(b []byte) (int64, int) { return binary.Varint(b) }
+
+// RecordIterator walks the uncompressed records of one batch. It is a value
+// type; copy it to rewind. It never reads past the bytes it was given nor
+// past the record count of the header, and allocates only for headers.
+type RecordIterator struct {
+	buf       []byte
+	remaining int32
+	base      int64
+	baseTS    int64
+	logAppend bool
+	maxTS     int64
+	err       error
+}
+
+// NewRecordIterator iterates records, the uncompressed record bytes of the
+// batch described by h (for an uncompressed batch, RecordsBytes(batch)).
+func NewRecordIterator(h BatchHeader, records []byte) RecordIterator {
+	return RecordIterator{
+		buf:       records,
+		remaining: h.RecordCount,
+		base:      h.BaseOffset,
+		baseTS:    h.BaseTimestamp,
+		logAppend: h.TimestampType() == LogAppendTime,
+		maxTS:     h.MaxTimestamp,
+	}
+}
+
+// Next decodes the next record into r. It returns false at the end or on
+// error; Err tells which.
+func (it *RecordIterator) Next(r *Record) bool {
+	if it.err != nil || it.remaining <= 0 {
+		if it.err == nil && it.remaining == 0 && len(it.buf) != 0 {
+			it.err = fmt.Errorf("%d bytes after the last record: %w", len(it.buf), ErrInvalidRecord)
+		}
+		return false
+	}
+	body, rest, err := splitRecord(it.buf)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	if err := decodeRecord(body, r, true); err != nil {
+		it.err = err
+		return false
+	}
+	r.Offset = it.base + int64(r.OffsetDelta)
+	r.Timestamp = it.baseTS + r.TimestampDelta
+	if it.logAppend {
+		r.Timestamp = it.maxTS
+	}
+	it.buf = rest
+	it.remaining--
+	return true
+}
+
+// Err is the error that stopped iteration, or nil at a clean end.
+func (it *RecordIterator) Err() error { return it.err }
+
+// splitRecord cuts the length-prefixed record at the start of b.
+func splitRecord(b []byte) (body, rest []byte, err error) {
+	length, n := varint(b)
+	if n <= 0 {
+		return nil, nil, fmt.Errorf("record length varint: %w", ErrInvalidRecord)
+	}
+	if length < 0 || length > int64(len(b)-n) {
+		return nil, nil, fmt.Errorf("record length %d with %d bytes left: %w", length, len(b)-n, ErrInvalidRecord)
+	}
+	return b[n : n+int(length)], b[n+int(length):], nil
+}
+
+// decodeRecord parses one record body (after its length). With withHeaders
+// false it checks the headers' framing without allocating them.
+func decodeRecord(b []byte, r *Record, withHeaders bool) error {
+	if len(b) < 1 {
+		return fmt.Errorf("empty record: %w", ErrInvalidRecord)
+	}
+	r.Attributes = int8(b[0])
+	b = b[1:]
+	tsDelta, n := varint(b)
+	if n <= 0 {
+		return fmt.Errorf("timestamp delta varint: %w", ErrInvalidRecord)
+	}
+	r.TimestampDelta = tsDelta
+	b = b[n:]
+	offDelta, n := varint(b)
+	if n <= 0 || offDelta < 0 || offDelta > int64(^uint32(0)>>1) {
+		return fmt.Errorf("offset delta: %w", ErrInvalidRecord)
+	}
+	r.OffsetDelta = int32(offDelta)
+	b = b[n:]
+	var err error
+	if r.Key, b, err = readNullableBytes(b, "key"); err != nil {
+		return err
+	}
+	if r.Value, b, err = readNullableBytes(b, "value"); err != nil {
+		return err
+	}
+	count, n := varint(b)
+	if n <= 0 || count < 0 {
+		return fmt.Errorf("header count: %w", ErrInvalidRecord)
+	}
+	b = b[n:]
+	// Each header needs at least two bytes, so a count above that is a lie
+	// we refuse before allocating for it.
+	if count > int64(len(b)/2) {
+		return fmt.Errorf("header count %d with %d bytes left: %w", count, len(b), ErrInvalidRecord)
+	}
+	r.Headers = r.Headers[:0]
+	if withHeaders && count > 0 && cap(r.Headers) < int(count) {
+		r.Headers = make([]RecordHeader, 0, count)
+	}
+	for i := int64(0); i < count; i++ {
+		var k, v []byte
+		if k, b, err = readNullableBytes(b, "header key"); err != nil {
+			return err
+		}
+		if k == nil {
+			return fmt.Errorf("null header key: %w", ErrInvalidRecord)
+		}
+		if v, b, err = readNullableBytes(b, "header value"); err != nil {
+			return err
+		}
+		if withHeaders {
+			r.Headers = append(r.Headers, RecordHeader{Key: string(k), Value: v})
+		}
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%d bytes after the record's headers: %w", len(b), ErrInvalidRecord)
+	}
+	return nil
+}
+
+func readNullableBytes(b []byte, what string) (v, rest []byte, err error) {
+	l, n := varint(b)
+	if n <= 0 {
+		return nil, nil, fmt.Errorf("%s length varint: %w", what, ErrInvalidRecord)
+	}
+	b = b[n:]
+	if l == -1 {
+		return nil, b, nil
+	}
+	if l < 0 || l > int64(len(b)) {
+		return nil, nil, fmt.Errorf("%s length %d with %d bytes left: %w", what, l, len(b), ErrInvalidRecord)
+	}
+	return b[:l:l], b[l:], nil
+}
+
+// RecordStats summarises a validated batch's records.
+type RecordStats struct {
+	// MaxTimestamp is the largest record timestamp (CreateTime).
+	MaxTimestamp int64
+	// UncompressedBytes is the size of the record bytes after decompression.
+	UncompressedBytes int
+}
+
+// ValidateRecords checks what a broker must check before appending a
+// producer's batch (Kafka's LogValidator): every record parses and consumes
+// exactly its length, the records fill the batch exactly, their number
+// matches the header's record count and lastOffsetDelta+1, and their offset
+// deltas run 0, 1, 2, ... For a compressed batch the records are
+// decompressed into scratch (grown as needed and returned for reuse), never
+// past maxUncompressed bytes. It does not allocate for uncompressed batches.
+func ValidateRecords(batch []byte, h BatchHeader, scratch []byte, maxUncompressed int) (RecordStats, []byte, error) {
+	stats := RecordStats{MaxTimestamp: -1}
+	records := RecordsBytes(batch)
+	if c := h.Compression(); c != CompressionNone {
+		var err error
+		scratch, err = Decompress(c, scratch[:0], records, maxUncompressed)
+		if err != nil {
+			return stats, scratch, fmt.Errorf("decompress %s batch: %w", c, err)
+		}
+		records = scratch
+	}
+	stats.UncompressedBytes = len(records)
+	if h.RecordCount == 0 {
+		return stats, scratch, fmt.Errorf("batch with no records: %w", ErrInvalidRecord)
+	}
+	if int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
+		return stats, scratch, fmt.Errorf("record count %d but last offset delta %d: %w", h.RecordCount, h.LastOffsetDelta, ErrInvalidRecord)
+	}
+	var r Record
+	for i := int32(0); i < h.RecordCount; i++ {
+		body, rest, err := splitRecord(records)
+		if err != nil {
+			return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+		}
+		if err := decodeRecord(body, &r, false); err != nil {
+			return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+		}
+		if r.OffsetDelta != i {
+			return stats, scratch, fmt.Errorf("record %d has offset delta %d: %w", i, r.OffsetDelta, ErrInvalidRecord)
+		}
+		if ts := h.BaseTimestamp + r.TimestampDelta; ts > stats.MaxTimestamp {
+			stats.MaxTimestamp = ts
+		}
+		records = rest
+	}
+	if len(records) != 0 {
+		return stats, scratch, fmt.Errorf("%d bytes after record %d of %d: %w", len(records), h.RecordCount, h.RecordCount, ErrInvalidRecord)
+	}
+	return stats, scratch, nil
+}
+
+// Batches iterates the whole batches in a buffer of concatenated batches (a
+// fetch response's record set or a segment read). A partial batch at the end
+// is not an error: Kafka's fetch may cut the last batch short.
+type Batches struct {
+	buf []byte
+	err error
+}
+
+// NewBatches iterates the batches in b.
+func NewBatches(b []byte) Batches { return Batches{buf: b} }
+
+// Next returns the next complete batch and its header; false at the end (or
+// at a trailing partial batch) or on an error Err reports. The CRC is checked.
+func (it *Batches) Next() ([]byte, BatchHeader, bool) {
+	if it.err != nil {
+		return nil, BatchHeader{}, false
+	}
+	size, err := PeekBatchSize(it.buf)
+	if err == ErrShortBuffer || (err == nil && size > len(it.buf)) {
+		it.buf = nil
+		return nil, BatchHeader{}, false
+	}
+	if err != nil {
+		it.err = err
+		return nil, BatchHeader{}, false
+	}
+	b := it.buf[:size:size]
+	h, err := CheckBatch(b)
+	if err != nil {
+		it.err = err
+		return nil, BatchHeader{}, false
+	}
+	it.buf = it.buf[size:]
+	return b, h, true
+}
+
+// Err is the error that stopped iteration.
+func (it *Batches) Err() error { return it.err }
