@@ -1,0 +1,66 @@
+package metadata
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// BenchmarkCreateTopics creates 1,000 topics of 10 partitions (RF 3) on 3
+// brokers through ClusterControl, encoding each request's records as one
+// metadata batch and applying it to the image, as the controller's event
+// loop does (minus raft). It reports partitions created per second over
+// the whole run, and per batch the time to decide, to encode and to apply.
+func BenchmarkCreateTopics(b *testing.B) {
+	const topics, partitions = 1000, 10
+	for _, perRequest := range []int{1, 100} {
+		b.Run(fmt.Sprintf("topics-per-request=%d", perRequest), func(b *testing.B) {
+			var decide, encode, apply time.Duration
+			batches := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				c := newCluster(b, DefaultControllerConfig(), 3)
+				b.StartTimer()
+				for first := 0; first < topics; first += perRequest {
+					req := kmsg.NewPtrCreateTopicsRequest()
+					for i := first; i < first+perRequest && i < topics; i++ {
+						t := kmsg.NewCreateTopicsRequestTopic()
+						t.Topic, t.NumPartitions, t.ReplicationFactor = fmt.Sprintf("topic-%04d", i), partitions, 3
+						req.Topics = append(req.Topics, t)
+					}
+					t0 := time.Now()
+					recs, resp := c.cc.CreateTopics(req, false)
+					t1 := time.Now()
+					data, err := EncodeBatch(recs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					t2 := time.Now()
+					next, _, err := c.img.Apply(c.img.Offset()+1, recs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					t3 := time.Now()
+					c.img = next
+					c.cc.SetImage(next)
+					decide, encode, apply = decide+t1.Sub(t0), encode+t2.Sub(t1), apply+t3.Sub(t2)
+					batches++
+					if resp.Topics[0].ErrorCode != 0 || len(data) == 0 {
+						b.Fatalf("create failed: %d", resp.Topics[0].ErrorCode)
+					}
+				}
+				if c.img.NumTopics() != topics {
+					b.Fatalf("%d topics", c.img.NumTopics())
+				}
+			}
+			elapsed := b.Elapsed()
+			b.ReportMetric(float64(b.N*topics*partitions)/elapsed.Seconds(), "partitions/s")
+			b.ReportMetric(float64(decide.Microseconds())/float64(batches), "decide-µs/batch")
+			b.ReportMetric(float64(encode.Microseconds())/float64(batches), "encode-µs/batch")
+			b.ReportMetric(float64(apply.Microseconds())/float64(batches), "apply-µs/batch")
+		})
+	}
+}

@@ -1,0 +1,297 @@
+package metadata
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// hasValidSession is Kafka's BrokerHeartbeatTracker.hasValidSession: the
+// broker's current registration heard from within the session timeout.
+func (c *ClusterControl) hasValidSession(b *BrokerRegistration, now time.Time) bool {
+	s := c.sessions[b.ID]
+	return s != nil && s.epoch == b.Epoch && !now.After(s.lastContact.Add(c.cfg.BrokerSessionTimeout))
+}
+
+// RegisterBroker handles BrokerRegistration (API 62, KIP-631). The broker
+// registers fenced, with a new broker epoch; it unfences through
+// heartbeats once it has caught up with the metadata log.
+//
+// Broker epoch: KRaft uses the offset of the RegisterBrokerRecord. With
+// hashicorp/raft that index is only known once Apply has run (and adding a
+// broker as a non-voter writes configuration entries of its own), so the
+// epoch is the image offset + 1 — a lower bound of the record's offset —
+// raised if needed above the broker's previous epoch. It increases strictly
+// for each broker id, across controller failovers too, because every
+// committed registration is at an offset no higher than the image's.
+//
+// A registration of a node.id whose current registration still has a
+// valid session (heard from within broker.session.timeout.ms) and another
+// incarnation id is DUPLICATE_BROKER_REGISTRATION: two live processes claim
+// the id. The same incarnation (a retry) or an expired session (a restart)
+// re-registers; the broker leaves every ISR it is in but the ones it is the
+// last member of, and its leaderships move to the next live ISR member, as
+// for a fenced broker, until it has caught up and the leaders add it back.
+// A ClusterID other than the configured one is INCONSISTENT_CLUSTER_ID.
+//
+// Concurrency: see ClusterControl.
+func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrationRequest) ([]Record, *kmsg.BrokerRegistrationResponse) {
+	c.observe(now)
+	resp := kmsg.NewPtrBrokerRegistrationResponse()
+	resp.Version = req.Version
+	resp.BrokerEpoch = -1
+	if req.BrokerID < 0 {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return nil, resp
+	}
+	if c.cfg.ClusterID != "" && req.ClusterID != c.cfg.ClusterID {
+		resp.ErrorCode = kerr.InconsistentClusterID.Code
+		return nil, resp
+	}
+	img := c.img
+	epoch := max(img.Offset()+1, 1)
+	var out []Record
+	if old, ok := img.Broker(req.BrokerID); ok {
+		if c.hasValidSession(old, now) && old.IncarnationID != Uuid(req.IncarnationID) {
+			resp.ErrorCode = kerr.DuplicateBrokerRegistration.Code
+			return nil, resp
+		}
+		epoch = max(epoch, old.Epoch+1)
+		out = c.leaderAndISRUpdates(img, old.ID, NoLeader, c.partitions().inISR[old.ID])
+	}
+	if s := c.sessions[req.BrokerID]; s != nil {
+		epoch = max(epoch, s.epoch+1) // an earlier registration not yet committed
+	}
+	rec := &RegisterBrokerRecord{
+		BrokerID: req.BrokerID, IncarnationID: Uuid(req.IncarnationID), BrokerEpoch: epoch,
+		Fenced: true,
+	}
+	if req.Rack != nil {
+		rec.Rack = *req.Rack
+	}
+	for _, l := range req.Listeners {
+		rec.Endpoints = append(rec.Endpoints, Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: l.SecurityProtocol})
+	}
+	out = append(out, rec)
+	c.sessions[req.BrokerID] = &brokerSession{
+		epoch: epoch, lastContact: now, metadataOffset: -1, registeredAt: -1, shutdownOffset: -1,
+	}
+	resp.BrokerEpoch = epoch
+	return out, resp
+}
+
+// brokerState is the broker's state in Kafka's BrokerHeartbeatManager.
+type brokerState int
+
+const (
+	stateFenced brokerState = iota
+	stateUnfenced
+	stateControlledShutdown
+	stateShutdownNow
+)
+
+// Heartbeat handles BrokerHeartbeat (API 63, KIP-631). It renews the
+// broker's session and moves it through Kafka's broker states
+// (BrokerHeartbeatManager.calculateNextBrokerState):
+//
+//   - FENCED: WantShutDown → shut down now; otherwise, unless WantFence,
+//     unfence once CurrentMetadataOffset has reached the offset of the
+//     broker's own registration (UnfenceBrokerRecord, and leaderless
+//     partitions it may lead elect it).
+//   - UNFENCED: WantFence → fenced (or shut down now, with WantShutDown);
+//     WantShutDown → controlled shutdown if it leads anything (it enters
+//     InControlledShutdown, its leaderships move to other live ISR members
+//     and it leaves the ISRs it is not the last member of), else shut down
+//     now.
+//   - CONTROLLED_SHUTDOWN: shut down now once it leads nothing and every
+//     active broker has replayed the shutdown's records, so no client is
+//     sent to it by stale metadata.
+//
+// Shutting down now fences the broker (its leaderships move as on session
+// expiry) and answers ShouldShutdown. An unregistered broker gets
+// BROKER_ID_NOT_REGISTERED; another broker epoch STALE_BROKER_EPOCH.
+// Concurrency: see ClusterControl.
+func (c *ClusterControl) Heartbeat(now time.Time, req *kmsg.BrokerHeartbeatRequest) ([]Record, *kmsg.BrokerHeartbeatResponse) {
+	c.observe(now)
+	resp := kmsg.NewPtrBrokerHeartbeatResponse()
+	resp.Version = req.Version
+	resp.IsFenced = true
+	img := c.img
+	b, ok := img.Broker(req.BrokerID)
+	if !ok {
+		resp.ErrorCode = kerr.BrokerIDNotRegistered.Code
+		return nil, resp
+	}
+	if b.Epoch != req.BrokerEpoch {
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		return nil, resp
+	}
+	s := c.sessions[b.ID]
+	if s == nil || s.epoch != b.Epoch {
+		s = &brokerSession{epoch: b.Epoch, registeredAt: img.Offset(), shutdownOffset: -1}
+		c.sessions[b.ID] = s
+	}
+	s.lastContact = now
+	s.metadataOffset = req.CurrentMetadataOffset
+	caughtUp := s.registeredAt >= 0 && req.CurrentMetadataOffset >= s.registeredAt
+
+	current := stateUnfenced
+	switch {
+	case b.Fenced:
+		current = stateFenced
+	case b.InControlledShutdown:
+		current = stateControlledShutdown
+	}
+	// Whether it still leads a partition; asked only when it matters, as
+	// it may walk every partition.
+	leads := func() bool { return c.partitions().leaderOf[b.ID] > 0 }
+	next := current
+	switch current {
+	case stateFenced:
+		switch {
+		case req.WantShutdown:
+			next = stateShutdownNow
+		case !req.WantFence && caughtUp:
+			next = stateUnfenced
+		}
+	case stateUnfenced:
+		switch {
+		case req.WantFence && req.WantShutdown:
+			next = stateShutdownNow
+		case req.WantFence:
+			next = stateFenced
+		case req.WantShutdown && leads():
+			next = stateControlledShutdown
+		case req.WantShutdown:
+			next = stateShutdownNow
+		}
+	case stateControlledShutdown:
+		if s.shutdownOffset >= 0 && !leads() && s.shutdownOffset <= c.lowestActiveOffset(img) {
+			next = stateShutdownNow
+		}
+	}
+
+	var out []Record
+	if next != current {
+		switch next {
+		case stateFenced, stateShutdownNow:
+			if !b.Fenced {
+				out = c.fenceRecords(img, b)
+			}
+		case stateUnfenced:
+			if b.InControlledShutdown {
+				// Only images from before fencing cleared the flag.
+				out = append(out, &BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: -1, InControlledShutdown: -1})
+			} else {
+				out = append(out, &UnfenceBrokerRecord{ID: b.ID, Epoch: b.Epoch})
+			}
+			out = append(out, c.leaderAndISRUpdates(img, NoLeader, b.ID, c.partitions().leaderless)...)
+		case stateControlledShutdown:
+			out = append(out, &BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, InControlledShutdown: 1})
+			out = append(out, c.leaderAndISRUpdates(img, b.ID, NoLeader, c.partitions().inISR[b.ID])...)
+			s.shutdownOffset = shutdownPending
+		}
+	}
+	resp.IsCaughtUp = caughtUp
+	resp.IsFenced = next == stateFenced || next == stateShutdownNow
+	resp.ShouldShutdown = next == stateShutdownNow
+	return out, resp
+}
+
+// lowestActiveOffset is the lowest metadata offset any active broker has
+// reported (math.MaxInt64 when there is none), Kafka's
+// BrokerHeartbeatManager.lowestActiveOffset.
+func (c *ClusterControl) lowestActiveOffset(img *Image) int64 {
+	low := int64(math.MaxInt64)
+	for _, b := range activeBrokers(img) {
+		if s := c.sessions[b.ID]; s != nil && s.epoch == b.Epoch {
+			low = min(low, s.metadataOffset)
+		} else {
+			low = min(low, -1)
+		}
+	}
+	return low
+}
+
+// fenceRecords is Kafka's handleBrokerFenced: the broker leaves every ISR
+// it is not the last member of, its leaderships move to the first active
+// ISR member in replica order (or, where the topic allows unclean election,
+// the first active replica; else the partition has no leader), then it is
+// fenced.
+func (c *ClusterControl) fenceRecords(img *Image, b *BrokerRegistration) []Record {
+	var keys []PartitionKey
+	if img == c.img {
+		keys = c.partitions().inISR[b.ID]
+	} else {
+		keys = buildPartitionIndex(img).inISR[b.ID]
+	}
+	out := c.leaderAndISRUpdates(img, b.ID, NoLeader, keys)
+	if b.InControlledShutdown {
+		// A fenced broker leaves controlled shutdown (Kafka's
+		// BrokerHeartbeatManager.touch): should it heartbeat again
+		// without restarting, it unfences as an ordinary broker.
+		return append(out, &BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: 1, InControlledShutdown: -1})
+	}
+	return append(out, &FenceBrokerRecord{ID: b.ID, Epoch: b.Epoch})
+}
+
+// Tick is the passage of time: it fences every unfenced broker whose session
+// expired (no heartbeat for longer than broker.session.timeout.ms), one
+// after the other so each fencing sees the ones before it, and then, with
+// auto.leader.rebalance.enable, every leader.imbalance.check.interval,
+// moves leadership back to preferred replicas that are active and in the ISR
+// (at most MaxElectionsPerImbalance a Tick; the rest on the next Tick).
+// Call it about once a second. Concurrency: see ClusterControl.
+func (c *ClusterControl) Tick(now time.Time) []Record {
+	c.observe(now)
+	work := c.img
+	var out []Record
+	var expired []int32
+	for id, s := range c.sessions {
+		b, ok := work.Broker(id)
+		if ok && !b.Fenced && s.epoch == b.Epoch && now.After(s.lastContact.Add(c.cfg.BrokerSessionTimeout)) {
+			expired = append(expired, id)
+		}
+	}
+	slices.Sort(expired)
+	for _, id := range expired {
+		b, _ := work.Broker(id)
+		var recs []Record
+		work, recs = stage(work, c.fenceRecords(work, b))
+		out = append(out, recs...)
+	}
+	if c.cfg.AutoLeaderRebalanceEnable &&
+		(c.imbalancePending || !now.Before(c.lastImbalanceCheck.Add(c.cfg.LeaderImbalanceCheckInterval))) {
+		c.lastImbalanceCheck = now
+		recs, more := c.preferredLeaderElections(work, c.cfg.MaxElectionsPerImbalance)
+		c.imbalancePending = more
+		out = append(out, recs...)
+	}
+	return out
+}
+
+// AllocateProducerIds handles AllocateProducerIds (API 67, KIP-730): the
+// next block of ProducerIDBlockSize ids, for a broker's idempotent and
+// transactional producers. A broker epoch other than the broker's current
+// one is STALE_BROKER_EPOCH; running out of ids is UNKNOWN_SERVER_ERROR, as
+// in Kafka. Concurrency: see ClusterControl.
+func (c *ClusterControl) AllocateProducerIds(req *kmsg.AllocateProducerIDsRequest) ([]Record, *kmsg.AllocateProducerIDsResponse) {
+	resp := kmsg.NewPtrAllocateProducerIDsResponse()
+	resp.Version = req.Version
+	if b, ok := c.img.Broker(req.BrokerID); !ok || b.Epoch != req.BrokerEpoch {
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		return nil, resp
+	}
+	start := max(c.img.NextProducerID(), c.nextProducerID)
+	size := c.cfg.ProducerIDBlockSize
+	if size > math.MaxInt32 || start > math.MaxInt64-size {
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return nil, resp
+	}
+	c.nextProducerID = start + size
+	resp.ProducerIDStart, resp.ProducerIDLen = start, int32(size)
+	return []Record{&ProducerIdsRecord{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch, NextProducerID: start + size}}, resp
+}

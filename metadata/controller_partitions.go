@@ -1,0 +1,465 @@
+package metadata
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Leader recovery states (KIP-704). A leader elected uncleanly is RECOVERING
+// until it has rebuilt its state; only then may its ISR grow.
+const (
+	LeaderRecovered  int8 = 0
+	LeaderRecovering int8 = 1
+)
+
+// election is how a partition change picks its leader (Kafka's
+// PartitionChangeBuilder.Election).
+type election int
+
+const (
+	// electOnline keeps a valid leader, else takes the first replica in
+	// the ISR that is acceptable.
+	electOnline election = iota
+	// electPreferred takes the preferred (first) replica if it is in the
+	// ISR and acceptable, else behaves as electOnline.
+	electPreferred
+	// electUnclean is electOnline, then, if nothing in the ISR will do, the
+	// first acceptable replica outside it: an unclean election that may
+	// lose acknowledged records.
+	electUnclean
+)
+
+// partitionChange computes one PartitionChangeRecord, following Kafka's
+// PartitionChangeBuilder with eligible leader replicas (KIP-966) disabled.
+type partitionChange struct {
+	key PartitionKey
+	p   *Partition
+	// acceptable says whether a broker may lead (Kafka's LeaderAcceptor).
+	acceptable func(int32) bool
+	election   election
+	// targetISR is the ISR asked for; it starts as the current ISR.
+	targetISR []int32
+	// targetLRS is the leader recovery state asked for.
+	targetLRS int8
+}
+
+func newPartitionChange(img *Image, k PartitionKey, p *Partition) *partitionChange {
+	return &partitionChange{
+		key: k, p: p,
+		acceptable: func(id int32) bool { return isActive(img, id) },
+		targetISR:  p.ISR,
+		targetLRS:  p.LeaderRecoveryState,
+	}
+}
+
+// electLeader returns the new leader and whether the election is unclean.
+func (pc *partitionChange) electLeader() (int32, bool) {
+	valid := func(r int32) bool { return slices.Contains(pc.targetISR, r) && pc.acceptable(r) }
+	if pc.election == electPreferred && len(pc.p.Replicas) > 0 && valid(pc.p.Replicas[0]) {
+		return pc.p.Replicas[0], false
+	}
+	if pc.p.Leader >= 0 && valid(pc.p.Leader) {
+		return pc.p.Leader, false // the current leader meets every constraint
+	}
+	for _, r := range pc.p.Replicas {
+		if valid(r) {
+			return r, false
+		}
+	}
+	if pc.election == electUnclean {
+		for _, r := range pc.p.Replicas {
+			if pc.acceptable(r) {
+				return r, true
+			}
+		}
+	}
+	return NoLeader, false
+}
+
+// build returns the change record, or false when nothing would change.
+//
+// Without eligible leader replicas the ISR never becomes empty: removing the
+// last ISR member leaves it in the ISR (and leaderless if it may not lead),
+// so that when it comes back it is known to hold every committed record.
+// The leader epoch moves only with the leader (KAFKA-15021: since 3.6 an ISR
+// shrink does not bump it); the partition epoch moves with every change,
+// which Image.Apply does.
+func (pc *partitionChange) build() (*PartitionChangeRecord, bool) {
+	rec := &PartitionChangeRecord{
+		TopicID: pc.key.TopicID, PartitionID: pc.key.Partition,
+		Leader: NoLeaderChange, LeaderRecoveryState: pc.p.LeaderRecoveryState,
+	}
+	lrs := pc.targetLRS
+	leader, unclean := pc.electLeader()
+	if leader != pc.p.Leader {
+		rec.Leader = leader
+		if unclean {
+			// The new leader's log is all there is now: the ISR is just it,
+			// and it is recovering (KIP-704).
+			rec.ISR = []int32{leader}
+			lrs = LeaderRecovering
+		}
+	}
+	if rec.ISR == nil && len(pc.targetISR) > 0 && !slices.Equal(pc.targetISR, pc.p.ISR) {
+		rec.ISR = slices.Clone(pc.targetISR)
+	}
+	rec.LeaderRecoveryState = lrs
+	if rec.Leader == NoLeaderChange && rec.ISR == nil && lrs == pc.p.LeaderRecoveryState {
+		return nil, false
+	}
+	return rec, true
+}
+
+// merge is the partition after rec, as Image.Apply computes it.
+func merge(p *Partition, rec *PartitionChangeRecord) *Partition {
+	n := *p
+	if rec.ISR != nil {
+		n.ISR = rec.ISR
+	}
+	if rec.Replicas != nil {
+		n.Replicas = rec.Replicas
+	}
+	if rec.Leader != NoLeaderChange {
+		n.Leader = rec.Leader
+		n.LeaderEpoch++
+	}
+	n.LeaderRecoveryState = rec.LeaderRecoveryState
+	n.PartitionEpoch++
+	return &n
+}
+
+// uncleanElectionEnabled is the effective unclean.leader.election.enable of
+// a topic: the topic config, else the cluster-wide dynamic broker config,
+// else the static broker config (Kafka's
+// ConfigurationControlManager.uncleanLeaderElectionEnabledForTopic).
+func (c *ClusterControl) uncleanElectionEnabled(img *Image, topic string) bool {
+	v, _ := c.effectiveTopicConfig(img, topic, "unclean.leader.election.enable")
+	return v == "true"
+}
+
+// leaderAndISRUpdates is Kafka's generateLeaderAndIsrUpdates: for each
+// partition, remove brokerToRemove (if not NoLeader) from the ISR and from
+// leadership, and elect a leader among acceptable brokers, where
+// brokerToAdd (if not NoLeader) counts as acceptable although the image
+// still shows it fenced.
+func (c *ClusterControl) leaderAndISRUpdates(img *Image, brokerToRemove, brokerToAdd int32, keys []PartitionKey) []Record {
+	var out []Record
+	for _, k := range keys {
+		t, p, ok := partitionOf(img, k)
+		if !ok {
+			continue
+		}
+		pc := newPartitionChange(img, k, p)
+		pc.acceptable = func(r int32) bool {
+			return r != brokerToRemove && (r == brokerToAdd || isActive(img, r))
+		}
+		if c.uncleanElectionEnabled(img, t.Name) {
+			pc.election = electUnclean
+		}
+		if brokerToRemove != NoLeader && slices.Contains(p.ISR, brokerToRemove) {
+			pc.targetISR = slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == brokerToRemove })
+		}
+		if rec, ok := pc.build(); ok {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// AlterPartition handles AlterPartition (API 56, KIP-497/KIP-841): a leader
+// asks to change its partitions' ISR. Each partition is validated in the
+// order of Kafka's ReplicationControlManager.validateAlterPartitionData:
+//
+//   - unknown topic: UNKNOWN_TOPIC_ID (v2+, by id) or
+//     UNKNOWN_TOPIC_OR_PARTITION (by name); unknown partition:
+//     UNKNOWN_TOPIC_OR_PARTITION;
+//   - a leader or partition epoch newer than the image's: NOT_CONTROLLER
+//     (this controller is behind; the leader retries elsewhere);
+//   - an older leader epoch: FENCED_LEADER_EPOCH;
+//   - the requester is not the leader: INVALID_REQUEST (as Kafka);
+//   - an older partition epoch: INVALID_UPDATE_VERSION;
+//   - an ISR with a non-replica or a duplicate, without the leader, or of
+//     more than the leader while RECOVERING, or RECOVERED → RECOVERING:
+//     INVALID_REQUEST;
+//   - an ISR member that is unregistered, fenced, in controlled shutdown or
+//     (v3+) of another broker epoch: INELIGIBLE_REPLICA (v2+) or
+//     OPERATION_NOT_ATTEMPTED (v0-1).
+//
+// A valid change answers with the partition as it will be once the record
+// commits: partition epoch + 1 and the new ISR. A request that changes
+// nothing answers with the current state. The whole request fails with
+// STALE_BROKER_EPOCH when the requester's broker epoch is not its current
+// one. Concurrency: see ClusterControl.
+func (c *ClusterControl) AlterPartition(req *kmsg.AlterPartitionRequest) ([]Record, *kmsg.AlterPartitionResponse) {
+	resp := kmsg.NewPtrAlterPartitionResponse()
+	resp.Version = req.Version
+	img := c.img
+	if b, ok := img.Broker(req.BrokerID); !ok || b.Epoch != req.BrokerEpoch {
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		return nil, resp
+	}
+	var out []Record
+	seen := map[PartitionKey]bool{}
+	for _, rt := range req.Topics {
+		st := kmsg.NewAlterPartitionResponseTopic()
+		st.Topic, st.TopidID = rt.Topic, rt.TopicID
+		var t *Topic
+		var ok bool
+		if req.Version >= 2 {
+			t, ok = img.TopicByID(Uuid(rt.TopicID))
+		} else {
+			t, ok = img.Topic(rt.Topic)
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewAlterPartitionResponseTopicPartition()
+			sp.Partition = rp.Partition
+			if !ok {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if req.Version >= 2 {
+					sp.ErrorCode = kerr.UnknownTopicID.Code
+				}
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			k := PartitionKey{TopicID: t.ID, Partition: rp.Partition}
+			if seen[k] {
+				// A second change of the same partition in one request
+				// would be validated against the state before the first.
+				sp.ErrorCode = kerr.InvalidRequest.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			seen[k] = true
+			rec, p, code := c.alterPartition(img, req, t, k, rp)
+			sp.ErrorCode = code
+			if code == 0 {
+				if rec != nil {
+					out = append(out, rec)
+					p = merge(p, rec)
+				}
+				sp.LeaderID, sp.LeaderEpoch, sp.PartitionEpoch = p.Leader, p.LeaderEpoch, p.PartitionEpoch
+				sp.ISR = slices.Clone(p.ISR)
+				sp.LeaderRecoveryState = p.LeaderRecoveryState
+				if p.Leader != req.BrokerID {
+					// Kafka: the change moved leadership (only a completed
+					// reassignment can); the old leader must refetch.
+					sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+					if req.Version >= 2 {
+						sp.ErrorCode = kerr.NewLeaderElected.Code
+					}
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return out, resp
+}
+
+func (c *ClusterControl) alterPartition(img *Image, req *kmsg.AlterPartitionRequest, t *Topic, k PartitionKey, rp kmsg.AlterPartitionRequestTopicPartition) (*PartitionChangeRecord, *Partition, int16) {
+	if k.Partition < 0 || int(k.Partition) >= len(t.Partitions) {
+		return nil, nil, kerr.UnknownTopicOrPartition.Code
+	}
+	p := t.Partitions[k.Partition]
+	switch {
+	case rp.LeaderEpoch > p.LeaderEpoch || rp.PartitionEpoch > p.PartitionEpoch:
+		return nil, nil, kerr.NotController.Code
+	case rp.LeaderEpoch < p.LeaderEpoch:
+		return nil, nil, kerr.FencedLeaderEpoch.Code
+	case req.BrokerID != p.Leader:
+		return nil, nil, kerr.InvalidRequest.Code
+	case rp.PartitionEpoch < p.PartitionEpoch:
+		return nil, nil, kerr.InvalidUpdateVersion.Code
+	}
+	type member struct {
+		id    int32
+		epoch int64
+	}
+	var isr []member
+	if req.Version >= 3 {
+		for _, m := range rp.NewEpochISR {
+			isr = append(isr, member{m.BrokerID, m.BrokerEpoch})
+		}
+	} else {
+		for _, id := range rp.NewISR {
+			isr = append(isr, member{id, -1})
+		}
+	}
+	newISR := make([]int32, len(isr))
+	for i, m := range isr {
+		newISR[i] = m.id
+	}
+	if !validISR(p.Replicas, newISR) || !slices.Contains(newISR, p.Leader) {
+		return nil, nil, kerr.InvalidRequest.Code
+	}
+	switch {
+	case rp.LeaderRecoveryState != LeaderRecovered && rp.LeaderRecoveryState != LeaderRecovering:
+		return nil, nil, kerr.InvalidRequest.Code
+	case rp.LeaderRecoveryState == LeaderRecovering && len(newISR) > 1:
+		return nil, nil, kerr.InvalidRequest.Code
+	case p.LeaderRecoveryState == LeaderRecovered && rp.LeaderRecoveryState == LeaderRecovering:
+		return nil, nil, kerr.InvalidRequest.Code
+	}
+	for _, m := range isr {
+		b, ok := img.Broker(m.id)
+		if !ok || b.InControlledShutdown || b.Fenced || (m.epoch != -1 && m.epoch != b.Epoch) {
+			if req.Version >= 2 {
+				return nil, nil, kerr.IneligibleReplica.Code
+			}
+			return nil, nil, kerr.OperationNotAttempted.Code
+		}
+	}
+	pc := newPartitionChange(img, k, p)
+	if c.uncleanElectionEnabled(img, t.Name) {
+		pc.election = electUnclean
+	}
+	pc.targetISR = newISR
+	pc.targetLRS = rp.LeaderRecoveryState
+	rec, ok := pc.build()
+	if !ok {
+		return nil, p, 0
+	}
+	return rec, p, 0
+}
+
+// validISR is Kafka's Replicas.validateIsr: every member a replica, none
+// twice.
+func validISR(replicas, isr []int32) bool {
+	for i, r := range isr {
+		if !slices.Contains(replicas, r) || slices.Contains(isr[:i], r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Election types of ElectLeaders (Kafka's ElectionType, KIP-460).
+const (
+	ElectionPreferred int8 = 0
+	ElectionUnclean   int8 = 1
+)
+
+// ElectLeaders handles ElectLeaders (API 43, KIP-460), as Kafka's
+// ReplicationControlManager.electLeaders:
+//
+//   - preferred: ELECTION_NOT_NEEDED when the preferred replica leads;
+//     PREFERRED_LEADER_NOT_AVAILABLE when no change can be made (the
+//     preferred replica is not in the ISR or not active, and the current
+//     leader is fine); otherwise the preferred replica leads (or, when the
+//     partition has no usable leader, the first usable ISR member).
+//   - unclean: ELECTION_NOT_NEEDED when the partition has a leader;
+//     ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is active; otherwise
+//     the first active ISR member, or failing that the first active
+//     replica, which may lose records.
+//
+// Nil Topics means every partition; results then leave out the partitions
+// whose election was not needed. v0 has no election type (preferred). An
+// unknown election type fails the request with INVALID_REQUEST.
+// Concurrency: see ClusterControl.
+func (c *ClusterControl) ElectLeaders(req *kmsg.ElectLeadersRequest) ([]Record, *kmsg.ElectLeadersResponse) {
+	resp := kmsg.NewPtrElectLeadersResponse()
+	resp.Version = req.Version
+	typ := req.ElectionType
+	if req.Version == 0 {
+		typ = ElectionPreferred
+	}
+	if typ != ElectionPreferred && typ != ElectionUnclean {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return nil, resp
+	}
+	img := c.img
+	var out []Record
+	done := map[PartitionKey]int16{}
+	elect := func(topic string, partition int32) (int16, *string) {
+		t, ok := img.Topic(topic)
+		if !ok {
+			return kerr.UnknownTopicOrPartition.Code, strp("No such topic as " + topic)
+		}
+		k := PartitionKey{TopicID: t.ID, Partition: partition}
+		_, p, ok := partitionOf(img, k)
+		if !ok {
+			return kerr.UnknownTopicOrPartition.Code, strp(fmt.Sprintf("No such partition as %s-%d", topic, partition))
+		}
+		if code, dup := done[k]; dup {
+			return code, nil
+		}
+		code := c.electLeader(img, t, k, p, typ, &out)
+		done[k] = code
+		return code, nil
+	}
+	if req.Topics == nil {
+		for _, t := range img.Topics() {
+			st := kmsg.NewElectLeadersResponseTopic()
+			st.Topic = t.Name
+			for i := range t.Partitions {
+				code, msg := elect(t.Name, int32(i))
+				if code == kerr.ElectionNotNeeded.Code {
+					continue
+				}
+				sp := kmsg.NewElectLeadersResponseTopicPartition()
+				sp.Partition, sp.ErrorCode, sp.ErrorMessage = int32(i), code, msg
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return out, resp
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewElectLeadersResponseTopic()
+		st.Topic = rt.Topic
+		for _, partition := range rt.Partitions {
+			code, msg := elect(rt.Topic, partition)
+			sp := kmsg.NewElectLeadersResponseTopicPartition()
+			sp.Partition, sp.ErrorCode, sp.ErrorMessage = partition, code, msg
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return out, resp
+}
+
+func (c *ClusterControl) electLeader(img *Image, t *Topic, k PartitionKey, p *Partition, typ int8, out *[]Record) int16 {
+	hasPreferred := len(p.Replicas) > 0 && p.Leader == p.Replicas[0]
+	if (typ == ElectionPreferred && hasPreferred) || (typ == ElectionUnclean && p.Leader >= 0) {
+		return kerr.ElectionNotNeeded.Code
+	}
+	pc := newPartitionChange(img, k, p)
+	pc.election = electPreferred
+	if typ == ElectionUnclean {
+		pc.election = electUnclean
+	}
+	rec, ok := pc.build()
+	if !ok {
+		if typ == ElectionPreferred {
+			return kerr.PreferredLeaderNotAvailable.Code
+		}
+		return kerr.EligibleLeadersNotAvailable.Code
+	}
+	*out = append(*out, rec)
+	return 0
+}
+
+// preferredLeaderElections is auto.leader.rebalance.enable: for at most
+// limit imbalanced partitions, a preferred election (Kafka's
+// maybeBalancePartitionLeaders). It reports whether the bound cut it short.
+func (c *ClusterControl) preferredLeaderElections(img *Image, limit int) ([]Record, bool) {
+	var out []Record
+	for _, k := range buildPartitionIndex(img).imbalanced {
+		if len(out) >= limit {
+			return out, true
+		}
+		_, p, ok := partitionOf(img, k)
+		if !ok {
+			continue
+		}
+		pc := newPartitionChange(img, k, p)
+		pc.election = electPreferred
+		if rec, ok := pc.build(); ok {
+			out = append(out, rec)
+		}
+	}
+	return out, false
+}

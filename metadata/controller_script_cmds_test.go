@@ -1,0 +1,336 @@
+package metadata
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The commands of the controller scripts, each building one request from
+// its arguments, running it, committing the records and printing the
+// response.
+
+func (h *harness) register(a args) string {
+	id := int32(h.int(a, "id", 0))
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.BrokerID = id
+	req.ClusterID, _ = a.get("cluster")
+	inc, ok := a.get("incarnation")
+	if !ok {
+		inc = fmt.Sprintf("i%d", id)
+	}
+	req.IncarnationID = h.incarnation(inc)
+	if rack, ok := a.get("rack"); ok {
+		req.Rack = &rack
+	}
+	l := kmsg.NewBrokerRegistrationRequestListener()
+	l.Name, l.Host, l.Port = "PLAINTEXT", "127.0.0.1", uint16(9092+id)
+	req.Listeners = append(req.Listeners, l)
+	recs, resp := h.controller().RegisterBroker(h.now, req)
+	out := h.commit(recs)
+	if resp.ErrorCode != 0 {
+		return out + "\nresponse: " + errName(resp.ErrorCode)
+	}
+	return out + fmt.Sprintf("\nresponse: epoch=%d", resp.BrokerEpoch)
+}
+
+func (h *harness) brokerEpoch(id int32) int64 {
+	if b, ok := h.img.Broker(id); ok {
+		return b.Epoch
+	}
+	return 0
+}
+
+func (h *harness) heartbeat(a args) string {
+	id := int32(h.int(a, "id", 0))
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.BrokerID = id
+	req.BrokerEpoch = h.int(a, "epoch", h.brokerEpoch(id))
+	req.CurrentMetadataOffset = h.int(a, "offset", h.img.Offset())
+	req.WantFence = a.has("want-fence")
+	req.WantShutdown = a.has("want-shutdown")
+	recs, resp := h.controller().Heartbeat(h.now, req)
+	out := h.commit(recs)
+	if resp.ErrorCode != 0 {
+		return out + "\nresponse: " + errName(resp.ErrorCode)
+	}
+	return out + fmt.Sprintf("\nresponse: caught-up=%t fenced=%t should-shutdown=%t", resp.IsCaughtUp, resp.IsFenced, resp.ShouldShutdown)
+}
+
+func (h *harness) createTopic(a args) string {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	req.ValidateOnly = a.has("validate-only")
+	for _, name := range a.all("name") {
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic = name
+		t.NumPartitions = int32(h.int(a, "partitions", -1))
+		t.ReplicationFactor = int16(h.int(a, "rf", -1))
+		if as, ok := a.get("assign"); ok {
+			for i, rs := range strings.Split(as, ";") {
+				ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+				ra.Partition, ra.Replicas = int32(i), h.ints(rs)
+				t.ReplicaAssignment = append(t.ReplicaAssignment, ra)
+			}
+		}
+		for _, kv := range a.all("config") {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			k, v, hasValue := strings.Cut(kv, "=")
+			c.Name = k
+			if hasValue {
+				c.Value = &v
+			}
+			t.Configs = append(t.Configs, c)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	recs, resp := h.controller().CreateTopics(req, a.has("internal"))
+	out := h.commit(recs)
+	for _, t := range resp.Topics {
+		out += fmt.Sprintf("\n%s: %s", t.Topic, errWithMessage(t.ErrorCode, t.ErrorMessage))
+		if t.ErrorCode == 0 {
+			out += fmt.Sprintf(" partitions=%d rf=%d", t.NumPartitions, t.ReplicationFactor)
+			if a.has("show-configs") {
+				for _, c := range t.Configs {
+					if c.Source != ConfigSourceDefault {
+						out += fmt.Sprintf("\n  %s=%s source=%d", c.Name, *c.Value, c.Source)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (h *harness) deleteTopic(a args) string {
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = 6
+	for _, kv := range a {
+		t := kmsg.NewDeleteTopicsRequestTopic()
+		switch kv.k {
+		case "name":
+			t.Topic = strp(kv.v)
+		case "id":
+			t.TopicID = h.topicID(kv.v)
+		case "both":
+			t.Topic, t.TopicID = strp(kv.v), h.topicID(kv.v)
+		case "neither":
+		default:
+			continue
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	recs, resp := h.controller().DeleteTopics(req)
+	out := h.commit(recs)
+	for _, t := range resp.Topics {
+		name := "<nil>"
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		out += fmt.Sprintf("\n%s: %s", name, errWithMessage(t.ErrorCode, t.ErrorMessage))
+	}
+	return out
+}
+
+func (h *harness) createPartitions(a args) string {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.ValidateOnly = a.has("validate-only")
+	for _, name := range a.all("name") {
+		t := kmsg.NewCreatePartitionsRequestTopic()
+		t.Topic = name
+		t.Count = int32(h.int(a, "count", 0))
+		if as, ok := a.get("assign"); ok {
+			t.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{}
+			for _, rs := range strings.Split(as, ";") {
+				ra := kmsg.NewCreatePartitionsRequestTopicAssignment()
+				ra.Replicas = h.ints(rs)
+				t.Assignment = append(t.Assignment, ra)
+			}
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	recs, resp := h.controller().CreatePartitions(req)
+	out := h.commit(recs)
+	for _, t := range resp.Topics {
+		out += fmt.Sprintf("\n%s: %s", t.Topic, errWithMessage(t.ErrorCode, t.ErrorMessage))
+	}
+	return out
+}
+
+func (h *harness) alterPartition(a args) string {
+	broker := int32(h.int(a, "broker", 0))
+	topic, _ := a.get("topic")
+	partition := int32(h.int(a, "partition", 0))
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = int16(h.int(a, "version", 3))
+	req.BrokerID = broker
+	req.BrokerEpoch = h.int(a, "broker-epoch", h.brokerEpoch(broker))
+	var p Partition
+	if _, cur, ok := partitionOf(h.img, PartitionKey{h.topicID(topic), partition}); ok {
+		p = *cur
+	}
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.Topic, rt.TopicID = topic, h.topicID(topic)
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition = partition
+	rp.LeaderEpoch = int32(h.int(a, "leader-epoch", int64(p.LeaderEpoch)))
+	rp.PartitionEpoch = int32(h.int(a, "partition-epoch", int64(p.PartitionEpoch)))
+	rp.LeaderRecoveryState = int8(h.int(a, "lrs", 0))
+	isr, _ := a.get("isr")
+	rp.NewISR = h.ints(isr)
+	epochs := map[int32]int64{}
+	if v, ok := a.get("isr-epochs"); ok {
+		for _, pair := range strings.Split(v, ",") {
+			id, e, _ := strings.Cut(pair, ":")
+			n, _ := strconv.ParseInt(id, 10, 32)
+			ep, _ := strconv.ParseInt(e, 10, 64)
+			epochs[int32(n)] = ep
+		}
+	}
+	for _, id := range rp.NewISR {
+		m := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+		m.BrokerID, m.BrokerEpoch = id, h.brokerEpoch(id)
+		if e, ok := epochs[id]; ok {
+			m.BrokerEpoch = e
+		}
+		rp.NewEpochISR = append(rp.NewEpochISR, m)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	recs, resp := h.controller().AlterPartition(req)
+	out := h.commit(recs)
+	if resp.ErrorCode != 0 {
+		return out + "\nresponse: " + errName(resp.ErrorCode)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out += fmt.Sprintf("\n%s-%d: %s", topic, p.Partition, errName(p.ErrorCode))
+			if p.ErrorCode == 0 {
+				out += fmt.Sprintf(" leader=%d leader-epoch=%d partition-epoch=%d isr=%s", p.LeaderID, p.LeaderEpoch, p.PartitionEpoch, ids(p.ISR))
+			}
+		}
+	}
+	return out
+}
+
+func (h *harness) elect(a args) string {
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.Version = 2
+	typ, _ := a.get("type")
+	switch typ {
+	case "preferred":
+		req.ElectionType = ElectionPreferred
+	case "unclean":
+		req.ElectionType = ElectionUnclean
+	default:
+		req.ElectionType = int8(h.int(a, "type", 0))
+	}
+	for _, topic := range a.all("topic") {
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic = topic
+		ps, _ := a.get("partitions")
+		rt.Partitions = h.ints(ps)
+		req.Topics = append(req.Topics, rt)
+	}
+	recs, resp := h.controller().ElectLeaders(req)
+	out := h.commit(recs)
+	if resp.ErrorCode != 0 {
+		return out + "\nresponse: " + errName(resp.ErrorCode)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out += fmt.Sprintf("\n%s-%d: %s", t.Topic, p.Partition, errName(p.ErrorCode))
+		}
+	}
+	return out
+}
+
+func (h *harness) allocPIDs(a args) string {
+	broker := int32(h.int(a, "broker", 0))
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID = broker
+	req.BrokerEpoch = h.int(a, "epoch", h.brokerEpoch(broker))
+	recs, resp := h.controller().AllocateProducerIds(req)
+	out := h.commit(recs)
+	if resp.ErrorCode != 0 {
+		return out + "\nresponse: " + errName(resp.ErrorCode)
+	}
+	return out + fmt.Sprintf("\nresponse: start=%d len=%d", resp.ProducerIDStart, resp.ProducerIDLen)
+}
+
+func resourceType(s string) kmsg.ConfigResourceType {
+	switch s {
+	case "topic":
+		return kmsg.ConfigResourceTypeTopic
+	case "broker":
+		return kmsg.ConfigResourceTypeBroker
+	case "broker-logger":
+		return kmsg.ConfigResourceTypeBrokerLogger
+	}
+	n, _ := strconv.Atoi(s)
+	return kmsg.ConfigResourceType(n)
+}
+
+func (h *harness) incrAlterConfigs(a args) string {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.ValidateOnly = a.has("validate-only")
+	var r *kmsg.IncrementalAlterConfigsRequestResource
+	for _, kv := range a {
+		ops := map[string]kmsg.IncrementalAlterConfigOp{"set": 0, "delete": 1, "append": 2, "subtract": 3, "op9": 9}
+		switch kv.k {
+		case "type":
+			req.Resources = append(req.Resources, kmsg.NewIncrementalAlterConfigsRequestResource())
+			r = &req.Resources[len(req.Resources)-1]
+			r.ResourceType = resourceType(kv.v)
+		case "name":
+			r.ResourceName = kv.v
+		case "set", "delete", "append", "subtract", "op9":
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Op = ops[kv.k]
+			k, v, hasValue := strings.Cut(kv.v, "=")
+			c.Name = k
+			if hasValue {
+				c.Value = &v
+			}
+			r.Configs = append(r.Configs, c)
+		}
+	}
+	recs, resp := h.controller().IncrementalAlterConfigs(req)
+	out := h.commit(recs)
+	for _, r := range resp.Resources {
+		out += fmt.Sprintf("\n%s:%s: %s", strings.ToLower(r.ResourceType.String()), r.ResourceName, errWithMessage(r.ErrorCode, r.ErrorMessage))
+	}
+	return out
+}
+
+func (h *harness) alterConfigs(a args) string {
+	req := kmsg.NewPtrAlterConfigsRequest()
+	req.ValidateOnly = a.has("validate-only")
+	var r *kmsg.AlterConfigsRequestResource
+	for _, kv := range a {
+		switch kv.k {
+		case "type":
+			req.Resources = append(req.Resources, kmsg.NewAlterConfigsRequestResource())
+			r = &req.Resources[len(req.Resources)-1]
+			r.ResourceType = resourceType(kv.v)
+		case "name":
+			r.ResourceName = kv.v
+		case "config":
+			c := kmsg.NewAlterConfigsRequestResourceConfig()
+			k, v, hasValue := strings.Cut(kv.v, "=")
+			c.Name = k
+			if hasValue {
+				c.Value = &v
+			}
+			r.Configs = append(r.Configs, c)
+		}
+	}
+	recs, resp := h.controller().AlterConfigs(req)
+	out := h.commit(recs)
+	for _, r := range resp.Resources {
+		out += fmt.Sprintf("\n%s:%s: %s", strings.ToLower(r.ResourceType.String()), r.ResourceName, errWithMessage(r.ErrorCode, r.ErrorMessage))
+	}
+	return out
+}

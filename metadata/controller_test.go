@@ -1,0 +1,489 @@
+package metadata
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestTopicNameRules(t *testing.T) {
+	cases := []struct {
+		name  string
+		legal bool
+	}{
+		{"orders", true},
+		{"a.b_c-D9", true},
+		{strings.Repeat("x", 249), true},
+		{strings.Repeat("x", 250), false},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"...", true},
+		{"with space", false},
+		{"slash/es", false},
+		{"colon:", false},
+		{"ünï", false},
+		{"tab\t", false},
+		{"__internal_looking", true},
+	}
+	for _, c := range cases {
+		err := validateTopicName(c.name)
+		if (err == nil) != c.legal {
+			t.Errorf("validateTopicName(%q) = %v, want legal=%t", c.name, err, c.legal)
+		}
+	}
+}
+
+func TestTopicConfigValidation(t *testing.T) {
+	cases := []struct {
+		configs map[string]string
+		wantErr string // substring; "" means valid
+	}{
+		{map[string]string{"retention.ms": "-1"}, ""},
+		{map[string]string{"retention.ms": " 1000 "}, ""},
+		{map[string]string{"retention.ms": "-2"}, "at least -1"},
+		{map[string]string{"retention.bytes": "-5"}, ""},
+		{map[string]string{"segment.bytes": "14"}, ""},
+		{map[string]string{"segment.bytes": "13"}, "at least 14"},
+		{map[string]string{"segment.bytes": "2147483648"}, "INT"},
+		{map[string]string{"segment.ms": "0"}, "at least 1"},
+		{map[string]string{"segment.index.bytes": "3"}, "at least 4"},
+		{map[string]string{"min.insync.replicas": "0"}, "at least 1"},
+		{map[string]string{"max.message.bytes": "-1"}, "at least 0"},
+		{map[string]string{"cleanup.policy": "compact, delete"}, ""},
+		{map[string]string{"cleanup.policy": "compact,none"}, "expected a list"},
+		{map[string]string{"compression.type": "lz4"}, ""},
+		{map[string]string{"compression.type": "LZ4"}, "one of"},
+		{map[string]string{"compression.gzip.level": "-1"}, ""},
+		{map[string]string{"compression.gzip.level": "0"}, "between 1 and 9"},
+		{map[string]string{"compression.zstd.level": "23"}, "no more than 22"},
+		{map[string]string{"message.timestamp.type": "LogAppendTime"}, ""},
+		{map[string]string{"unclean.leader.election.enable": "TRUE"}, ""},
+		{map[string]string{"preallocate": "1"}, "true or false"},
+		{map[string]string{"min.cleanable.dirty.ratio": "NaN"}, "DOUBLE"},
+		{map[string]string{"flush.messages": "0"}, "at least 1"},
+		{map[string]string{"follower.replication.throttled.replicas": "0:1,1:2"}, ""},
+		{map[string]string{"follower.replication.throttled.replicas": "0-1"}, "literal '*'"},
+		{map[string]string{"nonsense": "1"}, "Unknown topic config name: nonsense"},
+		{map[string]string{"min.compaction.lag.ms": "6", "max.compaction.lag.ms": "5"}, "conflict"},
+	}
+	for _, c := range cases {
+		err := ValidateTopicConfigs(c.configs)
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%v: unexpected error %v", c.configs, err)
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%v: error %v, want one containing %q", c.configs, err, c.wantErr)
+		}
+	}
+}
+
+func TestEveryTopicConfigDefaultIsValid(t *testing.T) {
+	for _, n := range TopicConfigNames() {
+		d, _ := TopicConfigDef(n)
+		if d.Type == ConfigList && d.Default == "" {
+			continue // an empty throttled-replicas list is the default
+		}
+		if err := d.Validate(d.Default); err != nil {
+			t.Errorf("%s default %q: %v", n, d.Default, err)
+		}
+	}
+}
+
+func brokersForPlacement(racks ...string) []*BrokerRegistration {
+	var out []*BrokerRegistration
+	for i, r := range racks {
+		out = append(out, &BrokerRegistration{ID: int32(i + 1), Rack: r})
+	}
+	return out
+}
+
+func TestPlacementSpreadsLeadersAndReplicas(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 1; n <= 7; n++ {
+		brokers := brokersForPlacement(make([]string, n)...)
+		for rf := 1; rf <= n; rf++ {
+			parts := placeReplicas(brokers, 4*n, rf, -1, 0, rng)
+			leaders := map[int32]int{}
+			replicas := map[int32]int{}
+			for _, p := range parts {
+				if len(p) != rf {
+					t.Fatalf("n=%d rf=%d: %v", n, rf, p)
+				}
+				for i, r := range p {
+					if slices.Contains(p[:i], r) {
+						t.Fatalf("n=%d rf=%d: replica twice in %v", n, rf, p)
+					}
+					replicas[r]++
+				}
+				leaders[p[0]]++
+			}
+			for _, b := range brokers {
+				// 4n partitions round-robin: exactly 4 leaderships and
+				// 4·rf replicas each.
+				if leaders[b.ID] != 4 || replicas[b.ID] != 4*rf {
+					t.Fatalf("n=%d rf=%d: broker %d leads %d, holds %d", n, rf, b.ID, leaders[b.ID], replicas[b.ID])
+				}
+			}
+		}
+	}
+}
+
+func TestRackAwarePlacementSpansRacks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	brokers := brokersForPlacement("a", "a", "a", "b", "b", "c", "c", "c", "c")
+	rackOf := map[int32]string{}
+	for _, b := range brokers {
+		rackOf[b.ID] = b.Rack
+	}
+	for rf := 1; rf <= len(brokers); rf++ {
+		for _, p := range placeReplicas(brokers, 50, rf, -1, 0, rng) {
+			racks := map[string]bool{}
+			for i, r := range p {
+				if slices.Contains(p[:i], r) {
+					t.Fatalf("rf=%d: replica twice in %v", rf, p)
+				}
+				racks[rackOf[r]] = true
+			}
+			if want := min(rf, 3); len(racks) != want {
+				t.Fatalf("rf=%d: %v spans %d racks, want %d", rf, p, len(racks), want)
+			}
+		}
+	}
+}
+
+// cluster is a controller and its image, committing every batch.
+type cluster struct {
+	t   testing.TB
+	cc  *ClusterControl
+	img *Image
+	now time.Time
+}
+
+func newCluster(t testing.TB, cfg ControllerConfig, brokers int) *cluster {
+	c := &cluster{t: t, img: EmptyImage(), now: time.Unix(1700000000, 0)}
+	c.cc = NewClusterControl(cfg, c.img, c.now, rand.New(rand.NewPCG(9, 9)))
+	for id := int32(1); id <= int32(brokers); id++ {
+		req := kmsg.NewPtrBrokerRegistrationRequest()
+		req.BrokerID = id
+		req.IncarnationID = [16]byte{byte(id)}
+		recs, resp := c.cc.RegisterBroker(c.now, req)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("register %d: %d", id, resp.ErrorCode)
+		}
+		c.commit(recs)
+		hb := kmsg.NewPtrBrokerHeartbeatRequest()
+		hb.BrokerID, hb.BrokerEpoch, hb.CurrentMetadataOffset = id, resp.BrokerEpoch, c.img.Offset()
+		recs, _ = c.cc.Heartbeat(c.now, hb)
+		c.commit(recs)
+	}
+	return c
+}
+
+func (c *cluster) commit(recs []Record) {
+	if len(recs) == 0 {
+		return
+	}
+	next, _, err := c.img.Apply(c.img.Offset()+1, recs)
+	if err != nil {
+		c.t.Fatalf("records do not apply: %v", err)
+	}
+	c.img = next
+	c.cc.SetImage(next)
+}
+
+// checkInvariants checks what every committed image must satisfy: ISRs
+// non-empty, made of distinct replicas; a leader is an active ISR member;
+// an ISR of several members has only active ones.
+func checkInvariants(t testing.TB, img *Image) {
+	t.Helper()
+	for _, tp := range img.Topics() {
+		for i, p := range tp.Partitions {
+			where := fmt.Sprintf("%s-%d %+v", tp.Name, i, *p)
+			if len(p.ISR) == 0 || !validISR(p.Replicas, p.ISR) {
+				t.Fatalf("%s: bad ISR", where)
+			}
+			if p.Leader != NoLeader && (!slices.Contains(p.ISR, p.Leader) || !isActive(img, p.Leader)) {
+				t.Fatalf("%s: leader not an active ISR member", where)
+			}
+			if len(p.ISR) > 1 {
+				for _, r := range p.ISR {
+					if !isActive(img, r) {
+						t.Fatalf("%s: inactive broker %d in a multi-member ISR", where, r)
+					}
+				}
+			}
+			if p.LeaderRecoveryState == LeaderRecovering && len(p.ISR) != 1 {
+				t.Fatalf("%s: recovering with ISR %v", where, p.ISR)
+			}
+		}
+	}
+}
+
+// TestRandomOperationsKeepInvariants drives the controller with a long
+// random sequence of requests and time, commits every batch, and checks
+// after each that the batch applied and the invariants hold.
+func TestRandomOperationsKeepInvariants(t *testing.T) {
+	steps := 3000
+	if testing.Short() {
+		steps = 500
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		cfg := DefaultControllerConfig()
+		cfg.LeaderImbalanceCheckInterval = 5 * time.Second
+		c := newCluster(t, cfg, 4)
+		incarnation := map[int32]byte{}
+		var lastOp string
+		defer func() {
+			if t.Failed() {
+				t.Logf("seed %d, last: %s", seed, lastOp)
+			}
+		}()
+		for step := range steps {
+			c.now = c.now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+			id := int32(rng.IntN(5) + 1)
+			epoch := int64(-1)
+			if b, ok := c.img.Broker(id); ok {
+				epoch = b.Epoch
+			}
+			var recs []Record
+			op := rng.IntN(12)
+			lastOp = fmt.Sprintf("step %d op %d broker %d", step, op, id)
+			switch op {
+			case 0:
+				req := kmsg.NewPtrBrokerRegistrationRequest()
+				req.BrokerID = id
+				if rng.IntN(3) == 0 {
+					incarnation[id]++
+				}
+				req.IncarnationID = [16]byte{byte(id), incarnation[id]}
+				if rng.IntN(2) == 0 {
+					req.Rack = strp(string(rune('a' + id%2)))
+				}
+				recs, _ = c.cc.RegisterBroker(c.now, req)
+			case 1, 2, 3:
+				req := kmsg.NewPtrBrokerHeartbeatRequest()
+				req.BrokerID, req.BrokerEpoch = id, epoch
+				req.CurrentMetadataOffset = c.img.Offset() - int64(rng.IntN(2))
+				req.WantFence = rng.IntN(15) == 0
+				req.WantShutdown = rng.IntN(15) == 0
+				recs, _ = c.cc.Heartbeat(c.now, req)
+			case 4:
+				recs = c.cc.Tick(c.now)
+			case 5:
+				req := kmsg.NewPtrCreateTopicsRequest()
+				tp := kmsg.NewCreateTopicsRequestTopic()
+				tp.Topic = fmt.Sprintf("t%d", rng.IntN(30))
+				tp.NumPartitions = int32(rng.IntN(4) + 1)
+				tp.ReplicationFactor = int16(rng.IntN(3) + 1)
+				if rng.IntN(4) == 0 {
+					cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+					cfg.Name, cfg.Value = "unclean.leader.election.enable", strp("true")
+					tp.Configs = append(tp.Configs, cfg)
+				}
+				req.Topics = append(req.Topics, tp)
+				recs, _ = c.cc.CreateTopics(req, false)
+			case 6, 7, 8:
+				recs = randomAlterPartition(c, rng)
+			case 9:
+				req := kmsg.NewPtrElectLeadersRequest()
+				req.Version = 2
+				req.ElectionType = int8(rng.IntN(2))
+				recs, _ = c.cc.ElectLeaders(req)
+			case 10:
+				req := kmsg.NewPtrCreatePartitionsRequest()
+				tp := kmsg.NewCreatePartitionsRequestTopic()
+				tp.Topic = fmt.Sprintf("t%d", rng.IntN(30))
+				tp.Count = int32(rng.IntN(6) + 1)
+				req.Topics = append(req.Topics, tp)
+				recs, _ = c.cc.CreatePartitions(req)
+			case 11:
+				if rng.IntN(4) == 0 {
+					req := kmsg.NewPtrDeleteTopicsRequest()
+					req.TopicNames = []string{fmt.Sprintf("t%d", rng.IntN(30))}
+					recs, _ = c.cc.DeleteTopics(req)
+				}
+			}
+			c.commit(recs)
+			if t.Failed() {
+				t.Fatalf("seed %d step %d", seed, step)
+			}
+			checkInvariants(t, c.img)
+		}
+	}
+}
+
+// randomAlterPartition is a leader proposing a plausible ISR change.
+func randomAlterPartition(c *cluster, rng *rand.Rand) []Record {
+	topics := c.img.Topics()
+	if len(topics) == 0 {
+		return nil
+	}
+	tp := topics[rng.IntN(len(topics))]
+	pi := rng.IntN(len(tp.Partitions))
+	p := tp.Partitions[pi]
+	if p.Leader == NoLeader {
+		return nil
+	}
+	isr := []int32{p.Leader}
+	for _, r := range p.Replicas {
+		if r != p.Leader && rng.IntN(2) == 0 {
+			isr = append(isr, r)
+		}
+	}
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 3
+	req.BrokerID = p.Leader
+	if b, ok := c.img.Broker(p.Leader); ok {
+		req.BrokerEpoch = b.Epoch
+	}
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.TopicID = tp.ID
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = int32(pi), p.LeaderEpoch, p.PartitionEpoch
+	if p.LeaderRecoveryState == LeaderRecovering && rng.IntN(2) == 0 {
+		rp.LeaderRecoveryState = LeaderRecovering
+		isr = isr[:1]
+	}
+	for _, id := range isr {
+		m := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+		m.BrokerID, m.BrokerEpoch = id, -1
+		rp.NewEpochISR = append(rp.NewEpochISR, m)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	recs, resp := c.cc.AlterPartition(req)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode == kerr.NotController.Code {
+				c.t.Fatalf("the controller's image is current, yet NOT_CONTROLLER")
+			}
+		}
+	}
+	return recs
+}
+
+// FuzzControllerRequests decodes arbitrary bytes as one of the requests the
+// controller serves (every field an attacker controls) and checks that the
+// controller answers without panicking and that whatever records it
+// returns apply to the image and keep its invariants.
+func FuzzControllerRequests(f *testing.F) {
+	seed := func(api byte, version int16, req kmsg.Request) {
+		req.SetVersion(version)
+		f.Add(api, version, req.AppendTo(nil))
+	}
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	topic := kmsg.NewCreateTopicsRequestTopic()
+	topic.Topic, topic.NumPartitions, topic.ReplicationFactor = "fuzzed", 3, 2
+	ct.Topics = append(ct.Topics, topic)
+	seed(0, 7, ct)
+	seed(1, 6, kmsg.NewPtrDeleteTopicsRequest())
+	seed(2, 3, kmsg.NewPtrCreatePartitionsRequest())
+	seed(3, 1, kmsg.NewPtrIncrementalAlterConfigsRequest())
+	seed(4, 2, kmsg.NewPtrAlterConfigsRequest())
+	seed(5, 3, kmsg.NewPtrAlterPartitionRequest())
+	seed(6, 2, kmsg.NewPtrElectLeadersRequest())
+	seed(7, 0, kmsg.NewPtrAllocateProducerIDsRequest())
+	seed(8, 3, kmsg.NewPtrBrokerRegistrationRequest())
+	seed(9, 1, kmsg.NewPtrBrokerHeartbeatRequest())
+
+	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
+		cfg := DefaultControllerConfig()
+		c := newCluster(t, cfg, 3)
+		ct := kmsg.NewPtrCreateTopicsRequest()
+		for _, name := range []string{"a", "b.c"} {
+			tp := kmsg.NewCreateTopicsRequestTopic()
+			tp.Topic, tp.NumPartitions, tp.ReplicationFactor = name, 3, 3
+			ct.Topics = append(ct.Topics, tp)
+		}
+		recs, _ := c.cc.CreateTopics(ct, false)
+		c.commit(recs)
+
+		reqs := []kmsg.Request{
+			kmsg.NewPtrCreateTopicsRequest(), kmsg.NewPtrDeleteTopicsRequest(),
+			kmsg.NewPtrCreatePartitionsRequest(), kmsg.NewPtrIncrementalAlterConfigsRequest(),
+			kmsg.NewPtrAlterConfigsRequest(), kmsg.NewPtrAlterPartitionRequest(),
+			kmsg.NewPtrElectLeadersRequest(), kmsg.NewPtrAllocateProducerIDsRequest(),
+			kmsg.NewPtrBrokerRegistrationRequest(), kmsg.NewPtrBrokerHeartbeatRequest(),
+		}
+		req := reqs[int(api)%len(reqs)]
+		if version < 0 || version > req.MaxVersion() {
+			return
+		}
+		req.SetVersion(version)
+		if err := req.ReadFrom(data); err != nil {
+			return
+		}
+		switch r := req.(type) {
+		case *kmsg.CreateTopicsRequest:
+			recs, _ = c.cc.CreateTopics(r, api >= 128)
+		case *kmsg.DeleteTopicsRequest:
+			recs, _ = c.cc.DeleteTopics(r)
+		case *kmsg.CreatePartitionsRequest:
+			recs, _ = c.cc.CreatePartitions(r)
+		case *kmsg.IncrementalAlterConfigsRequest:
+			recs, _ = c.cc.IncrementalAlterConfigs(r)
+		case *kmsg.AlterConfigsRequest:
+			recs, _ = c.cc.AlterConfigs(r)
+		case *kmsg.AlterPartitionRequest:
+			recs, _ = c.cc.AlterPartition(r)
+		case *kmsg.ElectLeadersRequest:
+			recs, _ = c.cc.ElectLeaders(r)
+		case *kmsg.AllocateProducerIDsRequest:
+			recs, _ = c.cc.AllocateProducerIds(r)
+		case *kmsg.BrokerRegistrationRequest:
+			recs, _ = c.cc.RegisterBroker(c.now, r)
+		case *kmsg.BrokerHeartbeatRequest:
+			recs, _ = c.cc.Heartbeat(c.now, r)
+		}
+		data, err := EncodeBatch(recs)
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		if recs, err = DecodeBatch(data); err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		c.commit(recs)
+		checkInvariants(t, c.img)
+	})
+}
+
+func TestControllerNeverReusesProducerIDBlocks(t *testing.T) {
+	c := newCluster(t, DefaultControllerConfig(), 1)
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = 1, 1
+	// The driver breaks the commit contract: two allocations, no commit.
+	_, a := c.cc.AllocateProducerIds(req)
+	_, b := c.cc.AllocateProducerIds(req)
+	if a.ProducerIDStart == b.ProducerIDStart {
+		t.Fatalf("block %d handed out twice", a.ProducerIDStart)
+	}
+}
+
+func TestControllerSurvivesFailover(t *testing.T) {
+	// A new active controller built from the image: brokers keep their
+	// registrations, and get a full session from the moment it starts.
+	c := newCluster(t, DefaultControllerConfig(), 2)
+	later := c.now.Add(time.Hour)
+	cc := NewClusterControl(DefaultControllerConfig(), c.img, later, rand.New(rand.NewPCG(1, 1)))
+	if recs := cc.Tick(later.Add(9 * time.Second)); len(recs) != 0 {
+		t.Fatalf("fenced within the first session: %v", recs)
+	}
+	if recs := cc.Tick(later.Add(10 * time.Second)); len(recs) != 2 {
+		t.Fatalf("want both brokers fenced after a silent session, got %d records", len(recs))
+	}
+	// A re-registration after failover gets an epoch above every earlier one.
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.BrokerID, req.IncarnationID = 1, [16]byte{1}
+	_, resp := cc.RegisterBroker(later.Add(20*time.Second), req)
+	if b, _ := c.img.Broker(1); resp.BrokerEpoch <= b.Epoch {
+		t.Fatalf("epoch %d after %d", resp.BrokerEpoch, b.Epoch)
+	}
+}

@@ -1,0 +1,59 @@
+package metadata
+
+import "sort"
+
+// SnapshotRecords returns records that rebuild this image when applied to
+// EmptyImage: the content of a metadata snapshot, as KRaft writes them. The
+// order is deterministic (brokers, topics with their partitions, configs,
+// producer ids, features), so equal images give byte-equal snapshots.
+func (img *Image) SnapshotRecords() []Record {
+	var out []Record
+	for _, b := range img.Brokers() {
+		out = append(out, &RegisterBrokerRecord{
+			BrokerID: b.ID, IncarnationID: b.IncarnationID, BrokerEpoch: b.Epoch,
+			Endpoints: b.Endpoints, Rack: b.Rack, Fenced: b.Fenced, InControlledShutdown: b.InControlledShutdown,
+		})
+	}
+	for _, t := range img.Topics() {
+		out = append(out, &TopicRecord{Name: t.Name, TopicID: t.ID})
+		for i, p := range t.Partitions {
+			out = append(out, &PartitionRecord{
+				PartitionID: int32(i), TopicID: t.ID, Replicas: p.Replicas, ISR: p.ISR,
+				RemovingReplicas: p.RemovingReplicas, AddingReplicas: p.AddingReplicas,
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				LeaderRecoveryState: p.LeaderRecoveryState,
+			})
+		}
+	}
+	resources := make([]ConfigResource, 0, len(img.configs))
+	for r := range img.configs {
+		resources = append(resources, r)
+	}
+	sort.Slice(resources, func(i, j int) bool {
+		a, b := resources[i], resources[j]
+		return a.Type < b.Type || (a.Type == b.Type && a.Name < b.Name)
+	})
+	for _, r := range resources {
+		names := make([]string, 0, len(img.configs[r]))
+		for k := range img.configs[r] {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			v := img.configs[r][k]
+			out = append(out, &ConfigRecord{ResourceType: r.Type, ResourceName: r.Name, Name: k, Value: &v})
+		}
+	}
+	if img.nextProducerID > 0 {
+		out = append(out, &ProducerIdsRecord{BrokerID: -1, BrokerEpoch: -1, NextProducerID: img.nextProducerID})
+	}
+	features := make([]string, 0, len(img.features))
+	for f := range img.features {
+		features = append(features, f)
+	}
+	sort.Strings(features)
+	for _, f := range features {
+		out = append(out, &FeatureLevelRecord{Name: f, FeatureLevel: img.features[f]})
+	}
+	return out
+}

@@ -1,0 +1,368 @@
+package network
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// readBufferSize is each connection's read buffer: small pipelined requests
+// are read with one syscall for several; large frames bypass it.
+const readBufferSize = 16 << 10
+
+// Reasons a connection closes, for logs and tests.
+var (
+	errFrameSize      = errors.New("request size outside 0..socket.request.max.bytes")
+	errIdle           = errors.New("idle for connections.max.idle.ms")
+	errDraining       = errors.New("server shutting down")
+	errForcedShutdown = errors.New("shutdown deadline passed")
+	errHandlerPanic   = errors.New("handler panicked")
+)
+
+// conn is one client connection. Two goroutines serve it: the reader
+// (serve → readLoop), which owns br, dec and the frame buffers and calls the
+// Handler, and the writer (writeLoop), which alone writes to nc. They meet
+// only in the responseQueue, through which responses keep request order.
+//
+// Lifetime: the reader goroutine owns the connection. It starts the writer,
+// and before exiting waits for it, closes nc and removes the connection
+// from the Server.
+type conn struct {
+	srv      *Server
+	nc       net.Conn
+	info     *ConnInfo
+	log      hclog.Logger
+	versions VersionRange
+
+	// ctx is given to handlers; cancel is called by close.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	br  *bufio.Reader  // reader goroutine only
+	dec requestDecoder // reader goroutine only
+	q   responseQueue
+
+	// lastRead and lastWrite are when bytes were last read (by the reader)
+	// and written (by the writer); writing is set while the writer is in a
+	// write. The reader uses them for connections.max.idle.ms.
+	lastRead, lastWrite atomicTime
+	writing             atomic.Bool
+
+	closeOnce  sync.Once
+	writerDone chan struct{}
+}
+
+func newConn(s *Server, nc net.Conn, b *boundListener, seq uint64) *conn {
+	info := &ConnInfo{
+		ID:               connID(nc, seq),
+		Listener:         b.Name,
+		SecurityProtocol: b.SecurityProtocol,
+		LocalAddr:        nc.LocalAddr(),
+		RemoteAddr:       nc.RemoteAddr(),
+		Principal:        AnonymousPrincipal,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	handler, listener := s.cfg.Handler, b.Name
+	c := &conn{
+		srv:  s,
+		nc:   nc,
+		info: info,
+		log:  s.log.With("conn", info.ID, "listener", b.Name),
+		versions: func(key int16) (int16, int16, bool) {
+			return handler.SupportedVersions(listener, key)
+		},
+		ctx:        ctx,
+		cancel:     cancel,
+		br:         bufio.NewReaderSize(nc, readBufferSize),
+		writerDone: make(chan struct{}),
+	}
+	c.q.init(s.cfg.MaxInFlightRequests)
+	now := time.Now()
+	c.lastRead.store(now)
+	c.lastWrite.store(now)
+	return c
+}
+
+// serve runs the connection's reader goroutine.
+func (c *conn) serve() {
+	defer c.srv.connWG.Done()
+	handedOff, writerStarted := false, false
+	defer func() {
+		if r := recover(); r != nil { // a bug, not bad input: decoders recover on their own
+			c.log.Error("connection reader panicked; closing connection", "panic", r, "stack", string(debug.Stack()))
+			c.close(errHandlerPanic)
+		}
+		if handedOff {
+			return
+		}
+		if writerStarted {
+			<-c.writerDone
+		}
+		c.close(nil)
+		c.srv.forget(c)
+	}()
+	if idle := c.srv.cfg.ConnectionsMaxIdle; idle > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+	}
+	// Shutdown may have woken this reader before the deadline above was
+	// set, overriding the wake-up: look again (see onReadTimeout).
+	if c.srv.draining() {
+		return
+	}
+	if c.srv.cfg.ConnClassifier != nil {
+		var err error
+		if handedOff, err = c.classify(); handedOff || err != nil {
+			if err != nil {
+				c.log.Debug("connection closed before its first byte", "error", err)
+			}
+			return
+		}
+	}
+	c.srv.connWG.Add(1)
+	writerStarted = true
+	go c.writeLoop()
+	if graceful := c.readLoop(); graceful {
+		// Let the writer answer what was read; it closes the connection.
+		c.q.closeInput()
+	}
+}
+
+// classify peeks at the first byte and hands Raft connections off.
+func (c *conn) classify() (handedOff bool, err error) {
+	var first []byte
+	for {
+		first, err = c.br.Peek(1)
+		if err == nil {
+			break
+		}
+		if !isTimeout(err) {
+			return false, err
+		}
+		if err := c.onReadTimeout(); err != nil {
+			return false, err
+		}
+	}
+	if !c.srv.cfg.ConnClassifier(first[0]) {
+		return false, nil
+	}
+	c.srv.forget(c)
+	c.cancel()
+	_ = c.nc.SetReadDeadline(time.Time{})
+	buffered, _ := c.br.Peek(c.br.Buffered())
+	c.log.Debug("handing connection to raft", "marker", first[0])
+	c.srv.cfg.HandoffRaft(NewReplayConn(c.nc, append([]byte(nil), buffered...)))
+	return true, nil
+}
+
+// readLoop reads and dispatches requests until the connection fails or the
+// server drains. graceful reports a drain: responses to what was read are
+// still to be written.
+func (c *conn) readLoop() (graceful bool) {
+	for {
+		if !c.q.waitSpace(c.ctx.Done(), c.srv.drain) {
+			return c.srv.draining() && c.ctx.Err() == nil
+		}
+		frame, err := c.readFrame()
+		if err != nil {
+			switch {
+			case errors.Is(err, errDraining):
+				return true
+			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), c.ctx.Err() != nil:
+				c.log.Trace("connection closed by peer", "error", err)
+			case errors.Is(err, errIdle):
+				c.log.Debug("closing idle connection", "idle", c.srv.cfg.ConnectionsMaxIdle)
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				c.log.Warn("closing connection: truncated request", "remote", c.info.RemoteAddr.String(), "error", err)
+			default:
+				c.log.Warn("closing connection", "remote", c.info.RemoteAddr.String(), "error", err)
+			}
+			c.close(err)
+			return false
+		}
+		if err := c.dispatch(frame); err != nil {
+			c.close(err)
+			return false
+		}
+	}
+}
+
+// readFrame reads one size-prefixed frame. The size is checked against
+// socket.request.max.bytes before the frame buffer is allocated.
+func (c *conn) readFrame() ([]byte, error) {
+	var size [4]byte
+	if err := c.fill(size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 0 || n > c.srv.cfg.SocketRequestMaxBytes {
+		return nil, fmt.Errorf("%w: size %d, limit %d", errFrameSize, n, c.srv.cfg.SocketRequestMaxBytes)
+	}
+	frame := make([]byte, n)
+	if err := c.fill(frame); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("frame of %d bytes: %w", n, io.ErrUnexpectedEOF)
+		}
+		return nil, err
+	}
+	return frame, nil
+}
+
+// fill reads len(p) bytes, resuming after read-deadline expiries that
+// onReadTimeout does not turn into errors.
+func (c *conn) fill(p []byte) error {
+	for n := 0; n < len(p); {
+		m, err := c.br.Read(p[n:])
+		if m > 0 {
+			n += m
+			c.lastRead.store(time.Now())
+		}
+		if err == nil {
+			continue
+		}
+		if !isTimeout(err) {
+			if err == io.EOF && n > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if err := c.onReadTimeout(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onReadTimeout decides what an expired read deadline means: the server is
+// draining, the connection is idle (connections.max.idle.ms passed with no
+// bytes either way and nothing in flight), or neither, and the deadline
+// moves on.
+func (c *conn) onReadTimeout() error {
+	if c.srv.draining() {
+		return errDraining
+	}
+	idle := c.srv.cfg.ConnectionsMaxIdle
+	if idle <= 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	} else {
+		now := time.Now()
+		last := c.lastRead.load()
+		if w := c.lastWrite.load(); w.After(last) {
+			last = w
+		}
+		if c.q.len() > 0 || c.writing.Load() {
+			last = now // requests in flight or a response being written: not idle
+		}
+		if now.Sub(last) >= idle {
+			return errIdle
+		}
+		_ = c.nc.SetReadDeadline(last.Add(idle))
+	}
+	// Shutdown closes drain, then sets a past deadline. Checking again
+	// after moving the deadline means that past deadline cannot be lost.
+	if c.srv.draining() {
+		return errDraining
+	}
+	return nil
+}
+
+// wakeReader makes a reader blocked in Read return, to see the drain.
+func (c *conn) wakeReader() { _ = c.nc.SetReadDeadline(time.Now()) }
+
+// dispatch decodes a frame, runs the handler and queues its result. An
+// error closes the connection.
+func (c *conn) dispatch(frame []byte) error {
+	received := time.Now()
+	hdr, msg, verdict, err := c.dec.decode(frame, c.versions)
+	if err != nil {
+		c.log.Warn("closing connection: bad request", "remote", c.info.RemoteAddr.String(), "api_key", hdr.APIKey, "api_version", hdr.APIVersion, "correlation_id", hdr.CorrelationID, "error", err)
+		return err
+	}
+	p := &pending{
+		req:         Request{Header: hdr, Msg: msg, Conn: c.info, Received: received, Size: int32(len(frame))},
+		respVersion: hdr.APIVersion,
+	}
+	var res Result
+	if verdict == verdictUnsupportedApiVersions {
+		resp, ok := unsupportedApiVersionsResponse(c.versions)
+		if !ok {
+			c.log.Warn("closing connection: ApiVersions not served on this listener", "remote", c.info.RemoteAddr.String())
+			return errUnsupportedVersion
+		}
+		c.log.Debug("unsupported ApiVersions version; answering with v0", "api_version", hdr.APIVersion, "client_id", hdr.ClientID)
+		res, p.respVersion = &Response{Msg: resp}, 0
+	} else if res, err = c.handle(&p.req); err != nil {
+		return err
+	}
+	switch r := res.(type) {
+	case *Response:
+		if r == nil {
+			return nil
+		}
+		p.resp = r
+	case *Deferred:
+		if r == nil {
+			return nil
+		}
+		p.deferred = r
+	default: // nil: no response (acks=0)
+		return nil
+	}
+	c.q.push(p)
+	return nil
+}
+
+// handle calls the Handler, turning a panic into a loud log line and a
+// closed connection rather than a crashed broker.
+func (c *conn) handle(req *Request) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("handler panicked; closing connection", "api_key", req.Header.APIKey, "api_version", req.Header.APIVersion, "panic", r, "stack", string(debug.Stack()))
+			err = errHandlerPanic
+		}
+	}()
+	return c.srv.cfg.Handler.Handle(c.ctx, req), nil
+}
+
+// close closes the connection once: cancels the handlers' context and
+// closes the socket, which fails any read or write in progress.
+func (c *conn) close(reason error) {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		_ = c.nc.Close()
+		if reason != nil && !errors.Is(reason, io.EOF) {
+			c.log.Trace("connection closed", "reason", reason)
+		}
+	})
+}
+
+// isTimeout reports a deadline expiry.
+func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// isTemporaryAcceptError reports accept errors worth retrying (descriptor
+// or buffer exhaustion, a connection aborted before accept).
+func isTemporaryAcceptError(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// atomicTime is a time.Time stored as unix nanoseconds.
+type atomicTime struct{ ns atomic.Int64 }
+
+func (t *atomicTime) store(v time.Time) { t.ns.Store(v.UnixNano()) }
+func (t *atomicTime) load() time.Time   { return time.Unix(0, t.ns.Load()) }

@@ -1,0 +1,457 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults for the Kafka settings Config carries.
+const (
+	// DefaultConnectionsMaxIdle is connections.max.idle.ms' default (10 min).
+	DefaultConnectionsMaxIdle = 10 * time.Minute
+	// DefaultSocketRequestMaxBytes is socket.request.max.bytes' default
+	// (100 MiB). A Kafka frame's first byte is the high byte of its size, so
+	// under this limit it is at most 0x06: bytes from 0x07 up are free for
+	// the Raft connection marker.
+	DefaultSocketRequestMaxBytes = 104857600
+	// DefaultMaxInFlightRequests bounds the requests a connection has read
+	// but not yet answered. Clients keep at most 5 in flight, so it only
+	// bites a client that pipelines without limit.
+	DefaultMaxInFlightRequests = 100
+)
+
+// Sentinel errors.
+var (
+	// ErrServerClosed is returned by Serve after Shutdown or Close, and by
+	// Listen and Serve on a server that was shut down.
+	ErrServerClosed = errors.New("network: server closed")
+	// ErrUnsupportedSecurityProtocol refuses a listener whose security
+	// protocol Keel cannot serve yet (SSL, SASL_PLAINTEXT, SASL_SSL).
+	ErrUnsupportedSecurityProtocol = errors.New("security protocol not supported yet")
+)
+
+// Handler serves decoded requests. The broker implements it; the network
+// package owns framing, ordering and connection lifetime.
+type Handler interface {
+	// SupportedVersions reports the inclusive range of versions of the API
+	// key served on the named listener (ok false: not served there). A
+	// request outside it closes the connection, as in Kafka, except
+	// ApiVersions, which gets a v0 UNSUPPORTED_VERSION answer (KIP-511).
+	// It must agree with what the handler advertises in ApiVersions, and
+	// never exceed what kmsg can decode.
+	//
+	// Concurrency: called from every connection's reader goroutine, once per
+	// request; must be safe for concurrent use and must not block.
+	SupportedVersions(listener string, key int16) (min, max int16, ok bool)
+
+	// Handle serves one request and returns a *Response, a *Deferred to
+	// complete later, or nil for no response (Produce with acks=0).
+	//
+	// Concurrency: called on the connection's reader goroutine, one request
+	// at a time per connection and in arrival order (so Produce appends
+	// happen in the order the client sent them), concurrently across
+	// connections. The reader reads no further request until Handle
+	// returns, so Handle must not wait on anything slow — replication,
+	// long-poll Fetch, a controller round trip: return a Deferred and
+	// complete it from elsewhere. ctx is cancelled when the connection
+	// closes (by either side, or a forced shutdown); req stays valid after
+	// Handle returns and may be kept until the Deferred completes.
+	Handle(ctx context.Context, req *Request) Result
+}
+
+// ConnInfo describes a client connection. It is immutable and shared by
+// every Request read from the connection.
+type ConnInfo struct {
+	// ID identifies the connection in logs, Kafka-style:
+	// "local-remote-sequence".
+	ID string
+	// Listener is the listener's name (PLAINTEXT, CONTROLLER, ...).
+	Listener         string
+	SecurityProtocol SecurityProtocol
+	LocalAddr        net.Addr
+	RemoteAddr       net.Addr
+	// Principal is the authenticated principal: "User:ANONYMOUS" on
+	// PLAINTEXT listeners, as in Kafka, until SASL and mTLS arrive.
+	Principal string
+}
+
+// AnonymousPrincipal is the principal of an unauthenticated connection.
+const AnonymousPrincipal = "User:ANONYMOUS"
+
+// Request is one decoded request handed to the Handler.
+type Request struct {
+	Header RequestHeader
+	// Msg is the decoded body, at Header.APIVersion. Its strings and byte
+	// slices alias the request's frame buffer, which is never reused.
+	Msg  kmsg.Request
+	Conn *ConnInfo
+	// Received is when the frame had been read, before decoding.
+	Received time.Time
+	// Size is the frame's size in bytes (without the 4-byte size prefix).
+	Size int32
+}
+
+// Config configures a Server. Listeners and Handler are required.
+type Config struct {
+	// Listeners to bind, from ParseListeners. Each must be PLAINTEXT for
+	// now; others are refused with ErrUnsupportedSecurityProtocol.
+	Listeners []Listener
+	// Handler serves every listener's requests; Request.Conn.Listener says
+	// which listener a request came in on.
+	Handler Handler
+	// Logger receives connection-level logs; nil discards them.
+	Logger hclog.Logger
+	// MaxConnections is max.connections: connections accepted beyond it
+	// are closed at once. Zero or negative means no limit. Connections
+	// handed to HandoffRaft stop counting when handed off.
+	MaxConnections int
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection with no
+	// request in flight and no bytes read or written for this long is
+	// closed; it is also the write timeout of each flush. Zero means
+	// DefaultConnectionsMaxIdle; negative disables both.
+	ConnectionsMaxIdle time.Duration
+	// SocketRequestMaxBytes is socket.request.max.bytes: a frame claiming
+	// more (or a negative size) closes the connection before anything is
+	// allocated. Zero means DefaultSocketRequestMaxBytes.
+	SocketRequestMaxBytes int32
+	// MaxInFlightRequests bounds the requests read but not yet answered
+	// per connection; at the bound the reader stops reading (TCP pushes
+	// back on the client). Zero means DefaultMaxInFlightRequests.
+	MaxInFlightRequests int
+	// ConnClassifier, if set, sees the first byte of every accepted
+	// connection; when it returns true the connection is not Kafka's and
+	// goes to HandoffRaft. A Kafka frame's first byte is at most 0x06 (see
+	// DefaultSocketRequestMaxBytes), so a marker byte of 0x07 or more never
+	// collides. Must be set together with HandoffRaft.
+	ConnClassifier func(first byte) bool
+	// HandoffRaft takes ownership of a connection ConnClassifier claimed:
+	// reading it replays the bytes already read (the marker included). It
+	// is called on the connection's goroutine, which exits when it returns,
+	// so it should return promptly. The Server no longer tracks the
+	// connection: Shutdown neither drains nor closes it.
+	HandoffRaft func(net.Conn)
+}
+
+// boundListener is a bound listener with its accept state.
+type boundListener struct {
+	Listener
+	ln net.Listener
+}
+
+// Server accepts Kafka connections on its listeners and runs, per
+// connection, a reader goroutine (frames → Handler, in order) and a writer
+// goroutine (responses → socket, in request order).
+//
+// Lock ordering: Server.mu and a connection's responseQueue.mu are never
+// held together; nothing else in the package takes a lock.
+type Server struct {
+	cfg Config
+	log hclog.Logger
+
+	// drain is closed when shutdown begins: readers stop reading requests.
+	drain chan struct{}
+
+	mu        sync.Mutex // guards the fields below
+	bound     []*boundListener
+	conns     map[*conn]struct{}
+	closing   bool  // Shutdown or Close has begun
+	serving   bool  // Serve has been called
+	acceptErr error // first fatal accept error
+
+	acceptWG sync.WaitGroup // accept loops
+	connWG   sync.WaitGroup // connection goroutines (readers and writers)
+	connSeq  atomic.Uint64
+}
+
+// NewServer validates cfg and returns a Server that is not listening yet.
+func NewServer(cfg Config) (*Server, error) {
+	if len(cfg.Listeners) == 0 {
+		return nil, errors.New("network: no listeners configured")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("network: no handler configured")
+	}
+	if (cfg.ConnClassifier == nil) != (cfg.HandoffRaft == nil) {
+		return nil, errors.New("network: ConnClassifier and HandoffRaft must be set together")
+	}
+	for _, l := range cfg.Listeners {
+		if !l.SecurityProtocol.Supported() {
+			return nil, fmt.Errorf("network: listener %s: %s: %w (only PLAINTEXT)", l, l.SecurityProtocol, ErrUnsupportedSecurityProtocol)
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.ConnectionsMaxIdle == 0 {
+		cfg.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
+	if cfg.SocketRequestMaxBytes <= 0 {
+		cfg.SocketRequestMaxBytes = DefaultSocketRequestMaxBytes
+	}
+	if cfg.MaxInFlightRequests <= 0 {
+		cfg.MaxInFlightRequests = DefaultMaxInFlightRequests
+	}
+	return &Server{
+		cfg:   cfg,
+		log:   cfg.Logger.Named("network"),
+		drain: make(chan struct{}),
+		conns: make(map[*conn]struct{}),
+	}, nil
+}
+
+// Listen binds every listener (so that a port-0 listener's address is known
+// before Serve). Serve calls it if it was not called.
+//
+// Concurrency: call once, before Serve; safe against a concurrent Shutdown.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrServerClosed
+	}
+	if s.bound != nil {
+		return nil
+	}
+	var lc net.ListenConfig
+	bound := make([]*boundListener, 0, len(s.cfg.Listeners))
+	for _, l := range s.cfg.Listeners {
+		ln, err := lc.Listen(context.Background(), "tcp", l.Address())
+		if err != nil {
+			for _, b := range bound {
+				_ = b.ln.Close()
+			}
+			return fmt.Errorf("network: listen %s: %w", l, err)
+		}
+		bl := &boundListener{Listener: l, ln: ln}
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			bl.Port = a.Port
+		}
+		bound = append(bound, bl)
+		s.log.Info("listening", "listener", l.Name, "address", ln.Addr().String(), "security_protocol", l.SecurityProtocol)
+	}
+	s.bound = bound
+	return nil
+}
+
+// Addr returns the bound address of the named listener, or nil before
+// Listen or for an unknown name.
+func (s *Server) Addr(listener string) net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.bound {
+		if b.Name == listener {
+			return b.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// BoundListeners returns the listeners with their bound ports (port 0
+// resolved), for advertising; nil before Listen.
+func (s *Server) BoundListeners() []Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Listener
+	for _, b := range s.bound {
+		out = append(out, b.Listener)
+	}
+	return out
+}
+
+// Serve accepts connections on every listener until Shutdown or Close and
+// returns ErrServerClosed then, or the first fatal accept error once every
+// listener has stopped.
+//
+// Concurrency: call once; blocks. Connections are served on goroutines the
+// Server owns and stops in Shutdown.
+func (s *Server) Serve() error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	if s.serving {
+		s.mu.Unlock()
+		return errors.New("network: Serve called twice")
+	}
+	s.serving = true
+	for _, b := range s.bound {
+		s.acceptWG.Add(1)
+		go s.acceptLoop(b)
+	}
+	s.mu.Unlock()
+	s.acceptWG.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrServerClosed
+	}
+	return s.acceptErr
+}
+
+// acceptLoop accepts connections on one listener until it is closed.
+func (s *Server) acceptLoop(b *boundListener) {
+	defer s.acceptWG.Done()
+	var backoff time.Duration
+	for {
+		nc, err := b.ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporaryAcceptError(err) {
+				// EMFILE and friends: back off as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "listener", b.Name, "error", err, "backoff", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-s.drain:
+					return
+				}
+				continue
+			}
+			s.log.Error("accept failed; listener stopped", "listener", b.Name, "error", err)
+			s.mu.Lock()
+			if s.acceptErr == nil {
+				s.acceptErr = fmt.Errorf("network: accept on %s: %w", b.Listener, err)
+			}
+			s.mu.Unlock()
+			return
+		}
+		backoff = 0
+		s.admit(nc, b)
+	}
+}
+
+// admit starts serving an accepted connection, or closes it when the server
+// is closing or at max.connections.
+func (s *Server) admit(nc net.Conn, b *boundListener) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	if s.cfg.MaxConnections > 0 && len(s.conns) >= s.cfg.MaxConnections {
+		s.mu.Unlock()
+		s.log.Warn("refusing connection: max.connections reached", "listener", b.Name, "remote", nc.RemoteAddr().String(), "max_connections", s.cfg.MaxConnections)
+		_ = nc.Close()
+		return
+	}
+	c := newConn(s, nc, b, s.connSeq.Add(1)-1)
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	go c.serve()
+}
+
+// forget stops tracking c (closed, or handed off to Raft).
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// draining reports whether shutdown has begun.
+func (s *Server) draining() bool {
+	select {
+	case <-s.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// NumConnections returns the number of Kafka connections being served.
+func (s *Server) NumConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Shutdown stops accepting, stops reading new requests, lets requests in
+// flight finish and their responses be written, then closes every
+// connection. If ctx ends first, the remaining connections are closed at
+// once (their handlers' contexts are cancelled) and ctx's error is
+// returned. Either way every goroutine the Server started has exited when
+// Shutdown returns, except a handler stuck in Handle, which is waited for.
+//
+// Concurrency: safe from any goroutine, and more than once (later calls
+// wait like the first).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closing {
+		s.closing = true
+		close(s.drain)
+		for _, b := range s.bound {
+			_ = b.ln.Close()
+		}
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	// Wake readers blocked in Read; they see drain and stop reading.
+	for _, c := range conns {
+		c.wakeReader()
+	}
+	s.acceptWG.Wait()
+
+	done := make(chan struct{})
+	go func() { // exits once every connection goroutine has
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	conns = conns[:0]
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if len(conns) > 0 {
+		s.log.Warn("shutdown deadline passed; closing connections with requests in flight", "connections", len(conns))
+	}
+	for _, c := range conns {
+		c.close(errForcedShutdown)
+	}
+	<-done
+	return ctx.Err()
+}
+
+// Close closes every listener and connection at once, without draining.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// connID formats a Kafka-style connection id.
+func connID(nc net.Conn, seq uint64) string {
+	return nc.LocalAddr().String() + "-" + nc.RemoteAddr().String() + "-" + strconv.FormatUint(seq, 10)
+}

@@ -1,0 +1,366 @@
+package network
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// flushThreshold is how many encoded bytes the writer buffers before
+// flushing even though the next response is ready.
+const flushThreshold = 64 << 10
+
+// maxKeptWriteBuffer bounds the encode buffer the writer keeps between
+// flushes.
+const maxKeptWriteBuffer = 1 << 20
+
+// pending is one request read from the connection whose response has not
+// been written yet. req is the Request the handler saw (one allocation for
+// both).
+type pending struct {
+	req         Request
+	respVersion int16
+	resp        *Response // ready at once, or
+	deferred    *Deferred // ready when done is closed
+}
+
+// responseQueue is the FIFO between a connection's reader (push, in
+// arrival order) and writer (peek/pop, in the same order), bounded by
+// MaxInFlightRequests: the reader waits for space before reading another
+// frame, so a client that does not read its responses stops being read.
+//
+// Concurrency: one pusher (the reader) and one popper (the writer); mu
+// guards the ring. The signal channels hold at most one token each, so a
+// signal sent while nobody waits is not lost and a waiter rechecks state.
+type responseQueue struct {
+	mu     sync.Mutex
+	ring   []*pending
+	head   int
+	n      int
+	closed bool // the reader pushes no more
+
+	readable chan struct{} // push or close happened
+	space    chan struct{} // pop happened
+}
+
+func (q *responseQueue) init(max int) {
+	q.ring = make([]*pending, max)
+	q.readable = make(chan struct{}, 1)
+	q.space = make(chan struct{}, 1)
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// len returns the number of requests in flight.
+func (q *responseQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// waitSpace blocks until a push would fit; false if a stop channel closed
+// first.
+func (q *responseQueue) waitSpace(stop1, stop2 <-chan struct{}) bool {
+	for {
+		q.mu.Lock()
+		full := q.n == len(q.ring)
+		q.mu.Unlock()
+		if !full {
+			return true
+		}
+		select {
+		case <-q.space:
+		case <-stop1:
+			return false
+		case <-stop2:
+			return false
+		}
+	}
+}
+
+// push appends p; the caller has waited for space.
+func (q *responseQueue) push(p *pending) {
+	q.mu.Lock()
+	q.ring[(q.head+q.n)%len(q.ring)] = p
+	q.n++
+	q.mu.Unlock()
+	signal(q.readable)
+}
+
+// closeInput records that no more requests will be pushed.
+func (q *responseQueue) closeInput() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	signal(q.readable)
+}
+
+// peek returns the oldest request, or nil and whether input is closed.
+func (q *responseQueue) peek() (p *pending, closed bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return nil, q.closed
+	}
+	return q.ring[q.head], q.closed
+}
+
+// pop removes the oldest request.
+func (q *responseQueue) pop() {
+	q.mu.Lock()
+	q.ring[q.head] = nil
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	q.mu.Unlock()
+	signal(q.space)
+}
+
+// outSeg is a run of outgoing bytes: buf[start:end] of the writer's encode
+// buffer, or ext (a Body's bytes).
+type outSeg struct {
+	start, end int
+	ext        []byte
+}
+
+// outbound batches encoded responses until the writer flushes them with
+// one writev (nats-style buffered outbound writes).
+//
+// Concurrency: owned by the connection's writer goroutine.
+type outbound struct {
+	buf    []byte
+	segs   []outSeg
+	bodies []*Body // recycled once flushed: segs may point into them
+	iov    net.Buffers
+	size   int
+}
+
+// writeLoop runs the connection's writer goroutine: it writes responses in
+// request order, waiting on a Deferred at the head while later responses
+// queue behind it, and flushes whenever the next response is not ready yet
+// (or flushThreshold bytes are buffered). It closes the connection when it
+// is done, on a write error, or on CloseConnection.
+func (c *conn) writeLoop() {
+	defer c.srv.connWG.Done()
+	defer close(c.writerDone)
+	var out outbound
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("response writer panicked; closing connection", "panic", r, "stack", string(debug.Stack()))
+			c.close(errHandlerPanic)
+		}
+	}()
+	for {
+		p, closed := c.q.peek()
+		if p == nil {
+			if err := c.flush(&out); err != nil {
+				c.writeFailed(err)
+				return
+			}
+			if closed { // drained after shutdown began
+				c.close(errDraining)
+				return
+			}
+			select {
+			case <-c.q.readable:
+				continue
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		resp := p.resp
+		if d := p.deferred; d != nil {
+			select {
+			case <-d.done:
+			default:
+				if err := c.flush(&out); err != nil {
+					c.writeFailed(err)
+					return
+				}
+				select {
+				case <-d.done:
+				case <-c.ctx.Done():
+					return
+				}
+			}
+			resp = d.resp
+		}
+		c.q.pop()
+		if resp == nil {
+			continue
+		}
+		if err := c.appendResponse(&out, p, resp); err != nil {
+			c.writeFailed(err)
+			return
+		}
+		if resp.CloseConnection {
+			if err := c.flush(&out); err != nil {
+				c.writeFailed(err)
+				return
+			}
+			c.log.Debug("closing connection as the handler asked", "api_key", p.req.Header.APIKey)
+			c.close(nil)
+			return
+		}
+		if out.size >= flushThreshold {
+			if err := c.flush(&out); err != nil {
+				c.writeFailed(err)
+				return
+			}
+		}
+	}
+}
+
+// writeFailed logs a failed write and closes the connection.
+func (c *conn) writeFailed(err error) {
+	if c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+		c.log.Warn("closing connection: write failed", "remote", c.info.RemoteAddr.String(), "error", err)
+	}
+	c.close(err)
+}
+
+// appendResponse encodes resp into out. Regions are written straight to
+// the socket after flushing what precedes them.
+func (c *conn) appendResponse(out *outbound, p *pending, resp *Response) error {
+	hdr := &p.req.Header
+	flexHdr := hdr.responseHeaderFlexible()
+	start := len(out.buf)
+	out.buf = append(out.buf, 0, 0, 0, 0) // size, patched below
+	out.buf = binary.BigEndian.AppendUint32(out.buf, uint32(hdr.CorrelationID))
+	if flexHdr {
+		out.buf = append(out.buf, 0) // response header v1: no tagged fields
+	}
+	switch {
+	case resp.Msg != nil:
+		if resp.Msg.Key() != hdr.APIKey {
+			return fmt.Errorf("handler answered api key %d with a response of key %d", hdr.APIKey, resp.Msg.Key())
+		}
+		resp.Msg.SetVersion(p.respVersion)
+		out.buf = resp.Msg.AppendTo(out.buf)
+		size := len(out.buf) - start - 4
+		if size > math.MaxInt32 {
+			return fmt.Errorf("response of %d bytes", size)
+		}
+		binary.BigEndian.PutUint32(out.buf[start:], uint32(size))
+		out.addBuf(start, len(out.buf))
+	case resp.Body != nil:
+		b := resp.Body
+		size := int64(len(out.buf)-start-4) + b.Len()
+		if size > math.MaxInt32 {
+			return fmt.Errorf("response of %d bytes", size)
+		}
+		binary.BigEndian.PutUint32(out.buf[start:], uint32(size))
+		out.addBuf(start, len(out.buf))
+		for _, part := range b.parts {
+			switch r := part.region.(type) {
+			case nil:
+				out.addExt(b.buf[part.start:part.end])
+			case BytesRegion:
+				out.addExt(r)
+			default:
+				if err := c.flush(out); err != nil {
+					return err
+				}
+				if err := c.writeRegion(r); err != nil {
+					return err
+				}
+			}
+		}
+		// Only now: a flush above must not recycle b while it is read.
+		out.bodies = append(out.bodies, b)
+	default: // CloseConnection without a response
+		out.buf = out.buf[:start]
+	}
+	return nil
+}
+
+// writeRegion writes one region directly to the socket.
+func (c *conn) writeRegion(r Region) error {
+	c.setWriteDeadline()
+	want := r.Len()
+	c.writing.Store(true)
+	n, err := r.WriteTo(c.nc)
+	c.writing.Store(false)
+	if err == nil && n != want {
+		err = fmt.Errorf("region wrote %d of %d bytes: %w", n, want, io.ErrShortWrite)
+	}
+	if err != nil {
+		return fmt.Errorf("write region: %w", err)
+	}
+	c.lastWrite.store(time.Now())
+	return nil
+}
+
+// flush writes everything buffered with one writev and recycles the
+// bodies it referenced.
+func (c *conn) flush(out *outbound) error {
+	if len(out.segs) == 0 {
+		return nil
+	}
+	out.iov = out.iov[:0]
+	for _, s := range out.segs {
+		if s.ext != nil {
+			out.iov = append(out.iov, s.ext)
+		} else {
+			out.iov = append(out.iov, out.buf[s.start:s.end])
+		}
+	}
+	c.setWriteDeadline()
+	iov := out.iov // WriteTo consumes its receiver
+	c.writing.Store(true)
+	_, err := iov.WriteTo(c.nc)
+	c.writing.Store(false)
+	clear(out.iov[:cap(out.iov)])
+	for _, b := range out.bodies {
+		ReleaseBody(b)
+	}
+	clear(out.bodies)
+	out.bodies, out.segs, out.size = out.bodies[:0], out.segs[:0], 0
+	if cap(out.buf) > maxKeptWriteBuffer {
+		out.buf = nil
+	} else {
+		out.buf = out.buf[:0]
+	}
+	if err != nil {
+		return fmt.Errorf("write responses: %w", err)
+	}
+	c.lastWrite.store(time.Now())
+	return nil
+}
+
+// setWriteDeadline bounds the next write by connections.max.idle.ms: a
+// peer that accepts no bytes for that long is as good as gone.
+func (c *conn) setWriteDeadline() {
+	if idle := c.srv.cfg.ConnectionsMaxIdle; idle > 0 {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(idle))
+	}
+}
+
+// addBuf queues out.buf[start:end], merging with a preceding adjacent run.
+func (o *outbound) addBuf(start, end int) {
+	if k := len(o.segs); k > 0 && o.segs[k-1].ext == nil && o.segs[k-1].end == start {
+		o.segs[k-1].end = end
+	} else {
+		o.segs = append(o.segs, outSeg{start: start, end: end})
+	}
+	o.size += end - start
+}
+
+// addExt queues bytes owned by a Body.
+func (o *outbound) addExt(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	o.segs = append(o.segs, outSeg{ext: p})
+	o.size += len(p)
+}
