@@ -1,0 +1,298 @@
+package storage
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keelstream/keel/network/record"
+)
+
+// End-to-end throughput of the partition log against the plain file and
+// socket operations underneath it. Compare the pairs:
+//
+//	go test -run '^$' -bench 'Append|Read' -benchtime 2s -count 3 ./storage/
+//
+// Files go to b.TempDir(), or under $KEEL_BENCH_DIR (e.g. /dev/shm, to take
+// the disk's writeback speed out of the comparison).
+
+// benchDir is a fresh directory for one log or file, removed at the end.
+func benchDir(b *testing.B) string {
+	b.Helper()
+	root := os.Getenv("KEEL_BENCH_DIR")
+	if root == "" {
+		return b.TempDir()
+	}
+	dir, err := os.MkdirTemp(root, "keel-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// bench16KiBBatch is an uncompressed producer batch of 100-byte records,
+// just under 16 KiB.
+func bench16KiBBatch(b *testing.B) []byte {
+	b.Helper()
+	bb := record.NewBatchBuilder(record.DefaultBatchOptions())
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = byte(i)
+	}
+	// Current timestamps: segment.ms counts from the first batch's, and a
+	// days-old one would roll (and fsync) on every append.
+	now := time.Now().UnixMilli()
+	for i := 0; bb.UncompressedSize() < 16<<10-130; i++ {
+		bb.Append(now+int64(i), nil, value, nil)
+	}
+	out, err := bb.Build(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// benchRotateBytes bounds the disk a run uses: both benchmarks start a new
+// file (outside the timer) after this much. It also keeps the log's segment
+// within the 2 GiB its 4-byte index positions can address.
+const benchRotateBytes = 1 << 30
+
+func BenchmarkAppend(b *testing.B) {
+	batch := bench16KiBBatch(b)
+	// log: what a broker does per produced batch: validation (every record
+	// decoded, CRC checked) and the append (offsets, write, index).
+	b.Run("log", func(b *testing.B) {
+		benchLogAppend(b, batch, func(l *Log, buf []byte) error {
+			_, err := l.AppendAsLeader(buf, AppendOptions{})
+			return err
+		})
+	})
+	// log-append-only: the storage engine's own share, the batch validated
+	// once up front. AppendValidated rewrites only the base offset and
+	// leader epoch (outside the CRC), so the token stays valid as the same
+	// buffer is appended again and again.
+	b.Run("log-append-only", func(b *testing.B) {
+		var v ValidatedBatches
+		var validatedFor *Log
+		benchLogAppend(b, batch, func(l *Log, buf []byte) error {
+			if validatedFor != l {
+				var err error
+				if v, err = l.ValidateProduce(buf, false); err != nil {
+					return err
+				}
+				validatedFor = l
+			}
+			_, err := l.AppendValidated(v, AppendOptions{})
+			return err
+		})
+	})
+	b.Run("os-file-write-baseline", func(b *testing.B) {
+		var f *os.File
+		open := func() {
+			if f != nil {
+				f.Close()
+				os.Remove(f.Name())
+			}
+			var err error
+			if f, err = os.Create(filepath.Join(benchDir(b), "baseline.log")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		open()
+		defer func() { f.Close() }()
+		buf := make([]byte, len(batch))
+		b.SetBytes(int64(len(batch)))
+		b.ReportAllocs()
+		var written int64
+		for b.Loop() {
+			if written += int64(len(batch)); written > benchRotateBytes {
+				b.StopTimer()
+				open()
+				written = int64(len(batch))
+				b.StartTimer()
+			}
+			copy(buf, batch)
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// loopbackSink is a TCP connection whose far end discards and counts what
+// it receives.
+type loopbackSink struct {
+	conn     *net.TCPConn
+	received atomic.Int64
+	done     chan struct{}
+}
+
+func newLoopbackSink(b *testing.B) *loopbackSink {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	s := &loopbackSink{done: make(chan struct{})}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	peer, ok := <-accepted
+	if !ok {
+		b.Fatal("accept failed")
+	}
+	s.conn = conn.(*net.TCPConn)
+	go func() {
+		defer close(s.done)
+		defer peer.Close()
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := peer.Read(buf)
+			s.received.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// drain waits until the far end has received total bytes.
+func (s *loopbackSink) drain(total int64) {
+	for s.received.Load() < total {
+		runtime.Gosched()
+	}
+}
+
+func (s *loopbackSink) close() {
+	s.conn.Close()
+	<-s.done
+}
+
+func BenchmarkRead(b *testing.B) {
+	const logBytes = 32 << 20
+	batch := bench16KiBBatch(b)
+	l, err := OpenLog(filepath.Join(benchDir(b), "bench-0"), OpenOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	buf := make([]byte, len(batch))
+	for l.Size() < logBytes {
+		copy(buf, batch)
+		if _, err := l.AppendAsLeader(buf, AppendOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	leo, size := l.LogEndOffset(), l.Size()
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	perBatch := int64(h.RecordCount)
+	segment := segmentLogPaths(b, l.Dir())[0]
+
+	b.Run("regions-to-tcp-sendfile", func(b *testing.B) {
+		sink := newLoopbackSink(b)
+		defer sink.close()
+		b.SetBytes(size)
+		b.ReportAllocs()
+		var sent int64
+		for b.Loop() {
+			// A consumer fetching the whole log, 1 MiB per fetch.
+			for off := int64(0); off < leo; {
+				info, err := l.Read(off, 1<<20, leo, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := WriteRegions(sink.conn, info.Regions)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sent += n
+				// Every batch is a copy of one: no need to parse what was sent.
+				off += info.Bytes / int64(len(batch)) * perBatch
+			}
+		}
+		sink.drain(sent)
+	})
+	b.Run("iocopy-baseline", func(b *testing.B) {
+		sink := newLoopbackSink(b)
+		defer sink.close()
+		f, err := os.Open(segment)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		b.SetBytes(size)
+		b.ReportAllocs()
+		var sent int64
+		for b.Loop() {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.Copy(sink.conn, f)
+			if err != nil || n != size {
+				b.Fatalf("copied %d of %d bytes: %v", n, size, err)
+			}
+			sent += n
+		}
+		sink.drain(sent)
+	})
+}
+
+// benchLogAppend appends batch to a fresh log over and over through
+// appendFn, starting a new log every benchRotateBytes (outside the timer).
+func benchLogAppend(b *testing.B, batch []byte, appendFn func(*Log, []byte) error) {
+	cfg := DefaultLogConfig()
+	cfg.SegmentBytes = benchRotateBytes + 1<<20 // never rolls inside the timer
+	var l *Log
+	open := func() {
+		if l != nil {
+			l.Close()
+			os.RemoveAll(l.Dir())
+		}
+		var err error
+		if l, err = OpenLog(filepath.Join(benchDir(b), "bench-0"), OpenOptions{Config: cfg}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	open()
+	defer func() { l.Close() }()
+	buf := make([]byte, len(batch))
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	var written int64
+	for b.Loop() {
+		if written += int64(len(batch)); written > benchRotateBytes {
+			b.StopTimer()
+			open()
+			written = int64(len(batch))
+			b.StartTimer()
+		}
+		copy(buf, batch) // offsets are rewritten in place; every variant pays for the copy
+		if err := appendFn(l, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

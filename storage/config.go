@@ -1,0 +1,115 @@
+package storage
+
+import "time"
+
+// LogConfig is the per-partition configuration of a log: Kafka's topic-level
+// configs (segment.bytes, retention.ms, ...) with the broker's log.* values as
+// defaults. A Log reads it under its lock; change it with Log.SetConfig.
+type LogConfig struct {
+	// SegmentBytes is segment.bytes: roll when the active segment would grow
+	// past it. Kafka's default is 1 GiB.
+	SegmentBytes int64
+	// SegmentMs is segment.ms: roll a segment whose first batch is older
+	// than this, even if it is not full. Default 7 days.
+	SegmentMs int64
+	// SegmentIndexBytes is segment.index.bytes: the size each .index and
+	// .timeindex is preallocated to. Default 10 MiB.
+	SegmentIndexBytes int
+	// IndexIntervalBytes is index.interval.bytes: bytes of batches between
+	// sparse index entries. Default 4096.
+	IndexIntervalBytes int
+	// RetentionMs is retention.ms: delete whole segments whose newest record
+	// is older than this; -1 keeps them forever. Default 7 days.
+	RetentionMs int64
+	// RetentionBytes is retention.bytes: delete the oldest segments while
+	// the partition is larger than this; -1 means no size limit (default).
+	RetentionBytes int64
+	// FlushMessages is flush.messages: fsync after this many appended
+	// messages. Kafka's default (effectively never) relies on replication.
+	FlushMessages int64
+	// FlushMs is flush.ms: fsync when the oldest unflushed append is older
+	// than this. Default effectively never.
+	FlushMs int64
+	// MaxMessageBytes is max.message.bytes: the largest record batch a
+	// producer may append (1048588 by default). Followers are not held to it.
+	MaxMessageBytes int
+	// FileDeleteDelayMs is file.delete.delay.ms: how long a deleted segment's
+	// files stay open (renamed *.deleted) so that in-flight fetches reading
+	// them with sendfile complete. Default 60 s.
+	FileDeleteDelayMs int64
+	// MessageTimestampType is message.timestamp.type: "CreateTime" keeps the
+	// producer's timestamps, "LogAppendTime" stamps the broker's clock.
+	MessageTimestampType string
+}
+
+// Kafka's defaults for the settings above.
+const (
+	DefaultSegmentBytes       = 1 << 30
+	DefaultSegmentMs          = 7 * 24 * int64(time.Hour/time.Millisecond)
+	DefaultSegmentIndexBytes  = 10 << 20
+	DefaultIndexIntervalBytes = 4096
+	DefaultRetentionMs        = 7 * 24 * int64(time.Hour/time.Millisecond)
+	DefaultMaxMessageBytes    = 1048588
+	DefaultFileDeleteDelayMs  = 60_000
+	// noFlush is Kafka's Long.MAX_VALUE default for flush.messages/flush.ms.
+	noFlush = int64(^uint64(0) >> 1)
+)
+
+// DefaultLogConfig returns Kafka's defaults.
+func DefaultLogConfig() LogConfig {
+	return LogConfig{
+		SegmentBytes:         DefaultSegmentBytes,
+		SegmentMs:            DefaultSegmentMs,
+		SegmentIndexBytes:    DefaultSegmentIndexBytes,
+		IndexIntervalBytes:   DefaultIndexIntervalBytes,
+		RetentionMs:          DefaultRetentionMs,
+		RetentionBytes:       -1,
+		FlushMessages:        noFlush,
+		FlushMs:              noFlush,
+		MaxMessageBytes:      DefaultMaxMessageBytes,
+		FileDeleteDelayMs:    DefaultFileDeleteDelayMs,
+		MessageTimestampType: "CreateTime",
+	}
+}
+
+// normalized fills zero values with defaults so a partially filled config
+// (common in tests) behaves like Kafka's.
+func (c LogConfig) normalized() LogConfig {
+	d := DefaultLogConfig()
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = d.SegmentBytes
+	}
+	// segment.bytes is a Java int: index positions are 4 bytes.
+	c.SegmentBytes = min(c.SegmentBytes, int64(^uint32(0)>>1))
+	if c.SegmentMs <= 0 {
+		c.SegmentMs = d.SegmentMs
+	}
+	if c.SegmentIndexBytes <= 0 {
+		c.SegmentIndexBytes = d.SegmentIndexBytes
+	}
+	if c.IndexIntervalBytes <= 0 {
+		c.IndexIntervalBytes = d.IndexIntervalBytes
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = d.RetentionMs
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = -1
+	}
+	if c.FlushMessages <= 0 {
+		c.FlushMessages = noFlush
+	}
+	if c.FlushMs <= 0 {
+		c.FlushMs = noFlush
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if c.FileDeleteDelayMs < 0 {
+		c.FileDeleteDelayMs = 0
+	}
+	if c.MessageTimestampType == "" {
+		c.MessageTimestampType = d.MessageTimestampType
+	}
+	return c
+}

@@ -1,0 +1,469 @@
+package storage
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// Files the log manager keeps in each log dir, named as Kafka names them so
+// that an operator finds what they expect.
+const (
+	lockFileName              = ".lock"
+	cleanShutdownFileName     = ".kafka_cleanshutdown"
+	recoveryPointCheckpoint   = "recovery-point-offset-checkpoint"
+	highWatermarkCheckpoint   = "replication-offset-checkpoint"
+	logStartOffsetCheckpoint  = "log-start-offset-checkpoint"
+	deleteDirSuffix           = "-delete"
+	defaultRetentionCheck     = 5 * time.Minute
+	defaultFlushCheck         = time.Second
+	defaultCheckpointInterval = time.Minute
+)
+
+// ManagerConfig configures a Manager with the broker's log.* settings.
+type ManagerConfig struct {
+	// LogDirs is log.dirs: every directory holding partition logs.
+	LogDirs []string
+	// RecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir: how
+	// many partitions of one dir are opened (and recovered) in parallel.
+	RecoveryThreadsPerDataDir int
+	// DefaultConfig is the broker-level log config; ConfigFor may override
+	// it per topic.
+	DefaultConfig LogConfig
+	// ConfigFor returns a partition's effective config (topic overrides);
+	// nil means DefaultConfig for all.
+	ConfigFor func(TopicPartition) LogConfig
+	// RetentionCheckInterval is log.retention.check.interval.ms (5 min).
+	RetentionCheckInterval time.Duration
+	// FlushCheckInterval is log.flush.scheduler.interval.ms: how often
+	// flush.ms is checked.
+	FlushCheckInterval time.Duration
+	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms: how
+	// often recovery points, high watermarks and log start offsets are
+	// written.
+	CheckpointInterval time.Duration
+	Logger             hclog.Logger
+	Now                func() time.Time
+}
+
+// Manager owns every partition log under log.dirs: it opens (and recovers)
+// them at start, creates and deletes them, runs retention and flushes in
+// one background goroutine, writes the offset checkpoints, and locks each
+// log dir so that a second process cannot open it. All methods are safe for
+// concurrent use.
+type Manager struct {
+	cfg    ManagerConfig
+	logger hclog.Logger
+
+	mu     sync.RWMutex // guards logs, dirOf, closed
+	logs   map[TopicPartition]*Log
+	dirOf  map[TopicPartition]string
+	closed bool
+
+	locks []*os.File
+	stop  chan struct{}
+	wg    sync.WaitGroup // the background loop and directory removals
+}
+
+// OpenManager locks every log dir and opens every partition in them,
+// recovering in parallel. A dir without the clean-shutdown marker was not
+// shut down cleanly: its partitions are recovered from their checkpointed
+// recovery points.
+func OpenManager(cfg ManagerConfig) (*Manager, error) {
+	if len(cfg.LogDirs) == 0 {
+		return nil, errors.New("open log manager: no log.dirs")
+	}
+	if cfg.RecoveryThreadsPerDataDir <= 0 {
+		cfg.RecoveryThreadsPerDataDir = 1
+	}
+	if cfg.RetentionCheckInterval <= 0 {
+		cfg.RetentionCheckInterval = defaultRetentionCheck
+	}
+	if cfg.FlushCheckInterval <= 0 {
+		cfg.FlushCheckInterval = defaultFlushCheck
+	}
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = defaultCheckpointInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Manager{
+		cfg:    cfg,
+		logger: cfg.Logger.Named("log-manager"),
+		logs:   map[TopicPartition]*Log{},
+		dirOf:  map[TopicPartition]string{},
+		stop:   make(chan struct{}),
+	}
+	for _, dir := range cfg.LogDirs {
+		if err := m.lockDir(dir); err != nil {
+			m.unlock()
+			return nil, err
+		}
+	}
+	for _, dir := range cfg.LogDirs {
+		if err := m.loadDir(dir); err != nil {
+			for _, l := range m.logs {
+				l.Close()
+			}
+			m.unlock()
+			return nil, err
+		}
+	}
+	m.wg.Add(1)
+	go m.backgroundLoop()
+	return m, nil
+}
+
+// lockDir creates dir and takes an exclusive flock on its .lock file.
+func (m *Manager) lockDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create log dir %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("lock log dir %s: %w", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("lock log dir %s: %w", dir, ErrLogDirLocked)
+		}
+		return fmt.Errorf("lock log dir %s: %w", dir, err)
+	}
+	m.locks = append(m.locks, f)
+	return nil
+}
+
+func (m *Manager) unlock() {
+	for _, f := range m.locks {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}
+	m.locks = nil
+}
+
+// loadDir opens every partition of one log dir.
+func (m *Manager) loadDir(dir string) error {
+	start := m.cfg.Now()
+	marker := filepath.Join(dir, cleanShutdownFileName)
+	_, err := os.Stat(marker)
+	clean := err == nil
+	recovery, err := NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Read()
+	if err != nil {
+		m.logger.Warn("ignoring an unreadable checkpoint; recovering every partition fully", "dir", dir, "error", err)
+		recovery, clean = map[TopicPartition]int64{}, false
+	}
+	hws, err := NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Read()
+	if err != nil {
+		m.logger.Warn("ignoring an unreadable high watermark checkpoint", "dir", dir, "error", err)
+		hws = map[TopicPartition]int64{}
+	}
+	starts, err := NewOffsetCheckpointFile(filepath.Join(dir, logStartOffsetCheckpoint)).Read()
+	if err != nil {
+		m.logger.Warn("ignoring an unreadable log start offset checkpoint", "dir", dir, "error", err)
+		starts = map[TopicPartition]int64{}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("list log dir %s: %w", dir, err)
+	}
+	var tps []TopicPartition
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		if strings.HasSuffix(name, deleteDirSuffix) {
+			m.removeInBackground(filepath.Join(dir, name))
+			continue
+		}
+		tp, err := ParseTopicPartitionDir(name)
+		if err != nil {
+			m.logger.Warn("ignoring a directory that is not a partition", "dir", filepath.Join(dir, name))
+			continue
+		}
+		tps = append(tps, tp)
+	}
+	type result struct {
+		tp  TopicPartition
+		log *Log
+		err error
+	}
+	work := make(chan TopicPartition)
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for i := 0; i < m.cfg.RecoveryThreadsPerDataDir; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tp := range work {
+				l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{
+					Config:         m.configFor(tp),
+					RecoveryPoint:  recovery[tp],
+					LogStartOffset: starts[tp],
+					HighWatermark:  hws[tp],
+					CleanShutdown:  clean,
+					Logger:         m.cfg.Logger,
+					Now:            m.cfg.Now,
+				})
+				results <- result{tp, l, err}
+			}
+		}()
+	}
+	go func() {
+		for _, tp := range tps {
+			work <- tp
+		}
+		close(work)
+		wg.Wait()
+		close(results)
+	}()
+	var errs []error
+	for r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		m.mu.Lock()
+		if other, dup := m.dirOf[r.tp]; dup {
+			errs = append(errs, fmt.Errorf("partition %s is in both %s and %s", r.tp, other, dir))
+			r.log.Close()
+		} else {
+			m.logs[r.tp], m.dirOf[r.tp] = r.log, dir
+		}
+		m.mu.Unlock()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("load log dir %s: %w", dir, err)
+	}
+	// From here on a crash is an unclean shutdown.
+	if clean {
+		if err := os.Remove(marker); err != nil {
+			return fmt.Errorf("remove clean shutdown marker %s: %w", marker, err)
+		}
+	}
+	m.logger.Info("loaded log dir", "dir", dir, "partitions", len(tps), "clean_shutdown", clean,
+		"duration", m.cfg.Now().Sub(start))
+	return nil
+}
+
+func (m *Manager) configFor(tp TopicPartition) LogConfig {
+	if m.cfg.ConfigFor != nil {
+		return m.cfg.ConfigFor(tp)
+	}
+	return m.cfg.DefaultConfig
+}
+
+// removeInBackground deletes a directory on the manager's wait group, so
+// Close waits for it.
+func (m *Manager) removeInBackground(path string) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := os.RemoveAll(path); err != nil {
+			m.logger.Error("removing a deleted partition directory failed", "dir", path, "error", err)
+		}
+	}()
+}
+
+// Log returns the partition's log, if this broker has it.
+func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	l, ok := m.logs[tp]
+	return l, ok
+}
+
+// Logs returns every open log, sorted by topic and partition.
+func (m *Manager) Logs() []*Log {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*Log, 0, len(m.logs))
+	for _, l := range m.logs {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].tp, out[j].tp
+		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+	})
+	return out
+}
+
+// GetOrCreateLog returns the partition's log, creating it with cfg in the
+// log dir holding the fewest partitions when it does not exist.
+func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrLogClosed
+	}
+	if l, ok := m.logs[tp]; ok {
+		return l, nil
+	}
+	counts := map[string]int{}
+	for _, d := range m.dirOf {
+		counts[d]++
+	}
+	dir := m.cfg.LogDirs[0]
+	for _, d := range m.cfg.LogDirs[1:] {
+		if counts[d] < counts[dir] {
+			dir = d
+		}
+	}
+	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, Logger: m.cfg.Logger, Now: m.cfg.Now})
+	if err != nil {
+		return nil, fmt.Errorf("create log %s: %w", tp, err)
+	}
+	if err := syncDir(dir); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("create log %s: %w", tp, err)
+	}
+	m.logs[tp], m.dirOf[tp] = l, dir
+	return l, nil
+}
+
+// DeleteLog removes a partition, Kafka-style: its directory is renamed to
+// "<topic>-<partition>.<id>-delete" at once (so a restart never resurrects
+// it) and removed in the background.
+func (m *Manager) DeleteLog(tp TopicPartition) error {
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	dir := m.dirOf[tp]
+	delete(m.logs, tp)
+	delete(m.dirOf, tp)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	var id [16]byte
+	rand.Read(id[:])
+	target := filepath.Join(dir, tp.DirName()+"."+hex.EncodeToString(id[:])+deleteDirSuffix)
+	if err := os.Rename(l.Dir(), target); err != nil {
+		return fmt.Errorf("delete log %s: %w", tp, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("delete log %s: %w", tp, err)
+	}
+	if err := l.Close(); err != nil {
+		m.logger.Warn("closing a deleted log failed", "partition", tp, "error", err)
+	}
+	m.removeInBackground(target)
+	return nil
+}
+
+// CheckpointOffsets writes each dir's recovery-point, high-watermark and
+// log-start-offset checkpoint files atomically.
+func (m *Manager) CheckpointOffsets() error {
+	m.mu.RLock()
+	byDir := map[string][]*Log{}
+	for tp, l := range m.logs {
+		byDir[m.dirOf[tp]] = append(byDir[m.dirOf[tp]], l)
+	}
+	m.mu.RUnlock()
+	var errs []error
+	for _, dir := range m.cfg.LogDirs {
+		rp, hw, ls := map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
+		for _, l := range byDir[dir] {
+			rp[l.tp], hw[l.tp], ls[l.tp] = l.RecoveryPoint(), l.HighWatermark(), l.LogStartOffset()
+		}
+		errs = append(errs,
+			NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Write(rp),
+			NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Write(hw),
+			NewOffsetCheckpointFile(filepath.Join(dir, logStartOffsetCheckpoint)).Write(ls))
+	}
+	return errors.Join(errs...)
+}
+
+// RunRetention applies retention to every log now; the background loop
+// calls it every log.retention.check.interval.ms.
+func (m *Manager) RunRetention() int {
+	deleted := 0
+	for _, l := range m.Logs() {
+		n, err := l.DeleteOldSegments()
+		if err != nil {
+			m.logger.Error("retention failed", "partition", l.tp, "error", err)
+		}
+		deleted += n
+	}
+	return deleted
+}
+
+// backgroundLoop is the manager's one goroutine: retention, flush.ms and
+// offset checkpoints on their intervals, until Close.
+func (m *Manager) backgroundLoop() {
+	defer m.wg.Done()
+	retention := time.NewTicker(m.cfg.RetentionCheckInterval)
+	flush := time.NewTicker(m.cfg.FlushCheckInterval)
+	checkpoint := time.NewTicker(m.cfg.CheckpointInterval)
+	defer retention.Stop()
+	defer flush.Stop()
+	defer checkpoint.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-retention.C:
+			m.RunRetention()
+		case <-flush.C:
+			for _, l := range m.Logs() {
+				if err := l.FlushIfDue(); err != nil {
+					m.logger.Error("flush failed", "partition", l.tp, "error", err)
+				}
+			}
+		case <-checkpoint.C:
+			if err := m.CheckpointOffsets(); err != nil {
+				m.logger.Error("writing offset checkpoints failed", "error", err)
+			}
+		}
+	}
+}
+
+// Close stops the background work, flushes every log, writes the
+// checkpoints and the clean-shutdown marker, closes the logs and releases
+// the dir locks. The next OpenManager then trusts the indexes.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
+	var errs []error
+	logs := m.Logs()
+	for _, l := range logs {
+		errs = append(errs, l.Flush())
+	}
+	errs = append(errs, m.CheckpointOffsets())
+	for _, l := range logs {
+		errs = append(errs, l.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		m.unlock()
+		return fmt.Errorf("close log manager: %w", err)
+	}
+	for _, dir := range m.cfg.LogDirs {
+		if err := writeFileAtomic(filepath.Join(dir, cleanShutdownFileName), nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.unlock()
+	return errors.Join(errs...)
+}

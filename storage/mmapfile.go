@@ -1,0 +1,331 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// warmIndexBytes is the size of the index tail that lookups search first.
+// Kafka's AbstractIndex (KAFKA-6432) does the same: fetch and replication
+// read near the end of the log, so a binary search confined to the last 8 KiB
+// touches only pages that are already resident, instead of faulting in the
+// pages a full-range binary search would visit first.
+const warmIndexBytes = 8192
+
+// mmapIndex is the file mechanics shared by OffsetIndex and TimeIndex: a file
+// of fixed-width entries, preallocated (sparse, via ftruncate) to the index's
+// maximum size, memory-mapped read-write and shared, and trimmed to the bytes
+// actually used when the segment stops being active or is closed.
+//
+// Concurrency: mu guards every field below it. Mutations (append, truncate,
+// reset, resize, trim, rename, close) take mu exclusively; lookups take it
+// shared, so a reader never sees a mapping that is being replaced or an entry
+// that is half written. The partition log's single writer is the only caller
+// of mutations; any goroutine may look up.
+type mmapIndex struct {
+	entrySize  int
+	baseOffset int64
+
+	mu   sync.RWMutex
+	path string
+	file *os.File // nil once closed
+	// data is the mapping of the whole file; nil when the file is empty or
+	// closed, or after a failed remap (the index then behaves as empty and
+	// full, which is safe: lookups fall back to the segment start and appends
+	// make the segment roll).
+	data     []byte
+	fileSize int64
+	entries  int
+	// tornTail records that the file length found at open was not a multiple
+	// of the entry size: a partial entry was written when the process died.
+	tornTail bool
+}
+
+// open opens or creates the index file and maps it at max(maxIndexBytes
+// rounded down to whole entries, the bytes of the entries already present).
+// An existing file is assumed to hold floor(length/entrySize) entries: after
+// a clean shutdown it was trimmed to exactly its entries.
+func (m *mmapIndex) open(path string, baseOffset int64, entrySize, maxIndexBytes int) error {
+	if maxIndexBytes < 0 {
+		return fmt.Errorf("negative max index size %d", maxIndexBytes)
+	}
+	if baseOffset < 0 {
+		return fmt.Errorf("negative base offset %d", baseOffset)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	m.entrySize = entrySize
+	m.baseOffset = baseOffset
+	m.path = path
+	m.file = f
+	m.fileSize = fi.Size()
+	m.entries = int(fi.Size() / int64(entrySize))
+	m.tornTail = fi.Size()%int64(entrySize) != 0
+	if err := m.remapLocked(m.targetSize(maxIndexBytes)); err != nil {
+		f.Close()
+		m.file = nil
+		return err
+	}
+	return nil
+}
+
+// targetSize is the file size for a requested maximum: whole entries only,
+// and never smaller than the entries in use, so a resize never drops entries.
+func (m *mmapIndex) targetSize(maxIndexBytes int) int64 {
+	size := int64(maxIndexBytes) / int64(m.entrySize) * int64(m.entrySize)
+	return max(size, int64(m.entries)*int64(m.entrySize))
+}
+
+// capacity is the number of entries the current mapping can hold.
+func (m *mmapIndex) capacity() int { return len(m.data) / m.entrySize }
+
+// remapLocked unmaps, sets the file length to size and maps it again. If the
+// length cannot be changed the old length is mapped again and the error
+// returned; if the mapping fails the index is left empty with no mapping.
+// Caller holds mu exclusively.
+func (m *mmapIndex) remapLocked(size int64) error {
+	if err := m.unmapLocked(); err != nil {
+		return err
+	}
+	var resizeErr error
+	if size != m.fileSize {
+		if err := m.file.Truncate(size); err != nil {
+			resizeErr = fmt.Errorf("resize to %d bytes: %w", size, err)
+			size = m.fileSize
+		} else {
+			m.fileSize = size
+		}
+	}
+	if size == 0 {
+		// mmap(2) rejects a zero length; an empty index simply has no mapping.
+		m.entries = 0
+		return resizeErr
+	}
+	data, err := unix.Mmap(int(m.file.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		// Degrade to an empty index rather than keep entries we cannot read.
+		m.entries = 0
+		return errors.Join(resizeErr, fmt.Errorf("mmap %d bytes: %w", size, err))
+	}
+	m.data = data
+	m.entries = min(m.entries, m.capacity())
+	return resizeErr
+}
+
+// unmapLocked releases the mapping, if any. Caller holds mu exclusively.
+func (m *mmapIndex) unmapLocked() error {
+	if m.data == nil {
+		return nil
+	}
+	if err := unix.Munmap(m.data); err != nil {
+		return fmt.Errorf("munmap: %w", err)
+	}
+	m.data = nil
+	return nil
+}
+
+// Entries returns the number of entries in the index.
+//
+// Safe to call from any goroutine; it does not block on I/O.
+func (m *mmapIndex) Entries() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.entries
+}
+
+// Path returns the index file's current path (it changes with RenameTo).
+//
+// Safe to call from any goroutine.
+func (m *mmapIndex) Path() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.path
+}
+
+// Flush writes the mapped entries to disk with msync(MS_SYNC), like Kafka's
+// AbstractIndex.flush (mmap.force). It blocks until the kernel reports the
+// pages written, and blocks appends meanwhile.
+//
+// Called by the log's flusher; safe to call concurrently with lookups.
+func (m *mmapIndex) Flush() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.data == nil {
+		return nil
+	}
+	if err := unix.Msync(m.data, unix.MS_SYNC); err != nil {
+		return fmt.Errorf("flush index %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// Reset drops every entry (segment recovery rebuilds the index from the log,
+// as Kafka's LogSegment.recover does). The dropped bytes are zeroed so a
+// crash cannot resurrect them. Unlike Kafka's AbstractIndex.reset it does not
+// re-extend a trimmed file: call Resize afterwards when the rebuilt index
+// needs room to grow.
+//
+// Called only by the log's single writer.
+func (m *mmapIndex) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	used := m.entries * m.entrySize
+	if used <= resetZeroBytes || m.file == nil {
+		m.truncateEntriesLocked(0)
+		return
+	}
+	// Drop the pages rather than zero them: after a crash an untrimmed
+	// index "holds" its whole zero-filled preallocation, and clearing it
+	// would dirty (and write back) megabytes per recovered segment.
+	// Truncating to 0 frees the blocks; re-extending leaves a sparse hole.
+	size := int64(len(m.data))
+	m.entries = 0
+	if err := m.remapLocked(0); err == nil {
+		_ = m.remapLocked(size) // on failure the index is empty and full: safe
+	}
+}
+
+// resetZeroBytes is the largest used region Reset clears in place; above
+// it the file is truncated and re-extended instead.
+const resetZeroBytes = 64 << 10
+
+// truncateEntriesLocked keeps the first n entries and zeroes the rest of the
+// used region. Caller holds mu exclusively.
+func (m *mmapIndex) truncateEntriesLocked(n int) {
+	if n >= m.entries {
+		return
+	}
+	clear(m.data[n*m.entrySize : m.entries*m.entrySize])
+	m.entries = n
+}
+
+// TrimToValidSize shrinks the file and its mapping to exactly the entries in
+// use, as Kafka does when a segment stops being the active one. Appends then
+// fail with ErrIndexFull until Resize makes room again.
+//
+// Called only by the log's single writer; blocks lookups while it remaps.
+func (m *mmapIndex) TrimToValidSize() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.file == nil {
+		return fmt.Errorf("trim index %s: %w", m.path, os.ErrClosed)
+	}
+	if err := m.remapLocked(int64(m.entries) * int64(m.entrySize)); err != nil {
+		return fmt.Errorf("trim index %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// Resize sets the file and its mapping to maxIndexBytes rounded down to whole
+// entries, but never below the entries in use (unlike Kafka's resize, which
+// can silently drop entries). Used when a reopened last segment becomes the
+// active one again and after Reset during recovery.
+//
+// Called only by the log's single writer; blocks lookups while it remaps. On
+// error the index behaves as empty and full (lookups return the segment
+// start, appends return ErrIndexFull): the segment must be rolled or its index
+// rebuilt.
+func (m *mmapIndex) Resize(maxIndexBytes int) error {
+	if maxIndexBytes < 0 {
+		return fmt.Errorf("resize index %s: negative size %d", m.Path(), maxIndexBytes)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.file == nil {
+		return fmt.Errorf("resize index %s: %w", m.path, os.ErrClosed)
+	}
+	if err := m.remapLocked(m.targetSize(maxIndexBytes)); err != nil {
+		return fmt.Errorf("resize index %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// RenameTo moves the index file to path (Kafka renames segment files with a
+// .deleted suffix before asynchronous deletion, and .cleaned/.swap during
+// compaction). The mapping and the open descriptor stay valid: a rename does
+// not touch the inode.
+//
+// Called only by the log's single writer.
+func (m *mmapIndex) RenameTo(path string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := os.Rename(m.path, path); err != nil {
+		return fmt.Errorf("rename index %s: %w", m.path, err)
+	}
+	m.path = path
+	return nil
+}
+
+// Close trims the file to its entries, unmaps it and closes it. Closing twice
+// is a no-op. Lookups after Close find nothing; mutations return an error
+// wrapping os.ErrClosed.
+//
+// Called only by the log's single writer, after which no appends may follow.
+func (m *mmapIndex) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.file == nil {
+		return nil
+	}
+	// Munmap first: the trimmed length must not cut through a live mapping.
+	errs := []error{m.unmapLocked()}
+	if valid := int64(m.entries) * int64(m.entrySize); m.fileSize != valid {
+		if err := m.file.Truncate(valid); err != nil {
+			errs = append(errs, fmt.Errorf("trim to %d bytes: %w", valid, err))
+		}
+	}
+	errs = append(errs, m.file.Close())
+	m.file = nil
+	m.entries = 0
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close index %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// checkWritableLocked returns an error if the index is closed. Caller holds mu.
+func (m *mmapIndex) checkWritableLocked() error {
+	if m.file == nil {
+		return os.ErrClosed
+	}
+	return nil
+}
+
+// largestLowerBound returns the last slot whose key is <= target, or -1 when
+// there is none. Keys must be non-decreasing over the slots. The search
+// starts in the warm tail of the index (see warmIndexBytes). Caller holds mu.
+func (m *mmapIndex) largestLowerBound(target int64, key func(slot int) int64) int {
+	n := m.entries
+	if n == 0 {
+		return -1
+	}
+	lo, hi := 0, n
+	if hot := n - 1 - warmIndexBytes/m.entrySize; hot > 0 {
+		if key(hot) <= target {
+			lo = hot
+		} else {
+			hi = hot
+		}
+	}
+	i := lo + sort.Search(hi-lo, func(i int) bool { return key(lo+i) > target })
+	return i - 1
+}
+
+// firstSlotAtOrAbove returns the first slot whose key is >= target, or the
+// number of entries when there is none. Keys must be non-decreasing. Caller
+// holds mu.
+func (m *mmapIndex) firstSlotAtOrAbove(target int64, key func(slot int) int64) int {
+	return sort.Search(m.entries, func(i int) bool { return key(i) >= target })
+}
