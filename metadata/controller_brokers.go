@@ -198,6 +198,14 @@ func (c *ClusterControl) Heartbeat(now time.Time, req *kmsg.BrokerHeartbeatReque
 	resp.IsCaughtUp = caughtUp
 	resp.IsFenced = next == stateFenced || next == stateShutdownNow
 	resp.ShouldShutdown = next == stateShutdownNow
+	if resp.ShouldShutdown {
+		// The broker has said it is going away and now leads nothing: its
+		// session ends here, so the process that replaces it (a restart
+		// after a clean shutdown) registers at once instead of waiting out
+		// broker.session.timeout.ms as DUPLICATE_BROKER_REGISTRATION. After
+		// a crash there was no such goodbye, and the wait stays.
+		s.lastContact = time.Time{}
+	}
 	return out, resp
 }
 

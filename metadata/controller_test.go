@@ -487,3 +487,35 @@ func TestControllerSurvivesFailover(t *testing.T) {
 		t.Fatalf("epoch %d after %d", resp.BrokerEpoch, b.Epoch)
 	}
 }
+
+// A broker that completed a controlled shutdown said goodbye: the process
+// replacing it registers at once. One that vanished (a crash) keeps its
+// node.id until broker.session.timeout.ms passes (Kafka's duplicate
+// registration rule).
+func TestRestartAfterControlledShutdownRegistersAtOnce(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		t.Run(fmt.Sprintf("clean=%t", clean), func(t *testing.T) {
+			c := newCluster(t, DefaultControllerConfig(), 1)
+			b, _ := c.img.Broker(1)
+			if clean {
+				hb := kmsg.NewPtrBrokerHeartbeatRequest()
+				hb.BrokerID, hb.BrokerEpoch, hb.CurrentMetadataOffset, hb.WantShutdown = 1, b.Epoch, c.img.Offset(), true
+				recs, resp := c.cc.Heartbeat(c.now, hb)
+				c.commit(recs)
+				if !resp.ShouldShutdown {
+					t.Fatalf("a broker leading nothing may shut down at once: %+v", resp)
+				}
+			}
+			req := kmsg.NewPtrBrokerRegistrationRequest()
+			req.BrokerID, req.IncarnationID = 1, [16]byte{9, 9}
+			_, resp := c.cc.RegisterBroker(c.now.Add(time.Second), req)
+			want := kerr.DuplicateBrokerRegistration.Code
+			if clean {
+				want = 0
+			}
+			if resp.ErrorCode != want {
+				t.Fatalf("registration answered %d, want %d", resp.ErrorCode, want)
+			}
+		})
+	}
+}

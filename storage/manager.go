@@ -19,12 +19,15 @@ import (
 // Files the log manager keeps in each log dir, named as Kafka names them so
 // that an operator finds what they expect.
 const (
-	lockFileName              = ".lock"
-	cleanShutdownFileName     = ".kafka_cleanshutdown"
-	recoveryPointCheckpoint   = "recovery-point-offset-checkpoint"
-	highWatermarkCheckpoint   = "replication-offset-checkpoint"
-	logStartOffsetCheckpoint  = "log-start-offset-checkpoint"
-	deleteDirSuffix           = "-delete"
+	lockFileName             = ".lock"
+	cleanShutdownFileName    = ".kafka_cleanshutdown"
+	recoveryPointCheckpoint  = "recovery-point-offset-checkpoint"
+	highWatermarkCheckpoint  = "replication-offset-checkpoint"
+	logStartOffsetCheckpoint = "log-start-offset-checkpoint"
+	deleteDirSuffix          = "-delete"
+	// MetadataTopic is KRaft's metadata log topic: its directory is not a
+	// partition log of this manager.
+	MetadataTopic             = "__cluster_metadata"
 	defaultRetentionCheck     = 5 * time.Minute
 	defaultFlushCheck         = time.Second
 	defaultCheckpointInterval = time.Minute
@@ -193,6 +196,12 @@ func (m *Manager) loadDir(dir string) error {
 			continue
 		}
 		tp, err := ParseTopicPartitionDir(name)
+		if err == nil && tp.Topic == MetadataTopic {
+			// The KRaft metadata log lives beside the partitions in
+			// metadata.log.dir but belongs to raftlog, as Kafka's
+			// LogManager leaves __cluster_metadata-0 to its RaftManager.
+			continue
+		}
 		if err != nil {
 			m.logger.Warn("ignoring a directory that is not a partition", "dir", filepath.Join(dir, name))
 			continue

@@ -379,3 +379,27 @@ func TestManagerBackgroundWorkRacesSafelyWithAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// metadata.log.dir defaults to the first log dir: the KRaft metadata log's
+// directory sits beside the partitions and must be left to raftlog.
+func TestManagerLeavesTheMetadataLogAlone(t *testing.T) {
+	dir := t.TempDir()
+	meta := filepath.Join(dir, MetadataTopic+"-0")
+	if err := os.MkdirAll(meta, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(meta, "raft.db"), []byte("not a segment"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := openTestManager(t, testManagerConfig(dir))
+	if len(m.Logs()) != 0 {
+		t.Fatalf("opened %d logs", len(m.Logs()))
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(meta)
+	if len(entries) != 1 || entries[0].Name() != "raft.db" {
+		t.Fatalf("metadata dir touched: %v", entries)
+	}
+}

@@ -1,0 +1,212 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestTopicsCreateListDescribeDelete(t *testing.T) {
+	c := newTestCluster(t)
+	adm := c.admin()
+	ctx := testCtx(t)
+
+	created, err := adm.CreateTopics(ctx, 3, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, "orders", "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range created.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("create %s: %v", r.Topic, r.Err)
+		}
+		if r.ID == [16]byte{} || r.NumPartitions != 3 || r.ReplicationFactor != 1 {
+			t.Fatalf("create %s: id %v, %d partitions, rf %d", r.Topic, r.ID, r.NumPartitions, r.ReplicationFactor)
+		}
+	}
+	// Creating it again: TOPIC_ALREADY_EXISTS from the controller.
+	again, err := adm.CreateTopic(ctx, 1, 1, nil, "orders")
+	if !errors.Is(again.Err, kerr.TopicAlreadyExists) {
+		t.Fatalf("second create: %v %v", err, again.Err)
+	}
+
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := topics.Names(); !slices.Equal(got, []string{"orders", "payments"}) {
+		t.Fatalf("topics %v", got)
+	}
+	td := topics["orders"]
+	if td.ID != created["orders"].ID || len(td.Partitions) != 3 {
+		t.Fatalf("orders: %+v", td)
+	}
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader != testNodeID || p.LeaderEpoch < 0 || !slices.Equal(p.Replicas, []int32{testNodeID}) || !slices.Equal(p.ISR, []int32{testNodeID}) || len(p.OfflineReplicas) != 0 {
+			t.Fatalf("partition %+v", p)
+		}
+	}
+	// The log of every partition exists on this broker.
+	for p := int32(0); p < 3; p++ {
+		if c.broker.lookup(tp("orders", p)) == nil {
+			t.Fatalf("orders-%d not hosted", p)
+		}
+	}
+
+	// Unknown topics in a metadata request.
+	md, err := adm.Metadata(ctx, "missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(md.Topics["missing"].Err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("missing topic: %v", md.Topics["missing"].Err)
+	}
+
+	// More partitions.
+	cp, err := adm.CreatePartitions(ctx, 2, "payments")
+	if err != nil || cp["payments"].Err != nil {
+		t.Fatalf("create partitions: %v %v", err, cp["payments"].Err)
+	}
+	waitFor(t, "payments-4 hosted", 5*time.Second, func() bool { return c.broker.lookup(tp("payments", 4)) != nil })
+
+	deleted, err := adm.DeleteTopics(ctx, "orders")
+	if err != nil || deleted["orders"].Err != nil {
+		t.Fatalf("delete: %v %v", err, deleted["orders"].Err)
+	}
+	if c.broker.lookup(tp("orders", 0)) != nil {
+		t.Fatal("orders-0 still hosted after the delete was answered")
+	}
+	if _, ok := c.logs.Log(tp("orders", 0)); ok {
+		t.Fatal("orders-0 log still open")
+	}
+	topics, err = c.admin().ListTopics(ctx) // a new client: no cached metadata
+	if err != nil || !slices.Equal(topics.Names(), []string{"payments"}) {
+		t.Fatalf("after delete: %v %v", err, topics.Names())
+	}
+}
+
+func TestDescribeCluster(t *testing.T) {
+	c := newTestCluster(t)
+	adm := c.admin()
+	ctx := testCtx(t)
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Cluster != "keel-test-cluster" || md.Controller != testNodeID || len(md.Brokers) != 1 {
+		t.Fatalf("metadata: %+v", md)
+	}
+	b := md.Brokers[0]
+	if b.NodeID != testNodeID || b.Host != "127.0.0.1" || int(b.Port) != c.port {
+		t.Fatalf("broker %+v, want 127.0.0.1:%d", b, c.port)
+	}
+	cl := c.client()
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.IncludeClusterAuthorizedOperations = true
+	resp := request[*kmsg.DescribeClusterResponse](t, cl, req)
+	if resp.ErrorCode != 0 || resp.ClusterID != "keel-test-cluster" || resp.ControllerID != testNodeID ||
+		len(resp.Brokers) != 1 || resp.Brokers[0].Port != int32(c.port) || resp.ClusterAuthorizedOperations != clusterAuthorizedOperations {
+		t.Fatalf("describe cluster: %+v", resp)
+	}
+	req.EndpointType = 2
+	resp = request[*kmsg.DescribeClusterResponse](t, cl, req)
+	if resp.ErrorCode != kerr.UnsupportedEndpointType.Code {
+		t.Fatalf("controllers endpoint type: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
+func TestApiVersionsAdvertisesWhatIsServed(t *testing.T) {
+	c := newTestCluster(t)
+	cl := c.client()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 4
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "keel-test", "1"
+	resp := request[*kmsg.ApiVersionsResponse](t, cl, req)
+	if resp.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(resp.ErrorCode))
+	}
+	got := map[int16][2]int16{}
+	for _, k := range resp.ApiKeys {
+		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+		lo, hi, ok := c.broker.SupportedVersions("PLAINTEXT", k.ApiKey)
+		if !ok || hi != k.MaxVersion || (k.ApiKey != 0 && lo != k.MinVersion) {
+			t.Errorf("key %d advertised %d–%d, served %d–%d (%v)", k.ApiKey, k.MinVersion, k.MaxVersion, lo, hi, ok)
+		}
+		if max := kmsg.RequestForKey(k.ApiKey).MaxVersion(); k.MaxVersion > max {
+			t.Errorf("key %d advertised up to %d, kmsg knows %d", k.ApiKey, k.MaxVersion, max)
+		}
+	}
+	if got[0] != [2]int16{0, 13} {
+		t.Errorf("produce advertised %v, want 0–13 (KAFKA-18659)", got[0])
+	}
+	if lo, _, _ := c.broker.SupportedVersions("PLAINTEXT", 0); lo != 3 {
+		t.Errorf("produce served from v%d, want v3", lo)
+	}
+	if got[22] != [2]int16{0, 5} {
+		t.Errorf("InitProducerId advertised %v", got[22])
+	}
+
+	// v5 (KIP-1242): a client that reached the wrong cluster is told to
+	// rebootstrap.
+	req.Version = 5
+	req.ClusterID, req.NodeID = kmsg.StringPtr("another-cluster"), testNodeID
+	resp = request[*kmsg.ApiVersionsResponse](t, cl, req)
+	if resp.ErrorCode != kerr.RebootstrapRequired.Code {
+		t.Fatalf("wrong cluster: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	req.ClusterID = kmsg.StringPtr("keel-test-cluster")
+	resp = request[*kmsg.ApiVersionsResponse](t, cl, req)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("right cluster: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
+// TestEveryServedVersionAnswers sends an empty (default) request of every
+// API at every version this broker serves and expects an answer of that
+// version on a connection that stays open; Produce v0–v2, advertised but
+// refused (KAFKA-18659), close the connection.
+func TestEveryServedVersionAnswers(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("t", 1, nil)
+	rc := c.dialRaw(t)
+	for key := range apiTable {
+		a := apiTable[key]
+		if !a.served {
+			continue
+		}
+		for v := a.min; v <= a.max; v++ {
+			req := kmsg.RequestForKey(int16(key))
+			req.SetVersion(v)
+			if p, ok := req.(*kmsg.ProduceRequest); ok {
+				p.Acks = 1
+			}
+			if d, ok := req.(*kmsg.DescribeClusterRequest); ok && v == 0 {
+				d.EndpointType = 1
+			}
+			resp := rc.receive(req, rc.send(req))
+			if resp.GetVersion() != v || resp.Key() != int16(key) {
+				t.Fatalf("%s v%d: answered %s v%d", kmsg.NameForKey(int16(key)), v, kmsg.NameForKey(resp.Key()), resp.GetVersion())
+			}
+		}
+	}
+	// Produce below v3 closes the connection, as Kafka 4 does.
+	old := c.dialRaw(t)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks = 2, 1
+	old.send(req)
+	_ = old.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := old.conn.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("produce v2 answered (%d bytes); want the connection closed", n)
+	}
+}

@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network"
+)
+
+// apiSpec is what the broker serves of one API key.
+type apiSpec struct {
+	served bool
+	// min and max bound the versions Handle accepts; a request outside
+	// them closes the connection (network.Handler.SupportedVersions).
+	min, max int16
+	// advertisedMin is the minimum ApiVersions reports. It differs from
+	// min only for Produce (KAFKA-18659).
+	advertisedMin int16
+}
+
+// apiTable is indexed by API key. Every range is capped at kmsg's maximum
+// (the network layer could not decode more) and lists only versions whose
+// every field the handler honours; see each handle_<api>.go.
+var apiTable = func() []apiSpec {
+	ranges := []struct{ key, min, max int16 }{
+		{0, 3, 13}, // Produce (v0–v2 advertised, refused)
+		{1, network.MinFetchVersion, network.MaxFetchVersion}, // Fetch: what the zero-copy encoder writes
+		{2, 1, 10}, // ListOffsets
+		{3, 0, 13}, // Metadata
+		{18, 0, 5}, // ApiVersions
+		{19, 0, 7}, // CreateTopics (forwarded)
+		{20, 0, 6}, // DeleteTopics (forwarded)
+		{21, 0, 2}, // DeleteRecords
+		{22, 0, 5}, // InitProducerId (idempotent producers; no transactions)
+		{23, 0, 4}, // OffsetForLeaderEpoch
+		{32, 0, 4}, // DescribeConfigs
+		{33, 0, 2}, // AlterConfigs (forwarded)
+		{35, 0, 5}, // DescribeLogDirs
+		{37, 0, 3}, // CreatePartitions (forwarded)
+		{44, 0, 1}, // IncrementalAlterConfigs (forwarded)
+		{60, 0, 2}, // DescribeCluster
+	}
+	var maxKey int16
+	for _, r := range ranges {
+		maxKey = max(maxKey, r.key)
+	}
+	t := make([]apiSpec, maxKey+1)
+	for _, r := range ranges {
+		hi := r.max
+		if req := kmsg.RequestForKey(r.key); req != nil {
+			hi = min(hi, req.MaxVersion())
+		}
+		t[r.key] = apiSpec{served: true, min: r.min, max: hi, advertisedMin: r.min}
+	}
+	// Kafka 4 refuses Produce v0–v2 (KIP-896) but still advertises v0:
+	// librdkafka before 2.10 disables compression when the broker's
+	// minimum Produce version is above 0 (librdkafka#4956, KAFKA-18659).
+	// A v0–v2 request is outside SupportedVersions, so the network layer
+	// logs it and closes the connection, as Kafka's socket server does.
+	t[0].advertisedMin = 0
+	return t
+}()

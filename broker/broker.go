@@ -1,0 +1,330 @@
+// Package broker is everything a Keel broker does: the Kafka client APIs
+// (one handle_<api>.go file per API key, each opening with what it supports
+// per version), the replica manager (which partitions this node hosts, leader
+// or follower, high watermark), the produce and fetch purgatories, and fetch
+// sessions (KIP-227). The node (node.go) assembles it with the metadata
+// quorum, the controller and the network server.
+//
+// The broker never decides cluster metadata: it reads committed images
+// (MetadataView, ApplyMetadata) and forwards metadata-changing requests to
+// the active controller (ControllerForwarder). It never blocks a connection:
+// anything slow (acks=all, long-poll fetches, controller round trips)
+// returns a network.Deferred completed by a goroutine the Broker owns.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/storage"
+)
+
+// MetadataView is the node's view of the committed metadata log.
+type MetadataView interface {
+	// Image is the latest image the node has published.
+	//
+	// Concurrency: safe from any goroutine; never blocks.
+	Image() *metadata.Image
+	// WaitForOffset blocks until the local image has applied offset, or ctx ends.
+	WaitForOffset(ctx context.Context, offset int64) error
+}
+
+// ControllerForwarder sends a metadata-changing request (CreateTopics,
+// DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs,
+// AllocateProducerIds, ...) to the active controller and returns its
+// response once the records are committed AND applied locally
+// (MetadataView.Image has them; the broker then also waits, briefly, for
+// its own ApplyMetadata of that offset before answering the client).
+// Errors are transport errors (the broker then answers with NOT_CONTROLLER,
+// or REQUEST_TIMED_OUT when ctx's deadline passed, as Kafka's forwarding
+// does).
+//
+// Concurrency: called from goroutines the Broker owns, concurrently; it may
+// block until ctx ends.
+type ControllerForwarder interface {
+	Forward(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+}
+
+// Options configure a Broker. NodeID, Config, Logs, Metadata and Controller
+// are required.
+type Options struct {
+	NodeID     int32
+	ClusterID  string
+	Config     *Config
+	Logs       *storage.Manager
+	Metadata   MetadataView
+	Controller ControllerForwarder
+	// Logger receives the broker's logs; nil discards them.
+	Logger hclog.Logger
+	// Now is the clock (tests substitute it); time.Now when nil.
+	Now func() time.Time
+}
+
+// Broker serves the Kafka client APIs of one node. It implements
+// network.Handler.
+//
+// State ownership:
+//   - image and partitions are published by ApplyMetadata (one goroutine,
+//     serialised by applyMu) and read lock-free by every handler;
+//   - each partition's mutable state is owned as written at its struct;
+//   - fetch sessions are owned by sessions (its own mutex);
+//   - goroutines (purgatory waiters, controller forwards) are started only
+//     through spawn, counted in wg and stopped by Close.
+//
+// Lock ordering: applyMu, then a partition's producerMu, then its hwMu,
+// then a watchList's mu (storage's own locks are innermost); the session
+// cache's mu before a session's mu, and neither with any of the others;
+// appliedMu and autoMu alone.
+type Broker struct {
+	nodeID    int32
+	clusterID string
+	cfg       *Config
+	logs      *storage.Manager
+	meta      MetadataView
+	ctrl      ControllerForwarder
+	log       hclog.Logger
+	now       func() time.Time
+
+	// controllerListeners are the listeners this handler does not serve
+	// (controller.listener.names): the node routes them elsewhere.
+	controllerListeners map[string]bool
+	// staticTopicDefaults are the server.properties values of the broker
+	// synonyms of topic configs (log.retention.ms, ...), by synonym name.
+	staticTopicDefaults map[string]string
+
+	// applyMu serialises ApplyMetadata; initialized is guarded by it.
+	applyMu     sync.Mutex
+	initialized bool
+	// image is the last image ApplyMetadata published (nil before).
+	image atomic.Pointer[metadata.Image]
+	// partitions are the partitions this node hosts, replaced copy-on-write
+	// by ApplyMetadata.
+	partitions atomic.Pointer[partitionTable]
+	// appliedMu guards applied, closed and replaced after every
+	// ApplyMetadata, so that forwarded requests can wait for their records.
+	appliedMu sync.Mutex
+	applied   chan struct{}
+
+	sessions *fetchSessionCache
+	// producerIDs is the block of producer ids InitProducerId hands out.
+	producerIDs producerIDBlock
+
+	// autoCreating holds the topic names whose auto-creation is in flight.
+	autoMu       sync.Mutex
+	autoCreating map[string]bool
+
+	// ctx is cancelled by Close: forwarded requests and waiters give up.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	goMu   sync.Mutex // guards closed and wg.Add
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns a Broker serving nothing until the node calls ApplyMetadata
+// with the first image.
+func New(opts Options) (*Broker, error) {
+	switch {
+	case opts.Logs == nil:
+		return nil, errors.New("broker: Options.Logs is required")
+	case opts.Metadata == nil:
+		return nil, errors.New("broker: Options.Metadata is required")
+	case opts.Controller == nil:
+		return nil, errors.New("broker: Options.Controller is required")
+	case opts.NodeID < 0:
+		return nil, fmt.Errorf("broker: node id %d", opts.NodeID)
+	}
+	cfg := opts.Config
+	if cfg == nil {
+		var err error
+		if cfg, err = LoadConfig(nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{
+		nodeID:              opts.NodeID,
+		clusterID:           opts.ClusterID,
+		cfg:                 cfg,
+		logs:                opts.Logs,
+		meta:                opts.Metadata,
+		ctrl:                opts.Controller,
+		log:                 opts.Logger.Named("broker"),
+		now:                 opts.Now,
+		controllerListeners: map[string]bool{},
+		staticTopicDefaults: StaticTopicConfigDefaults(cfg),
+		autoCreating:        map[string]bool{},
+		ctx:                 ctx,
+		cancel:              cancel,
+		applied:             make(chan struct{}),
+	}
+	for _, l := range cfg.ControllerListenerNames {
+		b.controllerListeners[l] = true
+	}
+	b.sessions = newFetchSessionCache(defaultFetchSessionSlots, defaultFetchSessionEviction, opts.Now)
+	b.partitions.Store(&partitionTable{byTP: map[storage.TopicPartition]*partition{}})
+	return b, nil
+}
+
+// spawn runs f on a goroutine the Broker owns, unless Close has begun
+// (then it reports false and f never runs).
+func (b *Broker) spawn(f func()) bool {
+	b.goMu.Lock()
+	if b.closed {
+		b.goMu.Unlock()
+		return false
+	}
+	b.wg.Add(1)
+	b.goMu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Close stops the broker's goroutines: parked fetches complete at once with
+// what they have, parked produces with REQUEST_TIMED_OUT, forwarded
+// requests are cancelled (NOT_CONTROLLER). It waits for all of them.
+// Requests handled after Close are still answered, but nothing parks any
+// more, and ApplyMetadata keeps working. Logs are not closed: the node
+// closes the storage.Manager after Close and after the network server
+// stopped. Call Close before (or while) the server drains: a drain waits
+// for parked requests, which would otherwise hold it for up to their
+// max.wait.ms or produce timeout.
+//
+// Concurrency: safe from any goroutine, more than once.
+func (b *Broker) Close() error {
+	b.goMu.Lock()
+	already := b.closed
+	b.closed = true
+	b.goMu.Unlock()
+	if !already {
+		b.cancel()
+	}
+	b.wg.Wait()
+	return nil
+}
+
+// closing reports whether Close has begun.
+func (b *Broker) closing() <-chan struct{} { return b.ctx.Done() }
+
+// SupportedVersions implements network.Handler: the versions Handle serves
+// on a listener. It agrees with ApiVersions except for Produce, which
+// ApiVersions advertises from v0 while v0–v2 are refused (KAFKA-18659).
+//
+// Concurrency: safe from any goroutine; never blocks.
+func (b *Broker) SupportedVersions(listener string, key int16) (min, max int16, ok bool) {
+	if b.controllerListeners[listener] {
+		return 0, 0, false
+	}
+	if key < 0 || int(key) >= len(apiTable) || !apiTable[key].served {
+		return 0, 0, false
+	}
+	a := &apiTable[key]
+	return a.min, a.max, true
+}
+
+// Handle implements network.Handler: it serves one request, returning a
+// Response, a Deferred (completed by a purgatory or a controller forward)
+// or nil (acks=0 Produce).
+//
+// Concurrency: called on each connection's reader goroutine; never blocks
+// on replication, long polls or the controller.
+func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Result {
+	switch m := req.Msg.(type) {
+	case *kmsg.ProduceRequest:
+		return b.handleProduce(ctx, req, m)
+	case *kmsg.FetchRequest:
+		return b.handleFetch(ctx, req, m)
+	case *kmsg.ListOffsetsRequest:
+		return respond(b.handleListOffsets(m))
+	case *kmsg.MetadataRequest:
+		return respond(b.handleMetadata(req, m))
+	case *kmsg.ApiVersionsRequest:
+		return respond(b.handleApiVersions(req, m))
+	case *kmsg.CreateTopicsRequest:
+		return b.handleCreateTopics(ctx, m)
+	case *kmsg.DeleteTopicsRequest:
+		return b.handleDeleteTopics(ctx, m)
+	case *kmsg.DeleteRecordsRequest:
+		return respond(b.handleDeleteRecords(m))
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return respond(b.handleOffsetForLeaderEpoch(m))
+	case *kmsg.DescribeConfigsRequest:
+		return respond(b.handleDescribeConfigs(m))
+	case *kmsg.AlterConfigsRequest:
+		return b.handleAlterConfigs(ctx, m)
+	case *kmsg.DescribeLogDirsRequest:
+		return respond(b.handleDescribeLogDirs(m))
+	case *kmsg.CreatePartitionsRequest:
+		return b.handleCreatePartitions(ctx, m)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return b.handleIncrementalAlterConfigs(ctx, m)
+	case *kmsg.DescribeClusterRequest:
+		return respond(b.handleDescribeCluster(req, m))
+	case *kmsg.InitProducerIDRequest:
+		return b.handleInitProducerID(ctx, m)
+	}
+	// SupportedVersions refuses every other key, so this is a bug; close
+	// the connection rather than leave the client waiting.
+	b.log.Error("no handler for request", "api_key", req.Header.APIKey, "api_version", req.Header.APIVersion)
+	return &network.Response{CloseConnection: true}
+}
+
+// respond wraps a ready response.
+func respond(msg kmsg.Response) network.Result { return &network.Response{Msg: msg} }
+
+// currentImage is the image the handlers answer from: the last one
+// ApplyMetadata published (so a partition is advertised only once its log
+// exists here), or an empty image before the first.
+func (b *Broker) currentImage() *metadata.Image {
+	if img := b.image.Load(); img != nil {
+		return img
+	}
+	return emptyImage
+}
+
+var emptyImage = metadata.EmptyImage()
+
+// waitApplied blocks until ApplyMetadata has published an image at offset
+// or later, or ctx ends.
+func (b *Broker) waitApplied(ctx context.Context, offset int64) error {
+	for {
+		b.appliedMu.Lock()
+		ch := b.applied
+		b.appliedMu.Unlock()
+		if img := b.image.Load(); img != nil && img.Offset() >= offset {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// signalApplied wakes waitApplied after an image was published.
+func (b *Broker) signalApplied() {
+	b.appliedMu.Lock()
+	close(b.applied)
+	b.applied = make(chan struct{})
+	b.appliedMu.Unlock()
+}

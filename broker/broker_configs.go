@@ -1,0 +1,157 @@
+package broker
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+)
+
+// brokerConfigEntry is one broker config as DescribeConfigs reports it.
+type brokerConfigEntry struct {
+	name  string
+	value *string // nil: unset (a null value, as Kafka reports one)
+	typ   kmsg.ConfigType
+	// def is Kafka's default, rendered as value would be ("" = none).
+	def string
+}
+
+// brokerConfigEntries lists this node's static broker configs (the
+// server.properties keys Keel understands) with their values.
+func brokerConfigEntries(c *Config) []brokerConfigEntry {
+	str := func(s string) *string { return &s }
+	i64 := func(n int64) *string { return str(strconv.FormatInt(n, 10)) }
+	i := func(n int) *string { return i64(int64(n)) }
+	ms := func(d time.Duration) *string { return i64(d.Milliseconds()) }
+	optMs := func(n int64) *string {
+		if n <= 0 {
+			return nil
+		}
+		return i64(n)
+	}
+	b := func(v bool) *string { return str(strconv.FormatBool(v)) }
+	list := func(v []string) *string { return str(strings.Join(v, ",")) }
+	const (
+		tb, ts, ti, tsh, tl, tli = kmsg.ConfigTypeBoolean, kmsg.ConfigTypeString, kmsg.ConfigTypeInt,
+			kmsg.ConfigTypeShort, kmsg.ConfigTypeLong, kmsg.ConfigTypeList
+		week = "604800000"
+		long = "9223372036854775807"
+	)
+	return []brokerConfigEntry{
+		{"advertised.listeners", str(c.AdvertisedListeners), ts, ""},
+		{"auto.create.topics.enable", b(c.AutoCreateTopicsEnable), tb, "true"},
+		{"auto.leader.rebalance.enable", b(c.AutoLeaderRebalanceEnable), tb, "true"},
+		{"broker.heartbeat.interval.ms", ms(c.BrokerHeartbeatInterval), ti, "2000"},
+		{"broker.session.timeout.ms", ms(c.BrokerSessionTimeout), ti, "9000"},
+		{"connections.max.idle.ms", ms(c.ConnectionsMaxIdle), tl, "600000"},
+		{"controller.listener.names", list(c.ControllerListenerNames), ts, ""},
+		{"controller.quorum.voters", str(c.ControllerQuorumVoters), tli, ""},
+		{"default.replication.factor", i(int(c.DefaultReplicationFactor)), ti, "1"},
+		{"group.initial.rebalance.delay.ms", ms(c.GroupInitialRebalanceDelay), ti, "3000"},
+		{"inter.broker.listener.name", str(c.InterBrokerListenerName), ts, ""},
+		{"listener.security.protocol.map", str(c.ListenerSecurityProtocolMap), ts, ""},
+		{"listeners", str(c.Listeners), ts, ""},
+		{"log.dirs", list(c.LogDirs), ts, ""},
+		{"log.flush.interval.messages", i64(c.LogFlushIntervalMessages), tl, long},
+		{"log.flush.interval.ms", optMs(c.LogFlushIntervalMs), tl, ""},
+		{"log.flush.offset.checkpoint.interval.ms", ms(c.LogFlushOffsetCheckpointInterval), ti, "60000"},
+		{"log.index.interval.bytes", i(c.LogIndexIntervalBytes), ti, "4096"},
+		{"log.index.size.max.bytes", i(c.LogIndexSizeMaxBytes), ti, "10485760"},
+		{"log.message.timestamp.type", str(c.LogMessageTimestampType), ts, "CreateTime"},
+		{"log.retention.bytes", i64(c.LogRetentionBytes), tl, "-1"},
+		{"log.retention.check.interval.ms", ms(c.LogRetentionCheckInterval), tl, "300000"},
+		{"log.retention.ms", i64(c.LogRetentionMs), tl, week},
+		{"log.roll.ms", i64(c.LogRollMs), tl, week},
+		{"log.segment.bytes", i64(c.LogSegmentBytes), ti, "1073741824"},
+		{"log.segment.delete.delay.ms", i64(c.LogSegmentDeleteDelayMs), tl, "60000"},
+		{"max.connections", i(c.MaxConnections), ti, "2147483647"},
+		{"message.max.bytes", i(c.MessageMaxBytes), ti, "1048588"},
+		{"metadata.log.dir", str(c.MetadataLogDir), ts, ""},
+		{"min.insync.replicas", i(c.MinInsyncReplicas), ti, "1"},
+		{"node.id", i(int(c.NodeID)), ti, ""},
+		{"num.partitions", i(int(c.NumPartitions)), ti, "1"},
+		{"num.recovery.threads.per.data.dir", i(c.NumRecoveryThreadsPerDataDir), ti, "1"},
+		{"offsets.topic.num.partitions", i(int(c.OffsetsTopicNumPartitions)), ti, "50"},
+		{"offsets.topic.replication.factor", i(int(c.OffsetsTopicReplicationFactor)), tsh, "3"},
+		{"process.roles", list(c.ProcessRoles), tli, ""},
+		{"replica.lag.time.max.ms", ms(c.ReplicaLagTimeMax), tl, "30000"},
+		{"socket.request.max.bytes", i(int(c.SocketRequestMaxBytes)), ti, "104857600"},
+		{"transaction.state.log.min.isr", i(c.TransactionStateLogMinISR), ti, "2"},
+		{"transaction.state.log.num.partitions", i(int(c.TransactionStateLogNumPartitions)), ti, "50"},
+		{"transaction.state.log.replication.factor", i(int(c.TransactionStateLogReplicationFactor)), tsh, "3"},
+		{"unclean.leader.election.enable", b(c.UncleanLeaderElectionEnable), tb, "false"},
+	}
+}
+
+// dynamicBrokerConfigNames are the broker configs that may change at
+// runtime (Kafka's DynamicBrokerConfig): the broker synonyms of topic
+// configs. DescribeConfigs reports the others read-only.
+var dynamicBrokerConfigNames = func() map[string]bool {
+	out := map[string]bool{}
+	for _, n := range metadata.TopicConfigNames() {
+		if d, _ := metadata.TopicConfigDef(n); d.BrokerSynonym != "" {
+			out[d.BrokerSynonym] = true
+		}
+	}
+	return out
+}()
+
+// configType maps a metadata config type to the wire's.
+func configType(t metadata.ConfigValueType) kmsg.ConfigType {
+	switch t {
+	case metadata.ConfigBoolean:
+		return kmsg.ConfigTypeBoolean
+	case metadata.ConfigString:
+		return kmsg.ConfigTypeString
+	case metadata.ConfigInt:
+		return kmsg.ConfigTypeInt
+	case metadata.ConfigLong:
+		return kmsg.ConfigTypeLong
+	case metadata.ConfigDouble:
+		return kmsg.ConfigTypeDouble
+	case metadata.ConfigList:
+		return kmsg.ConfigTypeList
+	}
+	return kmsg.ConfigTypeUnknown
+}
+
+// topicConfigDocs are the descriptions DescribeConfigs returns with
+// IncludeDocumentation (v3+), abridged from Kafka's TopicConfig.
+var topicConfigDocs = map[string]string{
+	"cleanup.policy":                          "The retention policy of old log segments: delete, compact, or both.",
+	"compression.type":                        "The final compression type of the topic's batches; producer keeps the producer's.",
+	"compression.gzip.level":                  "The gzip compression level when compression.type is gzip.",
+	"compression.lz4.level":                   "The lz4 compression level when compression.type is lz4.",
+	"compression.zstd.level":                  "The zstd compression level when compression.type is zstd.",
+	"delete.retention.ms":                     "How long delete tombstones are retained on compacted topics.",
+	"file.delete.delay.ms":                    "How long a deleted segment's files stay before they are removed.",
+	"flush.messages":                          "Force an fsync after this many messages.",
+	"flush.ms":                                "Force an fsync when the oldest unflushed message is older than this.",
+	"follower.replication.throttled.replicas": "Replicas whose follower replication is throttled.",
+	"index.interval.bytes":                    "How many bytes of batches lie between two offset index entries.",
+	"leader.replication.throttled.replicas":   "Replicas whose leader replication is throttled.",
+	"local.retention.bytes":                   "Local retention by size with tiered storage (-2: retention.bytes).",
+	"local.retention.ms":                      "Local retention by time with tiered storage (-2: retention.ms).",
+	"max.compaction.lag.ms":                   "The longest a message stays ineligible for compaction.",
+	"max.message.bytes":                       "The largest record batch size allowed.",
+	"message.downconversion.enable":           "Whether old-format consumers get down-converted batches.",
+	"message.timestamp.after.max.ms":          "How far a record timestamp may be ahead of the broker's clock.",
+	"message.timestamp.before.max.ms":         "How far a record timestamp may be behind the broker's clock.",
+	"message.timestamp.difference.max.ms":     "The largest difference allowed between a record timestamp and the broker's clock.",
+	"message.timestamp.type":                  "CreateTime keeps the producer's timestamps, LogAppendTime stamps the broker's.",
+	"min.cleanable.dirty.ratio":               "The dirty share of the log above which it is compacted.",
+	"min.compaction.lag.ms":                   "The shortest time a message stays uncompacted.",
+	"min.insync.replicas":                     "The fewest in-sync replicas an acks=all produce needs.",
+	"preallocate":                             "Whether new segment files are preallocated.",
+	"remote.storage.enable":                   "Whether tiered storage is enabled for the topic.",
+	"retention.bytes":                         "The largest size a partition may grow to before old segments are deleted (-1: no limit).",
+	"retention.ms":                            "How long a segment is kept before it is deleted (-1: forever).",
+	"segment.bytes":                           "The size of each segment file.",
+	"segment.index.bytes":                     "The size of each segment's offset and time indexes.",
+	"segment.jitter.ms":                       "The largest random jitter subtracted from segment.ms.",
+	"segment.ms":                              "The age after which the active segment rolls even when not full.",
+	"unclean.leader.election.enable":          "Whether a replica outside the ISR may become leader, at the cost of data loss.",
+}

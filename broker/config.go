@@ -1,0 +1,362 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is a node's configuration, in Kafka's server.properties vocabulary.
+// Fields are filled from defaults, then a properties file, then command-line
+// overrides (keel server --override key=value, as kafka-server-start.sh).
+type Config struct {
+	ProcessRoles                         []string // process.roles
+	NodeID                               int32    // node.id
+	ControllerQuorumVoters               string   // controller.quorum.voters
+	ControllerListenerNames              []string // controller.listener.names
+	Listeners                            string   // listeners
+	AdvertisedListeners                  string   // advertised.listeners
+	ListenerSecurityProtocolMap          string   // listener.security.protocol.map
+	InterBrokerListenerName              string   // inter.broker.listener.name
+	LogDirs                              []string // log.dirs (or log.dir)
+	MetadataLogDir                       string   // metadata.log.dir (default: first of log.dirs)
+	NumPartitions                        int32    // num.partitions
+	DefaultReplicationFactor             int16    // default.replication.factor
+	MinInsyncReplicas                    int      // min.insync.replicas
+	ReplicaLagTimeMax                    time.Duration
+	UncleanLeaderElectionEnable          bool
+	AutoCreateTopicsEnable               bool
+	AutoLeaderRebalanceEnable            bool
+	OffsetsTopicReplicationFactor        int16
+	OffsetsTopicNumPartitions            int32
+	TransactionStateLogReplicationFactor int16
+	TransactionStateLogMinISR            int
+	TransactionStateLogNumPartitions     int32
+	BrokerHeartbeatInterval              time.Duration
+	BrokerSessionTimeout                 time.Duration
+	SocketRequestMaxBytes                int32
+	MaxConnections                       int
+	ConnectionsMaxIdle                   time.Duration
+	NumRecoveryThreadsPerDataDir         int
+	GroupInitialRebalanceDelay           time.Duration
+
+	// Log defaults (log.* keys); topic configs override them per topic.
+	LogSegmentBytes                  int64
+	LogRollMs                        int64
+	LogRetentionMs                   int64
+	LogRetentionBytes                int64
+	LogRetentionCheckInterval        time.Duration
+	LogIndexSizeMaxBytes             int
+	LogIndexIntervalBytes            int
+	LogFlushIntervalMessages         int64
+	LogFlushIntervalMs               int64
+	LogFlushSchedulerInterval        time.Duration
+	LogFlushOffsetCheckpointInterval time.Duration
+	LogSegmentDeleteDelayMs          int64
+	MessageMaxBytes                  int
+	LogMessageTimestampType          string
+
+	// Unknown lists keys this build does not know; the caller warns about
+	// them (a user's server.properties should mostly just work).
+	Unknown []string
+	// Ignored lists known Kafka keys that have no meaning in Keel (thread
+	// pool sizes of the JVM broker, ZooKeeper settings).
+	Ignored []string
+}
+
+// configKey describes one known key: its default and how to set it.
+type configKey struct {
+	def string
+	set func(c *Config, v string) error
+	doc string
+}
+
+func setInt32(dst *int32) func(*Config, string) error {
+	return func(_ *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		*dst = int32(n)
+		return err
+	}
+}
+
+// configKeys is the table of every key this build understands.
+func configKeys(c *Config) map[string]configKey {
+	i32 := func(p *int32) func(*Config, string) error { return setInt32(p) }
+	i16 := func(p *int16) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 16)
+			*p = int16(n)
+			return err
+		}
+	}
+	i := func(p *int) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			*p = n
+			return err
+		}
+	}
+	i64 := func(p *int64) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			*p = n
+			return err
+		}
+	}
+	ms := func(p *time.Duration) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			*p = time.Duration(n) * time.Millisecond
+			return err
+		}
+	}
+	b := func(p *bool) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			x, err := strconv.ParseBool(strings.TrimSpace(v))
+			*p = x
+			return err
+		}
+	}
+	s := func(p *string) func(*Config, string) error {
+		return func(_ *Config, v string) error { *p = strings.TrimSpace(v); return nil }
+	}
+	list := func(p *[]string) func(*Config, string) error {
+		return func(_ *Config, v string) error { *p = splitList(v); return nil }
+	}
+	scaled := func(p *int64, unit int64) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if n > 0 {
+				n *= unit
+			}
+			*p = n
+			return err
+		}
+	}
+	const hour, minute = int64(time.Hour / time.Millisecond), int64(time.Minute / time.Millisecond)
+	return map[string]configKey{
+		"process.roles":                  {"broker,controller", list(&c.ProcessRoles), "broker, controller, or both"},
+		"node.id":                        {"1", i32(&c.NodeID), "this node's id"},
+		"controller.quorum.voters":       {"1@localhost:9093", s(&c.ControllerQuorumVoters), "id@host:port of each controller"},
+		"controller.listener.names":      {"CONTROLLER", list(&c.ControllerListenerNames), "listeners the controller uses"},
+		"listeners":                      {"PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093", s(&c.Listeners), ""},
+		"advertised.listeners":           {"", s(&c.AdvertisedListeners), ""},
+		"listener.security.protocol.map": {"", s(&c.ListenerSecurityProtocolMap), ""},
+		"inter.broker.listener.name":     {"PLAINTEXT", s(&c.InterBrokerListenerName), ""},
+		"log.dirs":                       {"./data", list(&c.LogDirs), ""},
+		"log.dir": {"", func(c *Config, v string) error {
+			if len(c.LogDirs) == 0 {
+				c.LogDirs = splitList(v)
+			}
+			return nil
+		}, "used when log.dirs is unset"},
+		"metadata.log.dir":                         {"", s(&c.MetadataLogDir), ""},
+		"num.partitions":                           {"1", i32(&c.NumPartitions), ""},
+		"default.replication.factor":               {"1", i16(&c.DefaultReplicationFactor), ""},
+		"min.insync.replicas":                      {"1", i(&c.MinInsyncReplicas), ""},
+		"replica.lag.time.max.ms":                  {"30000", ms(&c.ReplicaLagTimeMax), ""},
+		"unclean.leader.election.enable":           {"false", b(&c.UncleanLeaderElectionEnable), ""},
+		"auto.create.topics.enable":                {"true", b(&c.AutoCreateTopicsEnable), ""},
+		"auto.leader.rebalance.enable":             {"true", b(&c.AutoLeaderRebalanceEnable), ""},
+		"offsets.topic.replication.factor":         {"3", i16(&c.OffsetsTopicReplicationFactor), ""},
+		"offsets.topic.num.partitions":             {"50", i32(&c.OffsetsTopicNumPartitions), ""},
+		"transaction.state.log.replication.factor": {"3", i16(&c.TransactionStateLogReplicationFactor), ""},
+		"transaction.state.log.min.isr":            {"2", i(&c.TransactionStateLogMinISR), ""},
+		"transaction.state.log.num.partitions":     {"50", i32(&c.TransactionStateLogNumPartitions), ""},
+		"broker.heartbeat.interval.ms":             {"2000", ms(&c.BrokerHeartbeatInterval), ""},
+		"broker.session.timeout.ms":                {"9000", ms(&c.BrokerSessionTimeout), ""},
+		"socket.request.max.bytes":                 {"104857600", i32(&c.SocketRequestMaxBytes), ""},
+		"max.connections":                          {"2147483647", i(&c.MaxConnections), ""},
+		"connections.max.idle.ms":                  {"600000", ms(&c.ConnectionsMaxIdle), ""},
+		"num.recovery.threads.per.data.dir":        {"1", i(&c.NumRecoveryThreadsPerDataDir), ""},
+		"group.initial.rebalance.delay.ms":         {"3000", ms(&c.GroupInitialRebalanceDelay), ""},
+		"log.segment.bytes":                        {"1073741824", i64(&c.LogSegmentBytes), ""},
+		"log.roll.hours":                           {"168", scaled(&c.LogRollMs, hour), ""},
+		"log.roll.ms":                              {"", i64(&c.LogRollMs), "overrides log.roll.hours"},
+		"log.retention.hours":                      {"168", scaled(&c.LogRetentionMs, hour), ""},
+		"log.retention.minutes":                    {"", scaled(&c.LogRetentionMs, minute), "overrides log.retention.hours"},
+		"log.retention.ms":                         {"", i64(&c.LogRetentionMs), "overrides log.retention.minutes"},
+		"log.retention.bytes":                      {"-1", i64(&c.LogRetentionBytes), ""},
+		"log.retention.check.interval.ms":          {"300000", ms(&c.LogRetentionCheckInterval), ""},
+		"log.index.size.max.bytes":                 {"10485760", i(&c.LogIndexSizeMaxBytes), ""},
+		"log.index.interval.bytes":                 {"4096", i(&c.LogIndexIntervalBytes), ""},
+		"log.flush.interval.messages":              {"9223372036854775807", i64(&c.LogFlushIntervalMessages), ""},
+		"log.flush.interval.ms":                    {"", i64(&c.LogFlushIntervalMs), ""},
+		"log.flush.scheduler.interval.ms": {"9223372036854775807", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if n > int64(time.Hour/time.Millisecond)*24*365 {
+				n = int64(time.Second / time.Millisecond)
+			}
+			c.LogFlushSchedulerInterval = time.Duration(n) * time.Millisecond
+			return err
+		}, ""},
+		"log.flush.offset.checkpoint.interval.ms": {"60000", ms(&c.LogFlushOffsetCheckpointInterval), ""},
+		"log.segment.delete.delay.ms":             {"60000", i64(&c.LogSegmentDeleteDelayMs), ""},
+		"message.max.bytes":                       {"1048588", i(&c.MessageMaxBytes), ""},
+		"log.message.timestamp.type":              {"CreateTime", s(&c.LogMessageTimestampType), ""},
+	}
+}
+
+// ignoredKeys are Kafka settings that exist for the JVM broker or ZooKeeper
+// and mean nothing here; they are accepted without a warning about typos.
+var ignoredKeys = map[string]bool{
+	"num.network.threads": true, "num.io.threads": true, "socket.send.buffer.bytes": true,
+	"socket.receive.buffer.bytes": true, "num.replica.alter.log.dirs.threads": true,
+	"zookeeper.connect": true, "zookeeper.connection.timeout.ms": true, "queued.max.requests": true,
+	"background.threads": true, "log.cleaner.threads": true, "log.cleaner.enable": true,
+}
+
+// splitList splits a comma-separated list, trimming blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// LoadConfig builds a Config from defaults, then props (a parsed
+// server.properties, may be nil), then overrides (key=value). Keys are
+// applied in a fixed order so that the finer-grained key wins where Kafka
+// says so (log.retention.ms over .minutes over .hours).
+func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
+	merged := map[string]string{}
+	for k, v := range props {
+		merged[k] = v
+	}
+	for _, o := range overrides {
+		k, v, ok := strings.Cut(o, "=")
+		if !ok {
+			return nil, fmt.Errorf("override %q: want key=value", o)
+		}
+		merged[strings.TrimSpace(k)] = v
+	}
+	c := &Config{}
+	keys := configKeys(c)
+	// Defaults first, in the precedence order below.
+	for _, k := range keyOrder(keys) {
+		if d := keys[k].def; d != "" {
+			if err := keys[k].set(c, d); err != nil {
+				return nil, fmt.Errorf("default of %s: %w", k, err)
+			}
+		}
+	}
+	if _, ok := merged["log.dirs"]; !ok {
+		if _, ok := merged["log.dir"]; ok {
+			c.LogDirs = nil
+		}
+	}
+	for _, k := range keyOrder(keys) {
+		v, ok := merged[k]
+		if !ok {
+			continue
+		}
+		if err := keys[k].set(c, v); err != nil {
+			return nil, fmt.Errorf("invalid value %q for %s: %w", v, k, err)
+		}
+	}
+	for k := range merged {
+		if _, known := keys[k]; known {
+			continue
+		}
+		if ignoredKeys[k] {
+			c.Ignored = append(c.Ignored, k)
+		} else {
+			c.Unknown = append(c.Unknown, k)
+		}
+	}
+	sort.Strings(c.Unknown)
+	sort.Strings(c.Ignored)
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// keyOrder applies coarse keys before the finer ones that override them.
+func keyOrder(keys map[string]configKey) []string {
+	rank := map[string]int{
+		"log.retention.hours": 0, "log.retention.minutes": 1, "log.retention.ms": 2,
+		"log.roll.hours": 0, "log.roll.ms": 1, "log.dirs": 0, "log.dir": 1,
+	}
+	out := make([]string, 0, len(keys))
+	for k := range keys {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if rank[out[i]] != rank[out[j]] {
+			return rank[out[i]] < rank[out[j]]
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// LoadConfigFile reads a server.properties file and applies overrides.
+func LoadConfigFile(path string, overrides []string) (*Config, error) {
+	var props map[string]string
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		defer f.Close()
+		props, _, err = ParseProperties(io.Reader(f))
+		if err != nil {
+			return nil, fmt.Errorf("read config %s: %w", path, err)
+		}
+	}
+	return LoadConfig(props, overrides)
+}
+
+// HasRole reports whether process.roles includes role.
+func (c *Config) HasRole(role string) bool {
+	for _, r := range c.ProcessRoles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) validate() error {
+	if len(c.ProcessRoles) == 0 {
+		return fmt.Errorf("process.roles is empty: set broker, controller, or broker,controller")
+	}
+	for _, r := range c.ProcessRoles {
+		if r != "broker" && r != "controller" {
+			return fmt.Errorf("process.roles: unknown role %q (want broker and/or controller)", r)
+		}
+	}
+	if c.NodeID < 0 {
+		return fmt.Errorf("node.id must be >= 0, got %d", c.NodeID)
+	}
+	if len(c.LogDirs) == 0 {
+		return fmt.Errorf("log.dirs is empty")
+	}
+	if c.NumPartitions < 1 {
+		return fmt.Errorf("num.partitions must be >= 1, got %d", c.NumPartitions)
+	}
+	if c.DefaultReplicationFactor < 1 {
+		return fmt.Errorf("default.replication.factor must be >= 1, got %d", c.DefaultReplicationFactor)
+	}
+	if c.MinInsyncReplicas < 1 {
+		return fmt.Errorf("min.insync.replicas must be >= 1, got %d", c.MinInsyncReplicas)
+	}
+	if c.SocketRequestMaxBytes < 1 {
+		return fmt.Errorf("socket.request.max.bytes must be >= 1, got %d", c.SocketRequestMaxBytes)
+	}
+	if c.LogMessageTimestampType != "CreateTime" && c.LogMessageTimestampType != "LogAppendTime" {
+		return fmt.Errorf("log.message.timestamp.type must be CreateTime or LogAppendTime, got %q", c.LogMessageTimestampType)
+	}
+	if c.MetadataLogDir == "" {
+		c.MetadataLogDir = c.LogDirs[0]
+	}
+	return nil
+}

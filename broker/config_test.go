@@ -1,0 +1,93 @@
+package broker
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The KRaft server.properties from DESIGN.md §1 must load unchanged.
+const designProperties = `process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
+advertised.listeners=PLAINTEXT://127.0.0.1:9092
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=/var/lib/keel/n1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+`
+
+func TestLoadConfigReadsAKRaftServerProperties(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(path, []byte(designProperties+"num.io.threads=8\nsome.typo.key=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfigFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasRole("broker") || !c.HasRole("controller") || c.NodeID != 1 {
+		t.Fatalf("roles %v node %d", c.ProcessRoles, c.NodeID)
+	}
+	if c.ControllerQuorumVoters != "1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293" || c.AutoCreateTopicsEnable {
+		t.Fatalf("%+v", c)
+	}
+	if !reflect.DeepEqual(c.LogDirs, []string{"/var/lib/keel/n1"}) || c.MetadataLogDir != "/var/lib/keel/n1" {
+		t.Fatalf("log dirs %v metadata %q", c.LogDirs, c.MetadataLogDir)
+	}
+	if c.TransactionStateLogMinISR != 2 || c.OffsetsTopicReplicationFactor != 3 {
+		t.Fatalf("%+v", c)
+	}
+	if !reflect.DeepEqual(c.Unknown, []string{"some.typo.key"}) || !reflect.DeepEqual(c.Ignored, []string{"num.io.threads"}) {
+		t.Fatalf("unknown %v ignored %v", c.Unknown, c.Ignored)
+	}
+}
+
+func TestLoadConfigDefaultsAreKafkas(t *testing.T) {
+	c, err := LoadConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogSegmentBytes != 1<<30 || c.LogRetentionMs != 168*3600*1000 || c.MessageMaxBytes != 1048588 ||
+		c.BrokerSessionTimeout != 9*time.Second || c.NumPartitions != 1 || c.LogIndexIntervalBytes != 4096 ||
+		c.SocketRequestMaxBytes != 100<<20 || !c.AutoCreateTopicsEnable || c.LogRetentionBytes != -1 {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestLoadConfigFinerRetentionKeysWin(t *testing.T) {
+	c, err := LoadConfig(map[string]string{"log.retention.hours": "1", "log.retention.minutes": "2"}, []string{"log.retention.ms=3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogRetentionMs != 3 {
+		t.Fatalf("retention %d", c.LogRetentionMs)
+	}
+	c, _ = LoadConfig(map[string]string{"log.retention.hours": "1", "log.retention.minutes": "2"}, nil)
+	if c.LogRetentionMs != 2*60*1000 {
+		t.Fatalf("retention %d", c.LogRetentionMs)
+	}
+	c, _ = LoadConfig(map[string]string{"log.dir": "/x"}, nil)
+	if !reflect.DeepEqual(c.LogDirs, []string{"/x"}) {
+		t.Fatalf("log.dir fallback %v", c.LogDirs)
+	}
+}
+
+func TestLoadConfigRejectsBadValues(t *testing.T) {
+	for _, kv := range []string{"node.id=x", "process.roles=zookeeper", "num.partitions=0",
+		"log.message.timestamp.type=Now", "min.insync.replicas=0", "auto.create.topics.enable=maybe", "noequals"} {
+		_, err := LoadConfig(nil, []string{kv})
+		if err == nil {
+			t.Errorf("%s accepted", kv)
+		} else if k, _, _ := strings.Cut(kv, "="); !strings.Contains(err.Error(), k) && kv != "noequals" {
+			t.Errorf("%s: error %q does not name the key", kv, err)
+		}
+	}
+}

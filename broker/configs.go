@@ -1,0 +1,160 @@
+package broker
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/storage"
+)
+
+// Config sources (Kafka's DescribeConfigsResponse.ConfigSource).
+const (
+	sourceDynamicTopic         = metadata.ConfigSourceDynamicTopic         // 1
+	sourceDynamicBroker        = metadata.ConfigSourceDynamicBroker        // 2
+	sourceDynamicDefaultBroker = metadata.ConfigSourceDynamicDefaultBroker // 3
+	sourceStaticBroker         = metadata.ConfigSourceStaticBroker         // 4
+	sourceDefault              = metadata.ConfigSourceDefault              // 5
+)
+
+// StaticTopicConfigDefaults returns the server.properties values of the
+// broker configs that set topic defaults (log.retention.ms for retention.ms,
+// message.max.bytes for max.message.bytes, ...), by broker config name,
+// leaving out those equal to Kafka's default. Config does not record which
+// keys a file set, so a value equal to the default reads as the default
+// (DescribeConfigs then reports DEFAULT_CONFIG rather than
+// STATIC_BROKER_CONFIG). The node passes the same map to the controller
+// (metadata.ControllerConfig.StaticBrokerConfigs), so that CreateTopics and
+// DescribeConfigs agree.
+//
+// Safe to call from any goroutine; cfg is only read.
+func StaticTopicConfigDefaults(cfg *Config) map[string]string {
+	out := map[string]string{}
+	if cfg == nil {
+		return out
+	}
+	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
+	set := func(synonym, value string, present bool) {
+		if !present {
+			return
+		}
+		for _, name := range metadata.TopicConfigNames() {
+			if d, _ := metadata.TopicConfigDef(name); d.BrokerSynonym == synonym && d.Default != value {
+				out[synonym] = value
+			}
+		}
+	}
+	set("log.segment.bytes", i64(cfg.LogSegmentBytes), cfg.LogSegmentBytes > 0)
+	set("log.roll.ms", i64(cfg.LogRollMs), cfg.LogRollMs > 0)
+	set("log.retention.ms", i64(cfg.LogRetentionMs), cfg.LogRetentionMs != 0)
+	set("log.retention.bytes", i64(cfg.LogRetentionBytes), cfg.LogRetentionBytes != 0)
+	set("log.index.size.max.bytes", i64(int64(cfg.LogIndexSizeMaxBytes)), cfg.LogIndexSizeMaxBytes > 0)
+	set("log.index.interval.bytes", i64(int64(cfg.LogIndexIntervalBytes)), cfg.LogIndexIntervalBytes > 0)
+	set("log.flush.interval.messages", i64(cfg.LogFlushIntervalMessages), cfg.LogFlushIntervalMessages > 0)
+	set("log.flush.interval.ms", i64(cfg.LogFlushIntervalMs), cfg.LogFlushIntervalMs > 0)
+	set("log.segment.delete.delay.ms", i64(cfg.LogSegmentDeleteDelayMs), cfg.LogSegmentDeleteDelayMs > 0)
+	set("message.max.bytes", i64(int64(cfg.MessageMaxBytes)), cfg.MessageMaxBytes > 0)
+	set("log.message.timestamp.type", cfg.LogMessageTimestampType, cfg.LogMessageTimestampType != "")
+	set("min.insync.replicas", i64(int64(cfg.MinInsyncReplicas)), cfg.MinInsyncReplicas > 0)
+	set("unclean.leader.election.enable", strconv.FormatBool(cfg.UncleanLeaderElectionEnable), true)
+	return out
+}
+
+// configSynonym is one layer a config's value may come from, in Kafka's
+// order of precedence.
+type configSynonym struct {
+	name   string
+	value  string
+	source int8
+}
+
+// topicConfigSynonyms lists where topic config name may take its value
+// from for topic, highest precedence first, as Kafka's
+// DescribeConfigs reports synonyms: the topic's own dynamic config, the
+// per-broker then cluster-wide dynamic value of its broker synonym, the
+// server.properties value, and Kafka's default (named after the broker
+// synonym when there is one, as Kafka names it). The first entry is the
+// effective value. ok is false for an unknown config.
+func (b *Broker) topicConfigSynonyms(img *metadata.Image, topic, name string) ([]configSynonym, bool) {
+	d, ok := metadata.TopicConfigDef(name)
+	if !ok {
+		return nil, false
+	}
+	var out []configSynonym
+	if v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic}, name); ok {
+		out = append(out, configSynonym{name, v, sourceDynamicTopic})
+	}
+	defName := name
+	if s := d.BrokerSynonym; s != "" {
+		defName = s
+		if v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}, s); ok {
+			out = append(out, configSynonym{s, v, sourceDynamicBroker})
+		}
+		if v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, s); ok {
+			out = append(out, configSynonym{s, v, sourceDynamicDefaultBroker})
+		}
+		if v, ok := b.staticTopicDefaults[s]; ok {
+			out = append(out, configSynonym{s, v, sourceStaticBroker})
+		}
+	}
+	out = append(out, configSynonym{defName, d.Default, sourceDefault})
+	return out, true
+}
+
+// topicConfigValue is a topic config's effective value and its source; ""
+// and 0 for an unknown config.
+func (b *Broker) topicConfigValue(img *metadata.Image, topic, name string) (string, int8) {
+	syn, ok := b.topicConfigSynonyms(img, topic, name)
+	if !ok {
+		return "", 0
+	}
+	return syn[0].value, syn[0].source
+}
+
+// logConfig is the storage configuration of a topic's partitions: every
+// topic config the log honours, from its effective value.
+func (b *Broker) logConfig(img *metadata.Image, topic string) storage.LogConfig {
+	cfg := storage.DefaultLogConfig()
+	long := func(name string, dst *int64) {
+		v, _ := b.topicConfigValue(img, topic, name)
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			*dst = n
+		}
+	}
+	integer := func(name string, dst *int) {
+		var n int64 = int64(*dst)
+		long(name, &n)
+		*dst = int(n)
+	}
+	long("segment.bytes", &cfg.SegmentBytes)
+	long("segment.ms", &cfg.SegmentMs)
+	integer("segment.index.bytes", &cfg.SegmentIndexBytes)
+	integer("index.interval.bytes", &cfg.IndexIntervalBytes)
+	long("retention.ms", &cfg.RetentionMs)
+	long("retention.bytes", &cfg.RetentionBytes)
+	long("flush.messages", &cfg.FlushMessages)
+	long("flush.ms", &cfg.FlushMs)
+	integer("max.message.bytes", &cfg.MaxMessageBytes)
+	long("file.delete.delay.ms", &cfg.FileDeleteDelayMs)
+	if v, _ := b.topicConfigValue(img, topic, "message.timestamp.type"); v != "" {
+		cfg.MessageTimestampType = strings.TrimSpace(v)
+	}
+	return cfg
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// sortedStrings sorts s in place and returns it.
+func sortedStrings(s []string) []string {
+	slices.Sort(s)
+	return s
+}

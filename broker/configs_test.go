@@ -1,0 +1,290 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+)
+
+func findConfig(t testing.TB, rc kadm.ResourceConfig, name string) kadm.Config {
+	t.Helper()
+	for _, c := range rc.Configs {
+		if c.Key == name {
+			return c
+		}
+	}
+	t.Fatalf("%s: no config %s", rc.Name, name)
+	return kadm.Config{}
+}
+
+func TestTopicConfigsDescribeAndAlter(t *testing.T) {
+	// log.retention.ms set in server.properties: topics report it as
+	// STATIC_BROKER_CONFIG.
+	c := newTestCluster(t, withConfig("log.retention.ms=3600000"))
+	c.createTopic("cfg", 1, map[string]*string{"max.message.bytes": kmsgStr("2000")})
+	adm := c.admin()
+	ctx := testCtx(t)
+
+	describe := func() kadm.ResourceConfig {
+		t.Helper()
+		rcs, err := adm.DescribeTopicConfigs(ctx, "cfg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On("cfg", nil)
+		if err != nil || rc.Err != nil {
+			t.Fatalf("describe: %v %v", err, rc.Err)
+		}
+		return rc
+	}
+	rc := describe()
+	for _, want := range []struct {
+		name, value string
+		source      kmsg.ConfigSource
+	}{
+		{"max.message.bytes", "2000", kmsg.ConfigSourceDynamicTopicConfig},
+		{"retention.ms", "3600000", kmsg.ConfigSourceStaticBrokerConfig},
+		{"segment.bytes", "1073741824", kmsg.ConfigSourceDefaultConfig},
+		{"cleanup.policy", "delete", kmsg.ConfigSourceDefaultConfig},
+	} {
+		cfg := findConfig(t, rc, want.name)
+		if cfg.MaybeValue() != want.value || cfg.Source != want.source {
+			t.Errorf("%s = %s (%v), want %s (%v)", want.name, cfg.MaybeValue(), cfg.Source, want.value, want.source)
+		}
+	}
+	if got := len(rc.Configs); got != len(metadata.TopicConfigNames()) {
+		t.Errorf("%d configs described, want all %d", got, len(metadata.TopicConfigNames()))
+	}
+	// Synonyms: the topic's value, then the static broker value, then the
+	// default, named after the broker config.
+	syn := findConfig(t, rc, "retention.ms").Synonyms
+	if len(syn) != 2 || syn[0].Key != "log.retention.ms" || syn[0].Source != kmsg.ConfigSourceStaticBrokerConfig || syn[1].Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("retention.ms synonyms %+v", syn)
+	}
+	if l := c.broker.lookup(tp("cfg", 0)).log.Config(); l.MaxMessageBytes != 2000 || l.RetentionMs != 3600000 {
+		t.Fatalf("log config %+v", l)
+	}
+
+	// Incremental alter: the log follows once the answer is in.
+	resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsgStr("7200000")},
+		{Op: kadm.DeleteConfig, Name: "max.message.bytes"},
+		{Op: kadm.SetConfig, Name: "segment.bytes", Value: kmsgStr("10485760")},
+	}, "cfg")
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, resp)
+	}
+	if l := c.broker.lookup(tp("cfg", 0)).log.Config(); l.MaxMessageBytes != 1048588 || l.RetentionMs != 7200000 || l.SegmentBytes != 10485760 {
+		t.Fatalf("log config after alter %+v", l)
+	}
+	rc = describe()
+	if cfg := findConfig(t, rc, "retention.ms"); cfg.MaybeValue() != "7200000" || cfg.Source != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("retention.ms after alter: %s %v", cfg.MaybeValue(), cfg.Source)
+	}
+	// A bad value is refused by the controller.
+	resp, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsgStr("-7")}}, "cfg")
+	if err != nil || !errors.Is(resp[0].Err, kerr.InvalidConfig) {
+		t.Fatalf("bad value: %v %+v", err, resp)
+	}
+	// Legacy AlterConfigs replaces every dynamic config.
+	resp, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "min.insync.replicas", Value: kmsgStr("1")}}, "cfg")
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter state: %v %+v", err, resp)
+	}
+	if cfg := findConfig(t, describe(), "retention.ms"); cfg.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("retention.ms after AlterConfigs: %v", cfg.Source)
+	}
+
+	// Unknown and illegal topics.
+	rcs, _ := adm.DescribeTopicConfigs(ctx, "nope")
+	if rc, _ := rcs.On("nope", nil); !errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("unknown topic: %v", rc.Err)
+	}
+	rcs, _ = adm.DescribeTopicConfigs(ctx, "bad name")
+	if rc, _ := rcs.On("bad name", nil); !errors.Is(rc.Err, kerr.InvalidTopicException) {
+		t.Fatalf("illegal topic: %v", rc.Err)
+	}
+}
+
+func TestDescribeConfigsVersionsAndDocs(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("d", 1, nil)
+	rc := c.dialRaw(t)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeDocumentation = 4, true
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, "d", []string{"segment.ms", "no.such.config"}
+	req.Resources = append(req.Resources, r)
+	resp := roundTrip[*kmsg.DescribeConfigsResponse](rc, req)
+	cfgs := resp.Resources[0].Configs
+	if len(cfgs) != 1 || cfgs[0].Name != "segment.ms" || cfgs[0].ConfigType != kmsg.ConfigTypeLong || cfgs[0].Documentation == nil || cfgs[0].Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("configs %+v", cfgs)
+	}
+	// v0 has no sources, only IsDefault.
+	req.Version = 0
+	resp = roundTrip[*kmsg.DescribeConfigsResponse](rc, req)
+	if cfgs = resp.Resources[0].Configs; len(cfgs) != 1 || !cfgs[0].IsDefault {
+		t.Fatalf("v0 %+v", cfgs)
+	}
+}
+
+func TestBrokerConfigs(t *testing.T) {
+	c := newTestCluster(t, withConfig("num.partitions=3", "message.max.bytes=500000"))
+	adm := c.admin()
+	ctx := testCtx(t)
+	rcs, err := adm.DescribeBrokerConfigs(ctx, testNodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(strconv.Itoa(testNodeID), nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe broker: %v %v", err, rc.Err)
+	}
+	if cfg := findConfig(t, rc, "num.partitions"); cfg.MaybeValue() != "3" || cfg.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Errorf("num.partitions %s %v", cfg.MaybeValue(), cfg.Source)
+	}
+	if cfg := findConfig(t, rc, "log.segment.bytes"); cfg.MaybeValue() != "1073741824" || cfg.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("log.segment.bytes %s %v", cfg.MaybeValue(), cfg.Source)
+	}
+
+	// A cluster-wide dynamic default of a topic config's synonym applies
+	// to every topic without its own value.
+	c.createTopic("b", 1, nil)
+	if l := c.broker.lookup(tp("b", 0)).log.Config(); l.MaxMessageBytes != 500000 {
+		t.Fatalf("static message.max.bytes not applied: %d", l.MaxMessageBytes)
+	}
+	resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.retention.ms", Value: kmsgStr("60000")}})
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter cluster default: %v %+v", err, resp)
+	}
+	if l := c.broker.lookup(tp("b", 0)).log.Config(); l.RetentionMs != 60000 {
+		t.Fatalf("cluster-wide retention not applied: %d", l.RetentionMs)
+	}
+	trc, _ := adm.DescribeTopicConfigs(ctx, "b")
+	rcb, _ := trc.On("b", nil)
+	if cfg := findConfig(t, rcb, "retention.ms"); cfg.MaybeValue() != "60000" || cfg.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("retention.ms %s %v", cfg.MaybeValue(), cfg.Source)
+	}
+	// Describing the cluster default resource lists it.
+	rcs, err = adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := rcs.On("", nil); len(rc.Configs) != 1 || rc.Configs[0].Key != "log.retention.ms" {
+		t.Fatalf("cluster defaults %+v", rc)
+	}
+	// Another broker's configs belong on that broker.
+	raw := c.dialRaw(t)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version = 4
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, "7"
+	req.Resources = append(req.Resources, r)
+	if got := roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0]; got.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("other broker: %v", kerr.ErrorForCode(got.ErrorCode))
+	}
+}
+
+// TestForwardingErrors: when the controller cannot be reached, forwarded
+// requests answer NOT_CONTROLLER (the client retries elsewhere); when it
+// does not answer in time, REQUEST_TIMED_OUT.
+func TestForwardingErrors(t *testing.T) {
+	c := newTestCluster(t)
+	rc := c.dialRaw(t)
+	create := func(timeout time.Duration) int16 {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version, req.TimeoutMillis = 7, int32(timeout/time.Millisecond)
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "x", 1, 1
+		req.Topics = append(req.Topics, rt)
+		return roundTrip[*kmsg.CreateTopicsResponse](rc, req).Topics[0].ErrorCode
+	}
+	c.meta.mu.Lock()
+	c.meta.forwardErr = errors.New("no route to the controller")
+	c.meta.mu.Unlock()
+	if code := create(time.Second); code != kerr.NotController.Code {
+		t.Fatalf("unreachable controller: %v", kerr.ErrorForCode(code))
+	}
+	c.meta.mu.Lock()
+	c.meta.forwardErr = context.DeadlineExceeded
+	c.meta.mu.Unlock()
+	if code := create(time.Second); code != kerr.RequestTimedOut.Code {
+		t.Fatalf("slow controller: %v", kerr.ErrorForCode(code))
+	}
+	c.meta.mu.Lock()
+	c.meta.forwardErr = nil
+	c.meta.mu.Unlock()
+	if code := create(time.Second); code != 0 {
+		t.Fatalf("controller back: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// TestMetadataAutoCreateAndErrors covers auto creation, illegal names,
+// offline replicas and leaderless partitions.
+func TestMetadataAutoCreateAndErrors(t *testing.T) {
+	c := newTestCluster(t)
+	rc := c.dialRaw(t)
+	md := func(version int16, allowAuto bool, topics ...string) *kmsg.MetadataResponse {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version, req.AllowAutoTopicCreation = version, allowAuto
+		for _, n := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, rt)
+		}
+		return roundTrip[*kmsg.MetadataResponse](rc, req)
+	}
+	resp := md(12, false, "auto", "bad name!")
+	if resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code || resp.Topics[1].ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("no auto create: %v %v", kerr.ErrorForCode(resp.Topics[0].ErrorCode), kerr.ErrorForCode(resp.Topics[1].ErrorCode))
+	}
+	resp = md(12, true, "auto")
+	if resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code {
+		t.Fatalf("auto create: %v", kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	}
+	waitFor(t, "auto-created topic", 5*time.Second, func() bool {
+		r := md(12, false, "auto")
+		return r.Topics[0].ErrorCode == 0 && len(r.Topics[0].Partitions) == 1 && r.Topics[0].Partitions[0].Leader == testNodeID
+	})
+
+	// A partition on a fenced broker: offline replica, no leader.
+	c.meta.registerBroker(2, "127.0.0.1", 1)
+	c.createAssigned("on2", []int32{2, testNodeID})
+	b2, _ := c.meta.Image().Broker(2)
+	c.meta.commit(&metadata.FenceBrokerRecord{ID: 2, Epoch: b2.Epoch})
+	resp = md(12, false, "on2")
+	p := resp.Topics[0].Partitions[0]
+	if len(p.OfflineReplicas) != 1 || p.OfflineReplicas[0] != 2 || len(resp.Brokers) != 1 {
+		t.Fatalf("fenced replica: offline %v, brokers %+v", p.OfflineReplicas, resp.Brokers)
+	}
+	// All topics (null list) and v0's empty list.
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 0
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	if r := roundTrip[*kmsg.MetadataResponse](rc, req); len(r.Topics) != 2 {
+		t.Fatalf("v0 all topics: %d", len(r.Topics))
+	}
+	// By topic id (v12).
+	id := c.meta.Image()
+	mt, _ := id.Topic("auto")
+	req = kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.TopicID = mt.ID
+	req.Topics = append(req.Topics, rt)
+	rt2 := kmsg.NewMetadataRequestTopic()
+	rt2.TopicID = [16]byte{9}
+	req.Topics = append(req.Topics, rt2)
+	r := roundTrip[*kmsg.MetadataResponse](rc, req)
+	if *r.Topics[0].Topic != "auto" || r.Topics[1].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("by id: %+v", r.Topics)
+	}
+}

@@ -1,0 +1,380 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/raftlog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// offsetTag is the tagged field in which the controller returns, on a
+// flexible response, the metadata offset that committed the request's
+// records. A forwarding broker answers its client only once its own image
+// has applied that offset (DESIGN §3). Kafka's own forwarding (Envelope)
+// needs no such tag because KRaft brokers wait on the request's records
+// differently; Keel's tag is ignored by any other reader.
+const offsetTag uint32 = 0x4b45454c // "KEEL"
+
+// controllerEvent is one request for the controller's event loop.
+type controllerEvent struct {
+	req  kmsg.Request
+	resp chan controllerResult
+}
+
+type controllerResult struct {
+	resp   kmsg.Response
+	offset int64
+	err    error
+}
+
+// controllerDriver runs the controller (DESIGN §3): while this node is the
+// Raft leader, one goroutine owns a metadata.ClusterControl and processes
+// requests and ticks in order; each decision's records are proposed as one
+// batch and the response is released only once they are committed. When
+// leadership is lost the ClusterControl is dropped and requests are answered
+// NOT_CONTROLLER.
+type controllerDriver struct {
+	raft   *raftlog.Node
+	cfg    metadata.ControllerConfig
+	logger hclog.Logger
+	events chan controllerEvent
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	// onBrokerRegistered adds a broker-only node as a Raft observer.
+	interBrokerListener string
+}
+
+func newControllerDriver(raft *raftlog.Node, cfg metadata.ControllerConfig, interBrokerListener string, logger hclog.Logger) *controllerDriver {
+	d := &controllerDriver{
+		raft:                raft,
+		cfg:                 cfg,
+		logger:              logger.Named("controller"),
+		events:              make(chan controllerEvent),
+		stop:                make(chan struct{}),
+		interBrokerListener: interBrokerListener,
+	}
+	d.wg.Add(1)
+	go d.run()
+	return d
+}
+
+// submit hands a request to the event loop and waits for its result.
+func (d *controllerDriver) submit(ctx context.Context, req kmsg.Request) (kmsg.Response, int64, error) {
+	ev := controllerEvent{req: req, resp: make(chan controllerResult, 1)}
+	select {
+	case d.events <- ev:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	case <-d.stop:
+		return nil, 0, errControllerStopped
+	}
+	select {
+	case r := <-ev.resp:
+		return r.resp, r.offset, r.err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+}
+
+var (
+	// errNotController answers requests on a controller that is not the
+	// Raft leader.
+	errNotController = errors.New("this controller is not active")
+	// errControllerStopped answers requests after shutdown.
+	errControllerStopped = errors.New("controller stopped")
+)
+
+func (d *controllerDriver) close() {
+	close(d.stop)
+	d.wg.Wait()
+}
+
+// run is the driver's goroutine: it waits for leadership, then runs the
+// active loop until leadership is lost, answering NOT_CONTROLLER meanwhile.
+func (d *controllerDriver) run() {
+	defer d.wg.Done()
+	leaderCh := d.raft.LeaderCh()
+	isLeader := d.raft.IsLeader()
+	for {
+		if isLeader {
+			isLeader = d.active(leaderCh)
+			continue
+		}
+		select {
+		case <-d.stop:
+			return
+		case isLeader = <-leaderCh:
+		case ev := <-d.events:
+			ev.resp <- controllerResult{err: errNotController}
+		}
+	}
+}
+
+// active runs while this node leads; it returns the new leadership state.
+func (d *controllerDriver) active(leaderCh <-chan bool) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-d.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// A new leader may have committed entries it has not applied yet.
+	if err := d.raft.Barrier(ctx); err != nil {
+		d.logger.Warn("barrier on becoming active failed", "error", err)
+		return d.raft.IsLeader()
+	}
+	now := time.Now()
+	control := metadata.NewClusterControl(d.cfg, d.raft.Image(), now, rand.New(rand.NewPCG(uint64(now.UnixNano()), 0x6b65656c)))
+	d.logger.Info("became the active controller", "term", d.raft.Term(), "metadata_offset", d.raft.AppliedOffset())
+	// KRaft's new controller commits a record of its own term first.
+	if _, err := d.raft.Propose(ctx, []metadata.Record{&metadata.NoOpRecord{}}); err != nil {
+		d.logger.Warn("no-op on becoming active failed", "error", err)
+	}
+	ticker := time.NewTicker(500 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return false
+		case l := <-leaderCh:
+			if !l {
+				d.logger.Info("lost controller leadership")
+				return false
+			}
+		case <-ticker.C:
+			control.SetImage(d.raft.Image())
+			if recs := control.Tick(time.Now()); len(recs) > 0 {
+				if _, err := d.commit(ctx, control, recs); err != nil {
+					d.logger.Warn("committing tick records failed", "error", err)
+				}
+			}
+		case ev := <-d.events:
+			control.SetImage(d.raft.Image())
+			resp, offset, err := d.handle(ctx, control, ev.req)
+			ev.resp <- controllerResult{resp: resp, offset: offset, err: err}
+		}
+	}
+}
+
+// commit proposes records as one batch and refreshes the control's image.
+func (d *controllerDriver) commit(ctx context.Context, control *metadata.ClusterControl, recs []metadata.Record) (int64, error) {
+	offset, err := d.raft.Propose(ctx, recs)
+	control.SetImage(d.raft.Image())
+	return offset, err
+}
+
+// handle makes the decision for one request and commits its records.
+func (d *controllerDriver) handle(ctx context.Context, control *metadata.ClusterControl, req kmsg.Request) (kmsg.Response, int64, error) {
+	now := time.Now()
+	var recs []metadata.Record
+	var resp kmsg.Response
+	switch r := req.(type) {
+	case *kmsg.BrokerRegistrationRequest:
+		recs, resp = control.RegisterBroker(now, r)
+		if resp.(*kmsg.BrokerRegistrationResponse).ErrorCode == 0 && !isVoter(d.raft, r.BrokerID) {
+			// A broker-only node follows the metadata log as a Raft observer,
+			// dialled at its inter-broker listener (DESIGN §3).
+			for _, l := range r.Listeners {
+				if l.Name == d.interBrokerListener {
+					addr := fmt.Sprintf("%s:%d", l.Host, l.Port)
+					if err := d.raft.AddObserver(ctx, r.BrokerID, addr); err != nil {
+						return nil, 0, fmt.Errorf("add broker %d as observer: %w", r.BrokerID, err)
+					}
+				}
+			}
+		}
+	case *kmsg.BrokerHeartbeatRequest:
+		recs, resp = control.Heartbeat(now, r)
+	case *kmsg.CreateTopicsRequest:
+		recs, resp = control.CreateTopics(r, false)
+	case *internalCreateTopics:
+		recs, resp = control.CreateTopics(&r.CreateTopicsRequest, true)
+	case *kmsg.DeleteTopicsRequest:
+		recs, resp = control.DeleteTopics(r)
+	case *kmsg.CreatePartitionsRequest:
+		recs, resp = control.CreatePartitions(r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		recs, resp = control.IncrementalAlterConfigs(r)
+	case *kmsg.AlterConfigsRequest:
+		recs, resp = control.AlterConfigs(r)
+	case *kmsg.AlterPartitionRequest:
+		recs, resp = control.AlterPartition(r)
+	case *kmsg.ElectLeadersRequest:
+		recs, resp = control.ElectLeaders(r)
+	case *kmsg.AllocateProducerIDsRequest:
+		recs, resp = control.AllocateProducerIds(r)
+	default:
+		return nil, 0, fmt.Errorf("controller cannot handle %s", kmsg.NameForKey(req.Key()))
+	}
+	offset := d.raft.AppliedOffset()
+	if len(recs) > 0 {
+		var err error
+		if offset, err = d.commit(ctx, control, recs); err != nil {
+			return nil, 0, fmt.Errorf("commit %s: %w", kmsg.NameForKey(req.Key()), err)
+		}
+	}
+	return resp, offset, nil
+}
+
+// internalCreateTopics is a CreateTopics from the broker itself (the
+// __consumer_offsets topic), allowed to use internal names.
+type internalCreateTopics struct{ kmsg.CreateTopicsRequest }
+
+func isVoter(raft *raftlog.Node, id int32) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	servers, err := raft.Configuration(ctx)
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if s.NodeID == id {
+			return s.Voter
+		}
+	}
+	return false
+}
+
+// setOffsetTag stores offset in a flexible response's unknown tags.
+func setOffsetTag(resp kmsg.Response, offset int64) {
+	if tags := unknownTags(resp); tags != nil {
+		var b [8]byte
+		for i := 0; i < 8; i++ {
+			b[i] = byte(offset >> (56 - 8*i))
+		}
+		tags.Set(offsetTag, b[:])
+	}
+}
+
+// offsetFromTag reads the committing offset back, -1 if absent.
+func offsetFromTag(resp kmsg.Response) int64 {
+	tags := unknownTags(resp)
+	if tags == nil {
+		return -1
+	}
+	offset := int64(-1)
+	tags.Each(func(k uint32, v []byte) {
+		if k == offsetTag && len(v) == 8 {
+			offset = 0
+			for _, c := range v {
+				offset = offset<<8 | int64(c)
+			}
+		}
+	})
+	return offset
+}
+
+// unknownTags finds the UnknownTags field every flexible kmsg message has.
+func unknownTags(resp kmsg.Response) *kmsg.Tags {
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f := v.Elem().FieldByName("UnknownTags")
+	if !f.IsValid() || !f.CanAddr() {
+		return nil
+	}
+	tags, _ := f.Addr().Interface().(*kmsg.Tags)
+	return tags
+}
+
+// notControllerResponse answers req with NOT_CONTROLLER in every error
+// field, which tells the sender to find the active controller.
+func notControllerResponse(req kmsg.Request) kmsg.Response {
+	code := kerr.NotController.Code
+	resp := req.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		r.ErrorCode = code
+	case *kmsg.BrokerHeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.AlterPartitionResponse:
+		r.ErrorCode = code
+	case *kmsg.AllocateProducerIDsResponse:
+		r.ErrorCode = code
+	case *kmsg.ElectLeadersResponse:
+		r.ErrorCode = code
+	case *kmsg.DescribeQuorumResponse:
+		r.ErrorCode = code
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range req.(*kmsg.CreateTopicsRequest).Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.DeleteTopicsResponse:
+		for _, t := range req.(*kmsg.DeleteTopicsRequest).Topics {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
+			r.Topics = append(r.Topics, rt)
+		}
+		for _, name := range req.(*kmsg.DeleteTopicsRequest).TopicNames {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			n := name
+			rt.Topic, rt.ErrorCode = &n, code
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for _, res := range req.(*kmsg.IncrementalAlterConfigsRequest).Resources {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			r.Resources = append(r.Resources, rr)
+		}
+	case *kmsg.AlterConfigsResponse:
+		for _, res := range req.(*kmsg.AlterConfigsRequest).Resources {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			r.Resources = append(r.Resources, rr)
+		}
+	}
+	return resp
+}
+
+// isNotController reports whether a controller's response says it is not
+// the active controller (every error field NOT_CONTROLLER).
+func isNotController(resp kmsg.Response) bool {
+	code := kerr.NotController.Code
+	switch r := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		return r.ErrorCode == code
+	case *kmsg.BrokerHeartbeatResponse:
+		return r.ErrorCode == code
+	case *kmsg.AlterPartitionResponse:
+		return r.ErrorCode == code
+	case *kmsg.AllocateProducerIDsResponse:
+		return r.ErrorCode == code
+	case *kmsg.ElectLeadersResponse:
+		return r.ErrorCode == code
+	case *kmsg.DescribeQuorumResponse:
+		return r.ErrorCode == code
+	case *kmsg.CreateTopicsResponse:
+		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == code
+	case *kmsg.DeleteTopicsResponse:
+		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == code
+	case *kmsg.CreatePartitionsResponse:
+		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == code
+	case *kmsg.IncrementalAlterConfigsResponse:
+		return len(r.Resources) > 0 && r.Resources[0].ErrorCode == code
+	case *kmsg.AlterConfigsResponse:
+		return len(r.Resources) > 0 && r.Resources[0].ErrorCode == code
+	}
+	return false
+}

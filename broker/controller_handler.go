@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/raftlog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// controllerAPIs are the APIs a controller listener serves: the broker
+// lifecycle (KIP-631), partition changes from leaders, producer id blocks,
+// metadata changes forwarded by brokers or sent by admin clients with
+// --bootstrap-controller, and DescribeQuorum. Versions go up to what kmsg
+// decodes: the controller logic works on kmsg's structs at any version.
+var controllerAPIs = []kmsg.Key{
+	kmsg.ApiVersions, kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition,
+	kmsg.AllocateProducerIDs, kmsg.DescribeQuorum, kmsg.CreateTopics, kmsg.DeleteTopics,
+	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
+	kmsg.DescribeCluster,
+}
+
+// controllerHandler serves the controller listener (network.Handler).
+// Requests that change metadata go through the driver's single event loop;
+// each waits on its own goroutine so the connection keeps reading.
+type controllerHandler struct {
+	driver    *controllerDriver
+	raft      *raftlog.Node
+	nodeID    int32
+	voters    map[int32]string
+	listener  string // the controller listener name, for DescribeQuorum nodes
+	logger    hclog.Logger
+	wg        *sync.WaitGroup // owned by the node: waited for at shutdown
+	apiRanges map[int16][2]int16
+	// forward sends a request to the active controller (DescribeQuorum
+	// asked of a follower controller).
+	forward   func(context.Context, kmsg.Request) (kmsg.Response, error)
+	clusterID string
+}
+
+func newControllerHandler(driver *controllerDriver, raft *raftlog.Node, nodeID int32, voters map[int32]string, listener string, logger hclog.Logger, wg *sync.WaitGroup) *controllerHandler {
+	h := &controllerHandler{driver: driver, raft: raft, nodeID: nodeID, voters: voters, listener: listener,
+		logger: logger.Named("controller-api"), wg: wg, apiRanges: map[int16][2]int16{}}
+	for _, k := range controllerAPIs {
+		req := kmsg.RequestForKey(k.Int16())
+		h.apiRanges[k.Int16()] = [2]int16{0, req.MaxVersion()}
+	}
+	return h
+}
+
+// SupportedVersions implements network.Handler.
+func (h *controllerHandler) SupportedVersions(_ string, key int16) (int16, int16, bool) {
+	r, ok := h.apiRanges[key]
+	return r[0], r[1], ok
+}
+
+// Handle implements network.Handler.
+func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) network.Result {
+	switch r := req.Msg.(type) {
+	case *kmsg.ApiVersionsRequest:
+		resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
+		for _, k := range controllerAPIs {
+			rng := h.apiRanges[k.Int16()]
+			v := kmsg.NewApiVersionsResponseApiKey()
+			v.ApiKey, v.MinVersion, v.MaxVersion = k.Int16(), rng[0], rng[1]
+			resp.ApiKeys = append(resp.ApiKeys, v)
+		}
+		return &network.Response{Msg: resp}
+	}
+	d := network.NewDeferred()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		d.Complete(&network.Response{Msg: h.serve(ctx, req.Msg)})
+	}()
+	return d
+}
+
+// serve answers one request; it may block on the event loop and Raft.
+func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Response {
+	switch r := req.(type) {
+	case *kmsg.DescribeQuorumRequest:
+		if !h.raft.IsLeader() && h.forward != nil {
+			resp, err := h.forward(ctx, r)
+			if err != nil {
+				return errorResponse(req, kerr.RequestTimedOut.Code)
+			}
+			return resp
+		}
+		return h.describeQuorum(ctx, r)
+	case *kmsg.DescribeClusterRequest:
+		return h.describeCluster(r)
+	}
+	resp, offset, err := h.driver.submit(ctx, req)
+	switch {
+	case errors.Is(err, errNotController), errors.Is(err, errControllerStopped):
+		return notControllerResponse(req)
+	case err != nil:
+		h.logger.Warn("controller request failed", "api", kmsg.NameForKey(req.Key()), "error", err)
+		return errorResponse(req, kerr.RequestTimedOut.Code)
+	}
+	setOffsetTag(resp, offset)
+	return resp
+}
+
+// describeQuorum reports the metadata quorum as the Raft leader measures it
+// (DescribeQuorum, API 55; KIP-595, KIP-836 timestamps, KIP-853 nodes).
+func (h *controllerHandler) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDescribeQuorumResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeQuorumResponseTopicPartition()
+			rp.Partition = p.Partition
+			if t.Topic != "__cluster_metadata" || p.Partition != 0 {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			qs, err := h.raft.QuorumState(ctx)
+			if err != nil {
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+				if id, ok := h.raft.LeaderID(); ok {
+					rp.LeaderID = id
+				} else {
+					rp.LeaderID = -1
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.LeaderID, rp.LeaderEpoch, rp.HighWatermark = qs.LeaderID, int32(qs.LeaderEpoch), qs.HighWatermark
+			for _, v := range qs.Voters {
+				rp.CurrentVoters = append(rp.CurrentVoters, replicaState(v))
+			}
+			for _, o := range qs.Observers {
+				rp.Observers = append(rp.Observers, replicaState(o))
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	for id, addr := range h.voters {
+		host, portStr, err := net.SplitHostPort(addr)
+		if err != nil {
+			continue
+		}
+		port, _ := strconv.Atoi(portStr)
+		n := kmsg.NewDescribeQuorumResponseNode()
+		n.NodeID = id
+		l := kmsg.NewDescribeQuorumResponseNodeListener()
+		l.Name, l.Host, l.Port = h.listener, host, uint16(port)
+		n.Listeners = append(n.Listeners, l)
+		resp.Nodes = append(resp.Nodes, n)
+	}
+	return resp
+}
+
+// describeCluster answers DescribeCluster on a controller listener
+// (KIP-919): the cluster id, the active controller, and the registered
+// brokers.
+func (h *controllerHandler) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.ClusterID = h.clusterID
+	resp.ControllerID = -1
+	if id, ok := h.raft.LeaderID(); ok {
+		resp.ControllerID = id
+	}
+	for _, b := range h.raft.Image().Brokers() {
+		rb := kmsg.NewDescribeClusterResponseBroker()
+		rb.NodeID = b.ID
+		if len(b.Endpoints) > 0 {
+			rb.Host, rb.Port = b.Endpoints[0].Host, b.Endpoints[0].Port
+		}
+		if b.Rack != "" {
+			rack := b.Rack
+			rb.Rack = &rack
+		}
+		rb.IsFenced = b.Fenced
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	return resp
+}
+
+func replicaState(r raftlog.ReplicaState) kmsg.DescribeQuorumResponseTopicPartitionReplicaState {
+	s := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+	s.ReplicaID, s.LogEndOffset = r.NodeID, r.LogEndOffset
+	s.LastFetchTimestamp, s.LastCaughtUpTimestamp = r.LastFetchTimestamp, r.LastCaughtUpTimestamp
+	return s
+}
+
+// errorResponse answers req with code in its error fields (the same shape
+// as notControllerResponse).
+func errorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := notControllerResponse(req)
+	replaceErrorCodes(resp, kerr.NotController.Code, code)
+	return resp
+}
+
+// replaceErrorCodes rewrites from → to in the error fields filled by
+// notControllerResponse.
+func replaceErrorCodes(resp kmsg.Response, from, to int16) {
+	fix := func(c *int16) {
+		if *c == from {
+			*c = to
+		}
+	}
+	switch r := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		fix(&r.ErrorCode)
+	case *kmsg.BrokerHeartbeatResponse:
+		fix(&r.ErrorCode)
+	case *kmsg.AlterPartitionResponse:
+		fix(&r.ErrorCode)
+	case *kmsg.AllocateProducerIDsResponse:
+		fix(&r.ErrorCode)
+	case *kmsg.ElectLeadersResponse:
+		fix(&r.ErrorCode)
+	case *kmsg.DescribeQuorumResponse:
+		fix(&r.ErrorCode)
+	case *kmsg.DescribeClusterResponse:
+		fix(&r.ErrorCode)
+	case *kmsg.CreateTopicsResponse:
+		for i := range r.Topics {
+			fix(&r.Topics[i].ErrorCode)
+		}
+	case *kmsg.DeleteTopicsResponse:
+		for i := range r.Topics {
+			fix(&r.Topics[i].ErrorCode)
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for i := range r.Topics {
+			fix(&r.Topics[i].ErrorCode)
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for i := range r.Resources {
+			fix(&r.Resources[i].ErrorCode)
+		}
+	case *kmsg.AlterConfigsResponse:
+		for i := range r.Resources {
+			fix(&r.Resources[i].ErrorCode)
+		}
+	}
+}

@@ -1,0 +1,33 @@
+package broker
+
+// DeleteTopics (key 20), v0–v6: forwarded to the active controller
+// (metadata.ClusterControl.DeleteTopics: by name, or by topic id from v6);
+// the answer comes once the removal is committed and applied here, which
+// has deleted this broker's logs of the topic. Transport errors: as
+// CreateTopics.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network"
+)
+
+func (b *Broker) handleDeleteTopics(ctx context.Context, m *kmsg.DeleteTopicsRequest) network.Result {
+	return b.forward(ctx, m, millis(m.TimeoutMillis), func(code int16, msg string) kmsg.Response {
+		resp := m.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		add := func(name *string, id [16]byte) {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode, rt.ErrorMessage = name, id, code, kmsg.StringPtr(msg)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		for _, n := range m.TopicNames {
+			add(kmsg.StringPtr(n), [16]byte{})
+		}
+		for _, t := range m.Topics {
+			add(t.Topic, t.TopicID)
+		}
+		return resp
+	})
+}

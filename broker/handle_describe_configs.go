@@ -1,0 +1,174 @@
+package broker
+
+// DescribeConfigs (key 32), v0–v4, answered from this broker's image and
+// configuration (Kafka's ConfigHelper).
+//
+//   - Topic resources: every topic config (or the requested ones; unknown
+//     names are left out) with its effective value and source, in Kafka's
+//     precedence: the topic's own dynamic config (DYNAMIC_TOPIC_CONFIG),
+//     the dynamic value of its broker synonym for this broker
+//     (DYNAMIC_BROKER_CONFIG) or the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG),
+//     server.properties (STATIC_BROKER_CONFIG; see
+//     StaticTopicConfigDefaults for how it is told apart from the
+//     default), Kafka's default (DEFAULT_CONFIG). An illegal name is
+//     INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+//   - Broker resources: this broker's id gives every static broker config
+//     Keel knows with the dynamic ones overlaid; the empty name gives only
+//     the cluster-wide dynamic configs; another id is INVALID_REQUEST (the
+//     request belongs on that broker), as in Kafka. Configs other than the
+//     broker synonyms of topic configs are read-only.
+//   - Other resource types (broker loggers, client metrics, groups):
+//     INVALID_REQUEST.
+//   - v0: IsDefault. v1+: Source, and ConfigSynonyms when IncludeSynonyms,
+//     highest precedence first. v3+: ConfigType, and Documentation when
+//     IncludeDocumentation (topic configs).
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+)
+
+func (b *Broker) handleDescribeConfigs(m *kmsg.DescribeConfigsRequest) kmsg.Response {
+	resp := m.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	img := b.currentImage()
+	for _, r := range m.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		want := func(name string) bool {
+			if r.ConfigNames == nil {
+				return true
+			}
+			for _, n := range r.ConfigNames {
+				if n == name {
+					return true
+				}
+			}
+			return false
+		}
+		switch r.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			b.describeTopicConfigs(img, m, &rr, want)
+		case kmsg.ConfigResourceTypeBroker:
+			b.describeBrokerConfigs(img, m, &rr, want)
+		default:
+			rr.ErrorCode = kerr.InvalidRequest.Code
+			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type " + r.ResourceType.String())
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}
+
+func (b *Broker) describeTopicConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
+	topic := rr.ResourceName
+	if validateTopicName(topic) != nil {
+		rr.ErrorCode = kerr.InvalidTopicException.Code
+		rr.ErrorMessage = kmsg.StringPtr("illegal topic name " + strconv.Quote(topic))
+		return
+	}
+	if _, ok := img.Topic(topic); !ok {
+		rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		rr.ErrorMessage = kmsg.StringPtr("unknown topic " + topic)
+		return
+	}
+	for _, name := range metadata.TopicConfigNames() {
+		if !want(name) {
+			continue
+		}
+		def, _ := metadata.TopicConfigDef(name)
+		syns, _ := b.topicConfigSynonyms(img, topic, name)
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name = name
+		c.Value = kmsg.StringPtr(syns[0].value)
+		c.Source = kmsg.ConfigSource(syns[0].source)
+		c.IsDefault = syns[0].source == sourceDefault
+		c.ConfigType = configType(def.Type)
+		if m.IncludeSynonyms && m.Version >= 1 {
+			for _, s := range syns {
+				cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				cs.Name, cs.Value, cs.Source = s.name, kmsg.StringPtr(s.value), kmsg.ConfigSource(s.source)
+				c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+			}
+		}
+		if m.IncludeDocumentation {
+			if doc, ok := topicConfigDocs[name]; ok {
+				c.Documentation = kmsg.StringPtr(doc)
+			}
+		}
+		rr.Configs = append(rr.Configs, c)
+	}
+}
+
+func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
+	clusterDefaults := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker})
+	add := func(name string, value *string, typ kmsg.ConfigType, syns []configSynonym) {
+		if !want(name) {
+			return
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.ConfigType = name, value, typ
+		c.Source = kmsg.ConfigSource(syns[0].source)
+		c.IsDefault = syns[0].source == sourceDefault
+		c.ReadOnly = !dynamicBrokerConfigNames[name]
+		if m.IncludeSynonyms && m.Version >= 1 {
+			for _, s := range syns {
+				cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				cs.Name, cs.Value, cs.Source = s.name, kmsg.StringPtr(s.value), kmsg.ConfigSource(s.source)
+				c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+			}
+		}
+		rr.Configs = append(rr.Configs, c)
+	}
+	if rr.ResourceName == "" {
+		for _, name := range sortedKeys(clusterDefaults) {
+			v := clusterDefaults[name]
+			add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{name, v, sourceDynamicDefaultBroker}})
+		}
+		return
+	}
+	if id, err := strconv.ParseInt(rr.ResourceName, 10, 32); err != nil || int32(id) != b.nodeID {
+		rr.ErrorCode = kerr.InvalidRequest.Code
+		rr.ErrorMessage = kmsg.StringPtr("unexpected broker id, expected " + strconv.Itoa(int(b.nodeID)) + " or empty string, but received " + rr.ResourceName)
+		return
+	}
+	perBroker := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: rr.ResourceName})
+	seen := map[string]bool{}
+	for _, e := range brokerConfigEntries(b.cfg) {
+		seen[e.name] = true
+		var syns []configSynonym
+		if v, ok := perBroker[e.name]; ok {
+			syns = append(syns, configSynonym{e.name, v, sourceDynamicBroker})
+		}
+		if v, ok := clusterDefaults[e.name]; ok {
+			syns = append(syns, configSynonym{e.name, v, sourceDynamicDefaultBroker})
+		}
+		if e.value != nil && *e.value != e.def {
+			syns = append(syns, configSynonym{e.name, *e.value, sourceStaticBroker})
+		}
+		if e.def != "" {
+			syns = append(syns, configSynonym{e.name, e.def, sourceDefault})
+		}
+		if len(syns) == 0 { // no default and no value: a null default
+			syns = append(syns, configSynonym{e.name, "", sourceDefault})
+			add(e.name, nil, e.typ, syns)
+			continue
+		}
+		add(e.name, kmsg.StringPtr(syns[0].value), e.typ, syns)
+	}
+	for _, dyn := range []struct {
+		configs map[string]string
+		source  int8
+	}{{perBroker, sourceDynamicBroker}, {clusterDefaults, sourceDynamicDefaultBroker}} {
+		for _, name := range sortedKeys(dyn.configs) {
+			if !seen[name] {
+				seen[name] = true
+				v := dyn.configs[name]
+				add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{name, v, dyn.source}})
+			}
+		}
+	}
+}

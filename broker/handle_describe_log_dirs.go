@@ -1,0 +1,80 @@
+package broker
+
+// DescribeLogDirs (key 35), v0–v5 (KIP-113): every log.dirs directory with
+// the partitions it holds (all, or the requested ones), each with its size
+// on disk and offset lag (max(high watermark − log end offset, 0): always 0
+// on the leader; there are no future replicas, KIP-113's IsFuture is
+// false). v4+: TotalBytes and UsableBytes of the directory's filesystem.
+// v5: IsCordoned is false (no cordoning yet). A directory that cannot be
+// stat'ed reports KAFKA_STORAGE_ERROR. ErrorCode (v3+) is 0.
+
+import (
+	"path/filepath"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
+
+	"github.com/keelstream/keel/storage"
+)
+
+func (b *Broker) handleDescribeLogDirs(m *kmsg.DescribeLogDirsRequest) kmsg.Response {
+	resp := m.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	var want map[storage.TopicPartition]bool
+	if m.Topics != nil {
+		want = map[storage.TopicPartition]bool{}
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				want[storage.TopicPartition{Topic: t.Topic, Partition: p}] = true
+			}
+		}
+	}
+	byDir := map[string]map[string][]kmsg.DescribeLogDirsResponseDirTopicPartition{}
+	for _, l := range b.logs.Logs() {
+		tp := l.TopicPartition()
+		if want != nil && !want[tp] {
+			continue
+		}
+		dir := absDir(filepath.Dir(l.Dir()))
+		if byDir[dir] == nil {
+			byDir[dir] = map[string][]kmsg.DescribeLogDirsResponseDirTopicPartition{}
+		}
+		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+		dp.Partition = tp.Partition
+		dp.Size = l.Size()
+		dp.OffsetLag = max(l.HighWatermark()-l.LogEndOffset(), 0)
+		byDir[dir][tp.Topic] = append(byDir[dir][tp.Topic], dp)
+	}
+	for _, d := range b.cfg.LogDirs {
+		dir := absDir(d)
+		rd := kmsg.NewDescribeLogDirsResponseDir()
+		rd.Dir = dir
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			rd.ErrorCode = kerr.KafkaStorageError.Code
+		} else {
+			rd.TotalBytes = int64(st.Blocks) * int64(st.Bsize)
+			rd.UsableBytes = int64(st.Bavail) * int64(st.Bsize)
+		}
+		topics := byDir[dir]
+		names := make([]string, 0, len(topics))
+		for n := range topics {
+			names = append(names, n)
+		}
+		for _, n := range sortedStrings(names) {
+			rt := kmsg.NewDescribeLogDirsResponseDirTopic()
+			rt.Topic, rt.Partitions = n, topics[n]
+			rd.Topics = append(rd.Topics, rt)
+		}
+		resp.Dirs = append(resp.Dirs, rd)
+	}
+	return resp
+}
+
+// absDir cleans a directory path to the absolute form Kafka reports.
+func absDir(d string) string {
+	if a, err := filepath.Abs(d); err == nil {
+		return a
+	}
+	return filepath.Clean(d)
+}

@@ -1,0 +1,349 @@
+package broker
+
+// Fetch (key 1), v4–v18: the versions network.FetchResponse.Encode writes.
+// Records go from segment files to the socket as storage.FileRegions
+// (sendfile), never through the broker's memory.
+//
+//   - Partitions are read in request order (in session order for an
+//     incremental fetch), each up to min(PartitionMaxBytes, what is left of
+//     MaxBytes), in whole batches, never spanning segments. Until a
+//     partition has returned data, a batch larger than the limits is still
+//     returned whole (storage.Read's minOneBatch), so a consumer never
+//     stalls on a large batch (Kafka's rule since KIP-74).
+//   - Consumers (replica id -1) read below the high watermark;
+//     read_committed (v4+ IsolationLevel 1) below the last stable offset,
+//     which without transactions is the high watermark, with an empty
+//     aborted-transactions list. Followers (replica id ≥ 0; v15+ in
+//     ReplicaState, KIP-903) read up to the log end offset; their state is
+//     not tracked yet (follower fetching and ISR changes are a later issue).
+//   - Only the leader serves: NOT_LEADER_OR_FOLLOWER otherwise, and
+//     current_leader_epoch (v9+) is checked first: FENCED_LEADER_EPOCH when
+//     older than the leader's, UNKNOWN_LEADER_EPOCH when newer. With v12+
+//     those errors carry CurrentLeader, and v16+ the leader's endpoint in
+//     NodeEndpoints (KIP-951).
+//   - A partition not hosted here is NOT_LEADER_OR_FOLLOWER if the image
+//     knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise; an unknown topic id
+//     (v13+) is UNKNOWN_TOPIC_ID. A fetch offset outside [log start, log
+//     end] is OFFSET_OUT_OF_RANGE (the client resets per its policy).
+//   - LastFetchedEpoch (v12+, KIP-595): a fetch whose last fetched epoch
+//     diverges from the leader-epoch cache gets DivergingEpoch and no
+//     records.
+//   - Long poll: the response waits in the fetch purgatory until MinBytes
+//     are available, MaxWaitMillis passes, or a partition errors. Every
+//     append and high watermark move wakes the fetches parked on that
+//     partition at once.
+//   - Sessions (v7+, KIP-227): see fetch_session.go. Session errors
+//     (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+//     FETCH_SESSION_TOPIC_ID_ERROR) are top-level, with no partitions.
+//   - PreferredReadReplica (v11+) is always -1: rack-aware follower reads
+//     (KIP-392) are not implemented; Rack is ignored.
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/storage"
+)
+
+// fetchOp is one fetch request from its arrival to its response.
+type fetchOp struct {
+	b        *Broker
+	m        *kmsg.FetchRequest
+	fc       *fetchContext
+	follower bool
+	img      *metadata.Image
+	listener string
+}
+
+// partRead is what reading one partition gave.
+type partRead struct {
+	code           int16
+	highWatermark  int64
+	lastStable     int64
+	logStartOffset int64
+	info           storage.ReadInfo
+	diverging      *network.FetchEpochEndOffset
+	leader         *network.FetchLeader
+}
+
+func (b *Broker) handleFetch(ctx context.Context, req *network.Request, m *kmsg.FetchRequest) network.Result {
+	img := b.currentImage()
+	replicaID := m.ReplicaID
+	if m.Version >= 15 {
+		replicaID = m.ReplicaState.ID
+	}
+	op := &fetchOp{b: b, m: m, follower: replicaID >= 0, img: img, listener: req.Conn.Listener}
+	op.fc = b.newFetchContext(m, img, op.follower)
+	if op.fc.kind == sessionError {
+		return op.errorResponse(op.fc.errorCode)
+	}
+	if resp := op.check(false); resp != nil {
+		return resp
+	}
+	return b.park(ctx, op.watched(), func(p *partition) *watchList { return &p.fetchWatch },
+		time.Duration(m.MaxWaitMillis)*time.Millisecond, op.check)
+}
+
+// errorResponse is a session-level error: the error, session id 0, no
+// partitions (Kafka's SessionErrorContext).
+func (op *fetchOp) errorResponse(code int16) *network.Response {
+	r := network.FetchResponse{ErrorCode: code}
+	return op.encode(&r)
+}
+
+// partitions returns the partitions the fetch reads, in order. For an
+// incremental fetch the session's mu must be held.
+func (op *fetchOp) partitions() []*fetchPartition {
+	if op.fc.kind == incrementalFetch {
+		return op.fc.session.parts
+	}
+	return op.fc.parts
+}
+
+// watched are the hosted partitions a parked fetch waits on.
+func (op *fetchOp) watched() []*partition {
+	if s := op.fc.session; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	var out []*partition
+	for _, fp := range op.partitions() {
+		if fp.topic == "" {
+			continue
+		}
+		if p := op.b.lookup(storage.TopicPartition{Topic: fp.topic, Partition: fp.key.partition}); p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// check reads every partition and returns the response if the fetch can
+// complete (or final is set), nil to keep waiting. Kafka's
+// DelayedFetch.tryComplete and, on completion, the response generation of
+// the fetch context, which updates the session.
+func (op *fetchOp) check(final bool) *network.Response {
+	m := op.m
+	if s := op.fc.session; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	parts := op.partitions()
+	reads := make([]partRead, len(parts))
+	limit := int64(math.MaxInt32)
+	if m.Version >= 3 {
+		limit = int64(max(m.MaxBytes, 0))
+	}
+	minOneBatch := true
+	var total int64
+	urgent := false // an error or a divergence: answer now
+	for i, fp := range parts {
+		r := &reads[i]
+		op.read(fp, min(int64(max(fp.partitionMaxBytes, 0)), limit), minOneBatch, r)
+		if r.code != 0 || r.diverging != nil {
+			urgent = true
+		}
+		if n := r.info.Bytes; n > 0 {
+			total += n
+			limit = max(limit-n, 0)
+			minOneBatch = false
+		}
+	}
+	if !final && !urgent && len(parts) > 0 && m.MaxWaitMillis > 0 && total < int64(m.MinBytes) {
+		return nil
+	}
+	return op.respond(parts, reads)
+}
+
+// read reads one partition into r.
+func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r *partRead) {
+	r.highWatermark, r.lastStable, r.logStartOffset = -1, -1, -1
+	if fp.topic == "" {
+		r.code = kerr.UnknownTopicID.Code
+		return
+	}
+	b := op.b
+	p := b.lookup(storage.TopicPartition{Topic: fp.topic, Partition: fp.key.partition})
+	if p == nil || p.removed.Load() {
+		r.code = b.partitionError(fp.topic, fp.key.partition)
+		if r.code == kerr.NotLeaderForPartition.Code {
+			r.leader = op.currentLeader(fp)
+		}
+		return
+	}
+	if op.m.Version >= 13 && p.topicID != metadata.Uuid(fp.key.id) {
+		r.code = kerr.UnknownTopicID.Code
+		return
+	}
+	st := p.state.Load()
+	if code := st.leaderErrorCode(fp.currentLeaderEpoch, true); code != 0 {
+		r.code = code
+		if code == kerr.NotLeaderForPartition.Code || code == kerr.FencedLeaderEpoch.Code {
+			r.leader = op.currentLeader(fp)
+		}
+		return
+	}
+	l := p.log
+	if fp.lastFetchedEpoch >= 0 && op.m.Version >= 12 {
+		leo := l.LogEndOffset()
+		epoch, end := l.LeaderEpochCache().EndOffsetFor(fp.lastFetchedEpoch, leo)
+		if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {
+			r.diverging = &network.FetchEpochEndOffset{Epoch: epoch, EndOffset: end}
+			r.highWatermark, r.logStartOffset = l.HighWatermark(), l.LogStartOffset()
+			r.lastStable = r.highWatermark
+			return
+		}
+	}
+	upper := int64(math.MaxInt64) // followers read to the log end offset
+	if !op.follower {
+		upper = l.HighWatermark() // also the last stable offset: no transactions yet
+	}
+	info, err := l.Read(fp.fetchOffset, int(min(maxBytes, math.MaxInt32)), upper, minOneBatch)
+	if err != nil {
+		r.code = storage.ErrorCode(err)
+		if errors.Is(err, storage.ErrLogClosed) && p.removed.Load() {
+			r.code = b.partitionError(fp.topic, fp.key.partition)
+		}
+		if r.code != kerr.OffsetOutOfRange.Code {
+			b.log.Warn("fetch read failed", "partition", p.tp, "offset", fp.fetchOffset, "error", err)
+		}
+		return
+	}
+	r.info = info
+	r.highWatermark, r.lastStable, r.logStartOffset = info.HighWatermark, info.HighWatermark, info.LogStartOffset
+}
+
+// currentLeader is the partition's leader from the image, for KIP-951
+// hints (v12+), or nil.
+func (op *fetchOp) currentLeader(fp *fetchPartition) *network.FetchLeader {
+	if op.m.Version < 12 {
+		return nil
+	}
+	t, ok := op.img.Topic(fp.topic)
+	if !ok || fp.key.partition < 0 || int(fp.key.partition) >= len(t.Partitions) {
+		return nil
+	}
+	mp := t.Partitions[fp.key.partition]
+	if mp.Leader < 0 {
+		return nil
+	}
+	return &network.FetchLeader{LeaderID: mp.Leader, LeaderEpoch: mp.LeaderEpoch}
+}
+
+// respond builds and encodes the response from the reads, and updates the
+// session: a full fetch creates one, an incremental fetch leaves out the
+// partitions with nothing new and moves those with records to the end of
+// the session (Kafka's FullFetchContext and IncrementalFetchContext).
+func (op *fetchOp) respond(parts []*fetchPartition, reads []partRead) *network.Response {
+	resp := network.FetchResponse{}
+	isolationCommitted := op.m.IsolationLevel == 1
+	var regions []network.Region
+	var moved map[*fetchPartition]bool
+	var leaders map[int32]bool
+	var cur *network.FetchTopic
+	var curKey fetchKey
+	for i, fp := range parts {
+		r := &reads[i]
+		if op.fc.kind == incrementalFetch && !mustRespond(fp, r) {
+			continue
+		}
+		fp.highWatermark, fp.logStartOffset = r.highWatermark, r.logStartOffset
+		if r.code != 0 {
+			fp.highWatermark = -1 // resend the partition once the error clears
+		}
+		if r.info.Bytes > 0 && op.fc.kind == incrementalFetch {
+			if moved == nil {
+				moved = map[*fetchPartition]bool{}
+			}
+			moved[fp] = true
+		}
+		if cur == nil || curKey.id != fp.key.id || curKey.topic != fp.key.topic {
+			resp.Topics = append(resp.Topics, network.FetchTopic{Topic: fp.key.topic, TopicID: fp.key.id})
+			cur, curKey = &resp.Topics[len(resp.Topics)-1], fp.key
+			if op.m.Version < 13 {
+				cur.Topic = fp.topic
+			}
+		}
+		fpr := network.FetchPartition{
+			Partition:            fp.key.partition,
+			ErrorCode:            r.code,
+			HighWatermark:        r.highWatermark,
+			LastStableOffset:     r.lastStable,
+			LogStartOffset:       r.logStartOffset,
+			DivergingEpoch:       r.diverging,
+			CurrentLeader:        r.leader,
+			PreferredReadReplica: -1,
+		}
+		if isolationCommitted {
+			fpr.AbortedTransactions = []network.FetchAbortedTransaction{}
+		}
+		start := len(regions)
+		for j := range r.info.Regions {
+			regions = append(regions, &r.info.Regions[j])
+		}
+		fpr.Records = regions[start:len(regions):len(regions)]
+		if fpr.Records == nil {
+			// Kafka sends empty, never null, records: librdkafka rejects a
+			// -1 size ("invalid MessageSetSize -1").
+			fpr.Records = []network.Region{}
+		}
+		if r.leader != nil && op.m.Version >= 16 {
+			if leaders == nil {
+				leaders = map[int32]bool{}
+			}
+			leaders[r.leader.LeaderID] = true
+		}
+		cur.Partitions = append(cur.Partitions, fpr)
+	}
+	for id := range leaders {
+		if br, ok := op.img.Broker(id); ok {
+			if ep, ok := br.Endpoint(op.listener); ok {
+				ne := network.FetchNodeEndpoint{NodeID: id, Host: ep.Host, Port: ep.Port}
+				if br.Rack != "" {
+					rack := br.Rack
+					ne.Rack = &rack
+				}
+				resp.NodeEndpoints = append(resp.NodeEndpoints, ne)
+			}
+		}
+	}
+	switch op.fc.kind {
+	case incrementalFetch:
+		resp.SessionID = op.fc.session.id
+		op.fc.session.moveToEnd(moved)
+	case fullFetch:
+		if s := op.b.sessions.create(parts, op.fc.privileged, op.fc.usesTopicIDs); s != nil {
+			resp.SessionID = s.id
+		}
+	}
+	return op.encode(&resp)
+}
+
+// mustRespond is Kafka's CachedPartition.maybeUpdateResponseData: an
+// incremental response includes a partition with records, an error, a
+// divergence, a leader hint, or a high watermark or log start offset other
+// than the last one sent.
+func mustRespond(fp *fetchPartition, r *partRead) bool {
+	return r.info.Bytes > 0 || r.code != 0 || r.diverging != nil || r.leader != nil ||
+		fp.highWatermark != r.highWatermark || fp.logStartOffset != r.logStartOffset
+}
+
+// encode writes the response with the zero-copy encoder.
+func (op *fetchOp) encode(r *network.FetchResponse) *network.Response {
+	body := network.AcquireBody()
+	if err := r.Encode(op.m.Version, body); err != nil {
+		network.ReleaseBody(body)
+		op.b.log.Error("encoding a fetch response failed", "error", err)
+		kr := op.m.ResponseKind().(*kmsg.FetchResponse)
+		kr.ErrorCode = kerr.UnknownServerError.Code
+		return &network.Response{Msg: kr}
+	}
+	return &network.Response{Body: body}
+}

@@ -1,0 +1,329 @@
+package broker
+
+// Produce (key 0), v3–v13 served; ApiVersions advertises v0 (KAFKA-18659),
+// and a v0–v2 request closes the connection, as Kafka 4 does (KIP-896).
+//
+// Per partition, in Kafka's order (ReplicaManager.appendRecords,
+// Partition.appendRecordsToLeader):
+//
+//   - acks other than 0, 1, -1: INVALID_REQUIRED_ACKS for every partition;
+//   - a topic id (v13+) this broker does not know: UNKNOWN_TOPIC_ID;
+//   - a partition not hosted here: NOT_LEADER_OR_FOLLOWER when the image
+//     knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise; hosted but not led:
+//     NOT_LEADER_OR_FOLLOWER, with the current leader and its endpoint
+//     (v10+, KIP-951) so the client need not refresh its metadata;
+//   - transactional batches: INVALID_TXN_STATE (there is no transaction
+//     coordinator yet, so no transaction can be open);
+//   - acks=-1 with fewer in-sync replicas than min.insync.replicas:
+//     NOT_ENOUGH_REPLICAS, nothing appended;
+//   - the storage validation of every batch (framing, CRC, magic,
+//     max.message.bytes, compression, decompressed size): the code of
+//     storage.ErrorCode, nothing appended, the reason in ErrorMessage
+//     (v8+);
+//   - success: BaseOffset, LogAppendTime (v2+; -1 with CreateTime) and
+//     LogStartOffset (v5+).
+//
+// acks=0 gets no response; if any partition failed, the connection is
+// closed instead so the client notices (Kafka's behaviour). acks=1 answers
+// once appended. acks=-1 answers once the high watermark has passed every
+// appended batch: at once when the ISR is the leader alone (the high
+// watermark is then the log end offset), otherwise the request parks in the
+// produce purgatory (woken by high watermark and ISR changes) until
+// TimeoutMillis, when the partitions still waiting answer REQUEST_TIMED_OUT.
+// A partition that lost its leadership meanwhile answers
+// NOT_LEADER_OR_FOLLOWER, one whose ISR fell below min.insync.replicas
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+//
+// Not yet: idempotent sequence checks (batches with a producer id are
+// appended unchecked; InitProducerId is not advertised, so clients do not
+// send them), record_errors (v8+) per record, compression.type recompression.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/network/record"
+	"github.com/keelstream/keel/storage"
+)
+
+// producePending is a partition of an acks=-1 produce waiting for its high
+// watermark.
+type producePending struct {
+	p              *partition
+	resp           *kmsg.ProduceResponseTopicPartition
+	requiredOffset int64 // the high watermark must reach it
+}
+
+func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kmsg.ProduceRequest) network.Result {
+	resp := m.ResponseKind().(*kmsg.ProduceResponse)
+	img := b.currentImage()
+	acks := m.Acks
+	validAcks := acks == 0 || acks == 1 || acks == -1
+	failed := false
+	var pending []producePending
+	var leaders map[int32]bool
+	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(m.Topics))
+	for i := range m.Topics {
+		rt := &m.Topics[i]
+		t := kmsg.NewProduceResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		name, topicCode := rt.Topic, int16(0)
+		if m.Version >= 13 {
+			if mt, ok := img.TopicByID(metadata.Uuid(rt.TopicID)); ok {
+				name = mt.Name
+			} else {
+				topicCode = kerr.UnknownTopicID.Code
+			}
+		}
+		t.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &t.Partitions[j]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = rt.Partitions[j].Partition
+			switch {
+			case !validAcks:
+				rp.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case topicCode != 0:
+				rp.ErrorCode = topicCode
+			default:
+				p, required := b.appendToPartition(m, name, rt.Partitions[j], rp)
+				if rp.ErrorCode == kerr.NotLeaderForPartition.Code && m.Version >= 10 {
+					if leaders == nil {
+						leaders = map[int32]bool{}
+					}
+					b.setCurrentLeader(img, name, rp, leaders)
+				}
+				if p != nil && acks == -1 && p.log.HighWatermark() < required {
+					pending = append(pending, producePending{p: p, resp: rp, requiredOffset: required})
+				}
+			}
+			if rp.ErrorCode != 0 {
+				failed = true
+			}
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if len(leaders) > 0 {
+		b.addProduceBrokers(img, req.Conn.Listener, resp, leaders)
+	}
+	if acks == 0 {
+		if failed {
+			return &network.Response{CloseConnection: true}
+		}
+		return nil
+	}
+	if len(pending) == 0 {
+		return respond(resp)
+	}
+	return b.parkProduce(ctx, resp, pending, time.Duration(max(m.TimeoutMillis, 0))*time.Millisecond)
+}
+
+// appendToPartition appends one partition's batches as leader and fills in
+// rp. On success it returns the partition and the offset its high
+// watermark must reach for the batches to be committed (the last appended
+// offset + 1); on failure nil (rp carries the error).
+func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg.ProduceRequestTopicPartition, rp *kmsg.ProduceResponseTopicPartition) (*partition, int64) {
+	p := b.lookup(storage.TopicPartition{Topic: topic, Partition: in.Partition})
+	if p == nil || p.removed.Load() {
+		rp.ErrorCode = b.partitionError(topic, in.Partition)
+		return nil, 0
+	}
+	st := p.state.Load()
+	if !st.isLeader {
+		rp.ErrorCode = kerr.NotLeaderForPartition.Code
+		return nil, 0
+	}
+	transactional, idempotent := classifyBatches(in.Records)
+	if transactional {
+		rp.ErrorCode = kerr.InvalidTxnState.Code
+		if m.Version >= 8 {
+			rp.ErrorMessage = kmsg.StringPtr("transactions are not supported yet")
+		}
+		return nil, 0
+	}
+	if m.Acks == -1 && len(st.isr) < st.minISR {
+		rp.ErrorCode = kerr.NotEnoughReplicas.Code
+		if m.Version >= 8 {
+			rp.ErrorMessage = kmsg.StringPtr("the in-sync replicas are fewer than min.insync.replicas")
+		}
+		return nil, 0
+	}
+	fail := func(err error) (*partition, int64) {
+		rp.ErrorCode = storage.ErrorCode(err)
+		if errors.Is(err, storage.ErrLogClosed) && p.removed.Load() {
+			rp.ErrorCode = b.partitionError(topic, in.Partition) // deleted meanwhile
+		}
+		if m.Version >= 8 {
+			rp.ErrorMessage = kmsg.StringPtr(err.Error())
+		}
+		if rp.ErrorCode == kerr.UnknownServerError.Code || rp.ErrorCode == kerr.KafkaStorageError.Code {
+			b.log.Error("append failed", "partition", p.tp, "error", err)
+		} else {
+			b.log.Debug("append refused", "partition", p.tp, "error", err, "error_code", rp.ErrorCode)
+		}
+		return nil, 0
+	}
+	// Validation (CRC, decompression, every record) runs outside any lock,
+	// in parallel with other appends to the partition.
+	v, err := p.log.ValidateProduce(in.Records, false)
+	if err != nil {
+		return fail(err)
+	}
+	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch}
+	var info storage.AppendInfo
+	if idempotent {
+		p.producerMu.Lock()
+		if p.producers == nil {
+			if p.producers, err = loadProducerState(p.log); err != nil {
+				p.producerMu.Unlock()
+				return fail(err)
+			}
+		}
+		dup, code, msg := p.producers.check(in.Records)
+		switch {
+		case code != 0:
+			p.producerMu.Unlock()
+			rp.ErrorCode = code
+			if m.Version >= 8 {
+				rp.ErrorMessage = kmsg.StringPtr(msg)
+			}
+			b.log.Debug("idempotent batch refused", "partition", p.tp, "error", msg)
+			return nil, 0
+		case dup != nil:
+			// A retry of a batch already appended: acknowledge it with
+			// its original offsets, append nothing.
+			p.producerMu.Unlock()
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = dup.firstOffset, dup.logAppendTime, p.log.LogStartOffset()
+			return p, dup.lastOffset + 1
+		}
+		info, err = p.log.AppendValidated(v, opts)
+		if err == nil {
+			p.producers.update(in.Records, info.LogAppendTime)
+		}
+		p.producerMu.Unlock()
+	} else {
+		info, err = p.log.AppendValidated(v, opts)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	rp.BaseOffset = info.FirstOffset
+	rp.LogAppendTime = info.LogAppendTime
+	rp.LogStartOffset = info.LogStartOffset
+	b.maybeAdvanceHighWatermark(p)
+	p.fetchWatch.wakeAll()
+	return p, info.LastOffset + 1
+}
+
+// parkProduce waits until the high watermark of every pending partition
+// reaches its required offset, or timeout.
+func (b *Broker) parkProduce(ctx context.Context, resp *kmsg.ProduceResponse, pending []producePending, timeout time.Duration) network.Result {
+	parts := make([]*partition, len(pending))
+	settled := make([]bool, len(pending))
+	for i := range pending {
+		parts[i] = pending[i].p
+	}
+	check := func(final bool) *network.Response {
+		done := true
+		for i := range pending {
+			if settled[i] {
+				continue
+			}
+			pp := &pending[i]
+			code, ok := produceReady(pp)
+			switch {
+			case ok:
+				pp.resp.ErrorCode, settled[i] = code, true
+			case final:
+				pp.resp.ErrorCode, settled[i] = kerr.RequestTimedOut.Code, true
+			default:
+				done = false
+			}
+		}
+		if !done {
+			return nil
+		}
+		return &network.Response{Msg: resp}
+	}
+	return b.park(ctx, parts, func(p *partition) *watchList { return &p.produceWatch }, timeout, check)
+}
+
+// produceReady is Kafka's Partition.checkEnoughReplicasReachOffset for one
+// pending partition: settled with 0 once the high watermark passed it (or
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+// min.insync.replicas meanwhile), settled with NOT_LEADER_OR_FOLLOWER when
+// the leadership moved, unsettled otherwise.
+func produceReady(pp *producePending) (code int16, settled bool) {
+	if pp.p.removed.Load() {
+		return kerr.NotLeaderForPartition.Code, true
+	}
+	st := pp.p.state.Load()
+	if !st.isLeader {
+		return kerr.NotLeaderForPartition.Code, true
+	}
+	if pp.p.log.HighWatermark() >= pp.requiredOffset {
+		if len(st.isr) < st.minISR {
+			return kerr.NotEnoughReplicasAfterAppend.Code, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// setCurrentLeader fills a NOT_LEADER_OR_FOLLOWER partition's CurrentLeader
+// (v10+, KIP-951) and notes the leader for the Brokers list.
+func (b *Broker) setCurrentLeader(img *metadata.Image, topic string, rp *kmsg.ProduceResponseTopicPartition, leaders map[int32]bool) {
+	t, ok := img.Topic(topic)
+	if !ok || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+		return
+	}
+	mp := t.Partitions[rp.Partition]
+	if mp.Leader < 0 || mp.Leader == b.nodeID {
+		return
+	}
+	rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = mp.Leader, mp.LeaderEpoch
+	leaders[mp.Leader] = true
+}
+
+// addProduceBrokers lists the endpoints of the leaders named in
+// CurrentLeader fields (v10+).
+func (b *Broker) addProduceBrokers(img *metadata.Image, listener string, resp *kmsg.ProduceResponse, leaders map[int32]bool) {
+	for id := range leaders {
+		br, ok := img.Broker(id)
+		if !ok {
+			continue
+		}
+		ep, ok := br.Endpoint(listener)
+		if !ok {
+			continue
+		}
+		rb := kmsg.NewProduceResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = id, ep.Host, ep.Port
+		if br.Rack != "" {
+			rb.Rack = kmsg.StringPtr(br.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+}
+
+// classifyBatches reports whether a record set holds transactional
+// batches, and batches of an idempotent producer. Framing errors are left
+// to the storage validation.
+func classifyBatches(batches []byte) (transactional, idempotent bool) {
+	for pos := 0; pos < len(batches); {
+		h, err := record.ParseHeader(batches[pos:])
+		if err != nil {
+			return
+		}
+		transactional = transactional || h.IsTransactional()
+		idempotent = idempotent || h.HasProducerID()
+		pos += h.Size()
+	}
+	return
+}

@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// kafkaConn is the minimal Kafka-protocol client one node uses to talk to
+// another (a broker to the active controller): one connection, one request
+// at a time, versions fixed at the newest kmsg knows (both ends are Keel
+// and decode with the same kmsg). Safe for concurrent use: requests are
+// serialised by mu.
+type kafkaConn struct {
+	addr     string
+	clientID string
+
+	mu   sync.Mutex
+	conn net.Conn
+	rd   *bufio.Reader
+	corr int32
+}
+
+func newKafkaConn(addr, clientID string) *kafkaConn {
+	return &kafkaConn{addr: addr, clientID: clientID}
+}
+
+// maxInternalResponse bounds a response frame from another node.
+const maxInternalResponse = 100 << 20
+
+// request sends req and waits for its response, dialling if needed. Any
+// transport error closes the connection so the next request redials.
+func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", c.addr, err)
+		}
+		c.conn, c.rd = conn, bufio.NewReader(conn)
+	}
+	resp, err := c.roundTrip(ctx, req)
+	if err != nil {
+		c.conn.Close()
+		c.conn, c.rd = nil, nil
+		return nil, fmt.Errorf("%s to %s: %w", kmsg.NameForKey(req.Key()), c.addr, err)
+	}
+	return resp, nil
+}
+
+func (c *kafkaConn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(30 * time.Second)
+	}
+	c.conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	req.SetVersion(req.MaxVersion())
+	c.corr++
+	frame := make([]byte, 4, 256)
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(c.corr))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(len(c.clientID)))
+	frame = append(frame, c.clientID...)
+	if req.IsFlexible() {
+		frame = append(frame, 0) // no header tags
+	}
+	frame = req.AppendTo(frame)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	if _, err := c.conn.Write(frame); err != nil {
+		return nil, err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c.rd, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 4 || n > maxInternalResponse {
+		return nil, fmt.Errorf("response size %d", n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.rd, body); err != nil {
+		return nil, err
+	}
+	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
+		return nil, fmt.Errorf("correlation id %d, want %d", corr, c.corr)
+	}
+	body = body[4:]
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, err
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode response: %w", err)
+	}
+	return resp, nil
+}
+
+// skipTags skips a tagged-field section (response header v1).
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, errors.New("bad tag count")
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		if _, k = binary.Uvarint(b); k <= 0 {
+			return nil, errors.New("bad tag")
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, errors.New("bad tag size")
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
+
+// close drops the connection.
+func (c *kafkaConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn, c.rd = nil, nil
+	}
+}
+
+// Request sends one request to the Kafka-protocol listener at addr on a
+// fresh connection and returns the response: what the operator CLI uses
+// until the client SDK exists. The newest version kmsg knows is used, so
+// the peer should be Keel.
+func Request(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
+	c := newKafkaConn(addr, "keel-cli")
+	defer c.close()
+	return c.request(ctx, req)
+}

@@ -1,0 +1,295 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/raftlog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// controllerChannel sends requests to the active controller, finding it
+// among the voters: the Raft leader when this node knows it, otherwise each
+// voter in turn until one does not answer NOT_CONTROLLER. Safe for
+// concurrent use.
+type controllerChannel struct {
+	voters   map[int32]string
+	ids      []int32
+	leader   func() (int32, bool)
+	clientID string
+
+	mu    sync.Mutex
+	conns map[int32]*kafkaConn
+	next  int
+}
+
+func newControllerChannel(voters map[int32]string, leader func() (int32, bool), clientID string) *controllerChannel {
+	c := &controllerChannel{voters: voters, leader: leader, clientID: clientID, conns: map[int32]*kafkaConn{}}
+	for id := range voters {
+		c.ids = append(c.ids, id)
+	}
+	sort.Slice(c.ids, func(i, j int) bool { return c.ids[i] < c.ids[j] })
+	return c
+}
+
+func (c *controllerChannel) target() *kafkaConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.leader()
+	if _, voter := c.voters[id]; !ok || !voter {
+		id = c.ids[c.next%len(c.ids)]
+	}
+	conn, ok := c.conns[id]
+	if !ok {
+		conn = newKafkaConn(c.voters[id], c.clientID)
+		c.conns[id] = conn
+	}
+	return conn
+}
+
+func (c *controllerChannel) rotate() {
+	c.mu.Lock()
+	c.next++
+	c.mu.Unlock()
+}
+
+// send delivers req to the active controller, retrying other voters (with
+// a short backoff) until ctx ends.
+func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		conn := c.target()
+		resp, err := conn.request(ctx, req)
+		if err == nil && !isNotController(resp) {
+			return resp, nil
+		}
+		c.rotate()
+		if err == nil {
+			err = errNotController
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no active controller answered %s: %w (last: %v)", kmsg.NameForKey(req.Key()), ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (c *controllerChannel) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.close()
+	}
+}
+
+// controllerForwarder implements ControllerForwarder over the channel: it
+// returns once the controller committed the request's records and this
+// node's image has applied them.
+type controllerForwarder struct {
+	ch   *controllerChannel
+	raft *raftlog.Node
+}
+
+// Forward implements ControllerForwarder.
+func (f *controllerForwarder) Forward(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	resp, err := f.ch.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if offset := offsetFromTag(resp); offset >= 0 {
+		if err := f.raft.WaitForOffset(ctx, offset); err != nil {
+			return nil, fmt.Errorf("wait for metadata offset %d: %w", offset, err)
+		}
+	}
+	return resp, nil
+}
+
+// brokerLifecycle registers this broker with the controller and keeps its
+// session alive with heartbeats (KIP-631), re-registering when the
+// controller no longer knows its epoch; at shutdown it asks for a
+// controlled shutdown so leaderships move first. One goroutine owns it.
+type brokerLifecycle struct {
+	ch          *controllerChannel
+	raft        *raftlog.Node
+	nodeID      int32
+	clusterID   string
+	incarnation metadata.Uuid
+	endpoints   []network.Listener
+	rack        string
+	interval    time.Duration
+	logger      hclog.Logger
+
+	epoch      atomic.Int64
+	fenced     atomic.Bool
+	registered chan struct{} // closed after the first successful registration
+	once       sync.Once
+	stop       chan struct{}
+	shutdown   chan chan struct{}
+	wg         sync.WaitGroup
+}
+
+func newBrokerLifecycle(ch *controllerChannel, raft *raftlog.Node, nodeID int32, clusterID string, endpoints []network.Listener, interval time.Duration, logger hclog.Logger) *brokerLifecycle {
+	l := &brokerLifecycle{
+		ch: ch, raft: raft, nodeID: nodeID, clusterID: clusterID, incarnation: metadata.NewUuid(),
+		endpoints: endpoints, interval: interval, logger: logger.Named("lifecycle"),
+		registered: make(chan struct{}), stop: make(chan struct{}), shutdown: make(chan chan struct{}),
+	}
+	l.fenced.Store(true)
+	l.epoch.Store(-1)
+	l.wg.Add(1)
+	go l.run()
+	return l
+}
+
+func (l *brokerLifecycle) run() {
+	defer l.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-l.stop
+		cancel()
+	}()
+	var shuttingDown chan struct{}
+	ticker := time.NewTicker(l.interval)
+	defer ticker.Stop()
+	for {
+		if l.epoch.Load() < 0 {
+			if err := l.register(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				l.logger.Warn("broker registration failed; retrying", "error", err)
+				select {
+				case <-time.After(500 * time.Millisecond):
+				case <-l.stop:
+					return
+				}
+				continue
+			}
+		}
+		done := l.heartbeat(ctx, shuttingDown != nil)
+		if done && shuttingDown != nil {
+			close(shuttingDown)
+			return
+		}
+		wait := l.interval
+		if l.fenced.Load() || shuttingDown != nil {
+			wait = min(wait, 200*time.Millisecond) // catch up and unfence fast
+		}
+		select {
+		case <-l.stop:
+			return
+		case c := <-l.shutdown:
+			shuttingDown = c
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (l *brokerLifecycle) register(ctx context.Context) error {
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.BrokerID, req.ClusterID, req.IncarnationID = l.nodeID, l.clusterID, l.incarnation
+	req.Rack = nil
+	if l.rack != "" {
+		req.Rack = &l.rack
+	}
+	for _, e := range l.endpoints {
+		le := kmsg.NewBrokerRegistrationRequestListener()
+		le.Name, le.Host, le.Port = e.Name, e.Host, uint16(e.Port)
+		le.SecurityProtocol = securityProtocolID(e.SecurityProtocol)
+		req.Listeners = append(req.Listeners, le)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := l.ch.send(rctx, req)
+	if err != nil {
+		return err
+	}
+	r := resp.(*kmsg.BrokerRegistrationResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return fmt.Errorf("controller refused registration: %w", err)
+	}
+	l.epoch.Store(r.BrokerEpoch)
+	l.logger.Info("registered with the controller", "broker_epoch", r.BrokerEpoch)
+	l.once.Do(func() { close(l.registered) })
+	return nil
+}
+
+// heartbeat sends one heartbeat; it returns true once the controller says
+// a controlled shutdown may proceed.
+func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool {
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.BrokerID, req.BrokerEpoch = l.nodeID, l.epoch.Load()
+	req.CurrentMetadataOffset = l.raft.AppliedOffset()
+	req.WantShutdown = wantShutdown
+	hctx, cancel := context.WithTimeout(ctx, max(l.interval, 2*time.Second))
+	defer cancel()
+	resp, err := l.ch.send(hctx, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.logger.Warn("heartbeat failed", "error", err)
+		}
+		return false
+	}
+	r := resp.(*kmsg.BrokerHeartbeatResponse)
+	switch r.ErrorCode {
+	case 0:
+	case kerr.StaleBrokerEpoch.Code, kerr.BrokerIDNotRegistered.Code:
+		l.logger.Warn("controller no longer knows this broker's epoch; registering again", "error", kerr.ErrorForCode(r.ErrorCode))
+		l.epoch.Store(-1)
+		return false
+	default:
+		l.logger.Warn("heartbeat refused", "error", kerr.ErrorForCode(r.ErrorCode))
+		return false
+	}
+	if was := l.fenced.Swap(r.IsFenced); was && !r.IsFenced {
+		l.logger.Info("unfenced: serving as a broker", "broker_epoch", req.BrokerEpoch)
+	}
+	return r.ShouldShutdown
+}
+
+// controlledShutdown asks the controller to move this broker's leaderships
+// away and waits until it agrees, or ctx ends; then the loop stops.
+func (l *brokerLifecycle) controlledShutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case l.shutdown <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.New("controlled shutdown did not complete in time")
+	}
+}
+
+func (l *brokerLifecycle) close() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// securityProtocolID is Kafka's SecurityProtocol id.
+func securityProtocolID(p network.SecurityProtocol) int16 {
+	switch p {
+	case network.SSL:
+		return 1
+	case network.SASLPlaintext:
+		return 2
+	case network.SASLSSL:
+		return 3
+	}
+	return 0
+}

@@ -1,0 +1,437 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/raftlog"
+	"github.com/keelstream/keel/storage"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Node is one Keel process: the roles of process.roles assembled over one
+// set of listeners (DESIGN §3). A controller runs a Raft voter and, while it
+// leads, the controller event loop; a broker follows the metadata log (as a
+// Raft observer unless it is also a controller), registers with the active
+// controller, and serves partitions. Start with StartNode, stop with Close.
+type Node struct {
+	cfg       *Config
+	logger    hclog.Logger
+	clusterID string
+
+	server    *network.Server
+	mux       *raftlog.Mux
+	raft      *raftlog.Node
+	logs      *storage.Manager
+	broker    *Broker
+	driver    *controllerDriver
+	channel   *controllerChannel
+	lifecycle *brokerLifecycle
+
+	handlerWG sync.WaitGroup // controller request goroutines
+	subStop   func()
+	subDone   chan struct{}
+	closeOnce sync.Once
+}
+
+// StartNode starts a node: it checks meta.properties, binds the listeners,
+// opens the metadata log and the partition logs, and starts serving. The
+// single-node development default (this node the only voter) formats its
+// log dirs itself; any other node must be formatted first (keel format).
+func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	n = &Node{cfg: cfg, logger: logger}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	for _, k := range cfg.Unknown {
+		logger.Warn("ignoring unknown config key", "key", k)
+	}
+	voters, err := raftlog.ParseVoters(cfg.ControllerQuorumVoters)
+	if err != nil {
+		return nil, fmt.Errorf("controller.quorum.voters: %w", err)
+	}
+	isController, isBroker := cfg.HasRole("controller"), cfg.HasRole("broker")
+	if _, ok := voters[cfg.NodeID]; isController && !ok {
+		return nil, fmt.Errorf("node.id %d has the controller role but is not in controller.quorum.voters %q", cfg.NodeID, cfg.ControllerQuorumVoters)
+	}
+
+	protocols, err := network.ParseSecurityProtocolMap(cfg.ListenerSecurityProtocolMap)
+	if err != nil {
+		return nil, fmt.Errorf("listener.security.protocol.map: %w", err)
+	}
+	if cfg.ListenerSecurityProtocolMap == "" {
+		// KRaft: without a map, controller listener names are PLAINTEXT.
+		for _, name := range cfg.ControllerListenerNames {
+			if _, ok := protocols[name]; !ok {
+				protocols[name] = network.Plaintext
+			}
+		}
+	}
+	listeners, err := network.ParseListeners(cfg.Listeners, protocols)
+	if err != nil {
+		return nil, fmt.Errorf("listeners: %w", err)
+	}
+	var controllerListener string
+	for _, l := range listeners {
+		isCtl := slices.Contains(cfg.ControllerListenerNames, l.Name)
+		if isCtl && !isController {
+			return nil, fmt.Errorf("listener %s is a controller listener but process.roles has no controller", l.Name)
+		}
+		if isCtl && controllerListener == "" {
+			controllerListener = l.Name
+		}
+	}
+	if isController && controllerListener == "" {
+		return nil, fmt.Errorf("process.roles has controller but listeners has none of controller.listener.names %v", cfg.ControllerListenerNames)
+	}
+	if isBroker && !slices.ContainsFunc(listeners, func(l network.Listener) bool { return l.Name == cfg.InterBrokerListenerName }) {
+		return nil, fmt.Errorf("inter.broker.listener.name %s is not among listeners %q", cfg.InterBrokerListenerName, cfg.Listeners)
+	}
+
+	dirs := slices.Clone(cfg.LogDirs)
+	if !slices.Contains(dirs, cfg.MetadataLogDir) {
+		dirs = append(dirs, cfg.MetadataLogDir)
+	}
+	_, onlyVoter := voters[cfg.NodeID]
+	devDefault := isController && onlyVoter && len(voters) == 1
+	n.clusterID, err = raftlog.EnsureMetaProperties(dirs, "", cfg.NodeID, devDefault)
+	if err != nil {
+		return nil, fmt.Errorf("%w (format the log dirs first: keel format --cluster-id ID --config ...)", err)
+	}
+
+	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames}
+	n.server, err = network.NewServer(network.Config{
+		Listeners:             listeners,
+		Handler:               router,
+		Logger:                logger.Named("network"),
+		MaxConnections:        cfg.MaxConnections,
+		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
+		SocketRequestMaxBytes: cfg.SocketRequestMaxBytes,
+		ConnClassifier:        raftlog.IsRaftMarker,
+		HandoffRaft:           func(c net.Conn) { n.mux.HandoffWithMarker(c) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.server.Listen(); err != nil {
+		return nil, err
+	}
+	bound := n.server.BoundListeners()
+	advertised, err := network.ParseAdvertisedListeners(cfg.AdvertisedListeners, bound, protocols)
+	if err != nil {
+		return nil, fmt.Errorf("advertised.listeners: %w", err)
+	}
+	advertised = fillHosts(advertised)
+
+	muxAddr := voters[cfg.NodeID]
+	if !isController {
+		for _, l := range advertised {
+			if l.Name == cfg.InterBrokerListenerName {
+				muxAddr = l.Address()
+			}
+		}
+	}
+	n.mux = raftlog.NewMux(muxAddr)
+	n.raft, err = raftlog.Open(raftlog.Config{
+		NodeID:  cfg.NodeID,
+		Voters:  voters,
+		Voter:   isController,
+		DataDir: cfg.MetadataLogDir,
+		Mux:     n.mux,
+		Logger:  logger.Named("raft"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.channel = newControllerChannel(voters, n.raft.LeaderID, fmt.Sprintf("keel-node-%d", cfg.NodeID))
+
+	if isController {
+		ccfg := controllerConfig(cfg, n.clusterID)
+		n.driver = newControllerDriver(n.raft, ccfg, cfg.InterBrokerListenerName, logger)
+		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, voters, controllerListener, logger, &n.handlerWG)
+		router.controller.forward, router.controller.clusterID = n.channel.send, n.clusterID
+	}
+	router.forward, router.wg = n.channel.send, &n.handlerWG
+	if isBroker {
+		n.logs, err = storage.OpenManager(storage.ManagerConfig{
+			LogDirs:                   cfg.LogDirs,
+			RecoveryThreadsPerDataDir: cfg.NumRecoveryThreadsPerDataDir,
+			DefaultConfig:             cfg.LogConfig(),
+			RetentionCheckInterval:    cfg.LogRetentionCheckInterval,
+			FlushCheckInterval:        cfg.LogFlushSchedulerInterval,
+			CheckpointInterval:        cfg.LogFlushOffsetCheckpointInterval,
+			Logger:                    logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.broker, err = New(Options{
+			NodeID:     cfg.NodeID,
+			ClusterID:  n.clusterID,
+			Config:     cfg,
+			Logs:       n.logs,
+			Metadata:   n.raft,
+			Controller: &controllerForwarder{ch: n.channel, raft: n.raft},
+			Logger:     logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		router.broker = n.broker
+		updates, cancel := n.raft.Subscribe()
+		n.subStop, n.subDone = cancel, make(chan struct{})
+		go n.applyMetadata(updates)
+	}
+
+	go func() {
+		if err := n.server.Serve(); err != nil && !errors.Is(err, network.ErrServerClosed) {
+			logger.Error("network server stopped", "error", err)
+		}
+	}()
+	if isBroker {
+		var endpoints []network.Listener
+		for _, l := range advertised {
+			if !slices.Contains(cfg.ControllerListenerNames, l.Name) {
+				endpoints = append(endpoints, l)
+			}
+		}
+		n.lifecycle = newBrokerLifecycle(n.channel, n.raft, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, logger)
+	}
+	logger.Info("node started", "node_id", cfg.NodeID, "roles", cfg.ProcessRoles, "cluster_id", n.clusterID,
+		"listeners", fmt.Sprint(bound))
+	return n, nil
+}
+
+// applyMetadata feeds every published image to the broker, in order.
+func (n *Node) applyMetadata(updates <-chan raftlog.Update) {
+	defer close(n.subDone)
+	for u := range updates {
+		changes := u.Changes
+		if u.Reset {
+			changes = fullChanges(u.Image)
+		}
+		n.broker.ApplyMetadata(u.Image, changes)
+	}
+}
+
+// fullChanges describes an image as if every part of it had just changed
+// (after a snapshot restore or at start).
+func fullChanges(img *metadata.Image) metadata.Changes {
+	ch := metadata.Changes{Partitions: map[metadata.PartitionKey]*metadata.Partition{}}
+	for _, t := range img.Topics() {
+		for i, p := range t.Partitions {
+			ch.Partitions[metadata.PartitionKey{TopicID: t.ID, Partition: int32(i)}] = p
+		}
+	}
+	for _, b := range img.Brokers() {
+		ch.Brokers = append(ch.Brokers, b.ID)
+	}
+	return ch
+}
+
+// fillHosts gives listeners bound to all interfaces a host clients can
+// reach, as Kafka advertises the canonical host name.
+func fillHosts(ls []network.Listener) []network.Listener {
+	out := slices.Clone(ls)
+	for i := range out {
+		if out[i].Host == "" || out[i].Host == "0.0.0.0" || out[i].Host == "::" {
+			if h, err := os.Hostname(); err == nil {
+				out[i].Host = h
+			} else {
+				out[i].Host = "localhost"
+			}
+		}
+	}
+	return out
+}
+
+// controllerConfig maps the server config onto the controller's.
+func controllerConfig(cfg *Config, clusterID string) metadata.ControllerConfig {
+	c := metadata.DefaultControllerConfig()
+	c.ClusterID = clusterID
+	c.NumPartitions = cfg.NumPartitions
+	c.DefaultReplicationFactor = cfg.DefaultReplicationFactor
+	c.MinInsyncReplicas = int32(cfg.MinInsyncReplicas)
+	c.UncleanLeaderElectionEnable = cfg.UncleanLeaderElectionEnable
+	c.BrokerSessionTimeout = cfg.BrokerSessionTimeout
+	c.BrokerHeartbeatInterval = cfg.BrokerHeartbeatInterval
+	c.AutoLeaderRebalanceEnable = cfg.AutoLeaderRebalanceEnable
+	c.AutoCreateTopicsEnable = cfg.AutoCreateTopicsEnable
+	c.StaticBrokerConfigs = StaticTopicConfigDefaults(cfg)
+	return c
+}
+
+// LogConfig is the broker-level default log configuration (the log.* keys).
+func (c *Config) LogConfig() storage.LogConfig {
+	return storage.LogConfig{
+		SegmentBytes:         c.LogSegmentBytes,
+		SegmentMs:            c.LogRollMs,
+		SegmentIndexBytes:    c.LogIndexSizeMaxBytes,
+		IndexIntervalBytes:   c.LogIndexIntervalBytes,
+		RetentionMs:          c.LogRetentionMs,
+		RetentionBytes:       c.LogRetentionBytes,
+		FlushMessages:        c.LogFlushIntervalMessages,
+		FlushMs:              c.LogFlushIntervalMs,
+		MaxMessageBytes:      c.MessageMaxBytes,
+		FileDeleteDelayMs:    c.LogSegmentDeleteDelayMs,
+		MessageTimestampType: c.LogMessageTimestampType,
+	}
+}
+
+// ClusterID is the cluster id from meta.properties.
+func (n *Node) ClusterID() string { return n.clusterID }
+
+// Addr is the bound address of a listener (useful with port 0).
+func (n *Node) Addr(listener string) net.Addr { return n.server.Addr(listener) }
+
+// Raft exposes the metadata log node (tests, inspection).
+func (n *Node) Raft() *raftlog.Node { return n.raft }
+
+// WaitRegistered blocks until the broker has registered with the active
+// controller and is unfenced, or ctx ends.
+func (n *Node) WaitReady(ctx context.Context) error {
+	if n.lifecycle == nil {
+		return nil
+	}
+	for {
+		if n.lifecycle.epoch.Load() >= 0 && !n.lifecycle.fenced.Load() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker %d not ready: %w", n.cfg.NodeID, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Close shuts the node down: a controlled shutdown for a broker (its
+// leaderships move first), then the listeners drain, then the controller,
+// the metadata log and the partition logs close (cleanly: the next start
+// trusts the indexes).
+func (n *Node) Close() error {
+	var errs []error
+	n.closeOnce.Do(func() {
+		if n.lifecycle != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.lifecycle.controlledShutdown(ctx); err != nil {
+				n.logger.Warn("controlled shutdown", "error", err)
+			}
+			cancel()
+			n.lifecycle.close()
+		}
+		// The broker answers its parked fetches and produces at once, so
+		// the listeners' drain does not wait out long polls.
+		if n.broker != nil {
+			errs = append(errs, n.broker.Close())
+		}
+		if n.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.server.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("shut down listeners: %w", err))
+			}
+			cancel()
+		}
+		if n.subStop != nil {
+			n.subStop()
+			<-n.subDone
+		}
+		if n.driver != nil {
+			n.driver.close()
+		}
+		n.handlerWG.Wait()
+		if n.channel != nil {
+			n.channel.close()
+		}
+		if n.raft != nil {
+			if n.raft.IsLeader() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_ = n.raft.TransferLeadership(ctx)
+				cancel()
+			}
+			errs = append(errs, n.raft.Close())
+		}
+		if n.mux != nil {
+			errs = append(errs, n.mux.Close())
+		}
+		if n.logs != nil {
+			errs = append(errs, n.logs.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// listenerRouter dispatches each request to the controller or the broker
+// by the listener it arrived on (a controller listener serves only
+// controller APIs; Kafka refuses client APIs there).
+type listenerRouter struct {
+	controllerListeners []string
+	controller          *controllerHandler
+	broker              *Broker
+	// forward sends DescribeQuorum from a broker listener to the active
+	// controller (kafka-metadata-quorum.sh --bootstrap-server).
+	forward func(context.Context, kmsg.Request) (kmsg.Response, error)
+	wg      *sync.WaitGroup
+}
+
+func (r *listenerRouter) handlerFor(listener string) network.Handler {
+	if slices.Contains(r.controllerListeners, listener) {
+		if r.controller != nil {
+			return r.controller
+		}
+		return nil
+	}
+	if r.broker != nil {
+		return r.broker
+	}
+	return nil
+}
+
+// SupportedVersions implements network.Handler.
+func (r *listenerRouter) SupportedVersions(listener string, key int16) (int16, int16, bool) {
+	if key == kmsg.DescribeQuorum.Int16() && r.broker != nil && !slices.Contains(r.controllerListeners, listener) {
+		return 0, kmsg.NewPtrDescribeQuorumRequest().MaxVersion(), true
+	}
+	h := r.handlerFor(listener)
+	if h == nil {
+		return 0, 0, false
+	}
+	return h.SupportedVersions(listener, key)
+}
+
+// Handle implements network.Handler.
+func (r *listenerRouter) Handle(ctx context.Context, req *network.Request) network.Result {
+	h := r.handlerFor(req.Conn.Listener)
+	if h == nil {
+		return &network.Response{CloseConnection: true}
+	}
+	if dq, ok := req.Msg.(*kmsg.DescribeQuorumRequest); ok && h == network.Handler(r.broker) {
+		d := network.NewDeferred()
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			resp, err := r.forward(ctx, dq)
+			if err != nil {
+				resp = errorResponse(dq, kerr.RequestTimedOut.Code)
+			}
+			d.Complete(&network.Response{Msg: resp})
+		}()
+		return d
+	}
+	return h.Handle(ctx, req)
+}

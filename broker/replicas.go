@@ -1,0 +1,373 @@
+package broker
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/storage"
+)
+
+// partitionTable is the set of partitions this node hosts (is a replica
+// of). It is immutable once published: ApplyMetadata builds a new one.
+type partitionTable struct {
+	byTP map[storage.TopicPartition]*partition
+}
+
+// partition is one hosted replica: its log and its replication state.
+//
+// Ownership: tp, topicID and log are set at creation and never change.
+// Lock order: producerMu before hwMu.
+// state is replaced (never mutated) by ApplyMetadata. hwMu serialises high
+// watermark updates, so that two appends racing on one partition never move
+// the high watermark backwards. The watch lists have their own locks.
+type partition struct {
+	tp      storage.TopicPartition
+	topicID metadata.Uuid
+	log     *storage.Log
+
+	state atomic.Pointer[partitionState]
+	// removed is set once the partition is no longer hosted (its topic was
+	// deleted or the replica moved away); its log is closed or closing.
+	removed atomic.Bool
+
+	hwMu sync.Mutex
+
+	// fetchWatch holds fetches parked on this partition, woken when its
+	// log end offset or high watermark moves. produceWatch holds acks=all
+	// produces, woken when its high watermark moves or its leadership or
+	// ISR changes.
+	fetchWatch   watchList
+	produceWatch watchList
+
+	// producerMu guards producers, the idempotent producer state (nil
+	// until the first idempotent batch loads it), and is held across an
+	// idempotent batch's check, append and state update.
+	producerMu sync.Mutex
+	producers  *producerState
+}
+
+// partitionState is a partition's replication state from one image, plus
+// the topic configs the request path needs. Immutable.
+type partitionState struct {
+	leader         int32
+	leaderEpoch    int32
+	partitionEpoch int32
+	replicas       []int32
+	isr            []int32
+	// isLeader is leader == this node. Followers are passive until
+	// follower fetching exists: they answer NOT_LEADER_OR_FOLLOWER.
+	isLeader bool
+	// minISR is the topic's effective min.insync.replicas.
+	minISR int
+	// deletePolicy is cleanup.policy containing "delete" (DeleteRecords
+	// is refused on purely compacted topics, as in Kafka).
+	deletePolicy bool
+}
+
+// onlyLeaderInISR reports ISR == {leader}: the high watermark is then the
+// log end offset, with no follower to wait for.
+func (s *partitionState) onlyLeaderInISR() bool {
+	return len(s.isr) == 1 && s.isr[0] == s.leader
+}
+
+// leaderErrorCode is Kafka's Partition.checkCurrentLeaderEpoch followed by
+// the leadership check (localLogWithEpochOrThrow): FENCED_LEADER_EPOCH when
+// the client's epoch is older than ours, UNKNOWN_LEADER_EPOCH when newer,
+// then NOT_LEADER_OR_FOLLOWER unless this node leads (when requireLeader).
+// currentLeaderEpoch -1 skips the epoch check.
+func (s *partitionState) leaderErrorCode(currentLeaderEpoch int32, requireLeader bool) int16 {
+	switch {
+	case currentLeaderEpoch >= 0 && currentLeaderEpoch < s.leaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	case currentLeaderEpoch > s.leaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	case requireLeader && !s.isLeader:
+		return kerr.NotLeaderForPartition.Code
+	}
+	return 0
+}
+
+// lookup returns the hosted partition tp, or nil.
+func (b *Broker) lookup(tp storage.TopicPartition) *partition {
+	return b.partitions.Load().byTP[tp]
+}
+
+// partitionError is the error for a partition this node does not host:
+// NOT_LEADER_OR_FOLLOWER if the image knows it (another broker hosts it),
+// UNKNOWN_TOPIC_OR_PARTITION otherwise (Kafka's
+// ReplicaManager.getPartitionOrError).
+func (b *Broker) partitionError(topic string, part int32) int16 {
+	if t, ok := b.currentImage().Topic(topic); ok && part >= 0 && int(part) < len(t.Partitions) {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return kerr.UnknownTopicOrPartition.Code
+}
+
+// leaderPartition resolves a partition a leader must serve: the partition
+// and 0, or nil and the Kafka error code.
+func (b *Broker) leaderPartition(topic string, part, currentLeaderEpoch int32) (*partition, *partitionState, int16) {
+	p := b.lookup(storage.TopicPartition{Topic: topic, Partition: part})
+	if p == nil {
+		return nil, nil, b.partitionError(topic, part)
+	}
+	st := p.state.Load()
+	if code := st.leaderErrorCode(currentLeaderEpoch, true); code != 0 {
+		return nil, st, code
+	}
+	return p, st, 0
+}
+
+// maybeAdvanceHighWatermark moves the high watermark of a leader whose ISR
+// is only itself to its log end offset (with followers in the ISR it waits
+// for them: replication is a later issue), and wakes the waiters when it
+// moved. Called after every append and every leadership change.
+//
+// Concurrency: any goroutine; takes p.hwMu.
+func (b *Broker) maybeAdvanceHighWatermark(p *partition) {
+	st := p.state.Load()
+	if !st.isLeader || !st.onlyLeaderInISR() {
+		return
+	}
+	p.hwMu.Lock()
+	leo := p.log.LogEndOffset()
+	moved := leo > p.log.HighWatermark()
+	if moved {
+		p.log.SetHighWatermark(leo)
+	}
+	p.hwMu.Unlock()
+	if moved {
+		p.produceWatch.wakeAll()
+	}
+}
+
+// ApplyMetadata is called by the node, from one goroutine, in commit order,
+// after every published image: the broker creates logs for partitions it
+// hosts, becomes leader (or follower — replication is a later issue: for
+// now a follower replica just stays passive and answers
+// NOT_LEADER_OR_FOLLOWER), deletes logs of deleted topics and of replicas
+// moved away, and applies topic and broker config changes to its logs
+// (storage.LogConfig from broker defaults + dynamic broker configs + topic
+// overrides). The first call reconciles every partition of the image,
+// whatever changes says, so the node may start from a snapshot.
+//
+// Concurrency: one goroutine at a time (serialised by applyMu); it blocks
+// on log creation and deletion (disk I/O) but never on requests.
+func (b *Broker) ApplyMetadata(img *metadata.Image, changes metadata.Changes) {
+	if img == nil {
+		return
+	}
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	old := b.partitions.Load().byTP
+	next := old
+	mutable := false
+	mutate := func() {
+		if !mutable {
+			next, mutable = maps.Clone(old), true
+		}
+	}
+	var woken []*partition
+
+	// Deletions first: a topic deleted and re-created under the same name
+	// in one batch must lose its old log before the new one is created.
+	for _, t := range changes.DeletedTopics {
+		for i := range t.Partitions {
+			tp := storage.TopicPartition{Topic: t.Name, Partition: int32(i)}
+			if p := next[tp]; p != nil && p.topicID == t.ID {
+				mutate()
+				delete(next, tp)
+				b.removePartition(p, "topic deleted")
+			}
+		}
+	}
+
+	keys := changes.Partitions
+	if !b.initialized {
+		keys = map[metadata.PartitionKey]*metadata.Partition{}
+		for _, t := range img.Topics() {
+			for i, p := range t.Partitions {
+				keys[metadata.PartitionKey{TopicID: t.ID, Partition: int32(i)}] = p
+			}
+		}
+		b.initialized = true
+	}
+	for k, mp := range keys {
+		t, ok := img.TopicByID(k.TopicID)
+		if !ok {
+			continue
+		}
+		tp := storage.TopicPartition{Topic: t.Name, Partition: k.Partition}
+		p := next[tp]
+		if p != nil && p.topicID != t.ID { // a stale replica of an older topic
+			mutate()
+			delete(next, tp)
+			b.removePartition(p, "topic re-created")
+			p = nil
+		}
+		if !slices.Contains(mp.Replicas, b.nodeID) {
+			if p != nil {
+				mutate()
+				delete(next, tp)
+				b.removePartition(p, "replica moved away")
+			}
+			continue
+		}
+		if p == nil {
+			l, err := b.logs.GetOrCreateLog(tp, b.logConfig(img, t.Name))
+			if err != nil {
+				b.log.Error("cannot create the log of a hosted partition", "partition", tp, "error", err)
+				continue
+			}
+			// A log found on disk at startup was opened with the manager's
+			// defaults: give it the topic's configuration.
+			l.SetConfig(b.logConfig(img, t.Name))
+			p = &partition{tp: tp, topicID: t.ID, log: l}
+			mutate()
+			next[tp] = p
+			b.log.Debug("hosting partition", "partition", tp, "topic_id", t.ID)
+		}
+		b.setPartitionState(p, img, t.Name, mp)
+		woken = append(woken, p)
+	}
+
+	// Config changes: a topic's own, or broker-level ones that may be the
+	// default of any topic config.
+	for _, res := range changes.Configs {
+		switch res.Type {
+		case metadata.ConfigResourceTopic:
+			for tp, p := range next {
+				if tp.Topic == res.Name {
+					b.refreshConfig(p, img)
+				}
+			}
+		case metadata.ConfigResourceBroker:
+			if res.Name == "" || res.Name == strconv.Itoa(int(b.nodeID)) {
+				for _, p := range next {
+					b.refreshConfig(p, img)
+				}
+			}
+		}
+	}
+
+	if mutable {
+		b.partitions.Store(&partitionTable{byTP: next})
+	}
+	b.image.Store(img)
+	b.signalApplied()
+	for _, p := range woken {
+		b.maybeAdvanceHighWatermark(p)
+		p.fetchWatch.wakeAll()
+		p.produceWatch.wakeAll()
+	}
+}
+
+// setPartitionState publishes a partition's state from the image and acts
+// on a new leadership: a new leader epoch starts at the log end offset in
+// the leader-epoch cache (Kafka's Partition.makeLeader), so
+// OffsetForLeaderEpoch answers correctly before the first append.
+// applyMu is held.
+func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic string, mp *metadata.Partition) {
+	st := &partitionState{
+		leader:         mp.Leader,
+		leaderEpoch:    mp.LeaderEpoch,
+		partitionEpoch: mp.PartitionEpoch,
+		replicas:       mp.Replicas,
+		isr:            mp.ISR,
+		isLeader:       mp.Leader == b.nodeID,
+	}
+	b.fillTopicState(st, img, topic)
+	prev := p.state.Swap(st)
+	if st.isLeader && (prev == nil || !prev.isLeader || prev.leaderEpoch != st.leaderEpoch) {
+		cache := p.log.LeaderEpochCache()
+		if latest, ok := cache.LatestEpoch(); !ok || st.leaderEpoch > latest {
+			if err := cache.Assign(st.leaderEpoch, p.log.LogEndOffset()); err != nil {
+				b.log.Error("recording the new leader epoch failed", "partition", p.tp, "epoch", st.leaderEpoch, "error", err)
+			}
+		}
+		b.log.Info("became leader", "partition", p.tp, "leader_epoch", st.leaderEpoch, "isr", st.isr)
+	} else if !st.isLeader && (prev == nil || prev.isLeader) {
+		b.log.Info("became follower", "partition", p.tp, "leader", st.leader, "leader_epoch", st.leaderEpoch)
+	}
+}
+
+// fillTopicState copies the topic configs the request path reads into st.
+func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic string) {
+	st.minISR = 1
+	if v, _ := b.topicConfigValue(img, topic, "min.insync.replicas"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			st.minISR = n
+		}
+	}
+	policy, _ := b.topicConfigValue(img, topic, "cleanup.policy")
+	st.deletePolicy = slices.Contains(splitList(policy), "delete")
+}
+
+// refreshConfig re-applies a hosted partition's configs after a config
+// change. applyMu is held.
+func (b *Broker) refreshConfig(p *partition, img *metadata.Image) {
+	p.log.SetConfig(b.logConfig(img, p.tp.Topic))
+	if prev := p.state.Load(); prev != nil {
+		st := *prev
+		b.fillTopicState(&st, img, p.tp.Topic)
+		p.state.Store(&st)
+	}
+	p.produceWatch.wakeAll()
+}
+
+// removePartition stops hosting p: parked requests are woken (they see it
+// gone) and its log is deleted. applyMu is held.
+func (b *Broker) removePartition(p *partition, why string) {
+	p.removed.Store(true)
+	p.fetchWatch.wakeAll()
+	p.produceWatch.wakeAll()
+	if err := b.logs.DeleteLog(p.tp); err != nil {
+		b.log.Error("deleting a partition's log failed", "partition", p.tp, "reason", why, "error", err)
+		return
+	}
+	b.log.Info("deleted partition", "partition", p.tp, "reason", why)
+}
+
+// watchList is a set of parked requests waiting on one partition.
+//
+// Concurrency: safe from any goroutine; mu guards ws, n mirrors len(ws) so
+// that the append path skips the lock when nobody waits.
+type watchList struct {
+	mu sync.Mutex
+	ws map[*waiter]struct{}
+	n  atomic.Int32
+}
+
+func (l *watchList) add(w *waiter) {
+	l.mu.Lock()
+	if l.ws == nil {
+		l.ws = map[*waiter]struct{}{}
+	}
+	l.ws[w] = struct{}{}
+	l.n.Store(int32(len(l.ws)))
+	l.mu.Unlock()
+}
+
+func (l *watchList) remove(w *waiter) {
+	l.mu.Lock()
+	delete(l.ws, w)
+	l.n.Store(int32(len(l.ws)))
+	l.mu.Unlock()
+}
+
+// wakeAll signals every waiter; it never blocks.
+func (l *watchList) wakeAll() {
+	if l.n.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	for w := range l.ws {
+		w.signal()
+	}
+	l.mu.Unlock()
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/raftlog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/urfave/cli/v2"
+)
+
+func metadataQuorumCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "metadata-quorum",
+		Usage: "describe the Raft metadata quorum (like kafka-metadata-quorum.sh)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "bootstrap-server", Usage: "a broker's HOST:PORT"},
+			&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's HOST:PORT"},
+		},
+		Subcommands: []*cli.Command{
+			{
+				Name:  "describe",
+				Usage: "print the quorum's status (--status) or each replica's progress (--replication)",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "status"},
+					&cli.BoolFlag{Name: "replication"},
+					&cli.BoolFlag{Name: "human-readable", Usage: "with --replication: timestamps as durations ago"},
+				},
+				Action: describeQuorum,
+			},
+			{
+				Name:  "dump-log",
+				Usage: "decode the metadata log and snapshots offline, one JSON record a line (like kafka-dump-log --cluster-metadata-decoder)",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "dir", Required: true, Usage: "metadata.log.dir (or its __cluster_metadata-0 directory); the node must be stopped"},
+				},
+				Action: func(c *cli.Context) error {
+					return raftlog.DumpLog(c.String("dir"), c.App.Writer)
+				},
+			},
+		},
+	}
+}
+
+func describeQuorum(c *cli.Context) error {
+	addr := c.String("bootstrap-server")
+	if ctl := c.String("bootstrap-controller"); ctl != "" {
+		addr = ctl
+	}
+	if addr == "" {
+		return fmt.Errorf("one of --bootstrap-server or --bootstrap-controller is required")
+	}
+	if c.Bool("status") == c.Bool("replication") {
+		return fmt.Errorf("give exactly one of --status or --replication")
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	t := kmsg.NewDescribeQuorumRequestTopic()
+	t.Topic = "__cluster_metadata"
+	p := kmsg.NewDescribeQuorumRequestTopicPartition()
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := broker.Request(ctx, addr, req)
+	if err != nil {
+		return err
+	}
+	q := resp.(*kmsg.DescribeQuorumResponse)
+	if err := kerr.ErrorForCode(q.ErrorCode); err != nil {
+		return fmt.Errorf("describe quorum: %w", err)
+	}
+	if len(q.Topics) != 1 || len(q.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("describe quorum: malformed response")
+	}
+	part := q.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
+		return fmt.Errorf("describe quorum: %w", err)
+	}
+	if c.Bool("status") {
+		cl, err := broker.Request(ctx, addr, kmsg.NewPtrDescribeClusterRequest())
+		if err != nil {
+			return err
+		}
+		printQuorumStatus(c.App.Writer, cl.(*kmsg.DescribeClusterResponse).ClusterID, part)
+		return nil
+	}
+	printQuorumReplication(c.App.Writer, part, c.Bool("human-readable"), time.Now())
+	return nil
+}
+
+type quorumPartition = kmsg.DescribeQuorumResponseTopicPartition
+type replica = kmsg.DescribeQuorumResponseTopicPartitionReplicaState
+
+func leaderOf(p quorumPartition) (replica, bool) {
+	for _, v := range p.CurrentVoters {
+		if v.ReplicaID == p.LeaderID {
+			return v, true
+		}
+	}
+	return replica{}, false
+}
+
+func ids(rs []replica) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprint(r.ReplicaID)
+	}
+	return "[" + strings.Join(out, ",") + "]"
+}
+
+// printQuorumStatus prints kafka-metadata-quorum.sh's --status block.
+func printQuorumStatus(w io.Writer, clusterID string, p quorumPartition) {
+	leader, _ := leaderOf(p)
+	var maxLag int64
+	maxLagTime := int64(0)
+	for _, v := range p.CurrentVoters {
+		maxLag = max(maxLag, leader.LogEndOffset-v.LogEndOffset)
+		if v.LastCaughtUpTimestamp >= 0 && leader.LastCaughtUpTimestamp >= 0 {
+			maxLagTime = max(maxLagTime, leader.LastCaughtUpTimestamp-v.LastCaughtUpTimestamp)
+		} else {
+			maxLagTime = -1
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "ClusterId:\t%s\n", clusterID)
+	fmt.Fprintf(tw, "LeaderId:\t%d\n", p.LeaderID)
+	fmt.Fprintf(tw, "LeaderEpoch:\t%d\n", p.LeaderEpoch)
+	fmt.Fprintf(tw, "HighWatermark:\t%d\n", p.HighWatermark)
+	fmt.Fprintf(tw, "MaxFollowerLag:\t%d\n", maxLag)
+	fmt.Fprintf(tw, "MaxFollowerLagTimeMs:\t%d\n", maxLagTime)
+	fmt.Fprintf(tw, "CurrentVoters:\t%s\n", ids(p.CurrentVoters))
+	fmt.Fprintf(tw, "CurrentObservers:\t%s\n", ids(p.Observers))
+	tw.Flush()
+}
+
+// printQuorumReplication prints kafka-metadata-quorum.sh's --replication table.
+func printQuorumReplication(w io.Writer, p quorumPartition, human bool, now time.Time) {
+	leader, _ := leaderOf(p)
+	type row struct {
+		r      replica
+		status string
+	}
+	var rows []row
+	for _, v := range p.CurrentVoters {
+		s := "Follower"
+		if v.ReplicaID == p.LeaderID {
+			s = "Leader"
+		}
+		rows = append(rows, row{v, s})
+	}
+	for _, o := range p.Observers {
+		rows = append(rows, row{o, "Observer"})
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		rank := map[string]int{"Leader": 0, "Follower": 1, "Observer": 2}
+		if rank[rows[i].status] != rank[rows[j].status] {
+			return rank[rows[i].status] < rank[rows[j].status]
+		}
+		return rows[i].r.ReplicaID < rows[j].r.ReplicaID
+	})
+	ts := func(ms int64) string {
+		if ms < 0 {
+			return "-1"
+		}
+		if human {
+			return fmt.Sprintf("%d ms ago", max(0, now.UnixMilli()-ms))
+		}
+		return fmt.Sprint(ms)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NodeId\tLogEndOffset\tLag\tLastFetchTimestamp\tLastCaughtUpTimestamp\tStatus")
+	for _, r := range rows {
+		lag := leader.LogEndOffset - r.r.LogEndOffset
+		if r.r.LogEndOffset < 0 {
+			lag = -1
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\n", r.r.ReplicaID, r.r.LogEndOffset, lag, ts(r.r.LastFetchTimestamp), ts(r.r.LastCaughtUpTimestamp), r.status)
+	}
+	tw.Flush()
+}

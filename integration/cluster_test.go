@@ -1,0 +1,200 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/metadata"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func newClient(t *testing.T, c *Cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(c.BootstrapServers()...), kgo.RequestRetries(20),
+		kgo.RetryTimeout(20 * time.Second)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// imagesAgree reports whether every running node's metadata image is at
+// the same offset with the same snapshot records.
+func imagesAgree(c *Cluster) bool {
+	var want []byte
+	for _, n := range c.Nodes {
+		enc, err := metadata.EncodeBatch(n.Raft().Image().SnapshotRecords())
+		if err != nil {
+			return false
+		}
+		if want == nil {
+			want = enc
+		} else if string(want) != string(enc) {
+			return false
+		}
+	}
+	return true
+}
+
+func produceAndConsume(t *testing.T, c *Cluster, topic string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, _ := newClient(t, c, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var recs []*kgo.Record
+	for i := 0; i < n; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(seen), n, err)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s-%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Key)+"="+string(r.Value)] = true })
+	}
+	for i := 0; i < n; i++ {
+		if !seen[fmt.Sprintf("k%d=v%d", i, i)] {
+			t.Fatalf("record %d not consumed", i)
+		}
+	}
+}
+
+func TestSingleCombinedNodeServesKafkaClients(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(20 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, 3, 1, nil, "orders")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	produceAndConsume(t, c, "orders", 500)
+
+	// The quorum describes itself through a broker (the CLI's path).
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	r, err := broker.Request(ctx, c.BootstrapServers()[0], req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.(*kmsg.DescribeQuorumResponse).Topics[0].Partitions[0]
+	if p.LeaderID != 1 || p.HighWatermark <= 0 || len(p.CurrentVoters) != 1 || p.CurrentVoters[0].LogEndOffset <= 0 {
+		t.Fatalf("describe quorum %+v", p)
+	}
+}
+
+func TestThreeCombinedNodesSurviveControllerFailover(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		if _, err := adm.CreateTopic(ctx, 3, 3, nil, fmt.Sprintf("t%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "images to agree", func() bool { return imagesAgree(c) })
+	var leader int32 = -1
+	for id, n := range c.Nodes {
+		if n.Raft().IsLeader() {
+			leader = id
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no raft leader")
+	}
+	before := c.Nodes[(leader%3)+1].Raft().Image()
+	c.Stop(leader)
+	waitFor(t, 10*time.Second, "a new raft leader", func() bool {
+		for _, n := range c.Nodes {
+			if n.Raft().IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	for _, n := range c.Nodes {
+		img := n.Raft().Image()
+		for i := 0; i < 5; i++ {
+			if _, ok := img.Topic(fmt.Sprintf("t%d", i)); !ok {
+				t.Fatalf("committed topic t%d lost after failover", i)
+			}
+		}
+		if img.Offset() < before.Offset() {
+			t.Fatalf("image went back from %d to %d", before.Offset(), img.Offset())
+		}
+	}
+	// The survivors still take metadata changes.
+	if _, err := adm.CreateTopic(ctx, 1, 2, nil, "after-failover"); err != nil {
+		t.Fatal(err)
+	}
+	// The stopped controller restarts from its disk and catches up.
+	c.Start(leader)
+	waitFor(t, 20*time.Second, "the restarted node to catch up", func() bool {
+		_, ok := c.Nodes[leader].Raft().Image().Topic("after-failover")
+		return ok && imagesAgree(c)
+	})
+}
+
+func TestSeparateControllersAndBrokers(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "controller"}, {2, "controller"}, {3, "controller"}, {4, "broker"}, {5, "broker"}})
+	c.WaitReady(30 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 4, 2, nil, "split"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "images to agree", func() bool { return imagesAgree(c) })
+	img := c.Nodes[4].Raft().Image()
+	topic, ok := img.Topic("split")
+	if !ok || len(topic.Partitions) != 4 {
+		t.Fatalf("broker 4 image lacks the topic: %v", ok)
+	}
+	for _, p := range topic.Partitions {
+		for _, r := range p.Replicas {
+			if r != 4 && r != 5 {
+				t.Fatalf("replica placed on controller-only node %d", r)
+			}
+		}
+	}
+	// A broker silent past its session timeout is fenced.
+	c.Stop(5)
+	waitFor(t, 15*time.Second, "broker 5 to be fenced", func() bool {
+		b, ok := c.Nodes[1].Raft().Image().Broker(5)
+		return ok && b.Fenced
+	})
+	// and a restarted broker with the same node.id rejoins.
+	c.Start(5)
+	c.WaitReady(20 * time.Second)
+}

@@ -1,0 +1,194 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/raftlog"
+)
+
+// NodeSpec says what one node of a test cluster runs.
+type NodeSpec struct {
+	ID    int32
+	Roles string // "broker,controller", "broker" or "controller"
+}
+
+// Cluster is an in-process cluster on loopback. Nodes can be stopped and
+// restarted from their directories.
+type Cluster struct {
+	t         testing.TB
+	ClusterID string
+	Specs     []NodeSpec
+	Nodes     map[int32]*broker.Node
+	dirs      map[int32]string
+	ports     map[int32][2]int // PLAINTEXT, CONTROLLER
+	voters    string
+	overrides []string
+	sink      *logSink
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartCluster formats and starts the nodes. overrides are server
+// properties applied to every node (key=value).
+func StartCluster(t testing.TB, specs []NodeSpec, overrides ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, ClusterID: raftlog.NewClusterID(), Specs: specs, Nodes: map[int32]*broker.Node{},
+		dirs: map[int32]string{}, ports: map[int32][2]int{}, overrides: overrides, sink: &logSink{t: t}}
+	var voters []string
+	for _, s := range specs {
+		c.dirs[s.ID] = filepath.Join(t.TempDir(), fmt.Sprintf("n%d", s.ID))
+		c.ports[s.ID] = [2]int{FreePort(t), FreePort(t)}
+		if strings.Contains(s.Roles, "controller") {
+			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", s.ID, c.ports[s.ID][1]))
+		}
+	}
+	c.voters = strings.Join(voters, ",")
+	for _, s := range specs {
+		cfg := c.config(s)
+		if _, err := raftlog.EnsureMetaProperties(cfg.LogDirs, c.ClusterID, s.ID, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range specs {
+		c.Start(s.ID)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *Cluster) spec(id int32) NodeSpec {
+	for _, s := range c.Specs {
+		if s.ID == id {
+			return s
+		}
+	}
+	c.t.Fatalf("no node %d", id)
+	return NodeSpec{}
+}
+
+func (c *Cluster) config(s NodeSpec) *broker.Config {
+	p := c.ports[s.ID]
+	var listeners []string
+	if strings.Contains(s.Roles, "broker") {
+		listeners = append(listeners, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", p[0]))
+	}
+	if strings.Contains(s.Roles, "controller") {
+		listeners = append(listeners, fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p[1]))
+	}
+	props := map[string]string{
+		"process.roles":                  s.Roles,
+		"node.id":                        fmt.Sprint(s.ID),
+		"controller.quorum.voters":       c.voters,
+		"controller.listener.names":      "CONTROLLER",
+		"listeners":                      strings.Join(listeners, ","),
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"log.dirs":                       c.dirs[s.ID],
+		"broker.heartbeat.interval.ms":   "500",
+		"broker.session.timeout.ms":      "3000",
+	}
+	cfg, err := broker.LoadConfig(props, c.overrides)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cfg
+}
+
+// Start starts (or restarts) node id from its directory.
+func (c *Cluster) Start(id int32) *broker.Node {
+	c.t.Helper()
+	logger := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("n%d", id), Level: hclog.Warn, Output: c.sink})
+	n, err := broker.StartNode(c.config(c.spec(id)), logger)
+	if err != nil {
+		c.t.Fatalf("start node %d: %v", id, err)
+	}
+	c.Nodes[id] = n
+	return n
+}
+
+// Stop shuts node id down cleanly.
+func (c *Cluster) Stop(id int32) {
+	c.t.Helper()
+	if n := c.Nodes[id]; n != nil {
+		if err := n.Close(); err != nil {
+			c.t.Logf("close node %d: %v", id, err)
+		}
+		delete(c.Nodes, id)
+	}
+}
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	for id := range c.Nodes {
+		c.Stop(id)
+	}
+	c.sink.close()
+}
+
+// BootstrapServers lists the brokers' PLAINTEXT addresses.
+func (c *Cluster) BootstrapServers() []string {
+	var out []string
+	for _, s := range c.Specs {
+		if strings.Contains(s.Roles, "broker") {
+			out = append(out, fmt.Sprintf("127.0.0.1:%d", c.ports[s.ID][0]))
+		}
+	}
+	return out
+}
+
+// ControllerAddr is node id's controller listener address.
+func (c *Cluster) ControllerAddr(id int32) string {
+	return fmt.Sprintf("127.0.0.1:%d", c.ports[id][1])
+}
+
+// WaitReady waits until every running broker is registered and unfenced.
+func (c *Cluster) WaitReady(timeout time.Duration) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for id, n := range c.Nodes {
+		if err := n.WaitReady(ctx); err != nil {
+			c.t.Fatalf("node %d: %v", id, err)
+		}
+	}
+}
+
+// logSink sends node logs to the test log until the cluster is closed
+// (a goroutine logging after the test ended must not panic the test).
+type logSink struct {
+	t      testing.TB
+	mu     sync.Mutex
+	closed bool
+}
+
+func (w *logSink) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *logSink) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
