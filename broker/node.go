@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,9 +26,10 @@ import (
 // Raft observer unless it is also a controller), registers with the active
 // controller, and serves partitions. Start with StartNode, stop with Close.
 type Node struct {
-	cfg       *Config
-	logger    hclog.Logger
-	clusterID string
+	cfg        *Config
+	logger     hclog.Logger
+	clusterID  string
+	advertised []network.Listener
 
 	server    *network.Server
 	mux       *raftlog.Mux
@@ -48,31 +50,35 @@ type Node struct {
 // opens the metadata log and the partition logs, and starts serving. The
 // single-node development default (this node the only voter) formats its
 // log dirs itself; any other node must be formatted first (keel format).
-func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
+func StartNode(cfg *Config, logger hclog.Logger) (*Node, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	n = &Node{cfg: cfg, logger: logger}
-	defer func() {
-		if err != nil {
-			n.Close()
-		}
-	}()
+	n := &Node{cfg: cfg, logger: logger}
+	if err := n.start(); err != nil {
+		n.Abort() // release whatever was opened
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start() (err error) {
+	cfg, logger := n.cfg, n.logger
 	for _, k := range cfg.Unknown {
 		logger.Warn("ignoring unknown config key", "key", k)
 	}
 	voters, err := raftlog.ParseVoters(cfg.ControllerQuorumVoters)
 	if err != nil {
-		return nil, fmt.Errorf("controller.quorum.voters: %w", err)
+		return fmt.Errorf("controller.quorum.voters: %w", err)
 	}
 	isController, isBroker := cfg.HasRole("controller"), cfg.HasRole("broker")
 	if _, ok := voters[cfg.NodeID]; isController && !ok {
-		return nil, fmt.Errorf("node.id %d has the controller role but is not in controller.quorum.voters %q", cfg.NodeID, cfg.ControllerQuorumVoters)
+		return fmt.Errorf("node.id %d has the controller role but is not in controller.quorum.voters %q", cfg.NodeID, cfg.ControllerQuorumVoters)
 	}
 
 	protocols, err := network.ParseSecurityProtocolMap(cfg.ListenerSecurityProtocolMap)
 	if err != nil {
-		return nil, fmt.Errorf("listener.security.protocol.map: %w", err)
+		return fmt.Errorf("listener.security.protocol.map: %w", err)
 	}
 	if cfg.ListenerSecurityProtocolMap == "" {
 		// KRaft: without a map, controller listener names are PLAINTEXT.
@@ -84,23 +90,23 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 	}
 	listeners, err := network.ParseListeners(cfg.Listeners, protocols)
 	if err != nil {
-		return nil, fmt.Errorf("listeners: %w", err)
+		return fmt.Errorf("listeners: %w", err)
 	}
 	var controllerListener string
 	for _, l := range listeners {
 		isCtl := slices.Contains(cfg.ControllerListenerNames, l.Name)
 		if isCtl && !isController {
-			return nil, fmt.Errorf("listener %s is a controller listener but process.roles has no controller", l.Name)
+			return fmt.Errorf("listener %s is a controller listener but process.roles has no controller", l.Name)
 		}
 		if isCtl && controllerListener == "" {
 			controllerListener = l.Name
 		}
 	}
 	if isController && controllerListener == "" {
-		return nil, fmt.Errorf("process.roles has controller but listeners has none of controller.listener.names %v", cfg.ControllerListenerNames)
+		return fmt.Errorf("process.roles has controller but listeners has none of controller.listener.names %v", cfg.ControllerListenerNames)
 	}
 	if isBroker && !slices.ContainsFunc(listeners, func(l network.Listener) bool { return l.Name == cfg.InterBrokerListenerName }) {
-		return nil, fmt.Errorf("inter.broker.listener.name %s is not among listeners %q", cfg.InterBrokerListenerName, cfg.Listeners)
+		return fmt.Errorf("inter.broker.listener.name %s is not among listeners %q", cfg.InterBrokerListenerName, cfg.Listeners)
 	}
 
 	dirs := slices.Clone(cfg.LogDirs)
@@ -111,7 +117,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 	devDefault := isController && onlyVoter && len(voters) == 1
 	n.clusterID, err = raftlog.EnsureMetaProperties(dirs, "", cfg.NodeID, devDefault)
 	if err != nil {
-		return nil, fmt.Errorf("%w (format the log dirs first: keel format --cluster-id ID --config ...)", err)
+		return fmt.Errorf("%w (format the log dirs first: keel format --cluster-id ID --config ...)", err)
 	}
 
 	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames}
@@ -126,17 +132,18 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 		HandoffRaft:           func(c net.Conn) { n.mux.HandoffWithMarker(c) },
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.server.Listen(); err != nil {
-		return nil, err
+		return err
 	}
 	bound := n.server.BoundListeners()
 	advertised, err := network.ParseAdvertisedListeners(cfg.AdvertisedListeners, bound, protocols)
 	if err != nil {
-		return nil, fmt.Errorf("advertised.listeners: %w", err)
+		return fmt.Errorf("advertised.listeners: %w", err)
 	}
 	advertised = fillHosts(advertised)
+	n.advertised = advertised
 
 	muxAddr := voters[cfg.NodeID]
 	if !isController {
@@ -146,7 +153,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 			}
 		}
 	}
-	n.mux = raftlog.NewMux(muxAddr)
+	n.mux = raftlog.NewClusterMux(muxAddr, n.clusterID)
 	n.raft, err = raftlog.Open(raftlog.Config{
 		NodeID:  cfg.NodeID,
 		Voters:  voters,
@@ -156,7 +163,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 		Logger:  logger.Named("raft"),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	n.channel = newControllerChannel(voters, n.raft.LeaderID, fmt.Sprintf("keel-node-%d", cfg.NodeID))
 
@@ -178,7 +185,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 			Logger:                    logger,
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n.broker, err = New(Options{
 			NodeID:     cfg.NodeID,
@@ -190,7 +197,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 			Logger:     logger,
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		router.broker = n.broker
 		updates, cancel := n.raft.Subscribe()
@@ -214,7 +221,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (n *Node, err error) {
 	}
 	logger.Info("node started", "node_id", cfg.NodeID, "roles", cfg.ProcessRoles, "cluster_id", n.clusterID,
 		"listeners", fmt.Sprint(bound))
-	return n, nil
+	return nil
 }
 
 // applyMetadata feeds every published image to the broker, in order.
@@ -293,6 +300,18 @@ func (c *Config) LogConfig() storage.LogConfig {
 	}
 }
 
+// BootstrapServers lists this node's advertised client (non-controller)
+// listeners, host:port, as a client's bootstrap.servers.
+func (n *Node) BootstrapServers() string {
+	var out []string
+	for _, l := range n.advertised {
+		if !slices.Contains(n.cfg.ControllerListenerNames, l.Name) {
+			out = append(out, l.Address())
+		}
+	}
+	return strings.Join(out, ",")
+}
+
 // ClusterID is the cluster id from meta.properties.
 func (n *Node) ClusterID() string { return n.clusterID }
 
@@ -324,15 +343,26 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // leaderships move first), then the listeners drain, then the controller,
 // the metadata log and the partition logs close (cleanly: the next start
 // trusts the indexes).
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.close(true) }
+
+// Abort stops the node without a controlled shutdown and without handing
+// Raft leadership over: to the rest of the cluster it looks like a crash
+// (the broker's session must time out, a new controller must be elected).
+// Local files are still closed properly. Tests use it; `keel server` does on
+// a second signal.
+func (n *Node) Abort() error { return n.close(false) }
+
+func (n *Node) close(graceful bool) error {
 	var errs []error
 	n.closeOnce.Do(func() {
 		if n.lifecycle != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := n.lifecycle.controlledShutdown(ctx); err != nil {
-				n.logger.Warn("controlled shutdown", "error", err)
+			if graceful {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := n.lifecycle.controlledShutdown(ctx); err != nil {
+					n.logger.Warn("controlled shutdown", "error", err)
+				}
+				cancel()
 			}
-			cancel()
 			n.lifecycle.close()
 		}
 		// The broker answers its parked fetches and produces at once, so
@@ -359,7 +389,7 @@ func (n *Node) Close() error {
 			n.channel.close()
 		}
 		if n.raft != nil {
-			if n.raft.IsLeader() {
+			if graceful && n.raft.IsLeader() {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				_ = n.raft.TransferLeadership(ctx)
 				cancel()

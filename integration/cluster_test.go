@@ -3,11 +3,14 @@ package integration
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/raftlog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -175,6 +178,16 @@ func TestSeparateControllersAndBrokers(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 4, 2, nil, "split"); err != nil {
 		t.Fatal(err)
 	}
+	ledBy := func(id int32) int {
+		n := 0
+		topic, _ := c.Nodes[1].Raft().Image().Topic("split")
+		for _, p := range topic.Partitions {
+			if p.Leader == id {
+				n++
+			}
+		}
+		return n
+	}
 	waitFor(t, 10*time.Second, "images to agree", func() bool { return imagesAgree(c) })
 	img := c.Nodes[4].Raft().Image()
 	topic, ok := img.Topic("split")
@@ -188,13 +201,94 @@ func TestSeparateControllersAndBrokers(t *testing.T) {
 			}
 		}
 	}
-	// A broker silent past its session timeout is fenced.
-	c.Stop(5)
+	if ledBy(5) == 0 {
+		t.Fatal("placement gave broker 5 no leaderships")
+	}
+	// A broker silent past its session timeout (3 s here) is fenced and
+	// its leaderships move to the other ISR member.
+	c.Kill(5)
 	waitFor(t, 15*time.Second, "broker 5 to be fenced", func() bool {
 		b, ok := c.Nodes[1].Raft().Image().Broker(5)
-		return ok && b.Fenced
+		return ok && b.Fenced && ledBy(5) == 0 && ledBy(4) == 4
 	})
 	// and a restarted broker with the same node.id rejoins.
 	c.Start(5)
 	c.WaitReady(20 * time.Second)
+}
+
+func TestADuplicateNodeIDIsRefused(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "controller"}, {2, "broker"}})
+	c.WaitReady(20 * time.Second)
+	before, _ := c.Nodes[1].Raft().Image().Broker(2)
+	// A second process claims node.id 2 while the first is alive: the
+	// controller answers DUPLICATE_BROKER_REGISTRATION and it never serves.
+	impostor, err := c.StartExtra(NodeSpec{ID: 2, Roles: "broker"}, c.ClusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer impostor.Abort()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := impostor.WaitReady(ctx); err == nil {
+		t.Fatal("a duplicate node.id registered")
+	}
+	after, _ := c.Nodes[1].Raft().Image().Broker(2)
+	if after.Epoch != before.Epoch || after.IncarnationID != before.IncarnationID || after.Fenced {
+		t.Fatalf("the live broker's registration changed: %+v -> %+v", before, after)
+	}
+}
+
+func TestANodeOfAnotherClusterIsRefused(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "controller"}, {2, "broker"}})
+	c.WaitReady(20 * time.Second)
+	stranger, err := c.StartExtra(NodeSpec{ID: 3, Roles: "broker"}, "AAAAAAAAAAAAAAAAAAAAAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Abort()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := stranger.WaitReady(ctx); err == nil {
+		t.Fatal("a broker of another cluster registered")
+	}
+	if _, ok := c.Nodes[1].Raft().Image().Broker(3); ok {
+		t.Fatal("the stranger is in the image")
+	}
+}
+
+// A controller formatted for another cluster cannot vote or replicate: its
+// Raft connections carry the wrong cluster id and are refused, while the
+// two good voters keep a quorum.
+func TestAControllerOfAnotherClusterCannotJoinTheQuorum(t *testing.T) {
+	specs := []NodeSpec{{1, "controller"}, {2, "controller"}, {3, "controller"}}
+	c := StartCluster(t, specs[:0])
+	c.Specs = specs
+	var voters []string
+	for _, s := range specs {
+		c.dirs[s.ID] = filepath.Join(t.TempDir(), fmt.Sprintf("n%d", s.ID))
+		c.ports[s.ID] = [2]int{FreePort(t), FreePort(t)}
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", s.ID, c.ports[s.ID][1]))
+	}
+	c.voters = strings.Join(voters, ",")
+	for _, s := range specs {
+		id := c.ClusterID
+		if s.ID == 3 {
+			id = "AAAAAAAAAAAAAAAAAAAAAA"
+		}
+		if _, err := raftlog.EnsureMetaProperties([]string{c.dirs[s.ID]}, id, s.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		c.Start(s.ID)
+	}
+	waitFor(t, 15*time.Second, "a leader among the good voters", func() bool {
+		return c.Nodes[1].Raft().IsLeader() || c.Nodes[2].Raft().IsLeader()
+	})
+	_, err := c.Nodes[1].Raft().Propose(context.Background(), nil)
+	if err != nil && !c.Nodes[2].Raft().IsLeader() {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // give the stranger time to (wrongly) catch up
+	if c.Nodes[3].Raft().IsLeader() || c.Nodes[3].Raft().AppliedOffset() > 0 {
+		t.Fatalf("the stranger applied offset %d", c.Nodes[3].Raft().AppliedOffset())
+	}
 }

@@ -85,7 +85,10 @@ func (c *Cluster) spec(id int32) NodeSpec {
 }
 
 func (c *Cluster) config(s NodeSpec) *broker.Config {
-	p := c.ports[s.ID]
+	return c.configAt(s, c.dirs[s.ID], c.ports[s.ID])
+}
+
+func (c *Cluster) configAt(s NodeSpec, dir string, p [2]int) *broker.Config {
 	var listeners []string
 	if strings.Contains(s.Roles, "broker") {
 		listeners = append(listeners, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", p[0]))
@@ -100,7 +103,7 @@ func (c *Cluster) config(s NodeSpec) *broker.Config {
 		"controller.listener.names":      "CONTROLLER",
 		"listeners":                      strings.Join(listeners, ","),
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"log.dirs":                       c.dirs[s.ID],
+		"log.dirs":                       dir,
 		"broker.heartbeat.interval.ms":   "500",
 		"broker.session.timeout.ms":      "3000",
 	}
@@ -123,12 +126,37 @@ func (c *Cluster) Start(id int32) *broker.Node {
 	return n
 }
 
+// StartExtra starts a node that is not part of the cluster's plan: fresh
+// dirs and ports, formatted for clusterID, claiming spec.ID (an impostor
+// with a taken node.id, or a node of another cluster). The caller closes it.
+func (c *Cluster) StartExtra(spec NodeSpec, clusterID string) (*broker.Node, error) {
+	c.t.Helper()
+	cfg := c.configAt(spec, filepath.Join(c.t.TempDir(), "extra"), [2]int{FreePort(c.t), FreePort(c.t)})
+	if _, err := raftlog.EnsureMetaProperties(cfg.LogDirs, clusterID, spec.ID, true); err != nil {
+		return nil, err
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("extra-n%d", spec.ID), Level: hclog.Warn, Output: c.sink})
+	return broker.StartNode(cfg, logger)
+}
+
 // Stop shuts node id down cleanly.
 func (c *Cluster) Stop(id int32) {
 	c.t.Helper()
 	if n := c.Nodes[id]; n != nil {
 		if err := n.Close(); err != nil {
 			c.t.Logf("close node %d: %v", id, err)
+		}
+		delete(c.Nodes, id)
+	}
+}
+
+// Kill stops node id abruptly: no controlled shutdown, no Raft leadership
+// hand-off (Node.Abort), so the cluster sees it vanish.
+func (c *Cluster) Kill(id int32) {
+	c.t.Helper()
+	if n := c.Nodes[id]; n != nil {
+		if err := n.Abort(); err != nil {
+			c.t.Logf("abort node %d: %v", id, err)
 		}
 		delete(c.Nodes, id)
 	}
@@ -152,6 +180,9 @@ func (c *Cluster) BootstrapServers() []string {
 	}
 	return out
 }
+
+// Dir is node id's log dir (also its metadata.log.dir).
+func (c *Cluster) Dir(id int32) string { return c.dirs[id] }
 
 // ControllerAddr is node id's controller listener address.
 func (c *Cluster) ControllerAddr(id int32) string {

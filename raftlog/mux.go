@@ -100,7 +100,8 @@ var errMuxClosed = errors.New("raft mux closed")
 // Close, so closing a node leaves no connection (and no peer goroutine
 // serving it) behind. All methods are safe for concurrent use.
 type Mux struct {
-	addr   muxAddr
+	addr      muxAddr
+	clusterID string
 	connCh chan net.Conn
 	closed chan struct{}
 	once   sync.Once
@@ -111,9 +112,17 @@ type Mux struct {
 
 // NewMux returns a Mux advertising addr (host:port), the address other nodes
 // dial to reach this one: Voters[NodeID] on a voter.
-func NewMux(advertised string) *Mux {
+func NewMux(advertised string) *Mux { return NewClusterMux(advertised, "") }
+
+// NewClusterMux is NewMux for a node of cluster clusterID: every Raft
+// connection carries the cluster id after the marker, and one from another
+// cluster is refused on its first read (KRaft checks the cluster id of every
+// Vote and Fetch; a node formatted for another cluster must never vote or
+// replicate here).
+func NewClusterMux(advertised, clusterID string) *Mux {
 	return &Mux{
-		addr:   muxAddr(advertised),
+		clusterID: clusterID,
+		addr:      muxAddr(advertised),
 		connCh: make(chan net.Conn),
 		closed: make(chan struct{}),
 		conns:  map[*trackedConn]struct{}{},
@@ -123,7 +132,9 @@ func NewMux(advertised string) *Mux {
 // Handoff passes a Raft connection (as returned by Classify, marker already
 // consumed) to Raft. It blocks until Raft accepts it or the Mux closes, in
 // which case it closes conn. The Mux owns conn from the call on.
-func (m *Mux) Handoff(conn net.Conn) { m.handoff(conn, nil) }
+func (m *Mux) Handoff(conn net.Conn) {
+	m.handoff(&markedConn{Conn: conn, markerRead: true, clusterID: m.clusterID}, nil)
+}
 
 // HandoffWithMarker is Handoff for a connection that still starts with
 // RaftMarker, such as the network layer's replay conn after it peeked at the
@@ -131,27 +142,46 @@ func (m *Mux) Handoff(conn net.Conn) { m.handoff(conn, nil) }
 // lazily by Raft's own reader goroutine, so this blocks no longer than
 // Handoff. A connection whose first byte is not the marker fails on its
 // first read, which closes it.
-func (m *Mux) HandoffWithMarker(conn net.Conn) { m.handoff(&markedConn{Conn: conn}, nil) }
+func (m *Mux) HandoffWithMarker(conn net.Conn) {
+	m.handoff(&markedConn{Conn: conn, clusterID: m.clusterID}, nil)
+}
 
 // IsRaftMarker reports whether a connection's first byte is RaftMarker;
 // it fits network.ServerConfig.ConnClassifier.
 func IsRaftMarker(first byte) bool { return first == RaftMarker }
 
-// markedConn drops the leading RaftMarker on first read. One reader at a
-// time, like any net.Conn.
+// markedConn drops the leading RaftMarker and the cluster id on first read,
+// refusing a connection from another cluster. One reader at a time, like
+// any net.Conn.
 type markedConn struct {
 	net.Conn
-	consumed bool
+	markerRead bool
+	consumed   bool
+	clusterID  string
 }
 
 func (c *markedConn) Read(p []byte) (int, error) {
 	if !c.consumed {
 		var b [1]byte
+		if !c.markerRead {
+			if _, err := io.ReadFull(c.Conn, b[:]); err != nil {
+				return 0, err
+			}
+			if b[0] != RaftMarker {
+				return 0, fmt.Errorf("raft connection from %s starts with %#x, not the marker %#x", c.RemoteAddr(), b[0], RaftMarker)
+			}
+			c.markerRead = true
+		}
 		if _, err := io.ReadFull(c.Conn, b[:]); err != nil {
 			return 0, err
 		}
-		if b[0] != RaftMarker {
-			return 0, fmt.Errorf("raft connection from %s starts with %#x, not the marker %#x", c.RemoteAddr(), b[0], RaftMarker)
+		id := make([]byte, b[0])
+		if _, err := io.ReadFull(c.Conn, id); err != nil {
+			return 0, err
+		}
+		if string(id) != c.clusterID {
+			return 0, fmt.Errorf("refusing raft connection from %s: it belongs to cluster %q, this node to %q: %w",
+				c.RemoteAddr(), id, c.clusterID, ErrClusterIDMismatch)
 		}
 		c.consumed = true
 	}
@@ -219,7 +249,8 @@ func (m *Mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn,
 	if timeout > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	}
-	if _, err := conn.Write([]byte{RaftMarker}); err != nil {
+	hello := append([]byte{RaftMarker, byte(len(m.clusterID))}, m.clusterID...)
+	if _, err := conn.Write(hello); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("dial raft %s: write marker: %w", address, err)
 	}
@@ -361,7 +392,7 @@ func (l *Listener) serveConn(conn net.Conn) {
 	case err != nil:
 		_ = conn.Close()
 	case isRaft:
-		l.mux.handoff(wrapped, l.closed)
+		l.mux.handoff(&markedConn{Conn: wrapped, markerRead: true, clusterID: l.mux.clusterID}, l.closed)
 	case l.kafka != nil && !l.isClosed():
 		l.kafka(wrapped)
 	default:

@@ -183,7 +183,7 @@ func TestHandoffWithMarkerDropsTheMarker(t *testing.T) {
 	defer mux.Close()
 	a, b := net.Pipe()
 	defer a.Close()
-	go func() { _, _ = a.Write([]byte{RaftMarker, 'o', 'k'}) }()
+	go func() { _, _ = a.Write([]byte{RaftMarker, 0, 'o', 'k'}) }() // marker, empty cluster id
 	if !IsRaftMarker(RaftMarker) || IsRaftMarker(0) {
 		t.Fatal("IsRaftMarker")
 	}
@@ -207,5 +207,37 @@ func TestHandoffWithMarkerDropsTheMarker(t *testing.T) {
 	}
 	if _, err := in.Read(buf); err == nil {
 		t.Fatal("a conn without the marker was read")
+	}
+}
+
+func TestMuxRefusesRaftConnectionsFromAnotherCluster(t *testing.T) {
+	checkGoroutines(t)
+	mux := NewClusterMux("127.0.0.1:1", "cluster-a")
+	defer mux.Close()
+	for _, tc := range []struct {
+		hello []byte
+		ok    bool
+	}{
+		{append([]byte{RaftMarker, 9}, "cluster-a"...), true},
+		{append([]byte{RaftMarker, 9}, "cluster-b"...), false},
+		{[]byte{RaftMarker, 0}, false},
+	} {
+		a, b := net.Pipe()
+		go func() { _, _ = a.Write(append(tc.hello, 'o', 'k')) }()
+		go mux.HandoffWithMarker(b)
+		in, err := mux.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 2)
+		_, err = io.ReadFull(in, buf)
+		if tc.ok && (err != nil || string(buf) != "ok") {
+			t.Fatalf("%q: read %q, %v", tc.hello, buf, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrClusterIDMismatch) {
+			t.Fatalf("%q: got %v, want ErrClusterIDMismatch", tc.hello, err)
+		}
+		a.Close()
+		in.Close()
 	}
 }

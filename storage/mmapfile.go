@@ -33,7 +33,11 @@ type mmapIndex struct {
 
 	mu   sync.RWMutex
 	path string
-	file *os.File // nil once closed
+	// open is false once closed. No descriptor is kept: like Kafka's
+	// AbstractIndex, the file is opened only to resize and map it, and the
+	// mapping outlives the descriptor, so an index costs no file handle
+	// (10,000 partitions need 10,000 descriptors, not 30,000).
+	isOpen bool
 	// data is the mapping of the whole file; nil when the file is empty or
 	// closed, or after a failed remap (the index then behaves as empty and
 	// full, which is safe: lookups fall back to the segment start and appends
@@ -62,20 +66,19 @@ func (m *mmapIndex) open(path string, baseOffset int64, entrySize, maxIndexBytes
 		return err
 	}
 	fi, err := f.Stat()
+	f.Close()
 	if err != nil {
-		f.Close()
 		return err
 	}
 	m.entrySize = entrySize
 	m.baseOffset = baseOffset
 	m.path = path
-	m.file = f
+	m.isOpen = true
 	m.fileSize = fi.Size()
 	m.entries = int(fi.Size() / int64(entrySize))
 	m.tornTail = fi.Size()%int64(entrySize) != 0
 	if err := m.remapLocked(m.targetSize(maxIndexBytes)); err != nil {
-		f.Close()
-		m.file = nil
+		m.isOpen = false
 		return err
 	}
 	return nil
@@ -99,9 +102,19 @@ func (m *mmapIndex) remapLocked(size int64) error {
 	if err := m.unmapLocked(); err != nil {
 		return err
 	}
+	if size == m.fileSize && size == 0 {
+		m.entries = 0
+		return nil
+	}
+	f, err := os.OpenFile(m.path, os.O_RDWR, 0)
+	if err != nil {
+		m.entries = 0
+		return err
+	}
+	defer f.Close() // the mapping stays valid without the descriptor
 	var resizeErr error
 	if size != m.fileSize {
-		if err := m.file.Truncate(size); err != nil {
+		if err := f.Truncate(size); err != nil {
 			resizeErr = fmt.Errorf("resize to %d bytes: %w", size, err)
 			size = m.fileSize
 		} else {
@@ -113,7 +126,7 @@ func (m *mmapIndex) remapLocked(size int64) error {
 		m.entries = 0
 		return resizeErr
 	}
-	data, err := unix.Mmap(int(m.file.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		// Degrade to an empty index rather than keep entries we cannot read.
 		m.entries = 0
@@ -182,7 +195,7 @@ func (m *mmapIndex) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	used := m.entries * m.entrySize
-	if used <= resetZeroBytes || m.file == nil {
+	if used <= resetZeroBytes || !m.isOpen {
 		m.truncateEntriesLocked(0)
 		return
 	}
@@ -219,7 +232,7 @@ func (m *mmapIndex) truncateEntriesLocked(n int) {
 func (m *mmapIndex) TrimToValidSize() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.file == nil {
+	if !m.isOpen {
 		return fmt.Errorf("trim index %s: %w", m.path, os.ErrClosed)
 	}
 	if err := m.remapLocked(int64(m.entries) * int64(m.entrySize)); err != nil {
@@ -243,7 +256,7 @@ func (m *mmapIndex) Resize(maxIndexBytes int) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.file == nil {
+	if !m.isOpen {
 		return fmt.Errorf("resize index %s: %w", m.path, os.ErrClosed)
 	}
 	if err := m.remapLocked(m.targetSize(maxIndexBytes)); err != nil {
@@ -276,18 +289,17 @@ func (m *mmapIndex) RenameTo(path string) error {
 func (m *mmapIndex) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.file == nil {
+	if !m.isOpen {
 		return nil
 	}
 	// Munmap first: the trimmed length must not cut through a live mapping.
 	errs := []error{m.unmapLocked()}
 	if valid := int64(m.entries) * int64(m.entrySize); m.fileSize != valid {
-		if err := m.file.Truncate(valid); err != nil {
+		if err := os.Truncate(m.path, valid); err != nil {
 			errs = append(errs, fmt.Errorf("trim to %d bytes: %w", valid, err))
 		}
 	}
-	errs = append(errs, m.file.Close())
-	m.file = nil
+	m.isOpen = false
 	m.entries = 0
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close index %s: %w", m.path, err)
@@ -297,7 +309,7 @@ func (m *mmapIndex) Close() error {
 
 // checkWritableLocked returns an error if the index is closed. Caller holds mu.
 func (m *mmapIndex) checkWritableLocked() error {
-	if m.file == nil {
+	if !m.isOpen {
 		return os.ErrClosed
 	}
 	return nil

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/keelstream/keel/integration"
 	"github.com/keelstream/keel/network/record"
 	"github.com/keelstream/keel/storage"
 )
@@ -88,5 +92,73 @@ func TestDumpLogReportsATornTail(t *testing.T) {
 	}
 	if !strings.Contains(out, "invalid bytes at the end") || strings.Count(out, "baseOffset:") != 2 {
 		t.Fatalf("output:\n%s", out)
+	}
+}
+
+// kafka-metadata-quorum.sh's view, through a broker and straight from a
+// controller, before and after the Raft leader dies.
+func TestMetadataQuorumDescribeFollowsTheLeader(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	leaderOf := func(args ...string) (int, string) {
+		t.Helper()
+		out, err := run(t, append([]string{"metadata-quorum"}, args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		m := regexp.MustCompile(`LeaderId:\s+(\d+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no LeaderId in:\n%s", out)
+		}
+		id, _ := strconv.Atoi(m[1])
+		return id, out
+	}
+	leader, out := leaderOf("--bootstrap-server", c.BootstrapServers()[0], "describe", "--status")
+	for _, want := range []string{"ClusterId:", c.ClusterID, "CurrentVoters:", "[1,2,3]", "HighWatermark:", "MaxFollowerLag:"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("--status lacks %q:\n%s", want, out)
+		}
+	}
+	if again, _ := leaderOf("--bootstrap-controller", c.ControllerAddr(int32(leader%3+1)), "describe", "--status"); again != leader {
+		t.Fatalf("a follower controller reports leader %d, the broker %d", again, leader)
+	}
+	rep, err := run(t, "metadata-quorum", "--bootstrap-server", c.BootstrapServers()[0], "describe", "--replication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(rep, "Follower") != 2 || strings.Count(rep, "Leader") != 1 || !strings.Contains(rep, "LogEndOffset") {
+		t.Fatalf("--replication:\n%s", rep)
+	}
+
+	c.Kill(int32(leader))
+	survivor := c.BootstrapServers()[leader%3] // a broker of another node
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := run(t, "metadata-quorum", "--bootstrap-server", survivor, "describe", "--status")
+		if err == nil {
+			if m := regexp.MustCompile(`LeaderId:\s+(\d+)`).FindStringSubmatch(out); m != nil && m[1] != strconv.Itoa(leader) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the CLI never showed a new leader after %d died:\n%s %v", leader, out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestMetadataQuorumDumpLogDecodesRecords(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(20 * time.Second)
+	dir := c.Dir(1)
+	c.Stop(1)
+	out, err := run(t, "metadata-quorum", "dump-log", "--dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"type":"REGISTER_BROKER_RECORD"`, `"type":"UNFENCE_BROKER_RECORD"`, `"offset":`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("dump-log lacks %s:\n%s", want, out)
+		}
 	}
 }

@@ -36,15 +36,26 @@ func serverCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if limit, err := broker.RaiseOpenFileLimit(); err != nil {
+				logger.Warn("cannot read or raise the open file limit", "error", err)
+			} else if limit < 100_000 {
+				logger.Warn("the open file limit is low for a broker (Kafka recommends 100000 or more): each partition holds a file open",
+					"limit", limit)
+			}
 			node, err := broker.StartNode(cfg, logger)
 			if err != nil {
 				return fmt.Errorf("start node %d: %w", cfg.NodeID, err)
 			}
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			logger.Info("ready: point Kafka clients at the broker listener", "bootstrap.servers", node.BootstrapServers())
 			s := <-sig
-			logger.Info("shutting down", "signal", s.String())
-			signal.Stop(sig)
+			logger.Info("shutting down: moving leaderships away first (a second signal exits at once)", "signal", s.String())
+			go func() {
+				<-sig
+				logger.Warn("second signal: exiting without a clean shutdown")
+				os.Exit(1)
+			}()
 			return node.Close()
 		},
 	}
