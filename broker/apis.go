@@ -36,7 +36,9 @@ var apiTable = func() []apiSpec {
 		{33, 0, 2}, // AlterConfigs (forwarded)
 		{35, 0, 5}, // DescribeLogDirs
 		{37, 0, 3}, // CreatePartitions (forwarded)
+		{43, 0, 2}, // ElectLeaders (forwarded)
 		{44, 0, 1}, // IncrementalAlterConfigs (forwarded)
+		{55, 0, 2}, // DescribeQuorum (forwarded)
 		{60, 0, 2}, // DescribeCluster
 	}
 	var maxKey int16

@@ -281,6 +281,10 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return respond(b.handleDescribeCluster(req, m))
 	case *kmsg.InitProducerIDRequest:
 		return b.handleInitProducerID(ctx, m)
+	case *kmsg.ElectLeadersRequest:
+		return b.handleElectLeaders(ctx, m)
+	case *kmsg.DescribeQuorumRequest:
+		return b.handleDescribeQuorum(ctx, m)
 	}
 	// SupportedVersions refuses every other key, so this is a bug; close
 	// the connection rather than leave the client waiting.

@@ -16,8 +16,6 @@ import (
 	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/keelstream/keel/storage"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Node is one Keel process: the roles of process.roles assembled over one
@@ -173,7 +171,6 @@ func (n *Node) start() (err error) {
 		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, voters, controllerListener, logger, &n.handlerWG)
 		router.controller.forward, router.controller.clusterID = n.channel.send, n.clusterID
 	}
-	router.forward, router.wg = n.channel.send, &n.handlerWG
 	if isBroker {
 		n.logs, err = storage.OpenManager(storage.ManagerConfig{
 			LogDirs:                   cfg.LogDirs,
@@ -413,10 +410,6 @@ type listenerRouter struct {
 	controllerListeners []string
 	controller          *controllerHandler
 	broker              *Broker
-	// forward sends DescribeQuorum from a broker listener to the active
-	// controller (kafka-metadata-quorum.sh --bootstrap-server).
-	forward func(context.Context, kmsg.Request) (kmsg.Response, error)
-	wg      *sync.WaitGroup
 }
 
 func (r *listenerRouter) handlerFor(listener string) network.Handler {
@@ -434,9 +427,6 @@ func (r *listenerRouter) handlerFor(listener string) network.Handler {
 
 // SupportedVersions implements network.Handler.
 func (r *listenerRouter) SupportedVersions(listener string, key int16) (int16, int16, bool) {
-	if key == kmsg.DescribeQuorum.Int16() && r.broker != nil && !slices.Contains(r.controllerListeners, listener) {
-		return 0, kmsg.NewPtrDescribeQuorumRequest().MaxVersion(), true
-	}
 	h := r.handlerFor(listener)
 	if h == nil {
 		return 0, 0, false
@@ -449,19 +439,6 @@ func (r *listenerRouter) Handle(ctx context.Context, req *network.Request) netwo
 	h := r.handlerFor(req.Conn.Listener)
 	if h == nil {
 		return &network.Response{CloseConnection: true}
-	}
-	if dq, ok := req.Msg.(*kmsg.DescribeQuorumRequest); ok && h == network.Handler(r.broker) {
-		d := network.NewDeferred()
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			resp, err := r.forward(ctx, dq)
-			if err != nil {
-				resp = errorResponse(dq, kerr.RequestTimedOut.Code)
-			}
-			d.Complete(&network.Response{Msg: resp})
-		}()
-		return d
 	}
 	return h.Handle(ctx, req)
 }

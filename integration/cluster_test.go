@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -99,6 +101,26 @@ func TestSingleCombinedNodeServesKafkaClients(t *testing.T) {
 	}
 	produceAndConsume(t, c, "orders", 500)
 
+	// ElectLeaders reaches the controller through the broker
+	// (kafka-leader-election.sh --bootstrap-server): every partition's
+	// preferred replica already leads.
+	elected, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"orders": {0: {}, 1: {}, 2: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ps := range elected {
+		for _, r := range ps {
+			if !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+				t.Fatalf("elect %s-%d: %v", r.Topic, r.Partition, r.Err)
+			}
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d election results", n)
+	}
+
 	// The quorum describes itself through a broker (the CLI's path).
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	rt := kmsg.NewDescribeQuorumRequestTopic()
@@ -137,7 +159,7 @@ func TestThreeCombinedNodesSurviveControllerFailover(t *testing.T) {
 		t.Fatal("no raft leader")
 	}
 	before := c.Nodes[(leader%3)+1].Raft().Image()
-	c.Stop(leader)
+	c.Kill(leader) // as a crash: no leadership hand-off
 	waitFor(t, 10*time.Second, "a new raft leader", func() bool {
 		for _, n := range c.Nodes {
 			if n.Raft().IsLeader() {
