@@ -60,6 +60,10 @@ type Config struct {
 	MessageMaxBytes                  int
 	LogMessageTimestampType          string
 
+	// Explicit holds the known keys that server.properties or an override
+	// set (whatever their value): DescribeConfigs reports those as
+	// STATIC_BROKER_CONFIG and the rest as DEFAULT_CONFIG, as Kafka does.
+	Explicit map[string]bool
 	// Unknown lists keys this build does not know; the caller warns about
 	// them (a user's server.properties should mostly just work).
 	Unknown []string
@@ -261,8 +265,10 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 			return nil, fmt.Errorf("invalid value %q for %s: %w", v, k, err)
 		}
 	}
+	c.Explicit = map[string]bool{}
 	for k := range merged {
 		if _, known := keys[k]; known {
+			c.Explicit[k] = true
 			continue
 		}
 		if ignoredKeys[k] {

@@ -91,3 +91,19 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		}
 	}
 }
+
+// A key written in server.properties is STATIC_BROKER_CONFIG even when its
+// value is Kafka's default; an absent one stays DEFAULT_CONFIG.
+func TestStaticTopicDefaultsFollowWhatTheFileSet(t *testing.T) {
+	c, err := LoadConfig(map[string]string{"log.retention.ms": "604800000", "log.segment.bytes": "1048576"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := StaticTopicConfigDefaults(c)
+	if got["log.retention.ms"] != "604800000" || got["log.segment.bytes"] != "1048576" {
+		t.Fatalf("static defaults %v", got)
+	}
+	if _, ok := got["message.max.bytes"]; ok {
+		t.Fatalf("message.max.bytes was not set by the file: %v", got)
+	}
+}

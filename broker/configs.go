@@ -20,11 +20,10 @@ const (
 
 // StaticTopicConfigDefaults returns the server.properties values of the
 // broker configs that set topic defaults (log.retention.ms for retention.ms,
-// message.max.bytes for max.message.bytes, ...), by broker config name,
-// leaving out those equal to Kafka's default. Config does not record which
-// keys a file set, so a value equal to the default reads as the default
-// (DescribeConfigs then reports DEFAULT_CONFIG rather than
-// STATIC_BROKER_CONFIG). The node passes the same map to the controller
+// message.max.bytes for max.message.bytes, ...), by broker config name:
+// those the file (or an override) set, and any whose value differs from
+// Kafka's default (log.retention.hours sets log.retention.ms). The node
+// passes the same map to the controller
 // (metadata.ControllerConfig.StaticBrokerConfigs), so that CreateTopics and
 // DescribeConfigs agree.
 //
@@ -40,7 +39,7 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 			return
 		}
 		for _, name := range metadata.TopicConfigNames() {
-			if d, _ := metadata.TopicConfigDef(name); d.BrokerSynonym == synonym && d.Default != value {
+			if d, _ := metadata.TopicConfigDef(name); d.BrokerSynonym == synonym && (d.Default != value || cfg.Explicit[synonym]) {
 				out[synonym] = value
 			}
 		}
