@@ -293,88 +293,104 @@ func unknownTags(resp kmsg.Response) *kmsg.Tags {
 // notControllerResponse answers req with NOT_CONTROLLER in every error
 // field, which tells the sender to find the active controller.
 func notControllerResponse(req kmsg.Request) kmsg.Response {
-	code := kerr.NotController.Code
+	return errorResponse(req, kerr.NotController.Code)
+}
+
+// errorResponse answers req with code in every error field: the top-level
+// one, and one entry per topic or resource the request named.
+func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 	resp := req.ResponseKind()
 	switch r := resp.(type) {
-	case *kmsg.BrokerRegistrationResponse:
-		r.ErrorCode = code
-	case *kmsg.BrokerHeartbeatResponse:
-		r.ErrorCode = code
-	case *kmsg.AlterPartitionResponse:
-		r.ErrorCode = code
-	case *kmsg.AllocateProducerIDsResponse:
-		r.ErrorCode = code
-	case *kmsg.ElectLeadersResponse:
-		r.ErrorCode = code
-	case *kmsg.DescribeQuorumResponse:
-		r.ErrorCode = code
 	case *kmsg.CreateTopicsResponse:
 		for _, t := range req.(*kmsg.CreateTopicsRequest).Topics {
 			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, code
+			rt.Topic = t.Topic
 			r.Topics = append(r.Topics, rt)
 		}
 	case *kmsg.DeleteTopicsResponse:
-		for _, t := range req.(*kmsg.DeleteTopicsRequest).Topics {
+		dr := req.(*kmsg.DeleteTopicsRequest)
+		for _, t := range dr.Topics {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			r.Topics = append(r.Topics, rt)
 		}
-		for _, name := range req.(*kmsg.DeleteTopicsRequest).TopicNames {
+		for _, name := range dr.TopicNames {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
-			n := name
-			rt.Topic, rt.ErrorCode = &n, code
+			rt.Topic = kmsg.StringPtr(name)
 			r.Topics = append(r.Topics, rt)
 		}
 	case *kmsg.CreatePartitionsResponse:
 		for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, code
+			rt.Topic = t.Topic
 			r.Topics = append(r.Topics, rt)
 		}
 	case *kmsg.IncrementalAlterConfigsResponse:
 		for _, res := range req.(*kmsg.IncrementalAlterConfigsRequest).Resources {
 			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 			r.Resources = append(r.Resources, rr)
 		}
 	case *kmsg.AlterConfigsResponse:
 		for _, res := range req.(*kmsg.AlterConfigsRequest).Resources {
 			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 			r.Resources = append(r.Resources, rr)
 		}
+	}
+	for _, f := range errorFields(resp) {
+		*f = code
 	}
 	return resp
 }
 
 // isNotController reports whether a controller's response says it is not
-// the active controller (every error field NOT_CONTROLLER).
+// the active controller.
 func isNotController(resp kmsg.Response) bool {
-	code := kerr.NotController.Code
+	fields := errorFields(resp)
+	return len(fields) > 0 && *fields[0] == kerr.NotController.Code
+}
+
+// errorFields points at the error codes of the responses the controller
+// listener serves: the top-level one where the response has it, else each
+// topic's or resource's.
+func errorFields(resp kmsg.Response) []*int16 {
+	var out []*int16
 	switch r := resp.(type) {
 	case *kmsg.BrokerRegistrationResponse:
-		return r.ErrorCode == code
+		out = append(out, &r.ErrorCode)
 	case *kmsg.BrokerHeartbeatResponse:
-		return r.ErrorCode == code
+		out = append(out, &r.ErrorCode)
 	case *kmsg.AlterPartitionResponse:
-		return r.ErrorCode == code
+		out = append(out, &r.ErrorCode)
 	case *kmsg.AllocateProducerIDsResponse:
-		return r.ErrorCode == code
+		out = append(out, &r.ErrorCode)
 	case *kmsg.ElectLeadersResponse:
-		return r.ErrorCode == code
+		out = append(out, &r.ErrorCode)
 	case *kmsg.DescribeQuorumResponse:
-		return r.ErrorCode == code
+		out = append(out, &r.ErrorCode)
+	case *kmsg.DescribeClusterResponse:
+		out = append(out, &r.ErrorCode)
 	case *kmsg.CreateTopicsResponse:
-		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == code
+		for i := range r.Topics {
+			out = append(out, &r.Topics[i].ErrorCode)
+		}
 	case *kmsg.DeleteTopicsResponse:
-		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == code
+		for i := range r.Topics {
+			out = append(out, &r.Topics[i].ErrorCode)
+		}
 	case *kmsg.CreatePartitionsResponse:
-		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == code
+		for i := range r.Topics {
+			out = append(out, &r.Topics[i].ErrorCode)
+		}
 	case *kmsg.IncrementalAlterConfigsResponse:
-		return len(r.Resources) > 0 && r.Resources[0].ErrorCode == code
+		for i := range r.Resources {
+			out = append(out, &r.Resources[i].ErrorCode)
+		}
 	case *kmsg.AlterConfigsResponse:
-		return len(r.Resources) > 0 && r.Resources[0].ErrorCode == code
+		for i := range r.Resources {
+			out = append(out, &r.Resources[i].ErrorCode)
+		}
 	}
-	return false
+	return out
 }

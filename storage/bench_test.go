@@ -68,19 +68,19 @@ func BenchmarkAppend(b *testing.B) {
 	// log: what a broker does per produced batch: validation (every record
 	// decoded, CRC checked) and the append (offsets, write, index).
 	b.Run("log", func(b *testing.B) {
-		benchLogAppend(b, batch, func(l *Log, buf []byte) error {
+		benchAppendLoop(b, batch, openBenchLog(b, func(l *Log, buf []byte) error {
 			_, err := l.AppendAsLeader(buf, AppendOptions{})
 			return err
-		})
+		}))
 	})
 	// log-append-only: the storage engine's own share, the batch validated
-	// once up front. AppendValidated rewrites only the base offset and
-	// leader epoch (outside the CRC), so the token stays valid as the same
-	// buffer is appended again and again.
+	// once per log up front. AppendValidated rewrites only the base offset
+	// and leader epoch (outside the CRC), so the token stays valid as the
+	// same buffer is appended again and again.
 	b.Run("log-append-only", func(b *testing.B) {
 		var v ValidatedBatches
 		var validatedFor *Log
-		benchLogAppend(b, batch, func(l *Log, buf []byte) error {
+		benchAppendLoop(b, batch, openBenchLog(b, func(l *Log, buf []byte) error {
 			if validatedFor != l {
 				var err error
 				if v, err = l.ValidateProduce(buf, false); err != nil {
@@ -90,38 +90,18 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			_, err := l.AppendValidated(v, AppendOptions{})
 			return err
-		})
+		}))
 	})
 	b.Run("os-file-write-baseline", func(b *testing.B) {
-		var f *os.File
-		open := func() {
-			if f != nil {
-				f.Close()
-				os.Remove(f.Name())
-			}
-			var err error
-			if f, err = os.Create(filepath.Join(benchDir(b), "baseline.log")); err != nil {
+		benchAppendLoop(b, batch, func() (func([]byte) error, func()) {
+			path := filepath.Join(benchDir(b), "baseline.log")
+			os.Remove(path)
+			f, err := os.Create(path)
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		open()
-		defer func() { f.Close() }()
-		buf := make([]byte, len(batch))
-		b.SetBytes(int64(len(batch)))
-		b.ReportAllocs()
-		var written int64
-		for b.Loop() {
-			if written += int64(len(batch)); written > benchRotateBytes {
-				b.StopTimer()
-				open()
-				written = int64(len(batch))
-				b.StartTimer()
-			}
-			copy(buf, batch)
-			if _, err := f.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-		}
+			return func(buf []byte) error { _, err := f.Write(buf); return err }, func() { f.Close() }
+		})
 	})
 }
 
@@ -261,24 +241,29 @@ func BenchmarkRead(b *testing.B) {
 	})
 }
 
-// benchLogAppend appends batch to a fresh log over and over through
-// appendFn, starting a new log every benchRotateBytes (outside the timer).
-func benchLogAppend(b *testing.B, batch []byte, appendFn func(*Log, []byte) error) {
+// openBenchLog returns an opener for benchAppendLoop: a fresh log (the
+// previous one removed), appended to through appendFn.
+func openBenchLog(b *testing.B, appendFn func(*Log, []byte) error) func() (func([]byte) error, func()) {
 	cfg := DefaultLogConfig()
 	cfg.SegmentBytes = benchRotateBytes + 1<<20 // never rolls inside the timer
-	var l *Log
-	open := func() {
-		if l != nil {
-			l.Close()
-			os.RemoveAll(l.Dir())
-		}
-		var err error
-		if l, err = OpenLog(filepath.Join(benchDir(b), "bench-0"), OpenOptions{Config: cfg}); err != nil {
+	return func() (func([]byte) error, func()) {
+		dir := filepath.Join(benchDir(b), "bench-0")
+		os.RemoveAll(dir)
+		l, err := OpenLog(dir, OpenOptions{Config: cfg})
+		if err != nil {
 			b.Fatal(err)
 		}
+		return func(buf []byte) error { return appendFn(l, buf) }, func() { l.Close() }
 	}
-	open()
-	defer func() { l.Close() }()
+}
+
+// benchAppendLoop writes batch over and over to what open returns,
+// replacing it every benchRotateBytes outside the timer so the disk never
+// fills. Every variant pays for copying the batch (a log rewrites offsets
+// in place).
+func benchAppendLoop(b *testing.B, batch []byte, open func() (write func([]byte) error, closeFn func())) {
+	write, closeFn := open()
+	defer func() { closeFn() }()
 	buf := make([]byte, len(batch))
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
@@ -286,12 +271,13 @@ func benchLogAppend(b *testing.B, batch []byte, appendFn func(*Log, []byte) erro
 	for b.Loop() {
 		if written += int64(len(batch)); written > benchRotateBytes {
 			b.StopTimer()
-			open()
+			closeFn()
+			write, closeFn = open()
 			written = int64(len(batch))
 			b.StartTimer()
 		}
-		copy(buf, batch) // offsets are rewritten in place; every variant pays for the copy
-		if err := appendFn(l, buf); err != nil {
+		copy(buf, batch)
+		if err := write(buf); err != nil {
 			b.Fatal(err)
 		}
 	}
