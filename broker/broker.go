@@ -77,11 +77,14 @@ type Options struct {
 //     serialised by applyMu) and read lock-free by every handler;
 //   - each partition's mutable state is owned as written at its struct;
 //   - fetch sessions are owned by sessions (its own mutex);
-//   - goroutines (purgatory waiters, controller forwards) are started only
+//   - goroutines (purgatory waiters, controller forwards, follower
+//     fetchers, the ISR check, AlterPartition calls) are started only
 //     through spawn, counted in wg and stopped by Close.
 //
 // Lock ordering: applyMu, then a partition's producerMu, then its hwMu,
-// then a watchList's mu (storage's own locks are innermost); the session
+// then its replicasMu, then a watchList's mu (storage's own locks are
+// innermost); applyMu, then replicaFetchers.mu, then a fetcher's mu, then
+// a partition's hwMu (fetcher.go); the session
 // cache's mu before a session's mu, and neither with any of the others;
 // appliedMu and autoMu alone.
 type Broker struct {
@@ -109,6 +112,12 @@ type Broker struct {
 	// partitions are the partitions this node hosts, replaced copy-on-write
 	// by ApplyMetadata.
 	partitions atomic.Pointer[partitionTable]
+	// isrStarted is whether isrLoop runs (guarded by applyMu).
+	isrStarted bool
+	// fetchers are the follower fetchers, one per leader (fetcher.go).
+	fetchers *replicaFetchers
+	// isrNudge asks isrLoop for an ISR check now.
+	isrNudge chan struct{}
 	// appliedMu guards applied, closed and replaced after every
 	// ApplyMetadata, so that forwarded requests can wait for their records.
 	appliedMu sync.Mutex
@@ -173,7 +182,9 @@ func New(opts Options) (*Broker, error) {
 		ctx:                 ctx,
 		cancel:              cancel,
 		applied:             make(chan struct{}),
+		isrNudge:            make(chan struct{}, 1),
 	}
+	b.fetchers = newReplicaFetchers(b)
 	for _, l := range cfg.ControllerListenerNames {
 		b.controllerListeners[l] = true
 	}

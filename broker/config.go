@@ -28,6 +28,11 @@ type Config struct {
 	DefaultReplicationFactor             int16    // default.replication.factor
 	MinInsyncReplicas                    int      // min.insync.replicas
 	ReplicaLagTimeMax                    time.Duration
+	ReplicaFetchMaxBytes                 int           // replica.fetch.max.bytes
+	ReplicaFetchResponseMaxBytes         int           // replica.fetch.response.max.bytes
+	ReplicaFetchWaitMax                  time.Duration // replica.fetch.wait.max.ms
+	ReplicaFetchMinBytes                 int           // replica.fetch.min.bytes
+	ReplicaFetchBackoff                  time.Duration // replica.fetch.backoff.ms
 	UncleanLeaderElectionEnable          bool
 	AutoCreateTopicsEnable               bool
 	AutoLeaderRebalanceEnable            bool
@@ -163,6 +168,11 @@ func configKeys(c *Config) map[string]configKey {
 		"default.replication.factor":               {"1", i16(&c.DefaultReplicationFactor), ""},
 		"min.insync.replicas":                      {"1", i(&c.MinInsyncReplicas), ""},
 		"replica.lag.time.max.ms":                  {"30000", ms(&c.ReplicaLagTimeMax), ""},
+		"replica.fetch.max.bytes":                  {"1048576", i(&c.ReplicaFetchMaxBytes), ""},
+		"replica.fetch.response.max.bytes":         {"10485760", i(&c.ReplicaFetchResponseMaxBytes), ""},
+		"replica.fetch.wait.max.ms":                {"500", ms(&c.ReplicaFetchWaitMax), ""},
+		"replica.fetch.min.bytes":                  {"1", i(&c.ReplicaFetchMinBytes), ""},
+		"replica.fetch.backoff.ms":                 {"1000", ms(&c.ReplicaFetchBackoff), ""},
 		"unclean.leader.election.enable":           {"false", b(&c.UncleanLeaderElectionEnable), ""},
 		"auto.create.topics.enable":                {"true", b(&c.AutoCreateTopicsEnable), ""},
 		"auto.leader.rebalance.enable":             {"true", b(&c.AutoLeaderRebalanceEnable), ""},

@@ -14,8 +14,9 @@ package broker
 //     read_committed (v4+ IsolationLevel 1) below the last stable offset,
 //     which without transactions is the high watermark, with an empty
 //     aborted-transactions list. Followers (replica id ≥ 0; v15+ in
-//     ReplicaState, KIP-903) read up to the log end offset; their state is
-//     not tracked yet (follower fetching and ISR changes are a later issue).
+//     ReplicaState, KIP-903) read up to the log end offset; their fetch
+//     offset is their log end offset for the high watermark and the ISR
+//     (replication.go).
 //   - Only the leader serves: NOT_LEADER_OR_FOLLOWER otherwise, and
 //     current_leader_epoch (v9+) is checked first: FENCED_LEADER_EPOCH when
 //     older than the leader's, UNKNOWN_LEADER_EPOCH when newer. With v12+
@@ -58,8 +59,11 @@ type fetchOp struct {
 	m        *kmsg.FetchRequest
 	fc       *fetchContext
 	follower bool
-	img      *metadata.Image
-	listener string
+	// replicaID and replicaEpoch identify a follower (replica id ≥ 0).
+	replicaID    int32
+	replicaEpoch int64
+	img          *metadata.Image
+	listener     string
 }
 
 // partRead is what reading one partition gave.
@@ -75,11 +79,12 @@ type partRead struct {
 
 func (b *Broker) handleFetch(ctx context.Context, req *network.Request, m *kmsg.FetchRequest) network.Result {
 	img := b.currentImage()
-	replicaID := m.ReplicaID
+	replicaID, replicaEpoch := m.ReplicaID, int64(-1)
 	if m.Version >= 15 {
-		replicaID = m.ReplicaState.ID
+		replicaID, replicaEpoch = m.ReplicaState.ID, m.ReplicaState.Epoch
 	}
-	op := &fetchOp{b: b, m: m, follower: replicaID >= 0, img: img, listener: req.Conn.Listener}
+	op := &fetchOp{b: b, m: m, follower: replicaID >= 0, replicaID: replicaID, replicaEpoch: replicaEpoch,
+		img: img, listener: req.Conn.Listener}
 	op.fc = b.newFetchContext(m, img, op.follower)
 	if op.fc.kind == sessionError {
 		return op.errorResponse(op.fc.errorCode)
@@ -215,6 +220,11 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 			b.log.Warn("fetch read failed", "partition", p.tp, "offset", fp.fetchOffset, "error", err)
 		}
 		return
+	}
+	if op.follower {
+		// A valid follower fetch offset is the follower's log end offset
+		// (replication.go); not a diverging or out-of-range one (Kafka).
+		b.recordFollowerFetch(p, op.replicaID, op.replicaEpoch, fp.fetchOffset)
 	}
 	r.info = info
 	r.highWatermark, r.lastStable, r.logStartOffset = info.HighWatermark, info.HighWatermark, info.LogStartOffset

@@ -318,6 +318,15 @@ func (n *Node) Addr(listener string) net.Addr { return n.server.Addr(listener) }
 // Raft exposes the metadata log node (tests, inspection).
 func (n *Node) Raft() *raftlog.Node { return n.raft }
 
+// PartitionLog is the log of this node's replica of topic-partition, or
+// nil (not hosted, or not a broker). For tests and tools.
+func (n *Node) PartitionLog(topic string, partition int32) *storage.Log {
+	if n.broker == nil {
+		return nil
+	}
+	return n.broker.PartitionLog(topic, partition)
+}
+
 // WaitRegistered blocks until the broker has registered with the active
 // controller and is unfenced, or ctx ends.
 func (n *Node) WaitReady(ctx context.Context) error {

@@ -22,7 +22,7 @@ type partitionTable struct {
 // partition is one hosted replica: its log and its replication state.
 //
 // Ownership: tp, topicID and log are set at creation and never change.
-// Lock order: producerMu before hwMu.
+// Lock order: producerMu before hwMu before replicasMu.
 // state is replaced (never mutated) by ApplyMetadata. hwMu serialises high
 // watermark updates, so that two appends racing on one partition never move
 // the high watermark backwards. The watch lists have their own locks.
@@ -37,6 +37,13 @@ type partition struct {
 	removed atomic.Bool
 
 	hwMu sync.Mutex
+
+	// replicasMu guards followers (the leader's view of each follower,
+	// reset on every new leadership) and pendingISR (an ISR change sent
+	// to the controller and not yet answered, nil when none).
+	replicasMu sync.Mutex
+	followers  map[int32]*followerState
+	pendingISR []int32
 
 	// fetchWatch holds fetches parked on this partition, woken when its
 	// log end offset or high watermark moves. produceWatch holds acks=all
@@ -60,8 +67,8 @@ type partitionState struct {
 	partitionEpoch int32
 	replicas       []int32
 	isr            []int32
-	// isLeader is leader == this node. Followers are passive until
-	// follower fetching exists: they answer NOT_LEADER_OR_FOLLOWER.
+	// isLeader is leader == this node. Followers fetch from the leader
+	// (fetcher.go) and answer clients NOT_LEADER_OR_FOLLOWER.
 	isLeader bool
 	// minISR is the topic's effective min.insync.replicas.
 	minISR int
@@ -123,37 +130,42 @@ func (b *Broker) leaderPartition(topic string, part, currentLeaderEpoch int32) (
 	return p, st, 0
 }
 
-// maybeAdvanceHighWatermark moves the high watermark of a leader whose ISR
-// is only itself to its log end offset (with followers in the ISR it waits
-// for them: replication is a later issue), and wakes the waiters when it
-// moved. Called after every append and every leadership change.
+// maybeAdvanceHighWatermark moves a leader's high watermark to the minimum
+// log end offset over its (maximal, KIP-497) ISR — its own log end offset
+// when the ISR is itself alone — never backwards (Kafka's
+// Partition.maybeIncrementLeaderHW), and wakes the parked produces and
+// fetches when it moved. Called after every append, every follower fetch,
+// every ISR and leadership change.
 //
-// Concurrency: any goroutine; takes p.hwMu.
+// Concurrency: any goroutine; takes p.hwMu, then p.replicasMu.
 func (b *Broker) maybeAdvanceHighWatermark(p *partition) {
 	st := p.state.Load()
-	if !st.isLeader || !st.onlyLeaderInISR() {
+	if !st.isLeader {
 		return
 	}
 	p.hwMu.Lock()
-	leo := p.log.LogEndOffset()
-	moved := leo > p.log.HighWatermark()
+	hw := p.log.LogEndOffset()
+	if !st.onlyLeaderInISR() {
+		hw = b.highWatermarkCandidate(p, st, hw)
+	}
+	moved := hw > p.log.HighWatermark()
 	if moved {
-		p.log.SetHighWatermark(leo)
+		p.log.SetHighWatermark(hw)
 	}
 	p.hwMu.Unlock()
 	if moved {
 		p.produceWatch.wakeAll()
+		p.fetchWatch.wakeAll()
 	}
 }
 
 // ApplyMetadata is called by the node, from one goroutine, in commit order,
 // after every published image: the broker creates logs for partitions it
-// hosts, becomes leader (or follower — replication is a later issue: for
-// now a follower replica just stays passive and answers
-// NOT_LEADER_OR_FOLLOWER), deletes logs of deleted topics and of replicas
-// moved away, and applies topic and broker config changes to its logs
-// (storage.LogConfig from broker defaults + dynamic broker configs + topic
-// overrides). The first call reconciles every partition of the image,
+// hosts, becomes leader (or follower: the partition's leader's fetcher
+// truncates and fetches it, fetcher.go), deletes logs of deleted topics
+// and of replicas moved away, and applies topic and broker config changes
+// to its logs (storage.LogConfig from broker defaults + dynamic broker
+// configs + topic overrides). The first call reconciles every partition of the image,
 // whatever changes says, so the node may start from a snapshot.
 //
 // Concurrency: one goroutine at a time (serialised by applyMu); it blocks
@@ -164,6 +176,9 @@ func (b *Broker) ApplyMetadata(img *metadata.Image, changes metadata.Changes) {
 	}
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
+	if !b.isrStarted {
+		b.isrStarted = b.spawn(b.isrLoop)
+	}
 	old := b.partitions.Load().byTP
 	next := old
 	mutable := false
@@ -282,7 +297,28 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		isLeader:       mp.Leader == b.nodeID,
 	}
 	b.fillTopicState(st, img, topic)
-	prev := p.state.Swap(st)
+	following := !st.isLeader && st.leader >= 0 && slices.Contains(st.replicas, b.nodeID)
+	if !following {
+		// Before the leadership is published: once unfollow returns, the
+		// fetcher appends nothing more (Kafka removes the fetcher first).
+		b.fetchers.unfollow(p)
+	}
+	// state is written only under applyMu: Load then Store is a swap.
+	prev := p.state.Load()
+	if st.isLeader && (prev == nil || prev.leader != st.leader || prev.leaderEpoch != st.leaderEpoch) {
+		// Before the leadership is published, so that no follower state
+		// of an earlier leadership ever counts toward the high watermark.
+		b.resetFollowers(p, st)
+		// The idempotent producer state is reloaded from the log, which
+		// may have grown by fetching since this node last led.
+		p.producerMu.Lock()
+		p.producers = nil
+		p.producerMu.Unlock()
+	}
+	p.state.Store(st)
+	if following {
+		b.fetchers.follow(p, st.leader, st.leaderEpoch)
+	}
 	if st.isLeader && (prev == nil || !prev.isLeader || prev.leaderEpoch != st.leaderEpoch) {
 		cache := p.log.LeaderEpochCache()
 		if latest, ok := cache.LatestEpoch(); !ok || st.leaderEpoch > latest {
@@ -324,6 +360,7 @@ func (b *Broker) refreshConfig(p *partition, img *metadata.Image) {
 // gone) and its log is deleted. applyMu is held.
 func (b *Broker) removePartition(p *partition, why string) {
 	p.removed.Store(true)
+	b.fetchers.unfollow(p)
 	p.fetchWatch.wakeAll()
 	p.produceWatch.wakeAll()
 	if err := b.logs.DeleteLog(p.tp); err != nil {

@@ -1,0 +1,532 @@
+package broker
+
+// Follower fetchers: Kafka's ReplicaFetcherManager and ReplicaFetcherThread.
+//
+// A partition this node follows (a replica, not the leader) is fetched from
+// its leader by the fetcher of that leader: one goroutine per source broker
+// (num.replica.fetchers = 1). Before its first fetch in a leader epoch the
+// follower truncates any divergent suffix by asking the leader
+// OffsetForLeaderEpoch for its own latest epoch (KIP-101, KIP-279) — never by
+// its high watermark alone, which may lose acknowledged records or keep
+// divergent ones. It then fetches from its log end offset, appends the
+// leader's batches byte for byte and takes the high watermark from the
+// response. A DivergingEpoch in a fetch response (v12+, KIP-595) truncates
+// the same way.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/storage"
+)
+
+// maxTruncationRounds bounds the KIP-279 OffsetForLeaderEpoch rounds.
+const maxTruncationRounds = 16
+
+// replicaFetchers holds one fetcher per leader this node follows.
+//
+// Concurrency: mu guards byLeader; called from ApplyMetadata and from
+// removePartition (applyMu held), so additions and removals are ordered.
+type replicaFetchers struct {
+	b        *Broker
+	mu       sync.Mutex
+	byLeader map[int32]*replicaFetcher
+}
+
+// followerFetch is a partition's fetch state in its fetcher. Owned by the
+// fetcher's mu.
+type followerFetch struct {
+	p           *partition
+	leaderEpoch int32
+	// truncated: the OffsetForLeaderEpoch step of this epoch is done.
+	truncated bool
+	// retryAt delays the partition after an error (replica.fetch.backoff.ms).
+	retryAt time.Time
+}
+
+// replicaFetcher fetches the partitions led by one broker.
+//
+// Concurrency: mu guards parts and their followerFetch fields, and is held
+// across every change the fetcher makes to a follower's log (locked); one
+// goroutine (run) does the fetching and alone uses conn. Lock order:
+// replicaFetchers.mu, mu, then the partition's hwMu. stop is closed by replicaFetchers when the fetcher has
+// nothing left to fetch; the Broker's context stops it at Close.
+type replicaFetcher struct {
+	b      *Broker
+	leader int32
+	conn   *kafkaConn
+	wake   chan struct{}
+	stop   chan struct{}
+
+	mu    sync.Mutex
+	parts map[*partition]*followerFetch
+}
+
+func newReplicaFetchers(b *Broker) *replicaFetchers {
+	return &replicaFetchers{b: b, byLeader: map[int32]*replicaFetcher{}}
+}
+
+// follow makes p fetched from leader in leaderEpoch; a new leader epoch
+// (or a new leader) repeats the truncation step (Kafka's makeFollower).
+func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for id, f := range fs.byLeader {
+		if id != leader {
+			fs.removeLocked(f, p)
+		}
+	}
+	f := fs.byLeader[leader]
+	if f == nil {
+		f = &replicaFetcher{
+			b: fs.b, leader: leader, wake: make(chan struct{}, 1), stop: make(chan struct{}),
+			conn:  newKafkaConn("", "keel-replica-fetcher-"+strconv.Itoa(int(fs.b.nodeID))),
+			parts: map[*partition]*followerFetch{},
+		}
+		if !fs.b.spawn(f.run) {
+			return // closing
+		}
+		fs.byLeader[leader] = f
+	}
+	f.mu.Lock()
+	if ff := f.parts[p]; ff == nil || ff.leaderEpoch != leaderEpoch {
+		f.parts[p] = &followerFetch{p: p, leaderEpoch: leaderEpoch}
+	}
+	f.mu.Unlock()
+	f.signal()
+}
+
+// unfollow stops fetching p (it became leader, lost its leader, or is no
+// longer hosted).
+func (fs *replicaFetchers) unfollow(p *partition) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, f := range fs.byLeader {
+		fs.removeLocked(f, p)
+	}
+}
+
+// removeLocked removes p from f, stopping f when it is left empty. fs.mu
+// is held.
+func (fs *replicaFetchers) removeLocked(f *replicaFetcher, p *partition) {
+	f.mu.Lock()
+	delete(f.parts, p)
+	empty := len(f.parts) == 0
+	f.mu.Unlock()
+	if empty {
+		close(f.stop)
+		delete(fs.byLeader, f.leader)
+	}
+}
+
+func (f *replicaFetcher) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// locked runs fn — a change to the follower's log — with f.mu held, if ff
+// is still current: once unfollow (which takes f.mu) returns, the fetcher
+// changes the partition's log no more, so a new leader's appends never
+// mix with a fetch from the old one. fn must not take f.mu.
+func (f *replicaFetcher) locked(ff *followerFetch, fn func() error) (ran bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.parts[ff.p] != ff || ff.p.removed.Load() {
+		return false, nil
+	}
+	return true, fn()
+}
+
+// current returns ff if it is still p's fetch state (not replaced by a new
+// leader epoch, not removed).
+func (f *replicaFetcher) current(ff *followerFetch) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[ff.p] == ff
+}
+
+func (f *replicaFetcher) backoff(ff *followerFetch) {
+	f.mu.Lock()
+	ff.retryAt = time.Now().Add(f.b.cfg.ReplicaFetchBackoff)
+	f.mu.Unlock()
+}
+
+// run is the fetcher's goroutine.
+func (f *replicaFetcher) run() {
+	defer f.conn.close()
+	b := f.b
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-b.closing():
+			return
+		default:
+		}
+		ready, next := f.ready()
+		if len(ready) == 0 {
+			if !f.idle(next) {
+				return
+			}
+			continue
+		}
+		addr, ok := b.brokerAddr(f.leader)
+		if !ok {
+			for _, ff := range ready {
+				f.backoff(ff)
+			}
+			continue
+		}
+		f.conn.addr = addr
+		var fetchable []*followerFetch
+		for _, ff := range ready {
+			f.mu.Lock()
+			truncated := ff.truncated
+			f.mu.Unlock()
+			if !truncated {
+				if err := f.truncate(ff); err != nil {
+					b.log.Warn("follower truncation failed", "partition", ff.p.tp, "leader", f.leader, "error", err)
+					f.backoff(ff)
+					continue
+				}
+			}
+			if f.current(ff) {
+				fetchable = append(fetchable, ff)
+			}
+		}
+		if len(fetchable) > 0 {
+			if err := f.fetch(fetchable); err != nil {
+				if b.ctx.Err() == nil {
+					b.log.Warn("follower fetch failed", "leader", f.leader, "error", err)
+				}
+				f.conn.close()
+				for _, ff := range fetchable {
+					f.backoff(ff)
+				}
+			}
+		}
+	}
+}
+
+// idle waits for a change, the next backed-off partition (next, if not
+// zero) or the stop; false means stop.
+func (f *replicaFetcher) idle(next time.Time) bool {
+	var timer <-chan time.Time
+	if !next.IsZero() {
+		t := time.NewTimer(time.Until(next))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-f.wake:
+	case <-timer:
+	case <-f.stop:
+		return false
+	case <-f.b.closing():
+		return false
+	}
+	return true
+}
+
+// ready returns the partitions that may be fetched now, and when the next
+// backed-off one may.
+func (f *replicaFetcher) ready() ([]*followerFetch, time.Time) {
+	now := time.Now()
+	var out []*followerFetch
+	var next time.Time
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ff := range f.parts {
+		if ff.p.removed.Load() {
+			continue
+		}
+		if ff.retryAt.After(now) {
+			if next.IsZero() || ff.retryAt.Before(next) {
+				next = ff.retryAt
+			}
+			continue
+		}
+		out = append(out, ff)
+	}
+	return out, next
+}
+
+// brokerAddr is the inter-broker listener address of broker id.
+func (b *Broker) brokerAddr(id int32) (string, bool) {
+	br, ok := b.currentImage().Broker(id)
+	if !ok {
+		return "", false
+	}
+	ep, ok := br.Endpoint(b.cfg.InterBrokerListenerName)
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), true
+}
+
+// truncate is the KIP-101/KIP-279 step: ask the leader for the end offset
+// of the follower's latest epoch and truncate what lies beyond it; repeat
+// while the follower lacks the leader's epoch.
+func (f *replicaFetcher) truncate(ff *followerFetch) error {
+	l := ff.p.log
+	for range maxTruncationRounds {
+		latest, ok := l.LeaderEpochCache().LatestEpoch()
+		if !ok {
+			break // nothing written with an epoch: nothing can diverge
+		}
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = f.b.nodeID
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = ff.p.tp.Topic
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = ff.p.tp.Partition, ff.leaderEpoch, latest
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		ctx, cancel := context.WithTimeout(f.b.ctx, 10*time.Second)
+		kresp, err := f.conn.request(ctx, req)
+		cancel()
+		if err != nil {
+			f.conn.close()
+			return err
+		}
+		resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return errors.New("OffsetForLeaderEpoch: malformed response")
+		}
+		out := resp.Topics[0].Partitions[0]
+		if out.ErrorCode != 0 {
+			return fmt.Errorf("OffsetForLeaderEpoch %s: %w", ff.p.tp, kerr.ErrorForCode(out.ErrorCode))
+		}
+		done := false
+		ran, err := f.locked(ff, func() (err error) {
+			done, err = f.b.truncateFollower(ff.p, out.LeaderEpoch, out.EndOffset)
+			ff.truncated = done && err == nil
+			return err
+		})
+		if !ran || err != nil || done {
+			return err
+		}
+	}
+	f.mu.Lock()
+	ff.truncated = true
+	f.mu.Unlock()
+	return nil
+}
+
+// truncateFollower truncates p's log by the leader's answer for an epoch
+// (OffsetForLeaderEpoch or a fetch's DivergingEpoch); done is false when
+// another round is needed (KIP-279).
+func (b *Broker) truncateFollower(p *partition, leaderEpoch int32, leaderEnd int64) (done bool, err error) {
+	l := p.log
+	leo := l.LogEndOffset()
+	offset, done := followerTruncationOffset(func(e int32) (int32, int64) {
+		return l.LeaderEpochCache().EndOffsetFor(e, leo)
+	}, leo, l.HighWatermark(), leaderEpoch, leaderEnd)
+	if offset < leo {
+		b.log.Info("truncating divergent follower suffix", "partition", p.tp, "from", leo, "to", offset,
+			"leader_epoch", leaderEpoch, "leader_end_offset", leaderEnd)
+		p.hwMu.Lock()
+		err = l.TruncateTo(offset)
+		if err == nil && l.HighWatermark() > offset {
+			l.SetHighWatermark(offset)
+		}
+		p.hwMu.Unlock()
+		if err != nil {
+			return false, fmt.Errorf("truncate %s to %d: %w", p.tp, offset, err)
+		}
+	}
+	return done, nil
+}
+
+// followerTruncationOffset is Kafka's
+// AbstractFetcherThread.getOffsetTruncationState: where a follower at leo
+// truncates given the leader's (epoch, end offset) for the follower's
+// latest epoch. local is the follower's own EndOffsetFor.
+//
+//   - the leader knows no epoch up to ours (end offset undefined): truncate
+//     to the high watermark, Kafka's only fallback to it;
+//   - the follower has the leader's epoch: truncate to the smaller end
+//     offset of that epoch (KIP-101);
+//   - the follower lacks it: truncate to the end of its own largest epoch
+//     below and ask again (KIP-279), done = false;
+//   - the follower has no epoch at or below it: truncate to the leader's
+//     end offset.
+func followerTruncationOffset(local func(int32) (int32, int64), leo, hw int64, leaderEpoch int32, leaderEnd int64) (offset int64, done bool) {
+	switch {
+	case leaderEnd == storage.UndefinedEpochOffset:
+		return min(hw, leo), true
+	case leaderEpoch == storage.UndefinedEpoch:
+		return min(leaderEnd, leo), true
+	}
+	epoch, end := local(leaderEpoch)
+	switch {
+	case epoch == leaderEpoch:
+		return min(leaderEnd, end, leo), true
+	case epoch == storage.UndefinedEpoch:
+		return min(leaderEnd, leo), true
+	default:
+		return min(end, leo), false
+	}
+}
+
+// fetch sends one Fetch for the partitions and applies the response.
+func (f *replicaFetcher) fetch(parts []*followerFetch) error {
+	b := f.b
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1 // v15+: in ReplicaState (KIP-903)
+	req.ReplicaState.ID = b.nodeID
+	req.ReplicaState.Epoch = -1
+	if br, ok := b.currentImage().Broker(b.nodeID); ok {
+		req.ReplicaState.Epoch = br.Epoch
+	}
+	cfg := b.cfg
+	req.MaxWaitMillis = int32(cfg.ReplicaFetchWaitMax / time.Millisecond)
+	req.MinBytes = int32(cfg.ReplicaFetchMinBytes)
+	req.MaxBytes = int32(min(cfg.ReplicaFetchResponseMaxBytes, maxInternalResponse))
+	req.SessionID, req.SessionEpoch = 0, -1 // sessionless
+	byKey := map[[2]any]*followerFetch{}
+	for _, ff := range parts {
+		l := ff.p.log
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = ff.p.tp.Topic, ff.p.topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = ff.p.tp.Partition
+		rp.CurrentLeaderEpoch = ff.leaderEpoch
+		rp.FetchOffset = l.LogEndOffset()
+		rp.LogStartOffset = l.LogStartOffset()
+		rp.PartitionMaxBytes = int32(cfg.ReplicaFetchMaxBytes)
+		if e, ok := l.LeaderEpochCache().LatestEpoch(); ok {
+			rp.LastFetchedEpoch = e
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		byKey[[2]any{ff.p.topicID, ff.p.tp.Partition}] = ff
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, cfg.ReplicaFetchWaitMax+10*time.Second)
+	kresp, err := f.conn.request(ctx, req)
+	cancel()
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 {
+		return fmt.Errorf("fetch from %d: %w", f.leader, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			ff := byKey[[2]any{metadata.Uuid(rt.TopicID), rp.Partition}]
+			if ff == nil || !f.current(ff) || ff.p.removed.Load() {
+				continue
+			}
+			if err := f.apply(ff, &rp); err != nil {
+				if !ff.p.removed.Load() {
+					b.log.Warn("follower fetch partition failed", "partition", ff.p.tp, "leader", f.leader, "error", err)
+				}
+				f.backoff(ff)
+			}
+		}
+	}
+	return nil
+}
+
+// apply applies one partition of a fetch response (Kafka's
+// processPartitionData and its error handling).
+func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPartition) error {
+	b, p := f.b, ff.p
+	switch rp.ErrorCode {
+	case 0:
+	case kerr.OffsetOutOfRange.Code:
+		return f.outOfRange(ff)
+	default:
+		// NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, ...: back
+		// off; the metadata image brings the new leader or epoch.
+		return fmt.Errorf("fetch %s: %w", p.tp, kerr.ErrorForCode(rp.ErrorCode))
+	}
+	_, err := f.locked(ff, func() error {
+		if d := rp.DivergingEpoch; d.Epoch >= 0 && d.EndOffset >= 0 {
+			// KIP-595: the leader saw our last fetched epoch diverge.
+			_, err := b.truncateFollower(p, d.Epoch, d.EndOffset)
+			return err
+		}
+		l := p.log
+		if len(rp.RecordBatches) > 0 {
+			if _, err := l.AppendAsFollower(rp.RecordBatches); err != nil {
+				return fmt.Errorf("follower append: %w", err)
+			}
+		}
+		// The follower's high watermark: the leader's, bounded by what
+		// it has.
+		p.hwMu.Lock()
+		if hw := min(rp.HighWatermark, l.LogEndOffset()); hw > l.HighWatermark() {
+			l.SetHighWatermark(hw)
+		}
+		p.hwMu.Unlock()
+		return nil
+	})
+	return err
+}
+
+// outOfRange handles OFFSET_OUT_OF_RANGE as Kafka's
+// handleOutOfRangeError: when our log end offset is above the leader's, the
+// epoch truncation step runs again (it truncates to the leader's end);
+// when it is below the leader's log start, the log restarts empty there.
+func (f *replicaFetcher) outOfRange(ff *followerFetch) error {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = f.b.nodeID
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = ff.p.tp.Topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = ff.p.tp.Partition, ff.leaderEpoch, storage.EarliestTimestamp
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(f.b.ctx, 10*time.Second)
+	kresp, err := f.conn.request(ctx, pinnedVersion{req, 10})
+	cancel()
+	if err != nil {
+		f.conn.close()
+		return err
+	}
+	resp := kresp.(*kmsg.ListOffsetsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return errors.New("ListOffsets: malformed response")
+	}
+	out := resp.Topics[0].Partitions[0]
+	if out.ErrorCode != 0 {
+		return fmt.Errorf("ListOffsets %s: %w", ff.p.tp, kerr.ErrorForCode(out.ErrorCode))
+	}
+	_, err = f.locked(ff, func() error {
+		l := ff.p.log
+		if leo := l.LogEndOffset(); leo < out.Offset {
+			f.b.log.Info("follower below the leader's log start: restarting the log", "partition", ff.p.tp, "offset", out.Offset)
+			ff.p.hwMu.Lock()
+			defer ff.p.hwMu.Unlock()
+			if err := l.TruncateFullyAndStartAt(out.Offset); err != nil {
+				return fmt.Errorf("restart %s at %d: %w", ff.p.tp, out.Offset, err)
+			}
+			return nil
+		}
+		ff.truncated = false // above the leader's end: truncate by epoch again
+		return nil
+	})
+	return err
+}
+
+// pinnedVersion sends a request at a version the peer serves when kmsg
+// knows a newer one (kafkaConn uses MaxVersion).
+type pinnedVersion struct {
+	kmsg.Request
+	v int16
+}
+
+func (r pinnedVersion) MaxVersion() int16 { return r.v }

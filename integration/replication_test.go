@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network/record"
+	"github.com/keelstream/keel/storage"
+)
+
+// partitionState is topic-partition's state in the image of any running node.
+func partitionState(c *Cluster, topic string, part int32) (*metadata.Partition, bool) {
+	for _, n := range c.Nodes {
+		if t, ok := n.Raft().Image().Topic(topic); ok && int(part) < len(t.Partitions) {
+			return t.Partitions[part], true
+		}
+	}
+	return nil, false
+}
+
+// replicaBytes reads a node's whole replica of topic-partition, batch by
+// batch across segments; nil when the node hosts none.
+func replicaBytes(c *Cluster, id int32, topic string, part int32) []byte {
+	n := c.Nodes[id]
+	if n == nil {
+		return nil
+	}
+	l := n.PartitionLog(topic, part)
+	if l == nil {
+		return nil
+	}
+	var out []byte
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+		b, err := l.ReadBytes(off, math.MaxInt32, math.MaxInt64)
+		if err != nil || len(b) == 0 {
+			return nil
+		}
+		out = append(out, b...)
+		for len(b) >= 61 { // the next offset after the last whole batch
+			size := int(binary.BigEndian.Uint32(b[8:12])) + 12
+			if size > len(b) {
+				break
+			}
+			off = int64(binary.BigEndian.Uint64(b[0:8])) + int64(int32(binary.BigEndian.Uint32(b[23:27]))) + 1
+			b = b[size:]
+		}
+	}
+	return out
+}
+
+// replicasConverged reports whether every running replica of the partition
+// holds exactly the leader's bytes.
+func replicasConverged(c *Cluster, topic string, part int32, replicas []int32) bool {
+	var want []byte
+	for i, id := range replicas {
+		got := replicaBytes(c, id, topic, part)
+		if got == nil {
+			return false
+		}
+		if i == 0 {
+			want = got
+		} else if !bytes.Equal(want, got) {
+			return false
+		}
+	}
+	return len(want) > 0
+}
+
+// appendDivergentBatch appends, to the stopped node's replica in dir, a
+// batch in leaderEpoch that no other replica has.
+func appendDivergentBatch(t *testing.T, dir string, leaderEpoch int32) {
+	t.Helper()
+	l, err := storage.OpenLog(dir, storage.OpenOptions{Config: storage.DefaultLogConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	bb := record.NewBatchBuilder(record.DefaultBatchOptions())
+	bb.Append(time.Now().UnixMilli(), []byte("divergent"), []byte("never acknowledged"), nil)
+	batch, err := bb.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsLeader(batch, storage.AppendOptions{LeaderEpoch: leaderEpoch}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func produceKeyed(t *testing.T, c *Cluster, topic string, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, _ := newClient(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()))
+	recs := make([]*kgo.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce %d records from %d: %v", n, from, err)
+	}
+	cl.Close()
+}
+
+// consumeAll reads partition 0 of topic from the start until n records
+// and checks every acknowledged record is there, in order, at its offset.
+func consumeAll(t *testing.T, c *Cluster, topic string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, _ := newClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		topic: {0: kgo.NewOffset().AtStart()}}))
+	next := 0
+	for next < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", next, n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch error: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != int64(next) || string(r.Key) != fmt.Sprintf("k%d", next) {
+				t.Fatalf("record at offset %d key %q, want offset %d key k%d", r.Offset, r.Key, next, next)
+			}
+			next++
+		})
+	}
+	cl.Close()
+}
+
+// TestReplicationSurvivesLeaderCrash is DESIGN §4 end to end on three
+// combined nodes: acks=all records reach every replica byte for byte; when
+// the leader crashes another ISR member takes over with every acknowledged
+// record; the crashed node comes back, truncates, catches up and rejoins
+// the ISR; with too few in-sync replicas acks=all is refused.
+func TestReplicationSurvivesLeaderCrash(t *testing.T) {
+	specs := []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}
+	c := StartCluster(t, specs, "replica.lag.time.max.ms=2000")
+	c.WaitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, adm := newClient(t, c)
+	const topic = "replicated"
+	minISR := "2"
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the partition with a leader and a full ISR", func() bool {
+		p, ok := partitionState(c, topic, 0)
+		return ok && p.Leader >= 0 && len(p.ISR) == 3
+	})
+
+	// (a) acks=all records are acknowledged and every replica converges.
+	produceKeyed(t, c, topic, 0, 5000)
+	waitFor(t, 20*time.Second, "every replica to hold the leader's log", func() bool {
+		return replicasConverged(c, topic, 0, []int32{1, 2, 3})
+	})
+
+	// (b) the leader crashes: another ISR member leads with everything.
+	p, _ := partitionState(c, topic, 0)
+	old := p.Leader
+	c.Kill(old)
+	waitFor(t, 20*time.Second, "a new leader", func() bool {
+		p, ok := partitionState(c, topic, 0)
+		return ok && p.Leader >= 0 && p.Leader != old
+	})
+	consumeAll(t, c, topic, 5000)
+	// Two replicas left, min.insync.replicas=2: acks=all still works once
+	// the ISR dropped the crashed node.
+	produceKeyed(t, c, topic, 5000, 1000)
+
+	// (c) the crashed node restarts, truncates the divergent suffix,
+	// catches up and rejoins the ISR. The divergence: a batch of its old
+	// leader epoch at offset 5000, where the new leader wrote other records
+	// in its own epoch (what an acks=all batch appended but never
+	// replicated before the crash leaves behind).
+	appendDivergentBatch(t, filepath.Join(c.Dir(old), topic+"-0"), p.LeaderEpoch)
+	c.Start(old)
+	c.WaitReady(30 * time.Second)
+	waitFor(t, 30*time.Second, "the restarted node back in the ISR", func() bool {
+		p, ok := partitionState(c, topic, 0)
+		return ok && slices.Contains(p.ISR, old)
+	})
+	waitFor(t, 20*time.Second, "every replica to hold the leader's log again", func() bool {
+		return replicasConverged(c, topic, 0, []int32{1, 2, 3})
+	})
+	consumeAll(t, c, topic, 6000)
+
+	// (d) one replica of two alive with min.insync.replicas=2: acks=all
+	// is refused with NOT_ENOUGH_REPLICAS.
+	const small = "two-replicas"
+	if _, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": &minISR}, small); err != nil {
+		t.Fatal(err)
+	}
+	var sp *metadata.Partition
+	waitFor(t, 20*time.Second, "the two-replica partition in sync", func() bool {
+		var ok bool
+		sp, ok = partitionState(c, small, 0)
+		return ok && sp.Leader >= 0 && len(sp.ISR) == 2
+	})
+	follower := sp.ISR[0]
+	if follower == sp.Leader {
+		follower = sp.ISR[1]
+	}
+	c.Kill(follower)
+	waitFor(t, 20*time.Second, "the ISR to shrink to the leader", func() bool {
+		p, ok := partitionState(c, small, 0)
+		return ok && len(p.ISR) == 1
+	})
+	cl, _ := newClient(t, c, kgo.DefaultProduceTopic(small), kgo.RecordRetries(1), kgo.RequestRetries(1))
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer pcancel()
+	err := cl.ProduceSync(pctx, &kgo.Record{Value: []byte("refused")}).FirstErr()
+	if !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("acks=all with one in-sync replica of min 2: %v, want NOT_ENOUGH_REPLICAS", err)
+	}
+}
