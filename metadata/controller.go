@@ -232,8 +232,17 @@ func (c *ClusterControl) SetImage(img *Image) {
 		case s == nil || s.epoch < b.Epoch:
 			// A registration this controller did not make (it was made
 			// before this controller became active): a fresh session.
+			// An unfenced broker gets the grace of a full session to
+			// reach the new controller; a fenced one (after a controlled
+			// shutdown, or still catching up) has no session until it
+			// heartbeats: as in Kafka 3.x, a fenced broker never holds
+			// its node.id against a restarted process.
+			lastContact := c.now
+			if b.Fenced {
+				lastContact = time.Time{}
+			}
 			c.sessions[b.ID] = &brokerSession{
-				epoch: b.Epoch, lastContact: c.now, metadataOffset: -1,
+				epoch: b.Epoch, lastContact: lastContact, metadataOffset: -1,
 				registeredAt: img.Offset(), shutdownOffset: -1,
 			}
 			if b.InControlledShutdown && !b.Fenced {

@@ -508,13 +508,19 @@ func TestRestartAfterControlledShutdownRegistersAtOnce(t *testing.T) {
 			}
 			req := kmsg.NewPtrBrokerRegistrationRequest()
 			req.BrokerID, req.IncarnationID = 1, [16]byte{9, 9}
-			_, resp := c.cc.RegisterBroker(c.now.Add(time.Second), req)
 			want := kerr.DuplicateBrokerRegistration.Code
 			if clean {
 				want = 0
 			}
+			_, resp := c.cc.RegisterBroker(c.now.Add(time.Second), req)
 			if resp.ErrorCode != want {
 				t.Fatalf("registration answered %d, want %d", resp.ErrorCode, want)
+			}
+			// The same after the controller itself restarted (a single
+			// combined node): the new controller knows only the image.
+			fresh := NewClusterControl(DefaultControllerConfig(), c.img, c.now.Add(time.Second), rand.New(rand.NewPCG(1, 2)))
+			if _, resp := fresh.RegisterBroker(c.now.Add(time.Second), req); resp.ErrorCode != want {
+				t.Fatalf("after a controller restart, registration answered %d, want %d", resp.ErrorCode, want)
 			}
 		})
 	}

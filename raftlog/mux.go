@@ -102,9 +102,9 @@ var errMuxClosed = errors.New("raft mux closed")
 type Mux struct {
 	addr      muxAddr
 	clusterID string
-	connCh chan net.Conn
-	closed chan struct{}
-	once   sync.Once
+	connCh    chan net.Conn
+	closed    chan struct{}
+	once      sync.Once
 
 	mu    sync.Mutex // guards conns
 	conns map[*trackedConn]struct{}
@@ -123,9 +123,9 @@ func NewClusterMux(advertised, clusterID string) *Mux {
 	return &Mux{
 		clusterID: clusterID,
 		addr:      muxAddr(advertised),
-		connCh: make(chan net.Conn),
-		closed: make(chan struct{}),
-		conns:  map[*trackedConn]struct{}{},
+		connCh:    make(chan net.Conn),
+		closed:    make(chan struct{}),
+		conns:     map[*trackedConn]struct{}{},
 	}
 }
 
