@@ -30,9 +30,13 @@ test: vet
 test-long: vet
 	KEEL_LONG=1 $(GO) test -race -count=1 -timeout 60m ./...
 
-# Hot-path benchmarks, with their same-run baselines.
+# Hot-path benchmarks, with their same-run baselines; then the live keel
+# process under a kgo producer and consumer next to franz-go's kfake
+# (integration/bench_test.go: a table of records/s, MB/s, latencies, ratios;
+# about 2 minutes; KEEL_BENCH_* variables tune it).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+	KEEL_BENCH=1 $(GO) test -run '^TestKeelPerfAgainstKfake$$' -count=1 -v -timeout 20m ./integration/
 
 # A short run of every fuzz target (FUZZTIME each).
 fuzz:

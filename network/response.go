@@ -82,9 +82,12 @@ func (d *Deferred) Done() <-chan struct{} { return d.done }
 //
 // Concurrency: WriteTo is called once, from the connection's writer
 // goroutine, with the raw *net.TCPConn (so a sendfile path can use its
-// descriptor) and that connection's write deadline set. It must write
-// exactly Len() bytes or return an error; on error the connection is closed,
-// since the response framing promised Len() bytes.
+// descriptor) and that connection's write deadline set — or, for a region
+// of at most 32 KiB, with an in-memory writer (an io.ReaderFrom) that
+// copies it into the writer's buffer to share one writev with the bytes
+// around it. It must write exactly Len() bytes or return an error; on
+// error the connection is closed, since the response framing promised
+// Len() bytes.
 type Region interface {
 	Len() int64
 	WriteTo(w io.Writer) (int64, error)

@@ -1,0 +1,530 @@
+package integration
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestKeelPerfAgainstKfake drives the live keel process the way
+// kafka-producer-perf-test and kafka-consumer-perf-test drive Kafka, and in
+// the same run franz-go's in-process kfake broker under the same load as
+// the reference, then prints a table with the ratios. It measures; it
+// asserts nothing about speed (DESIGN.md §7: benchmarks, never timed
+// assertions). `make bench` runs it (KEEL_BENCH=1); `make test` skips it.
+//
+// The load: 100-byte record values (no key; kafka-producer-perf-test's
+// random letters, the same in every record), one topic of 6 partitions,
+// kgo's producer defaults (idempotent, acks=all, snappy, linger 10 ms, up to
+// 50,000 buffered records) for throughput; then a fixed 10,000 records/s with
+// linger.ms=0 for latency, the value carrying its send time in nanoseconds
+// so the consumer measures end to end. Each broker runs the load
+// KEEL_BENCH_ROUNDS times (default 3), the order alternating between
+// rounds; the table shows each figure's median over the rounds, since
+// other work on a shared 2-core machine moves single runs a lot.
+//
+// Knobs: KEEL_BENCH_RECORDS (default 3,000,000), KEEL_BENCH_E2E_SECONDS
+// (default 10), KEEL_BENCH_ROUNDS, KEEL_BENCH_BROKER_ENV (space-separated
+// KEY=value for the keel process, e.g. GOMAXPROCS=1), and
+// KEEL_BENCH_INPROCESS=1, which adds an in-process Keel node (the
+// integration harness) as a third broker: run with -cpuprofile to see where
+// the broker's time goes.
+func TestKeelPerfAgainstKfake(t *testing.T) {
+	if os.Getenv("KEEL_BENCH") == "" {
+		t.Skip("a load test: set KEEL_BENCH=1 (make bench) to run it")
+	}
+	if raceEnabled {
+		t.Skip("performance is not measured under the race detector")
+	}
+	cfg := perfConfig{
+		records:    envInt("KEEL_BENCH_RECORDS", 3_000_000),
+		valueSize:  100,
+		partitions: 6,
+		rate:       10_000,
+		e2eFor:     time.Duration(envInt("KEEL_BENCH_E2E_SECONDS", 10)) * time.Second,
+	}
+	rounds := envInt("KEEL_BENCH_ROUNDS", 3)
+
+	var env []string
+	if v := os.Getenv("KEEL_BENCH_BROKER_ENV"); v != "" {
+		env = strings.Fields(v)
+	}
+	keel := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}}, ProcessOptions{Env: env})
+	t.Logf("keel process pid %d", keel.Pid(1)) // scripts/perf-broker.sh attaches here
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatalf("kfake: %v (add it with go get github.com/twmb/franz-go/pkg/kfake)", err)
+	}
+	t.Cleanup(fake.Close)
+	targets := []*perfTarget{
+		{name: "Keel (process)", short: "Keel", seeds: keel.BootstrapServers(), pid: keel.Pid(1)},
+		{name: "kfake (in-process)", short: "kfake", seeds: fake.ListenAddrs(), reference: true},
+	}
+	if os.Getenv("KEEL_BENCH_INPROCESS") != "" {
+		c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
+		c.WaitReady(30 * time.Second)
+		targets = append(targets, &perfTarget{name: "Keel (in-process)", short: "Keel in-proc", seeds: c.BootstrapServers()})
+	}
+	load0 := loadAverage()
+	for round := 0; round < rounds; round++ {
+		order := slices.Clone(targets)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, tg := range order {
+			r := runPerf(t, tg, cfg, round)
+			tg.results = append(tg.results, r)
+			t.Logf("%s round %d: produce %.0f rec/s, consume %.0f rec/s, e2e p99 %v",
+				tg.name, round+1, r.produceRate(), r.consumeRate(), r.e2e.pct(0.99))
+		}
+	}
+	printPerfTable(cfg, rounds, targets)
+	fmt.Printf("Load average (1 min) before: %s, after: %s (2 cores; the load itself adds about 2).\n", load0, loadAverage())
+}
+
+// loadAverage is the 1-minute load average: other work on the machine
+// moves the figures.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+type perfConfig struct {
+	records    int
+	valueSize  int
+	partitions int
+	rate       int           // records/s in the latency phase
+	e2eFor     time.Duration // how long the latency phase measures
+}
+
+type perfTarget struct {
+	name      string
+	short     string // for the ratio column
+	seeds     []string
+	pid       int  // the broker's process; 0 when it runs inside the test
+	reference bool // kfake: the ratios' denominator
+	results   []perfResult
+}
+
+type perfResult struct {
+	produced, consumed int
+	produceTime        time.Duration
+	consumeTime        time.Duration
+	produceLat         *latencies // at saturation, time in the client included
+	rateLat            *latencies // produce latency at the fixed rate
+	e2e                *latencies // send → consume at the fixed rate
+	achievedRate       float64
+	produceBatches     *perfHooks // the produce phase's batches and requests
+	consumeBatches     *perfHooks // the consume phase's
+	brokerCPU          float64    // broker CPU seconds in the produce phase; NaN in-process
+	selfCPU            float64    // this process's CPU seconds in the produce phase
+}
+
+func (r perfResult) produceRate() float64 { return float64(r.produced) / r.produceTime.Seconds() }
+func (r perfResult) consumeRate() float64 { return float64(r.consumed) / r.consumeTime.Seconds() }
+
+// median is the median over the rounds of one figure.
+func (tg *perfTarget) median(f func(perfResult) float64) float64 {
+	v := make([]float64, len(tg.results))
+	for i, r := range tg.results {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
+}
+
+func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	admCl := newPerfClient(t, tg)
+	adm := kadm.NewClient(admCl)
+	topic := fmt.Sprintf("perf-%d", round)
+	e2eTopic := fmt.Sprintf("e2e-%d", round)
+	warmTopic := fmt.Sprintf("warm-%d", round)
+	for _, tp := range []string{topic, e2eTopic, warmTopic} {
+		if resp, err := adm.CreateTopic(ctx, int32(cfg.partitions), 1, nil, tp); err != nil || resp.Err != nil {
+			t.Fatalf("%s: create %s: %v %v", tg.name, tp, err, resp.Err)
+		}
+	}
+	r := perfResult{produceBatches: new(perfHooks), consumeBatches: new(perfHooks)}
+
+	// Throughput: one producer with kgo's defaults, as fast as it goes.
+	prod := newPerfClient(t, tg, kgo.DefaultProduceTopic(topic), kgo.WithHooks(r.produceBatches))
+	value := perfPayload(cfg.valueSize)
+	produceN(ctx, t, prod, warmTopic, value, 100_000, nil) // connections, producer id, heap
+	r.produceBatches.reset()
+	lat := newLatencies(cfg.records)
+	cpu0, self0 := procCPU(tg.pid), procCPU(os.Getpid())
+	start := time.Now()
+	produceN(ctx, t, prod, topic, value, cfg.records, lat)
+	r.produceTime = time.Since(start)
+	cpu1, self1 := procCPU(tg.pid), procCPU(os.Getpid())
+	r.produced, r.produceLat = cfg.records, lat
+	r.brokerCPU, r.selfCPU = cpu1-cpu0, self1-self0
+	if tg.pid == 0 {
+		r.brokerCPU = math.NaN()
+	}
+	prod.Close()
+
+	// Consume throughput: a new consumer reads the topic from the start.
+	offsets := map[int32]kgo.Offset{}
+	for p := 0; p < cfg.partitions; p++ {
+		offsets[int32(p)] = kgo.NewOffset().AtStart()
+	}
+	cons := newPerfClient(t, tg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.WithHooks(r.consumeBatches))
+	start = time.Now()
+	for r.consumed < cfg.records {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: consumed %d of %d: %v", tg.name, r.consumed, cfg.records, ctx.Err())
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("%s: fetch %d: %v", tg.name, p, err) })
+		r.consumed += fs.NumRecords()
+	}
+	r.consumeTime = time.Since(start)
+	cons.Close()
+
+	r.rateLat, r.e2e, r.achievedRate = fixedRate(ctx, t, tg, cfg, e2eTopic)
+
+	// Rounds start from the same state: kfake frees the records it keeps
+	// in this process's heap, Keel deletes its segments.
+	if _, err := adm.DeleteTopics(ctx, topic, e2eTopic, warmTopic); err != nil {
+		t.Fatalf("%s: delete topics: %v", tg.name, err)
+	}
+	return r
+}
+
+func newPerfClient(t *testing.T, tg *perfTarget, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tg.seeds...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produceN produces n records of value to topic and waits for them all;
+// lat, if not nil, gets each record's latency (Produce call → promise).
+func produceN(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, value []byte, n int, lat *latencies) {
+	t.Helper()
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	promise := func(r *kgo.Record, err error) {
+		if err != nil {
+			if failed.Add(1) == 1 {
+				firstErr.Store(err)
+			}
+			return
+		}
+		if lat != nil {
+			lat.add(time.Since(r.Timestamp))
+		}
+	}
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, promise)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d of %d records failed: %v", f, n, firstErr.Load())
+	}
+}
+
+// fixedRate produces cfg.rate records/s with linger.ms=0 to a fresh topic
+// while a consumer reads it; the first second is a warm-up and not
+// counted. Each value starts with its sequence number and its send time
+// (UnixNano), so the consumer measures end-to-end latency.
+func fixedRate(ctx context.Context, t *testing.T, tg *perfTarget, cfg perfConfig, topic string) (prodLat, e2e *latencies, rate float64) {
+	t.Helper()
+	warm := cfg.rate // records of the first second
+	total := warm + int(cfg.e2eFor.Seconds()*float64(cfg.rate))
+	offsets := map[int32]kgo.Offset{}
+	for p := 0; p < cfg.partitions; p++ {
+		offsets[int32(p)] = kgo.NewOffset().AtStart()
+	}
+	cons := newPerfClient(t, tg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	prod := newPerfClient(t, tg, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
+	pl, el := newLatencies(total), newLatencies(total)
+
+	var consumed sync.WaitGroup
+	consumed.Add(1)
+	var seen atomic.Int64
+	go func() {
+		defer consumed.Done()
+		for seen.Load() < int64(total) && ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			now := time.Now().UnixNano()
+			fs.EachRecord(func(r *kgo.Record) {
+				if binary.BigEndian.Uint64(r.Value) >= uint64(warm) {
+					el.add(time.Duration(now - int64(binary.BigEndian.Uint64(r.Value[8:]))))
+				}
+				seen.Add(1)
+			})
+		}
+	}()
+
+	var failed atomic.Int64
+	interval := time.Second / time.Duration(cfg.rate)
+	start := time.Now()
+	var measuredFrom time.Time
+	for i := 0; i < total; i++ {
+		if i == warm {
+			measuredFrom = time.Now()
+		}
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		v := perfPayload(cfg.valueSize)
+		binary.BigEndian.PutUint64(v, uint64(i))
+		binary.BigEndian.PutUint64(v[8:], uint64(time.Now().UnixNano()))
+		counted := i >= warm
+		prod.Produce(ctx, &kgo.Record{Value: v}, func(r *kgo.Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			} else if counted {
+				pl.add(time.Since(r.Timestamp))
+			}
+		})
+	}
+	rate = float64(total-warm) / time.Since(measuredFrom).Seconds()
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatalf("%s: flush: %v", tg.name, err)
+	}
+	consumed.Wait()
+	if f := failed.Load(); f > 0 || seen.Load() < int64(total) {
+		t.Fatalf("%s: %d records failed, %d of %d consumed", tg.name, f, seen.Load(), total)
+	}
+	return pl, el, rate
+}
+
+// perfPayload is a record value as kafka-producer-perf-test makes one
+// without a payload file: random upper-case letters, the same for every
+// record.
+func perfPayload(size int) []byte {
+	rng := rand.New(rand.NewPCG(7, 7))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte('A' + rng.IntN(26))
+	}
+	return b
+}
+
+// perfHooks counts what a client sent and received: batches, their
+// records, and requests by API key.
+type perfHooks struct {
+	batches, records atomic.Int64
+	requests         [2]atomic.Int64 // Produce, Fetch
+}
+
+func (h *perfHooks) reset() {
+	h.batches.Store(0)
+	h.records.Store(0)
+	h.requests[0].Store(0)
+	h.requests[1].Store(0)
+}
+
+func (h *perfHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.batches.Add(1)
+	h.records.Add(int64(m.NumRecords))
+}
+
+func (h *perfHooks) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.batches.Add(1)
+	h.records.Add(int64(m.NumRecords))
+}
+
+func (h *perfHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil && key >= 0 && int(key) < len(h.requests) {
+		h.requests[key].Add(1)
+	}
+}
+
+func (h *perfHooks) recordsPerBatch() float64 {
+	return float64(h.records.Load()) / float64(max(h.batches.Load(), 1))
+}
+
+// latencies collects durations from concurrent callers into a slice sized
+// up front.
+type latencies struct {
+	d      []time.Duration
+	n      atomic.Int64
+	sorted bool
+}
+
+func newLatencies(capacity int) *latencies { return &latencies{d: make([]time.Duration, capacity)} }
+
+func (l *latencies) add(d time.Duration) {
+	if i := l.n.Add(1) - 1; int(i) < len(l.d) {
+		l.d[i] = d
+	}
+}
+
+// pct is the p-th quantile (0 < p ≤ 1), nearest rank.
+func (l *latencies) pct(p float64) time.Duration {
+	n := min(int(l.n.Load()), len(l.d))
+	if n == 0 {
+		return 0
+	}
+	if !l.sorted {
+		l.d = l.d[:n]
+		slices.Sort(l.d)
+		l.sorted = true
+	}
+	return l.d[max(0, int(math.Ceil(p*float64(n)))-1)]
+}
+
+// procCPU is a process's user+system CPU seconds from /proc/<pid>/stat
+// (fields 14 and 15, in clock ticks); NaN when pid is 0 or unreadable.
+func procCPU(pid int) float64 {
+	if pid == 0 {
+		return math.NaN()
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return math.NaN()
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // comm may hold spaces
+	if len(fields) < 13 {
+		return math.NaN()
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / clockTicks()
+}
+
+// clockTicks is getconf CLK_TCK (100 on Linux unless the kernel says
+// otherwise).
+var clockTicks = sync.OnceValue(func() float64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err != nil {
+		return 100
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil || v <= 0 {
+		return 100
+	}
+	return v
+})
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
+	var ref *perfTarget
+	for _, tg := range targets {
+		if tg.reference {
+			ref = tg
+		}
+	}
+	const mib = 1 << 20
+	ms := func(d float64) string { return fmt.Sprintf("%.2f", d/float64(time.Millisecond)) }
+	type figure struct {
+		name  string
+		value func(perfResult) float64
+		show  func(float64) string
+		ratio bool
+	}
+	num := func(format string) func(float64) string {
+		return func(v float64) string {
+			if math.IsNaN(v) {
+				return "n/a"
+			}
+			return fmt.Sprintf(format, v)
+		}
+	}
+	pct := func(l func(perfResult) *latencies, p float64) func(perfResult) float64 {
+		return func(r perfResult) float64 { return float64(l(r).pct(p)) }
+	}
+	prodLat := func(r perfResult) *latencies { return r.produceLat }
+	rateLat := func(r perfResult) *latencies { return r.rateLat }
+	e2e := func(r perfResult) *latencies { return r.e2e }
+	perM := func(cpu func(perfResult) float64) func(perfResult) float64 {
+		return func(r perfResult) float64 { return cpu(r) / (float64(r.produced) / 1e6) }
+	}
+	figures := []figure{
+		{"produce records/s", perfResult.produceRate, num("%.0f"), true},
+		{"produce MiB/s (values)", func(r perfResult) float64 { return r.produceRate() * float64(cfg.valueSize) / mib }, num("%.1f"), false},
+		{"produce latency p50 ms (saturated)", pct(prodLat, 0.50), ms, false},
+		{"produce latency p99 ms (saturated)", pct(prodLat, 0.99), ms, false},
+		{"produce latency p99.9 ms (saturated)", pct(prodLat, 0.999), ms, false},
+		{"produce: records per batch", func(r perfResult) float64 { return r.produceBatches.recordsPerBatch() }, num("%.0f"), false},
+		{"produce: requests", func(r perfResult) float64 { return float64(r.produceBatches.requests[0].Load()) }, num("%.0f"), false},
+		{"consume records/s", perfResult.consumeRate, num("%.0f"), true},
+		{"consume MiB/s (values)", func(r perfResult) float64 { return r.consumeRate() * float64(cfg.valueSize) / mib }, num("%.1f"), false},
+		{"consume: records per batch", func(r perfResult) float64 { return r.consumeBatches.recordsPerBatch() }, num("%.0f"), false},
+		{"consume: fetch requests", func(r perfResult) float64 { return float64(r.consumeBatches.requests[1].Load()) }, num("%.0f"), false},
+		{fmt.Sprintf("achieved rate (target %d/s)", cfg.rate), func(r perfResult) float64 { return r.achievedRate }, num("%.0f"), false},
+		{"produce latency p50 ms @ rate", pct(rateLat, 0.50), ms, false},
+		{"produce latency p99 ms @ rate", pct(rateLat, 0.99), ms, false},
+		{"produce latency p99.9 ms @ rate", pct(rateLat, 0.999), ms, false},
+		{"end-to-end latency p50 ms @ rate", pct(e2e, 0.50), ms, false},
+		{"end-to-end latency p99 ms @ rate", pct(e2e, 0.99), ms, true},
+		{"end-to-end latency p99.9 ms @ rate", pct(e2e, 0.999), ms, false},
+		{"broker CPU s per M records produced", perM(func(r perfResult) float64 { return r.brokerCPU }), num("%.2f"), false},
+		{"test process CPU s per M records produced", perM(func(r perfResult) float64 { return r.selfCPU }), num("%.2f"), false},
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nKeel vs kfake: %d-byte values, %d partitions, kgo defaults (idempotent, acks=all, snappy), %d records;\n"+
+		"latency at %d records/s with linger.ms=0 for %v. Median of %d rounds.\n",
+		cfg.valueSize, cfg.partitions, cfg.records, cfg.rate, cfg.e2eFor, rounds)
+	fmt.Fprintf(&b, "%-42s", "")
+	for _, tg := range targets {
+		fmt.Fprintf(&b, " %19s", tg.name)
+	}
+	for _, tg := range targets {
+		if !tg.reference {
+			fmt.Fprintf(&b, " %19s", tg.short+"/kfake")
+		}
+	}
+	b.WriteString("\n")
+	for _, f := range figures {
+		fmt.Fprintf(&b, "%-42s", f.name)
+		for _, tg := range targets {
+			fmt.Fprintf(&b, " %19s", f.show(tg.median(f.value)))
+		}
+		for _, tg := range targets {
+			if tg.reference {
+				continue
+			}
+			r := ""
+			if f.ratio && ref != nil {
+				r = fmt.Sprintf("%.2f×", tg.median(f.value)/ref.median(f.value))
+			}
+			fmt.Fprintf(&b, " %19s", r)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Test process = the kgo clients (for in-process brokers, the broker too). " +
+		"Targets: produce and consume ≥ 1.0× kfake, e2e p99 ≤ 1.5 ms.\n")
+	fmt.Print(b.String())
+}
