@@ -115,6 +115,25 @@ func (x *OffsetIndex) Lookup(target int64) (offset int64, position int32) {
 	return x.offsetAt(slot), x.position(slot)
 }
 
+// LookupPosition returns the entry with the largest position <= maxPosition
+// whose offset is also <= maxOffset: a batch boundary a reader may jump to
+// without reading the batch headers before it (every batch before the entry
+// ends before its offset). ok is false when no entry qualifies. Positions
+// and offsets both increase along the index, so each bound is one binary
+// search.
+//
+// Safe to call from any goroutine, concurrently with appends.
+func (x *OffsetIndex) LookupPosition(maxPosition, maxOffset int64) (offset int64, position int32, ok bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	slot := min(x.largestLowerBound(maxPosition, func(i int) int64 { return int64(x.position(i)) }),
+		x.largestLowerBound(maxOffset, x.offsetAt))
+	if slot < 0 {
+		return 0, 0, false
+	}
+	return x.offsetAt(slot), x.position(slot), true
+}
+
 // TruncateTo drops every entry whose offset is >= offset, as Kafka's
 // OffsetIndex.truncateTo does when the log is truncated (follower
 // truncation, recovery). Dropped entries are zeroed.

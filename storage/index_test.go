@@ -551,3 +551,31 @@ func TestResetOfAPreallocatedIndexDoesNotDirtyItsPages(t *testing.T) {
 		t.Fatalf("lookup after reset: %d %d", off, pos)
 	}
 }
+
+func TestLookupPositionFindsTheLastBoundaryWithinBothBounds(t *testing.T) {
+	x := openTestOffsetIndex(t, 100, 1024)
+	for i, e := range [][2]int64{{100, 0}, {110, 500}, {120, 1000}, {130, 1500}} {
+		if err := x.Append(e[0], int32(e[1])); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	cases := []struct {
+		maxPos, maxOff int64
+		off            int64
+		pos            int32
+		ok             bool
+	}{
+		{1200, 1000, 120, 1000, true}, // bounded by position
+		{5000, 115, 110, 500, true},   // bounded by offset
+		{1500, 130, 130, 1500, true},  // both bounds inclusive
+		{499, 1000, 100, 0, true},
+		{-1, 1000, 0, 0, false},
+		{5000, 99, 0, 0, false},
+	}
+	for _, c := range cases {
+		off, pos, ok := x.LookupPosition(c.maxPos, c.maxOff)
+		if off != c.off || pos != c.pos || ok != c.ok {
+			t.Errorf("LookupPosition(%d, %d) = %d, %d, %t; want %d, %d, %t", c.maxPos, c.maxOff, off, pos, ok, c.off, c.pos, c.ok)
+		}
+	}
+}

@@ -707,6 +707,25 @@ func (l *Log) Read(startOffset int64, maxBytes int, upperBound int64, minOneBatc
 			return info, fmt.Errorf("read %s at %d: %w", l.tp, startOffset, err)
 		}
 		start, end := pos, pos
+		// Jump over whole indexed batches instead of reading every header
+		// (one pread each): the sparse index names batch boundaries, and
+		// any boundary within maxBytes whose batch starts at or below the
+		// upper bound ends a valid region. Only the tail past the last
+		// such entry (at most index.interval.bytes plus a batch) is
+		// scanned header by header.
+		if limit := start + int64(maxBytes); limit > start {
+			if off, jump, ok := s.index.LookupPosition(limit, upperBound); ok && int64(jump) > start && off > h.BaseOffset {
+				end = int64(jump)
+				if h, err = s.headerAt(end, buf); err != nil {
+					if !errors.Is(err, io.EOF) {
+						return info, fmt.Errorf("read %s at %d: %w", l.tp, startOffset, err)
+					}
+					info.Regions = []FileRegion{{File: s.file, Position: start, Length: end - start}}
+					info.Bytes = end - start
+					return info, nil
+				}
+			}
+		}
 		for {
 			if h.NextOffset() > upperBound {
 				break
