@@ -28,6 +28,7 @@ type Node struct {
 	logger     hclog.Logger
 	clusterID  string
 	advertised []network.Listener
+	raftPorts  map[int]bool // bound ports whose listeners accept Raft
 
 	server    *network.Server
 	mux       *raftlog.Mux
@@ -127,7 +128,7 @@ func (n *Node) start() (err error) {
 		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
 		SocketRequestMaxBytes: cfg.SocketRequestMaxBytes,
 		ConnClassifier:        raftlog.IsRaftMarker,
-		HandoffRaft:           func(c net.Conn) { n.mux.HandoffWithMarker(c) },
+		HandoffRaft:           n.handoffRaft,
 	})
 	if err != nil {
 		return err
@@ -136,6 +137,16 @@ func (n *Node) start() (err error) {
 		return err
 	}
 	bound := n.server.BoundListeners()
+	// Raft is accepted only where peers dial it: a controller's controller
+	// listener, a broker-only node's inter-broker listener (DESIGN §3), never
+	// on a combined node's client listener.
+	n.raftPorts = map[int]bool{}
+	for _, l := range bound {
+		if (isController && slices.Contains(cfg.ControllerListenerNames, l.Name)) ||
+			(!isController && l.Name == cfg.InterBrokerListenerName) {
+			n.raftPorts[l.Port] = true
+		}
+	}
 	advertised, err := network.ParseAdvertisedListeners(cfg.AdvertisedListeners, bound, protocols)
 	if err != nil {
 		return fmt.Errorf("advertised.listeners: %w", err)
@@ -219,6 +230,18 @@ func (n *Node) start() (err error) {
 	logger.Info("node started", "node_id", cfg.NodeID, "roles", cfg.ProcessRoles, "cluster_id", n.clusterID,
 		"listeners", fmt.Sprint(bound))
 	return nil
+}
+
+// handoffRaft gives a connection that opened with the Raft marker to the
+// Raft transport, if it arrived on a listener that carries Raft.
+func (n *Node) handoffRaft(c net.Conn) {
+	if addr, ok := c.LocalAddr().(*net.TCPAddr); !ok || !n.raftPorts[addr.Port] {
+		n.logger.Warn("refusing a Raft connection on a listener that does not carry Raft",
+			"local", c.LocalAddr().String(), "remote", c.RemoteAddr().String())
+		c.Close()
+		return
+	}
+	n.mux.HandoffWithMarker(c)
 }
 
 // applyMetadata feeds every published image to the broker, in order.

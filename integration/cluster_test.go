@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,4 +316,32 @@ func TestAControllerOfAnotherClusterCannotJoinTheQuorum(t *testing.T) {
 	if c.Nodes[3].Raft().IsLeader() || c.Nodes[3].Raft().AppliedOffset() > 0 {
 		t.Fatalf("the stranger applied offset %d", c.Nodes[3].Raft().AppliedOffset())
 	}
+}
+
+// Raft rides only on the controller listener of a controller: a Raft hello
+// (marker, cluster id) on a combined node's client listener is refused.
+func TestRaftIsRefusedOnTheClientListener(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}})
+	c.WaitReady(20 * time.Second)
+	conn, err := net.DialTimeout("tcp", c.BootstrapServers()[0], time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hello := append([]byte{raftlog.RaftMarker, byte(len(c.ClusterID))}, c.ClusterID...)
+	if _, err := conn.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the client listener kept a Raft connection open: %v", err)
+	}
+	// The node still serves clients.
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "after-raft-probe"); err != nil {
+		t.Fatal(err)
+	}
+	produceAndConsume(t, c, "after-raft-probe", 10)
 }
