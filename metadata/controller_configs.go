@@ -283,26 +283,32 @@ func (c *ClusterControl) AlterConfigs(req *kmsg.AlterConfigsRequest) ([]Record, 
 	return out, resp
 }
 
+// alterResource is the legacy replace-all: every config given is SET and
+// every dynamic config not given is DELETEd, through the same checks and
+// validation as IncrementalAlterConfigs.
 func (c *ClusterControl) alterResource(typ int8, name string, configs []kmsg.AlterConfigsRequestResourceConfig, dup map[ConfigResource]bool) ([]Record, int16, string) {
-	if dup[ConfigResource{Type: typ, Name: name}] {
-		return nil, kerr.InvalidRequest.Code, "Duplicate resource."
-	}
-	res, code, msg := c.configResource(typ, name)
-	if code != 0 {
-		return nil, code, msg
-	}
-	next := map[string]string{}
+	ops := make([]kmsg.IncrementalAlterConfigsRequestResourceConfig, 0, len(configs))
+	given := map[string]bool{}
 	for _, cfg := range configs {
-		if _, twice := next[cfg.Name]; twice {
-			return nil, kerr.InvalidRequest.Code, "Error due to duplicate config keys"
-		}
-		if cfg.Value == nil {
-			return nil, kerr.InvalidRequest.Code, "Null value not supported for : " + cfg.Name
-		}
-		next[cfg.Name] = *cfg.Value
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Op, op.Value = cfg.Name, kmsg.IncrementalAlterConfigOp(opSet), cfg.Value
+		ops = append(ops, op)
+		given[cfg.Name] = true
 	}
-	if err := validateConfigs(res, next); err != nil {
-		return nil, kerr.InvalidConfig.Code, err.Error()
+	if res, code, _ := c.configResource(typ, name); code == 0 {
+		current := c.img.Configs(res)
+		names := make([]string, 0, len(current))
+		for k := range current {
+			if !given[k] {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			op.Name, op.Op = k, kmsg.IncrementalAlterConfigOp(opDelete)
+			ops = append(ops, op)
+		}
 	}
-	return configDiff(res, c.img.Configs(res), next), 0, ""
+	return c.incrementalAlterResource(typ, name, ops, dup)
 }
