@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/keelstream/keel/network"
@@ -24,10 +25,53 @@ import (
 // appends costs the waiter one re-check, and the appending goroutine never
 // blocks: waking is a non-blocking send per waiter.
 
-// waiter is a parked request's wake-up channel.
-type waiter struct{ wake chan struct{} }
+// waiter is a parked request's wake-up channel, and the means for a
+// waking goroutine to complete the request itself (tryComplete).
+type waiter struct {
+	wake chan struct{}
+	// done is closed once the request is completed, by whichever
+	// goroutine completed it.
+	done chan struct{}
+	// mu serialises completion attempts (the parked goroutine's and those
+	// of appenders calling tryComplete) and guards completed.
+	mu        sync.Mutex
+	completed bool
+	check     delayedCheck
+	d         *network.Deferred
+}
 
-func newWaiter() *waiter { return &waiter{wake: make(chan struct{}, 1)} }
+func newWaiter() *waiter {
+	return &waiter{wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// attempt runs the completion check once; it reports whether the request
+// is (now or already) complete.
+func (w *waiter) attempt(final bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.completed {
+		return true
+	}
+	resp := w.check(final)
+	if resp == nil && !final {
+		return false
+	}
+	w.finishLocked(resp)
+	return true
+}
+
+// finishLocked completes the request with resp (nil: no response) and
+// releases the parked goroutine. w.mu is held.
+func (w *waiter) finishLocked(resp *network.Response) {
+	w.completed = true
+	w.d.Complete(resp)
+	close(w.done)
+}
+
+// tryComplete is Kafka's checkAndComplete: the goroutine that made the
+// request completable (an append) runs the check itself, sparing the hop
+// through the parked goroutine. It never blocks on I/O beyond the check.
+func (w *waiter) tryComplete() bool { return w.attempt(false) }
 
 // signal wakes the waiter; it never blocks.
 func (w *waiter) signal() {
@@ -50,7 +94,9 @@ type delayedCheck func(final bool) *network.Response
 //
 // Concurrency: any goroutine; never blocks.
 func (b *Broker) park(ctx context.Context, parts []*partition, watch func(*partition) *watchList, wait time.Duration, check delayedCheck) network.Result {
+	d := network.NewDeferred()
 	w := newWaiter()
+	w.check, w.d = check, d
 	for _, p := range parts {
 		watch(p).add(w)
 	}
@@ -59,7 +105,6 @@ func (b *Broker) park(ctx context.Context, parts []*partition, watch func(*parti
 			watch(p).remove(w)
 		}
 	}
-	d := network.NewDeferred()
 	w.signal()
 	started := b.spawn(func() {
 		defer unwatch()
@@ -67,24 +112,34 @@ func (b *Broker) park(ctx context.Context, parts []*partition, watch func(*parti
 		defer timer.Stop()
 		for {
 			select {
+			case <-w.done:
+				return // completed by a waking goroutine (tryComplete)
 			case <-w.wake:
-				if resp := check(false); resp != nil {
-					d.Complete(resp)
+				if w.attempt(false) {
 					return
 				}
 			case <-timer.C:
-				d.Complete(check(true))
+				w.attempt(true)
 				return
 			case <-ctx.Done():
-				d.Complete(nil)
+				w.mu.Lock()
+				if !w.completed {
+					w.finishLocked(nil)
+				}
+				w.mu.Unlock()
 				return
 			case <-b.closing():
-				d.Complete(check(true))
+				w.attempt(true)
 				return
 			}
 		}
 	})
 	if !started {
+		// Broker closing: answer here. Mark the waiter completed first so
+		// that no appender runs its check on the unused Deferred.
+		w.mu.Lock()
+		w.completed = true
+		w.mu.Unlock()
 		unwatch()
 		return check(true)
 	}

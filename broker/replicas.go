@@ -397,6 +397,28 @@ func (l *watchList) remove(w *waiter) {
 	l.mu.Unlock()
 }
 
+// completeAll is wakeAll for the goroutine that just made the waiters'
+// requests completable (an append): it runs each waiter's check itself
+// (Kafka's checkAndComplete) and signals only those that cannot complete
+// yet. The waiters are copied out first, so a check may unwatch. Call it
+// holding no partition or log lock.
+func (l *watchList) completeAll() {
+	if l.n.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	ws := make([]*waiter, 0, len(l.ws))
+	for w := range l.ws {
+		ws = append(ws, w)
+	}
+	l.mu.Unlock()
+	for _, w := range ws {
+		if !w.tryComplete() {
+			w.signal()
+		}
+	}
+}
+
 // wakeAll signals every waiter; it never blocks.
 func (l *watchList) wakeAll() {
 	if l.n.Load() == 0 {
