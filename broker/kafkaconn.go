@@ -49,7 +49,7 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 		}
 		c.conn, c.rd = conn, bufio.NewReader(conn)
 	}
-	resp, err := c.roundTrip(ctx, req)
+	resp, err := c.roundTrip(ctx, c.conn, req)
 	if err != nil {
 		c.conn.Close()
 		c.conn, c.rd = nil, nil
@@ -58,13 +58,16 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 	return resp, nil
 }
 
-func (c *kafkaConn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+// roundTrip takes conn as an argument rather than reading c.conn: the
+// cancellation callback may still run after request has closed the connection
+// and cleared c.conn.
+func (c *kafkaConn) roundTrip(ctx context.Context, conn net.Conn, req kmsg.Request) (kmsg.Response, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(30 * time.Second)
 	}
-	c.conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
 	req.SetVersion(req.MaxVersion())
@@ -80,7 +83,7 @@ func (c *kafkaConn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Respo
 	}
 	frame = req.AppendTo(frame)
 	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-	if _, err := c.conn.Write(frame); err != nil {
+	if _, err := conn.Write(frame); err != nil {
 		return nil, err
 	}
 	var size [4]byte
