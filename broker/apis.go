@@ -24,7 +24,7 @@ var apiTable = func() []apiSpec {
 	ranges := []struct{ key, min, max int16 }{
 		{0, 3, 13}, // Produce (v0–v2 advertised, refused)
 		{1, network.MinFetchVersion, network.MaxFetchVersion}, // Fetch: what the zero-copy encoder writes
-		{2, 1, 10}, // ListOffsets
+		{2, 1, 11}, // ListOffsets
 		{3, 0, 13}, // Metadata
 		{18, 0, 5}, // ApiVersions
 		{19, 0, 7}, // CreateTopics (forwarded)

@@ -1,7 +1,7 @@
 package broker
 
-// ListOffsets (key 2), v1–v10 (v0's MaxNumOffsets form was removed by
-// Kafka 4, KIP-896; v11's -6 needs tiered storage).
+// ListOffsets (key 2), v1–v11 (v0's MaxNumOffsets form was removed by
+// Kafka 4, KIP-896).
 //
 // Kafka's Partition.fetchOffsetForTimestamp, per partition:
 //
@@ -15,8 +15,8 @@ package broker
 //     transactions), the log end offset for replicas; the epoch is the
 //     current leader epoch.
 //   - -3 (max timestamp, v7+, KIP-734): the record with the largest
-//     timestamp; -5 (latest tiered, v9+): -1, as Kafka answers without
-//     remote storage.
+//     timestamp; -5 (latest tiered, v9+) and -6 (earliest pending upload,
+//     v11+, KIP-1023): offset -1, as Kafka answers without remote storage.
 //   - a timestamp: the first record at or after it. Answers at or past
 //     the fetchable end (high watermark) are hidden (-1), as Kafka hides
 //     them.
@@ -44,6 +44,8 @@ const (
 const (
 	earliestLocalTimestamp int64 = -4
 	latestTieredTimestamp  int64 = -5
+	// earliestPendingUploadTimestamp is KIP-1023's (v11+).
+	earliestPendingUploadTimestamp int64 = -6
 )
 
 func (b *Broker) handleListOffsets(m *kmsg.ListOffsetsRequest) kmsg.Response {
@@ -115,7 +117,8 @@ func (b *Broker) listOffset(m *kmsg.ListOffsetsRequest, topic string, rp kmsg.Li
 		return
 	case ts == storage.EarliestTimestamp || (ts == earliestLocalTimestamp && m.Version >= 8):
 		ts = storage.EarliestTimestamp
-	case ts == latestTieredTimestamp && m.Version >= 9:
+	case ts == latestTieredTimestamp && m.Version >= 9,
+		ts == earliestPendingUploadTimestamp && m.Version >= 11:
 		out.Offset, out.Timestamp, out.LeaderEpoch = -1, -1, -1
 		return
 	case ts == storage.MaxTimestamp && m.Version >= 7:

@@ -28,7 +28,7 @@ func batchAt(t testing.TB, ts int64) []byte {
 func listOffsets(t testing.TB, rc *rawClient, topic string, partition int32, ts int64, isolation int8, replicaID int32) kmsg.ListOffsetsResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.Version, req.IsolationLevel, req.ReplicaID = 10, isolation, replicaID
+	req.Version, req.IsolationLevel, req.ReplicaID = 11, isolation, replicaID
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -59,6 +59,7 @@ func TestListOffsets(t *testing.T) {
 		{"max timestamp", -3, 2, 9000},
 		{"earliest local", -4, 0, -1},
 		{"latest tiered: none without tiered storage", -5, -1, -1},
+		{"earliest pending upload: none without tiered storage", -6, -1, -1},
 		{"by timestamp, exact", 2000, 1, 2000},
 		{"by timestamp, between", 2500, 2, 9000},
 		{"by timestamp, before all", 10, 0, 1000},
