@@ -12,6 +12,8 @@ package broker
 //     knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise; hosted but not led:
 //     NOT_LEADER_OR_FOLLOWER, with the current leader and its endpoint
 //     (v10+, KIP-951) so the client need not refresh its metadata;
+//   - more than one batch for a partition: INVALID_RECORD (Kafka's
+//     ProduceRequest.validateRecords);
 //   - transactional batches: INVALID_TXN_STATE (there is no transaction
 //     coordinator yet, so no transaction can be open);
 //   - acks=-1 with fewer in-sync replicas than min.insync.replicas:
@@ -20,6 +22,15 @@ package broker
 //     max.message.bytes, compression, decompressed size): the code of
 //     storage.ErrorCode, nothing appended, the reason in ErrorMessage
 //     (v8+);
+//   - the topic's record policy (record_policy.go): with CreateTime, every
+//     record timestamp within message.timestamp.before.max.ms and
+//     message.timestamp.after.max.ms of the broker clock
+//     (INVALID_TIMESTAMP), and on compacted topics a key on every record
+//     (INVALID_RECORD); record_errors (v8+) name each record;
+//   - idempotent batches: the producer's sequence state (producer_state.go):
+//     a retried duplicate is acknowledged with its original offsets,
+//     OUT_OF_ORDER_SEQUENCE_NUMBER on a gap, INVALID_PRODUCER_EPOCH for
+//     an old epoch;
 //   - success: BaseOffset, LogAppendTime (v2+; -1 with CreateTime) and
 //     LogStartOffset (v5+).
 //
@@ -34,9 +45,7 @@ package broker
 // NOT_LEADER_OR_FOLLOWER, one whose ISR fell below min.insync.replicas
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
 //
-// Not yet: idempotent sequence checks (batches with a producer id are
-// appended unchecked; InitProducerId is not advertised, so clients do not
-// send them), record_errors (v8+) per record, compression.type recompression.
+// Not yet: compression.type recompression (the producer's codec is kept).
 
 import (
 	"context"
@@ -139,6 +148,14 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 		rp.ErrorCode = kerr.NotLeaderForPartition.Code
 		return nil, 0
 	}
+	// Kafka's ProduceRequest.validateRecords (v3+): exactly one batch.
+	if n, err := record.PeekBatchSize(in.Records); err == nil && n < len(in.Records) {
+		rp.ErrorCode = kerr.InvalidRecord.Code
+		if m.Version >= 8 {
+			rp.ErrorMessage = kmsg.StringPtr("produce requests may contain exactly one record batch per partition")
+		}
+		return nil, 0
+	}
 	transactional, idempotent := classifyBatches(in.Records)
 	if transactional {
 		rp.ErrorCode = kerr.InvalidTxnState.Code
@@ -174,6 +191,14 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 	v, err := p.log.ValidateProduce(in.Records, false)
 	if err != nil {
 		return fail(err)
+	}
+	if code, msg, recordErrs := st.policy.check(in.Records, v.Info(), b.now().UnixMilli()); code != 0 {
+		rp.ErrorCode = code
+		if m.Version >= 8 {
+			rp.ErrorMessage, rp.ErrorRecords = kmsg.StringPtr(msg), recordErrs
+		}
+		b.log.Debug("produce refused by a record policy", "partition", p.tp, "error", msg)
+		return nil, 0
 	}
 	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch}
 	var info storage.AppendInfo

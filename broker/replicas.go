@@ -2,8 +2,10 @@ package broker
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -75,6 +77,8 @@ type partitionState struct {
 	// deletePolicy is cleanup.policy containing "delete" (DeleteRecords
 	// is refused on purely compacted topics, as in Kafka).
 	deletePolicy bool
+	// policy is the topic's per-record produce checks (record_policy.go).
+	policy recordPolicy
 }
 
 // onlyLeaderInISR reports ISR == {leader}: the high watermark is then the
@@ -340,8 +344,21 @@ func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic s
 			st.minISR = n
 		}
 	}
-	policy, _ := b.topicConfigValue(img, topic, "cleanup.policy")
-	st.deletePolicy = slices.Contains(splitList(policy), "delete")
+	cleanup, _ := b.topicConfigValue(img, topic, "cleanup.policy")
+	st.deletePolicy = slices.Contains(splitList(cleanup), "delete")
+	st.policy.compacted = slices.Contains(splitList(cleanup), "compact")
+	tsType, _ := b.topicConfigValue(img, topic, "message.timestamp.type")
+	st.policy.createTime = strings.TrimSpace(tsType) != "LogAppendTime"
+	st.policy.beforeMaxMs, st.policy.afterMaxMs = math.MaxInt64, math.MaxInt64
+	for name, dst := range map[string]*int64{
+		"message.timestamp.before.max.ms": &st.policy.beforeMaxMs,
+		"message.timestamp.after.max.ms":  &st.policy.afterMaxMs,
+	} {
+		v, _ := b.topicConfigValue(img, topic, name)
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
+			*dst = n
+		}
+	}
 }
 
 // refreshConfig re-applies a hosted partition's configs after a config

@@ -60,6 +60,12 @@ type AppendInfo struct {
 	LogAppendTime int64
 	// MaxTimestamp is the largest record timestamp appended.
 	MaxTimestamp int64
+	// MinTimestamp is the smallest record (create) timestamp of a
+	// producer's batches (ValidateProduce only; -1 otherwise).
+	MinTimestamp int64
+	// NullKeys counts the records with a null key (ValidateProduce only):
+	// a compacted topic refuses them.
+	NullKeys int
 	// Records and Bytes count what was appended.
 	Records int
 	Bytes   int
@@ -404,6 +410,10 @@ func (l *Log) ValidateProduce(batches []byte, fromCoordinator bool) (ValidatedBa
 	return ValidatedBatches{batches: batches, info: info}, nil
 }
 
+// Info is what validation learnt of the batches (offsets not yet assigned):
+// record count, bytes, min and max timestamps, null keys.
+func (v ValidatedBatches) Info() AppendInfo { return v.info }
+
 // AppendValidated is the second half of AppendAsLeader: under the log's
 // lock it assigns offsets in place, stamps the leader epoch (and the
 // LogAppendTime), rolls if needed and writes.
@@ -452,7 +462,7 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (AppendInf
 // validateProduce is Kafka's analyzeAndValidateRecords plus LogValidator
 // for v2: framing, size limits, CRC, magic, and every record inside.
 func validateProduce(batches []byte, cfg LogConfig, fromCoordinator bool) (AppendInfo, error) {
-	info := AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1}
+	info := AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, MinTimestamp: -1, LogAppendTime: -1}
 	if len(batches) == 0 {
 		// Kafka's ProduceRequest.validateRecords: "must have at least one
 		// record batch" (INVALID_RECORD).
@@ -489,8 +499,12 @@ func validateProduce(batches []byte, cfg LogConfig, fromCoordinator bool) (Appen
 		if err != nil {
 			return info, fmt.Errorf("batch at byte %d: %w", pos, err)
 		}
+		if info.Records == 0 || stats.MinTimestamp < info.MinTimestamp {
+			info.MinTimestamp = stats.MinTimestamp
+		}
 		info.Records += int(h.RecordCount)
 		info.MaxTimestamp = max(info.MaxTimestamp, stats.MaxTimestamp)
+		info.NullKeys += stats.NullKeys
 		pos += size
 	}
 	info.Bytes = len(batches)

@@ -181,6 +181,10 @@ func readNullableBytes(b []byte, what string) (v, rest []byte, err error) {
 type RecordStats struct {
 	// MaxTimestamp is the largest record timestamp (CreateTime).
 	MaxTimestamp int64
+	// MinTimestamp is the smallest record timestamp (CreateTime).
+	MinTimestamp int64
+	// NullKeys is the number of records whose key is null.
+	NullKeys int
 	// UncompressedBytes is the size of the record bytes after decompression.
 	UncompressedBytes int
 }
@@ -192,8 +196,11 @@ type RecordStats struct {
 // deltas run 0, 1, 2, ... For a compressed batch the records are
 // decompressed into scratch (grown as needed and returned for reuse), never
 // past maxUncompressed bytes. It does not allocate for uncompressed batches.
+// The uncompressed records are RecordsBytes(batch) for an uncompressed batch
+// and the returned scratch otherwise, for a caller that needs a second pass
+// (NewRecordIterator) to name the records breaking a policy.
 func ValidateRecords(batch []byte, h BatchHeader, scratch []byte, maxUncompressed int) (RecordStats, []byte, error) {
-	stats := RecordStats{MaxTimestamp: -1}
+	stats := RecordStats{MaxTimestamp: -1, MinTimestamp: -1}
 	records := RecordsBytes(batch)
 	if c := h.Compression(); c != CompressionNone {
 		var err error
@@ -222,8 +229,15 @@ func ValidateRecords(batch []byte, h BatchHeader, scratch []byte, maxUncompresse
 		if r.OffsetDelta != i {
 			return stats, scratch, fmt.Errorf("record %d has offset delta %d: %w", i, r.OffsetDelta, ErrInvalidRecord)
 		}
-		if ts := h.BaseTimestamp + r.TimestampDelta; ts > stats.MaxTimestamp {
+		ts := h.BaseTimestamp + r.TimestampDelta
+		if ts > stats.MaxTimestamp {
 			stats.MaxTimestamp = ts
+		}
+		if i == 0 || ts < stats.MinTimestamp {
+			stats.MinTimestamp = ts
+		}
+		if r.Key == nil {
+			stats.NullKeys++
 		}
 		records = rest
 	}

@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network/record"
+)
+
+// policyBatch builds one batch of records with the given timestamps and
+// keys (nil = null key), compressed with c.
+func policyBatch(t testing.TB, c record.Compression, ts []int64, keys [][]byte) []byte {
+	t.Helper()
+	opts := record.DefaultBatchOptions()
+	opts.Compression = c
+	bb := record.NewBatchBuilder(opts)
+	for i := range ts {
+		bb.Append(ts[i], keys[i], []byte("v"), nil)
+	}
+	b, err := bb.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestProduceTimestampBounds(t *testing.T) {
+	c := newTestCluster(t)
+	hour := int64(time.Hour / time.Millisecond)
+	c.createTopic("bounded", 1, map[string]*string{
+		"message.timestamp.before.max.ms": kmsg.StringPtr("3600000"),
+		"message.timestamp.after.max.ms":  kmsg.StringPtr("3600000"),
+	})
+	c.createTopic("stamped", 1, map[string]*string{
+		"message.timestamp.type":          kmsg.StringPtr("LogAppendTime"),
+		"message.timestamp.before.max.ms": kmsg.StringPtr("0"),
+	})
+	now := time.Now().UnixMilli()
+	k := []byte("k")
+	for _, codec := range []record.Compression{record.CompressionNone, record.CompressionZstd} {
+		// Records 1 (too old) and 3 (too far ahead) are named; nothing is appended.
+		bad := policyBatch(t, codec, []int64{now, now - 2*hour, now + hour/2, now + 2*hour}, [][]byte{k, k, k, k})
+		r := c.produceRaw(t, "bounded", 0, 1, time.Second, bad)
+		if r.ErrorCode != kerr.InvalidTimestamp.Code {
+			t.Fatalf("%v: out-of-range timestamps: %v, want INVALID_TIMESTAMP", codec, kerr.ErrorForCode(r.ErrorCode))
+		}
+		var idx []int32
+		for _, e := range r.ErrorRecords {
+			idx = append(idx, e.RelativeOffset)
+		}
+		if len(idx) != 2 || idx[0] != 1 || idx[1] != 3 {
+			t.Fatalf("%v: record errors at %v, want [1 3]", codec, idx)
+		}
+		if r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "2 record errors") {
+			t.Fatalf("%v: error message %v", codec, r.ErrorMessage)
+		}
+		// -1 (NO_TIMESTAMP) is never range-checked, as in Kafka.
+		ok := policyBatch(t, codec, []int64{now, -1, now + hour/2}, [][]byte{k, k, k})
+		if r := c.produceRaw(t, "bounded", 0, 1, time.Second, ok); r.ErrorCode != 0 {
+			t.Fatalf("%v: in-range batch: %v", codec, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	// LogAppendTime overwrites the producer's timestamps: no bound applies.
+	if r := c.produceRaw(t, "stamped", 0, 1, time.Second, policyBatch(t, record.CompressionNone, []int64{1}, [][]byte{k})); r.ErrorCode != 0 {
+		t.Fatalf("LogAppendTime topic: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	// Only the in-range batches were appended (3 records per codec).
+	if end := c.broker.lookup(tp("bounded", 0)).log.LogEndOffset(); end != 6 {
+		t.Fatalf("log end offset %d, want 6", end)
+	}
+
+	// A real client sees INVALID_TIMESTAMP.
+	cl := c.client(kgo.DefaultProduceTopic("bounded"), kgo.RecordRetries(0))
+	err := cl.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("old"), Timestamp: time.Now().Add(-3 * time.Hour)}).FirstErr()
+	if !errors.Is(err, kerr.InvalidTimestamp) {
+		t.Fatalf("kgo produce of an old record: %v", err)
+	}
+}
+
+func TestProduceCompactedTopicNeedsKeys(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("compacted", 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")})
+	now := time.Now().UnixMilli()
+	r := c.produceRaw(t, "compacted", 0, 1, time.Second, policyBatch(t, record.CompressionLZ4, []int64{now, now, now}, [][]byte{[]byte("a"), nil, []byte("c")}))
+	if r.ErrorCode != kerr.InvalidRecord.Code || len(r.ErrorRecords) != 1 || r.ErrorRecords[0].RelativeOffset != 1 {
+		t.Fatalf("null key on a compacted topic: %v, record errors %+v", kerr.ErrorForCode(r.ErrorCode), r.ErrorRecords)
+	}
+	if r := c.produceRaw(t, "compacted", 0, 1, time.Second, policyBatch(t, record.CompressionLZ4, []int64{now}, [][]byte{[]byte("a")})); r.ErrorCode != 0 {
+		t.Fatalf("keyed record on a compacted topic: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+func TestProduceExactlyOneBatchPerPartition(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("one", 1, nil)
+	two := append(batchAt(t, 1000), batchAt(t, 2000)...)
+	if r := c.produceRaw(t, "one", 0, 1, time.Second, two); r.ErrorCode != kerr.InvalidRecord.Code {
+		t.Fatalf("two batches in one partition: %v, want INVALID_RECORD", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if end := c.broker.lookup(tp("one", 0)).log.LogEndOffset(); end != 0 {
+		t.Fatalf("log end offset %d after a refused request", end)
+	}
+}
