@@ -13,7 +13,8 @@ package broker
 //     NOT_LEADER_OR_FOLLOWER, with the current leader and its endpoint
 //     (v10+, KIP-951) so the client need not refresh its metadata;
 //   - more than one batch for a partition: INVALID_RECORD (Kafka's
-//     ProduceRequest.validateRecords);
+//     ProduceRequest.validateRecords); zstd before v7:
+//     UNSUPPORTED_COMPRESSION_TYPE;
 //   - transactional batches: INVALID_TXN_STATE (there is no transaction
 //     coordinator yet, so no transaction can be open);
 //   - acks=-1 with fewer in-sync replicas than min.insync.replicas:
@@ -27,6 +28,9 @@ package broker
 //     message.timestamp.after.max.ms of the broker clock
 //     (INVALID_TIMESTAMP), and on compacted topics a key on every record
 //     (INVALID_RECORD); record_errors (v8+) name each record;
+//   - a compression.type naming a codec: batches in another codec are
+//     recompressed before the append (compression levels are the codecs'
+//     defaults: compression.*.level is not applied yet);
 //   - idempotent batches: the producer's sequence state (producer_state.go):
 //     a retried duplicate is acknowledged with its original offsets,
 //     OUT_OF_ORDER_SEQUENCE_NUMBER on a gap, INVALID_PRODUCER_EPOCH for
@@ -44,8 +48,6 @@ package broker
 // A partition that lost its leadership meanwhile answers
 // NOT_LEADER_OR_FOLLOWER, one whose ISR fell below min.insync.replicas
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-//
-// Not yet: compression.type recompression (the producer's codec is kept).
 
 import (
 	"context"
@@ -156,6 +158,11 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 		}
 		return nil, 0
 	}
+	// ProduceRequest.validateRecords again: zstd needs v7+ (KIP-110).
+	if h, err := record.ParseHeader(in.Records); err == nil && h.Compression() == record.CompressionZstd && m.Version < 7 {
+		rp.ErrorCode = kerr.UnsupportedCompressionType.Code
+		return nil, 0
+	}
 	transactional, idempotent := classifyBatches(in.Records)
 	if transactional {
 		rp.ErrorCode = kerr.InvalidTxnState.Code
@@ -200,6 +207,18 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 		b.log.Debug("produce refused by a record policy", "partition", p.tp, "error", msg)
 		return nil, 0
 	}
+	records := in.Records
+	if st.policy.recompress {
+		var changed bool
+		if records, changed, err = st.policy.recompressed(in.Records, max(64<<20, 16*p.log.Config().MaxMessageBytes)); err != nil {
+			return fail(err)
+		}
+		if changed {
+			if v, err = p.log.ValidateProduce(records, false); err != nil {
+				return fail(err)
+			}
+		}
+	}
 	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch}
 	var info storage.AppendInfo
 	if idempotent {
@@ -210,7 +229,7 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 				return fail(err)
 			}
 		}
-		dup, code, msg := p.producers.check(in.Records)
+		dup, code, msg := p.producers.check(records)
 		switch {
 		case code != 0:
 			p.producerMu.Unlock()
@@ -229,7 +248,7 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 		}
 		info, err = p.log.AppendValidated(v, opts)
 		if err == nil {
-			p.producers.update(in.Records, info.LogAppendTime)
+			p.producers.update(records, info.LogAppendTime)
 		}
 		p.producerMu.Unlock()
 	} else {

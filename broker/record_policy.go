@@ -27,6 +27,34 @@ type recordPolicy struct {
 	// compacted is cleanup.policy containing "compact": every record needs
 	// a key.
 	compacted bool
+	// recompress is a compression.type naming a codec (not "producer"):
+	// batches in another codec are recompressed with compression.
+	recompress  bool
+	compression record.Compression
+}
+
+// setCompression applies a topic's compression.type.
+func (rp *recordPolicy) setCompression(v string) {
+	c, err := record.ParseCompression(strings.TrimSpace(v))
+	rp.recompress, rp.compression = err == nil, c
+}
+
+// recompressed returns batch (one validated batch) in the topic's codec
+// when it is in another one, with changed true (Kafka's LogValidator
+// recompresses when the topic's codec differs from the batch's).
+func (rp recordPolicy) recompressed(batch []byte, maxUncompressed int) (out []byte, changed bool, err error) {
+	if !rp.recompress {
+		return batch, false, nil
+	}
+	h, err := record.ParseHeader(batch)
+	if err != nil || h.Compression() == rp.compression {
+		return batch, false, nil
+	}
+	out, _, err = record.Recompress(make([]byte, 0, len(batch)), batch, h, rp.compression, nil, maxUncompressed)
+	if err != nil {
+		return nil, false, fmt.Errorf("compression.type %s: %w", rp.compression, err)
+	}
+	return out, true, nil
 }
 
 // noTimestamp is Kafka's RecordBatch.NO_TIMESTAMP: never range-checked.

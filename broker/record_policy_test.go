@@ -107,3 +107,65 @@ func TestProduceExactlyOneBatchPerPartition(t *testing.T) {
 		t.Fatalf("log end offset %d after a refused request", end)
 	}
 }
+
+func TestProduceTopicCompressionType(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("zstd-topic", 1, map[string]*string{"compression.type": kmsg.StringPtr("zstd")})
+	c.createTopic("plain-topic", 1, map[string]*string{"compression.type": kmsg.StringPtr("uncompressed")})
+	c.createTopic("as-sent", 1, nil) // producer: kept
+	now := time.Now().UnixMilli()
+	keys := [][]byte{[]byte("a"), []byte("b"), nil}
+	for _, tc := range []struct {
+		topic string
+		sent  record.Compression
+		want  record.Compression
+	}{
+		{"zstd-topic", record.CompressionNone, record.CompressionZstd},
+		{"zstd-topic", record.CompressionGzip, record.CompressionZstd},
+		{"plain-topic", record.CompressionSnappy, record.CompressionNone},
+		{"as-sent", record.CompressionLZ4, record.CompressionLZ4},
+	} {
+		l := c.broker.lookup(tp(tc.topic, 0)).log
+		start := l.LogEndOffset()
+		r := c.produceRaw(t, tc.topic, 0, 1, time.Second, policyBatch(t, tc.sent, []int64{now, now + 1, now + 2}, keys))
+		if r.ErrorCode != 0 || r.BaseOffset != start {
+			t.Fatalf("%s from %v: %v at %d", tc.topic, tc.sent, kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
+		}
+		stored, err := l.ReadBytes(start, 1<<20, l.LogEndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := record.CheckBatch(stored)
+		if err != nil {
+			t.Fatalf("%s: stored batch: %v", tc.topic, err)
+		}
+		if h.Compression() != tc.want || h.BaseOffset != start || h.RecordCount != 3 {
+			t.Fatalf("%s from %v: stored %v at %d with %d records, want %v", tc.topic, tc.sent, h.Compression(), h.BaseOffset, h.RecordCount, tc.want)
+		}
+	}
+	// A consumer reads the recompressed records as sent.
+	cl := c.client(kgo.ConsumeTopics("zstd-topic"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	for len(got) < 6 {
+		fs := cl.PollFetches(testCtx(t))
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Key)) })
+	}
+	if strings.Join(got, ",") != "a,b,,a,b," {
+		t.Fatalf("consumed keys %q", got)
+	}
+}
+
+func TestProduceZstdNeedsV7(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("z", 1, nil)
+	b := policyBatch(t, record.CompressionZstd, []int64{time.Now().UnixMilli()}, [][]byte{[]byte("k")})
+	if r := c.produceRawVersion(t, 6, "z", 0, 1, time.Second, b); r.ErrorCode != kerr.UnsupportedCompressionType.Code {
+		t.Fatalf("zstd with produce v6: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := c.produceRawVersion(t, 7, "z", 0, 1, time.Second, b); r.ErrorCode != 0 {
+		t.Fatalf("zstd with produce v7: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}

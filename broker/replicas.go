@@ -347,6 +347,8 @@ func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic s
 	cleanup, _ := b.topicConfigValue(img, topic, "cleanup.policy")
 	st.deletePolicy = slices.Contains(splitList(cleanup), "delete")
 	st.policy.compacted = slices.Contains(splitList(cleanup), "compact")
+	codec, _ := b.topicConfigValue(img, topic, "compression.type")
+	st.policy.setCompression(codec)
 	tsType, _ := b.topicConfigValue(img, topic, "message.timestamp.type")
 	st.policy.createTime = strings.TrimSpace(tsType) != "LogAppendTime"
 	st.policy.beforeMaxMs, st.policy.afterMaxMs = math.MaxInt64, math.MaxInt64
