@@ -107,6 +107,9 @@ type Broker struct {
 	// applyMu serialises ApplyMetadata; initialized is guarded by it.
 	applyMu     sync.Mutex
 	initialized bool
+	// caughtUp is set (under applyMu) by ReconcileStrayLogs, once the
+	// node's metadata has caught up with the controller's.
+	caughtUp bool
 	// image is the last image ApplyMetadata published (nil before).
 	image atomic.Pointer[metadata.Image]
 	// partitions are the partitions this node hosts, replaced copy-on-write

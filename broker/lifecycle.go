@@ -134,14 +134,19 @@ type brokerLifecycle struct {
 	fenced     atomic.Bool
 	registered chan struct{} // closed after the first successful registration
 	once       sync.Once
+	// onCaughtUp is called once, on the lifecycle goroutine, when the
+	// controller first reports this broker caught up with the metadata
+	// log; nil for none.
+	onCaughtUp func()
+	caughtUp   bool // run goroutine only
 	stop       chan struct{}
 	shutdown   chan chan struct{}
 	wg         sync.WaitGroup
 }
 
-func newBrokerLifecycle(ch *controllerChannel, raft *raftlog.Node, nodeID int32, clusterID string, endpoints []network.Listener, interval time.Duration, logger hclog.Logger) *brokerLifecycle {
+func newBrokerLifecycle(ch *controllerChannel, raft *raftlog.Node, nodeID int32, clusterID string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(), logger hclog.Logger) *brokerLifecycle {
 	l := &brokerLifecycle{
-		ch: ch, raft: raft, nodeID: nodeID, clusterID: clusterID, incarnation: metadata.NewUuid(),
+		ch: ch, raft: raft, nodeID: nodeID, clusterID: clusterID, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
 		endpoints: endpoints, interval: interval, logger: logger.Named("lifecycle"),
 		registered: make(chan struct{}), stop: make(chan struct{}), shutdown: make(chan chan struct{}),
 	}
@@ -252,6 +257,12 @@ func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool
 	default:
 		l.logger.Warn("heartbeat refused", "error", kerr.ErrorForCode(r.ErrorCode))
 		return false
+	}
+	if r.IsCaughtUp && !l.caughtUp {
+		l.caughtUp = true
+		if l.onCaughtUp != nil {
+			l.onCaughtUp()
+		}
 	}
 	if was := l.fenced.Swap(r.IsFenced); was && !r.IsFenced {
 		l.logger.Info("unfenced: serving as a broker", "broker_epoch", req.BrokerEpoch)

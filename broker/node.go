@@ -225,7 +225,7 @@ func (n *Node) start() (err error) {
 				endpoints = append(endpoints, l)
 			}
 		}
-		n.lifecycle = newBrokerLifecycle(n.channel, n.raft, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, logger)
+		n.lifecycle = newBrokerLifecycle(n.channel, n.raft, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
 	}
 	logger.Info("node started", "node_id", cfg.NodeID, "roles", cfg.ProcessRoles, "cluster_id", n.clusterID,
 		"listeners", fmt.Sprint(bound))

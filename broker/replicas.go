@@ -180,6 +180,11 @@ func (b *Broker) ApplyMetadata(img *metadata.Image, changes metadata.Changes) {
 	}
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
+	b.applyLocked(img, changes)
+}
+
+// applyLocked is ApplyMetadata with applyMu held.
+func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 	if !b.isrStarted {
 		b.isrStarted = b.spawn(b.isrLoop)
 	}
@@ -243,6 +248,25 @@ func (b *Broker) ApplyMetadata(img *metadata.Image, changes metadata.Changes) {
 				b.log.Error("cannot create the log of a hosted partition", "partition", tp, "error", err)
 				continue
 			}
+			if id, ok := l.TopicID(); ok && metadata.Uuid(id) != t.ID {
+				// A log of another incarnation of the topic (deleted and
+				// re-created while this node was away). Until this node
+				// has caught up with the metadata log, the image may be
+				// the older one: leave the log alone; once caught up, it
+				// is a stray (ReconcileStrayLogs).
+				if !b.caughtUp {
+					b.log.Warn("a log on disk belongs to another topic id; waiting for the metadata to catch up",
+						"partition", tp, "log_topic_id", metadata.Uuid(id), "topic_id", t.ID)
+					continue
+				}
+				if l, err = b.replaceStrayLog(tp, metadata.Uuid(id), b.logConfig(img, t.Name)); err != nil {
+					b.log.Error("cannot replace a stray log", "partition", tp, "error", err)
+					continue
+				}
+			}
+			if err := l.SetTopicID(t.ID); err != nil {
+				b.log.Warn("cannot record the topic id with the log", "partition", tp, "error", err)
+			}
 			// A log found on disk at startup was opened with the manager's
 			// defaults: give it the topic's configuration.
 			l.SetConfig(b.logConfig(img, t.Name))
@@ -284,6 +308,56 @@ func (b *Broker) ApplyMetadata(img *metadata.Image, changes metadata.Changes) {
 		p.fetchWatch.wakeAll()
 		p.produceWatch.wakeAll()
 	}
+}
+
+// ReconcileStrayLogs is called once the node has caught up with the
+// metadata log (the controller's heartbeat says so): every log on disk that
+// the image does not place here, or that belongs to another incarnation of
+// its topic (another topic id), is a stray of a topic deleted or a replica
+// moved while this node was away, and is deleted (Kafka's
+// LogManager.deleteStrayKRaftReplicas); the partitions the image does place
+// here are then hosted afresh.
+//
+// Concurrency: any goroutine; serialised with ApplyMetadata by applyMu.
+func (b *Broker) ReconcileStrayLogs() {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	if b.caughtUp {
+		return
+	}
+	b.caughtUp = true
+	img := b.image.Load()
+	if img == nil {
+		return
+	}
+	hosted := b.partitions.Load().byTP
+	strays := 0
+	for _, l := range b.logs.Logs() {
+		tp := l.TopicPartition()
+		if p := hosted[tp]; p != nil && p.log == l {
+			continue
+		}
+		id, _ := l.TopicID()
+		b.log.Warn("deleting a stray log: this node does not host it in the current metadata",
+			"partition", tp, "log_topic_id", metadata.Uuid(id))
+		if err := b.logs.DeleteLog(tp); err != nil {
+			b.log.Error("deleting a stray log failed", "partition", tp, "error", err)
+		}
+		strays++
+	}
+	if strays > 0 {
+		b.applyLocked(img, fullChanges(img))
+	}
+}
+
+// replaceStrayLog deletes tp's log of topic id old and creates an empty one.
+// applyMu is held.
+func (b *Broker) replaceStrayLog(tp storage.TopicPartition, old metadata.Uuid, cfg storage.LogConfig) (*storage.Log, error) {
+	b.log.Warn("deleting a stray log of another incarnation of its topic", "partition", tp, "log_topic_id", old)
+	if err := b.logs.DeleteLog(tp); err != nil {
+		return nil, err
+	}
+	return b.logs.GetOrCreateLog(tp, cfg)
 }
 
 // setPartitionState publishes a partition's state from the image and acts

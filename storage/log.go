@@ -114,6 +114,12 @@ type Log struct {
 	lastFlush         time.Time
 	pendingDeletes    []pendingDelete
 	closed            bool
+
+	// topicMu guards the topic id of partition.metadata
+	// (partition_metadata.go).
+	topicMu    sync.Mutex
+	topicID    [16]byte
+	hasTopicID bool
 }
 
 // scratchPool holds decompression buffers for produce validation.
@@ -144,6 +150,7 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		cfg:       opts.Config.normalized(),
 		lastFlush: opts.Now(),
 	}
+	l.loadTopicID()
 	if err := l.load(opts); err != nil {
 		for _, s := range l.segments {
 			s.close()

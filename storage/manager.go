@@ -346,9 +346,9 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 	return l, nil
 }
 
-// DeleteLog removes a partition, Kafka-style: its directory is renamed to
-// "<topic>-<partition>.<id>-delete" at once (so a restart never resurrects
-// it) and removed in the background.
+// DeleteLog removes a partition, Kafka-style: the log is closed, its
+// directory renamed to "<topic>-<partition>.<id>-delete" at once (so a
+// restart never resurrects it) and removed in the background.
 func (m *Manager) DeleteLog(tp TopicPartition) error {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
@@ -359,6 +359,11 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	if !ok {
 		return nil
 	}
+	// Closed before the rename: closing trims the indexes by path. A
+	// fetch still sending from the log fails cleanly (sendfile.go).
+	if err := l.Close(); err != nil {
+		m.logger.Warn("closing a deleted log failed", "partition", tp, "error", err)
+	}
 	var id [16]byte
 	rand.Read(id[:])
 	target := filepath.Join(dir, tp.DirName()+"."+hex.EncodeToString(id[:])+deleteDirSuffix)
@@ -367,9 +372,6 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("delete log %s: %w", tp, err)
-	}
-	if err := l.Close(); err != nil {
-		m.logger.Warn("closing a deleted log failed", "partition", tp, "error", err)
 	}
 	m.removeInBackground(target)
 	return nil
