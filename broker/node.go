@@ -163,6 +163,7 @@ func (n *Node) start() (err error) {
 		}
 	}
 	n.mux = raftlog.NewClusterMux(muxAddr, n.clusterID)
+	n.mux.SetNodeID(cfg.NodeID)
 	n.raft, err = raftlog.Open(raftlog.Config{
 		NodeID:  cfg.NodeID,
 		Voters:  voters,

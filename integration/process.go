@@ -122,6 +122,10 @@ type ProcessOptions struct {
 	// Env is added to each process's environment (KEY=value), e.g.
 	// GOMAXPROCS or GODEBUG settings.
 	Env []string
+	// Proxy puts a fault-injecting proxy (ProcessCluster.Net) in front of
+	// every listener: nodes advertise the proxies' addresses, so every
+	// link between nodes can be cut or delayed.
+	Proxy bool
 }
 
 // ProcessCluster is a cluster of keel server processes on loopback.
@@ -137,6 +141,9 @@ type ProcessCluster struct {
 
 	mu    sync.Mutex // guards procs' entries
 	procs map[int32]*Process
+
+	// Net is the proxy network (ProcessOptions.Proxy), or nil.
+	Net *Network
 }
 
 // Process is one node of a ProcessCluster: its files, ports and, while it
@@ -148,7 +155,11 @@ type Process struct {
 	LogPath        string // stdout and stderr of every run, appended
 	PlaintextPort  int    // 0 for a controller-only node
 	ControllerPort int    // 0 for a broker-only node
-	starts         int
+	// AdvertisedPlaintext and AdvertisedController are the addresses other
+	// nodes and clients use: the proxies' with ProcessOptions.Proxy, the
+	// listeners' otherwise.
+	AdvertisedPlaintext, AdvertisedController string
+	starts                                    int
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd.Wait returned
@@ -170,6 +181,21 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 	c := &ProcessCluster{t: t, ClusterID: raftlog.NewClusterID(), Specs: specs, opts: opts,
 		bin: Binary(t), procs: map[int32]*Process{}}
 	root := t.TempDir()
+	if opts.Proxy {
+		c.Net = NewNetwork()
+	}
+	t.Cleanup(c.Close) // after t.TempDir's cleanup is registered: runs before it
+	advertise := func(id int32, port int) string {
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if c.Net == nil {
+			return addr
+		}
+		proxied, err := c.Net.Listen(id, addr)
+		if err != nil {
+			t.Fatalf("proxy for node %d: %v", id, err)
+		}
+		return proxied
+	}
 	var voters []string
 	for _, s := range specs {
 		p := &Process{ID: s.ID, Dir: filepath.Join(root, fmt.Sprintf("n%d", s.ID))}
@@ -177,14 +203,15 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 		p.LogPath = filepath.Join(root, fmt.Sprintf("n%d.log", s.ID))
 		if strings.Contains(s.Roles, "broker") {
 			p.PlaintextPort = FreePort(t)
+			p.AdvertisedPlaintext = advertise(s.ID, p.PlaintextPort)
 		}
 		if strings.Contains(s.Roles, "controller") {
 			p.ControllerPort = FreePort(t)
-			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", s.ID, p.ControllerPort))
+			p.AdvertisedController = advertise(s.ID, p.ControllerPort)
+			voters = append(voters, fmt.Sprintf("%d@%s", s.ID, p.AdvertisedController))
 		}
 		c.procs[s.ID] = p
 	}
-	t.Cleanup(c.Close) // after t.TempDir's cleanup is registered: runs before it
 	for _, s := range specs {
 		p := c.procs[s.ID]
 		if err := os.WriteFile(p.ConfigPath, []byte(processProperties(s, p, strings.Join(voters, ","))), 0o644); err != nil {
@@ -216,8 +243,13 @@ func processProperties(s NodeSpec, p *Process, voters string) string {
 	if p.ControllerPort != 0 {
 		listeners = append(listeners, fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p.ControllerPort))
 	}
+	var advertised []string
+	if p.PlaintextPort != 0 {
+		advertised = append(advertised, "PLAINTEXT://"+p.AdvertisedPlaintext)
+	}
 	props := [][2]string{
 		{"process.roles", s.Roles},
+		{"advertised.listeners", strings.Join(advertised, ",")},
 		{"node.id", strconv.Itoa(int(s.ID))},
 		{"controller.quorum.voters", voters},
 		{"controller.listener.names", "CONTROLLER"},
@@ -471,12 +503,13 @@ func probeBroker(addr string, id int32) error {
 	return fmt.Errorf("metadata lists brokers %v, not %d", resp.Brokers, id)
 }
 
-// BootstrapServers lists the brokers' PLAINTEXT addresses.
+// BootstrapServers lists the brokers' advertised PLAINTEXT addresses
+// (through the proxies with ProcessOptions.Proxy).
 func (c *ProcessCluster) BootstrapServers() []string {
 	var out []string
 	for _, s := range c.Specs {
 		if p := c.Node(s.ID); p.PlaintextPort != 0 {
-			out = append(out, p.PlaintextAddr())
+			out = append(out, p.AdvertisedPlaintext)
 		}
 	}
 	return out
@@ -513,6 +546,9 @@ func (c *ProcessCluster) Close() {
 		if c.Alive(id) {
 			_ = c.signalAndWait(id, syscall.SIGKILL, 30*time.Second)
 		}
+	}
+	if c.Net != nil {
+		c.Net.Close()
 	}
 	for _, id := range ids {
 		log, err := os.ReadFile(c.procs[id].LogPath)

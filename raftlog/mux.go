@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,6 +104,10 @@ var errMuxClosed = errors.New("raft mux closed")
 type Mux struct {
 	addr      muxAddr
 	clusterID string
+	// nodeID is this node's id, sent after the cluster id so that the
+	// receiving side (its logs, a test's fault-injecting proxy) knows who
+	// dialled; "" sends none.
+	nodeID string
 	connCh    chan net.Conn
 	closed    chan struct{}
 	once      sync.Once
@@ -128,6 +134,10 @@ func NewClusterMux(advertised, clusterID string) *Mux {
 		conns:     map[*trackedConn]struct{}{},
 	}
 }
+
+// SetNodeID names this node in the hello of every Raft connection it dials
+// from now on. Call it before the Raft transport starts.
+func (m *Mux) SetNodeID(id int32) { m.nodeID = strconv.Itoa(int(id)) }
 
 // Handoff passes a Raft connection (as returned by Classify, marker already
 // consumed) to Raft. It blocks until Raft accepts it or the Mux closes, in
@@ -175,13 +185,16 @@ func (c *markedConn) Read(p []byte) (int, error) {
 		if _, err := io.ReadFull(c.Conn, b[:]); err != nil {
 			return 0, err
 		}
-		id := make([]byte, b[0])
-		if _, err := io.ReadFull(c.Conn, id); err != nil {
+		hello := make([]byte, b[0])
+		if _, err := io.ReadFull(c.Conn, hello); err != nil {
 			return 0, err
 		}
-		if string(id) != c.clusterID {
-			return 0, fmt.Errorf("refusing raft connection from %s: it belongs to cluster %q, this node to %q: %w",
-				c.RemoteAddr(), id, c.clusterID, ErrClusterIDMismatch)
+		// The hello is the cluster id, then "/" and the dialling node's
+		// id (cluster ids are base64url: no "/").
+		id, node, _ := strings.Cut(string(hello), "/")
+		if id != c.clusterID {
+			return 0, fmt.Errorf("refusing raft connection from %s (node %q): it belongs to cluster %q, this node to %q: %w",
+				c.RemoteAddr(), node, id, c.clusterID, ErrClusterIDMismatch)
 		}
 		c.consumed = true
 	}
@@ -249,7 +262,11 @@ func (m *Mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn,
 	if timeout > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	}
-	hello := append([]byte{RaftMarker, byte(len(m.clusterID))}, m.clusterID...)
+	payload := m.clusterID
+	if m.nodeID != "" {
+		payload += "/" + m.nodeID
+	}
+	hello := append([]byte{RaftMarker, byte(len(payload))}, payload...)
 	if _, err := conn.Write(hello); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("dial raft %s: write marker: %w", address, err)

@@ -221,6 +221,8 @@ func TestMuxRefusesRaftConnectionsFromAnotherCluster(t *testing.T) {
 		{append([]byte{RaftMarker, 9}, "cluster-a"...), true},
 		{append([]byte{RaftMarker, 9}, "cluster-b"...), false},
 		{[]byte{RaftMarker, 0}, false},
+		{append([]byte{RaftMarker, 11}, "cluster-a/3"...), true}, // with the dialling node's id
+		{append([]byte{RaftMarker, 11}, "cluster-b/3"...), false},
 	} {
 		a, b := net.Pipe()
 		go func() { _, _ = a.Write(append(tc.hello, 'o', 'k')) }()

@@ -1,0 +1,218 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The chaos scenarios of issue 5: three combined nodes (real keel
+// processes) behind fault-injecting proxies, a topic with
+// replication.factor=3 and min.insync.replicas=2 under continuous acks=all
+// load, one fault, and the Workload checker. Every scenario must end with
+// the checker clean and the cluster making progress again.
+
+const (
+	chaosTopic      = "chaos"
+	chaosPartitions = 3
+)
+
+var chaosNodes = []int32{1, 2, 3}
+
+type chaosCluster struct {
+	*ProcessCluster
+	t   *testing.T
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+func startChaos(t *testing.T) (*chaosCluster, *Workload) {
+	t.Helper()
+	pc := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		ProcessOptions{Proxy: true, Overrides: []string{"replica.lag.time.max.ms=3000"}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(pc.BootstrapServers()...), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c := &chaosCluster{ProcessCluster: pc, t: t, cl: cl, adm: kadm.NewClient(cl)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.adm.CreateTopic(ctx, chaosPartitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, chaosTopic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	w := StartWorkload(t, pc.BootstrapServers(), chaosTopic, 2, 150)
+	t.Cleanup(w.Stop)
+	w.WaitEachPartition(chaosPartitions, 50, 30*time.Second, "before the fault")
+	return c, w
+}
+
+// leader is the current leader of partition 0 of the chaos topic.
+func (c *chaosCluster) leader() int32 {
+	c.t.Helper()
+	var id int32 = -1
+	waitFor(c.t, 30*time.Second, "a leader of partition 0", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		md, err := c.adm.Metadata(ctx, chaosTopic)
+		if err != nil {
+			return false
+		}
+		p, ok := md.Topics[chaosTopic].Partitions[0]
+		if !ok || p.Leader < 0 {
+			return false
+		}
+		id = p.Leader
+		return true
+	})
+	return id
+}
+
+// activeController asks the quorum (DescribeQuorum, forwarded by brokers).
+func (c *chaosCluster) activeController() int32 {
+	c.t.Helper()
+	var id int32 = -1
+	waitFor(c.t, 30*time.Second, "an active controller", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		rt := kmsg.NewDescribeQuorumRequestTopic()
+		rt.Topic = "__cluster_metadata"
+		rp := kmsg.NewDescribeQuorumRequestTopicPartition()
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c.cl)
+		if err != nil || len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
+			return false
+		}
+		id = resp.Topics[0].Partitions[0].LeaderID
+		return id >= 0
+	})
+	return id
+}
+
+// finish lets the load run on, then heals everything, restarts what is
+// down, stops the load and checks.
+func (c *chaosCluster) finish(w *Workload, what string) {
+	c.t.Helper()
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "after "+what)
+	if c.Net != nil {
+		c.t.Logf("connections by link before healing: %v", c.Net.Links())
+		c.Net.Heal()
+	}
+	for _, id := range chaosNodes {
+		if !c.Alive(id) {
+			c.Start(id)
+		}
+	}
+	for _, id := range chaosNodes {
+		c.WaitReady(id)
+	}
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "after healing from "+what)
+	w.Stop()
+	w.Check(60 * time.Second)
+}
+
+func others(id int32) []int32 {
+	var out []int32
+	for _, n := range chaosNodes {
+		if n != id {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestChaosKillLeader(t *testing.T) {
+	c, w := startChaos(t)
+	leader := c.leader()
+	t.Logf("kill -9 leader %d", leader)
+	c.Kill(leader)
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with the leader dead")
+	c.Start(leader)
+	c.finish(w, "killing the leader")
+}
+
+func TestChaosKillFollower(t *testing.T) {
+	c, w := startChaos(t)
+	follower := others(c.leader())[0]
+	t.Logf("kill -9 follower %d", follower)
+	c.Kill(follower)
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with a follower dead")
+	c.Start(follower)
+	c.finish(w, "killing a follower")
+}
+
+func TestChaosIsolateLeader(t *testing.T) {
+	c, w := startChaos(t)
+	leader := c.leader()
+	t.Logf("isolate leader %d from the other nodes", leader)
+	c.Net.Isolate(leader, chaosNodes...)
+	// The others fence it (broker session), elect a new leader and go on.
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with the leader isolated")
+	c.finish(w, "isolating the leader")
+}
+
+func TestChaosOneWayPartition(t *testing.T) {
+	longChaos(t)
+	c, w := startChaos(t)
+	leader := c.leader()
+	t.Logf("drop everything leader %d sends to the other nodes (it still hears them)", leader)
+	for _, o := range others(leader) {
+		c.Net.CutOneWay(leader, o)
+	}
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with the leader's outgoing links cut")
+	c.finish(w, "a one-way partition")
+}
+
+func TestChaosKillActiveController(t *testing.T) {
+	longChaos(t)
+	c, w := startChaos(t)
+	ctrl := c.activeController()
+	t.Logf("kill -9 active controller %d", ctrl)
+	c.Kill(ctrl)
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with the active controller dead")
+	c.Start(ctrl)
+	c.finish(w, "killing the active controller")
+}
+
+func TestChaosPauseLeader(t *testing.T) {
+	longChaos(t)
+	c, w := startChaos(t)
+	leader := c.leader()
+	t.Logf("SIGSTOP leader %d past the broker session timeout", leader)
+	c.Pause(leader)
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with the leader paused")
+	time.Sleep(4 * time.Second) // past broker.session.timeout.ms (3 s)
+	c.Resume(leader)
+	c.finish(w, "pausing the leader")
+}
+
+func TestChaosRestartWholeCluster(t *testing.T) {
+	c, w := startChaos(t)
+	t.Log("kill -9 every node at once, then start them all")
+	for _, id := range chaosNodes {
+		c.Kill(id)
+	}
+	for _, id := range chaosNodes {
+		c.Start(id)
+	}
+	for _, id := range chaosNodes {
+		c.WaitReady(id)
+	}
+	c.finish(w, "restarting the whole cluster")
+}
+
+// longChaos skips the slower scenarios unless KEEL_LONG is set (make
+// test-long) or KEEL_CHAOS asks for all of them.
+func longChaos(t *testing.T) {
+	if os.Getenv("KEEL_LONG") == "" && os.Getenv("KEEL_CHAOS") == "" {
+		t.Skip("a slower chaos scenario: make test-long (KEEL_LONG=1) or KEEL_CHAOS=1 runs it")
+	}
+}
