@@ -52,6 +52,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"default.replication.factor", i(int(c.DefaultReplicationFactor)), ti, "1"},
 		{"group.initial.rebalance.delay.ms", ms(c.GroupInitialRebalanceDelay), ti, "3000"},
 		{"inter.broker.listener.name", str(c.InterBrokerListenerName), ts, ""},
+		{"leader.imbalance.check.interval.seconds", i64(int64(c.LeaderImbalanceCheckInterval / time.Second)), tl, "300"},
 		{"listener.security.protocol.map", str(c.ListenerSecurityProtocolMap), ts, ""},
 		{"listeners", str(c.Listeners), ts, ""},
 		{"log.dirs", list(c.LogDirs), ts, ""},

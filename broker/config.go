@@ -28,6 +28,7 @@ type Config struct {
 	DefaultReplicationFactor             int16    // default.replication.factor
 	MinInsyncReplicas                    int      // min.insync.replicas
 	ReplicaLagTimeMax                    time.Duration
+	LeaderImbalanceCheckInterval         time.Duration
 	ReplicaFetchMaxBytes                 int           // replica.fetch.max.bytes
 	ReplicaFetchResponseMaxBytes         int           // replica.fetch.response.max.bytes
 	ReplicaFetchWaitMax                  time.Duration // replica.fetch.wait.max.ms
@@ -116,6 +117,13 @@ func configKeys(c *Config) map[string]configKey {
 			return err
 		}
 	}
+	secs := func(p *time.Duration) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			*p = time.Duration(n) * time.Second
+			return err
+		}
+	}
 	ms := func(p *time.Duration) func(*Config, string) error {
 		return func(_ *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -176,6 +184,7 @@ func configKeys(c *Config) map[string]configKey {
 		"unclean.leader.election.enable":           {"false", b(&c.UncleanLeaderElectionEnable), ""},
 		"auto.create.topics.enable":                {"true", b(&c.AutoCreateTopicsEnable), ""},
 		"auto.leader.rebalance.enable":             {"true", b(&c.AutoLeaderRebalanceEnable), ""},
+		"leader.imbalance.check.interval.seconds":  {"300", secs(&c.LeaderImbalanceCheckInterval), "how often the controller moves leaderships back to preferred replicas"},
 		"offsets.topic.replication.factor":         {"3", i16(&c.OffsetsTopicReplicationFactor), ""},
 		"offsets.topic.num.partitions":             {"50", i32(&c.OffsetsTopicNumPartitions), ""},
 		"transaction.state.log.replication.factor": {"3", i16(&c.TransactionStateLogReplicationFactor), ""},

@@ -299,6 +299,7 @@ func controllerConfig(cfg *Config, clusterID string) metadata.ControllerConfig {
 	c.BrokerSessionTimeout = cfg.BrokerSessionTimeout
 	c.BrokerHeartbeatInterval = cfg.BrokerHeartbeatInterval
 	c.AutoLeaderRebalanceEnable = cfg.AutoLeaderRebalanceEnable
+	c.LeaderImbalanceCheckInterval = cfg.LeaderImbalanceCheckInterval
 	c.AutoCreateTopicsEnable = cfg.AutoCreateTopicsEnable
 	c.StaticBrokerConfigs = StaticTopicConfigDefaults(cfg)
 	return c

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -31,10 +33,10 @@ type chaosCluster struct {
 	adm *kadm.Client
 }
 
-func startChaos(t *testing.T) (*chaosCluster, *Workload) {
+func startChaos(t *testing.T, overrides ...string) (*chaosCluster, *Workload) {
 	t.Helper()
 	pc := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
-		ProcessOptions{Proxy: true, Overrides: []string{"replica.lag.time.max.ms=3000"}})
+		ProcessOptions{Proxy: true, Overrides: append([]string{"replica.lag.time.max.ms=3000"}, overrides...)})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(pc.BootstrapServers()...), kgo.RetryTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -58,20 +60,55 @@ func (c *chaosCluster) leader() int32 {
 	c.t.Helper()
 	var id int32 = -1
 	waitFor(c.t, 30*time.Second, "a leader of partition 0", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		md, err := c.adm.Metadata(ctx, chaosTopic)
-		if err != nil {
-			return false
+		leader, _, err := c.leaders()
+		if l, ok := leader[0]; err == nil && ok && l >= 0 {
+			id = l
+			return true
 		}
-		p, ok := md.Topics[chaosTopic].Partitions[0]
-		if !ok || p.Leader < 0 {
-			return false
-		}
-		id = p.Leader
-		return true
+		return false
 	})
 	return id
+}
+
+// leaders maps each partition of the chaos topic to its leader and its
+// preferred (first) replica, as the first running node that answers sees
+// them. It asks with a raw Metadata request on a fresh client: kgo and
+// kadm may answer from their cached metadata.
+func (c *chaosCluster) leaders() (leader, preferred map[int32]int32, err error) {
+	err = errors.New("no running node answered")
+	for _, id := range chaosNodes {
+		if !c.Alive(id) {
+			continue
+		}
+		var cl *kgo.Client
+		if cl, err = kgo.NewClient(kgo.SeedBrokers(c.Node(id).AdvertisedPlaintext), kgo.RequestRetries(0)); err != nil {
+			continue
+		}
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(chaosTopic)
+		req.Topics = append(req.Topics, rt)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		var resp *kmsg.MetadataResponse
+		resp, err = req.RequestWith(ctx, cl)
+		cancel()
+		cl.Close()
+		if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+			if err == nil {
+				err = fmt.Errorf("node %d: no metadata for %s", id, chaosTopic)
+			}
+			continue
+		}
+		leader, preferred = map[int32]int32{}, map[int32]int32{}
+		for _, p := range resp.Topics[0].Partitions {
+			leader[p.Partition] = p.Leader
+			if len(p.Replicas) > 0 {
+				preferred[p.Partition] = p.Replicas[0]
+			}
+		}
+		return leader, preferred, nil
+	}
+	return nil, nil, err
 }
 
 // activeController asks the quorum (DescribeQuorum, forwarded by brokers).
@@ -147,6 +184,50 @@ func TestChaosKillFollower(t *testing.T) {
 	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with a follower dead")
 	c.Start(follower)
 	c.finish(w, "killing a follower")
+}
+
+// TestControlledShutdownAndPreferredLeaders: SIGTERM is a controlled
+// shutdown, which moves the node's leaderships away before it exits (so
+// there is a leader at once, not after the broker session times out); when
+// the node is back and in sync, auto.leader.rebalance.enable gives each
+// partition back to its preferred replica.
+func TestControlledShutdownAndPreferredLeaders(t *testing.T) {
+	c, w := startChaos(t, "leader.imbalance.check.interval.seconds=1")
+	stopped := c.leader()
+	t.Logf("controlled shutdown of leader %d", stopped)
+	c.Stop(stopped)
+	// The leaderships moved before the process exited: the other nodes
+	// learn it as fast as any metadata change, well inside the broker
+	// session (3 s here) that a crash would have to wait out.
+	var last map[int32]int32
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for moved := false; !moved; {
+		leader, _, err := c.leaders()
+		moved = err == nil
+		for _, l := range leader {
+			moved = moved && l != stopped && l >= 0
+		}
+		if last = leader; !moved && time.Now().After(deadline) {
+			t.Fatalf("1.5 s after the controlled shutdown of node %d, leaders are %v", stopped, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "after a controlled shutdown")
+	c.Start(stopped)
+	c.WaitReady(stopped)
+	waitFor(t, 60*time.Second, "every partition led by its preferred replica again", func() bool {
+		leader, preferred, err := c.leaders()
+		if err != nil {
+			return false
+		}
+		for p, l := range leader {
+			if l != preferred[p] {
+				return false
+			}
+		}
+		return true
+	})
+	c.finish(w, "a controlled shutdown")
 }
 
 func TestChaosIsolateLeader(t *testing.T) {
