@@ -119,6 +119,8 @@ type Broker struct {
 	isrStarted bool
 	// fetchers are the follower fetchers, one per leader (fetcher.go).
 	fetchers *replicaFetchers
+	// flusher group-commits the durable mode's fsyncs (durable.go).
+	flusher *flusher
 	// isrNudge asks isrLoop for an ISR check now.
 	isrNudge chan struct{}
 	// appliedMu guards applied, closed and replaced after every
@@ -188,6 +190,7 @@ func New(opts Options) (*Broker, error) {
 		isrNudge:            make(chan struct{}, 1),
 	}
 	b.fetchers = newReplicaFetchers(b)
+	b.flusher = newFlusher(b)
 	for _, l := range cfg.ControllerListenerNames {
 		b.controllerListeners[l] = true
 	}

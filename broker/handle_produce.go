@@ -69,6 +69,22 @@ type producePending struct {
 	p              *partition
 	resp           *kmsg.ProduceResponseTopicPartition
 	requiredOffset int64 // the high watermark must reach it
+	// acks is the request's: -1 waits for the high watermark; 1 waits,
+	// in the durable mode only, for the local fsync (the recovery point).
+	acks int16
+}
+
+// produceMustWait reports whether an append answered with acks waits in the
+// purgatory: acks=-1 until the high watermark passes required, acks=1 in
+// the durable mode (flush.messages=1) until the leader's fsync does.
+func produceMustWait(p *partition, acks int16, required int64) bool {
+	switch acks {
+	case -1:
+		return p.log.HighWatermark() < required
+	case 1:
+		return p.state.Load().durable && p.log.RecoveryPoint() < required
+	}
+	return false
 }
 
 func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kmsg.ProduceRequest) network.Result {
@@ -110,8 +126,8 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 					}
 					b.setCurrentLeader(img, name, rp, leaders)
 				}
-				if p != nil && acks == -1 && p.log.HighWatermark() < required {
-					pending = append(pending, producePending{p: p, resp: rp, requiredOffset: required})
+				if p != nil && produceMustWait(p, acks, required) {
+					pending = append(pending, producePending{p: p, resp: rp, requiredOffset: required, acks: acks})
 				}
 			}
 			if rp.ErrorCode != 0 {
@@ -219,7 +235,8 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 			}
 		}
 	}
-	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch}
+	// The durable mode group-commits: the flusher fsyncs (durable.go).
+	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch, DeferFlush: st.durable}
 	var info storage.AppendInfo
 	if idempotent {
 		p.producerMu.Lock()
@@ -260,6 +277,9 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 	rp.BaseOffset = info.FirstOffset
 	rp.LogAppendTime = info.LogAppendTime
 	rp.LogStartOffset = info.LogStartOffset
+	if st.durable {
+		b.flusher.mark(p)
+	}
 	b.maybeAdvanceHighWatermark(p)
 	// Long polls this append satisfies are answered from here, without a
 	// hop through their parked goroutines (end-to-end latency).
@@ -312,6 +332,9 @@ func produceReady(pp *producePending) (code int16, settled bool) {
 	st := pp.p.state.Load()
 	if !st.isLeader {
 		return kerr.NotLeaderForPartition.Code, true
+	}
+	if pp.acks == 1 {
+		return 0, pp.p.log.RecoveryPoint() >= pp.requiredOffset
 	}
 	if pp.p.log.HighWatermark() >= pp.requiredOffset {
 		if len(st.isr) < st.minISR {

@@ -79,6 +79,8 @@ type partitionState struct {
 	deletePolicy bool
 	// policy is the topic's per-record produce checks (record_policy.go).
 	policy recordPolicy
+	// durable is the topic's durable mode (flush.messages=1, durable.go).
+	durable bool
 }
 
 // onlyLeaderInISR reports ISR == {leader}: the high watermark is then the
@@ -149,6 +151,9 @@ func (b *Broker) maybeAdvanceHighWatermark(p *partition) {
 	}
 	p.hwMu.Lock()
 	hw := p.log.LogEndOffset()
+	if st.durable { // only what the leader has fsynced counts (durable.go)
+		hw = p.log.RecoveryPoint()
+	}
 	if !st.onlyLeaderInISR() {
 		hw = b.highWatermarkCandidate(p, st, hw)
 	}
@@ -421,6 +426,7 @@ func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic s
 	cleanup, _ := b.topicConfigValue(img, topic, "cleanup.policy")
 	st.deletePolicy = slices.Contains(splitList(cleanup), "delete")
 	st.policy.compacted = slices.Contains(splitList(cleanup), "compact")
+	st.durable = b.logConfig(img, topic).Durable()
 	codec, _ := b.topicConfigValue(img, topic, "compression.type")
 	st.policy.setCompression(codec)
 	tsType, _ := b.topicConfigValue(img, topic, "message.timestamp.type")

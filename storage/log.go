@@ -48,6 +48,10 @@ type AppendOptions struct {
 	FromCoordinator bool
 	// Sync fsyncs the appended batches before Append returns.
 	Sync bool
+	// DeferFlush skips flush.messages' inline fsync: the caller
+	// group-commits with Log.Sync instead (the broker's durable mode,
+	// flush.messages=1, where concurrent producers share fsyncs).
+	DeferFlush bool
 }
 
 // AppendInfo describes what an append wrote.
@@ -114,6 +118,10 @@ type Log struct {
 	lastFlush         time.Time
 	pendingDeletes    []pendingDelete
 	closed            bool
+
+	// syncMu serialises Sync's fsyncs (group commit, sync.go); taken
+	// before mu, never while holding it.
+	syncMu sync.Mutex
 
 	// topicMu guards the topic id of partition.metadata
 	// (partition_metadata.go).
@@ -454,7 +462,7 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (AppendInf
 		rest = rest[h.Size():]
 	}
 	info.LastOffset = next - 1
-	if err := l.appendLocked(batches, info, opts.Sync); err != nil {
+	if err := l.appendLocked(batches, info, opts.Sync, opts.DeferFlush); err != nil {
 		return info, err
 	}
 	if latest, ok := l.epochs.LatestEpoch(); opts.LeaderEpoch >= 0 && (!ok || opts.LeaderEpoch > latest) {
@@ -557,7 +565,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	if leo := l.active().nextOffset; info.FirstOffset < leo {
 		return info, fmt.Errorf("append to %s: first offset %d, log end offset %d: %w", l.tp, info.FirstOffset, leo, ErrUnexpectedAppendOffset)
 	}
-	if err := l.appendLocked(batches, info, false); err != nil {
+	if err := l.appendLocked(batches, info, false, false); err != nil {
 		return info, err
 	}
 	for _, h := range epochStarts {
@@ -572,7 +580,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 }
 
 // appendLocked rolls if needed, writes, and applies flush policy. l.mu is held.
-func (l *Log) appendLocked(batches []byte, info AppendInfo, sync bool) error {
+func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush bool) error {
 	if err := l.maybeRollLocked(len(batches), info.FirstOffset, info.LastOffset, info.MaxTimestamp); err != nil {
 		return fmt.Errorf("append to %s: %w", l.tp, err)
 	}
@@ -580,7 +588,7 @@ func (l *Log) appendLocked(batches []byte, info AppendInfo, sync bool) error {
 		return fmt.Errorf("append to %s: %w", l.tp, err)
 	}
 	l.unflushedMessages += int64(info.Records)
-	if sync || l.unflushedMessages >= l.cfg.FlushMessages {
+	if sync || (!deferFlush && l.unflushedMessages >= l.cfg.FlushMessages) {
 		if err := l.flushLocked(); err != nil {
 			return fmt.Errorf("append to %s: %w", l.tp, err)
 		}

@@ -1,0 +1,78 @@
+package broker
+
+import (
+	"sync"
+)
+
+// The durable mode (flush.messages=1, log.flush.interval.messages=1): a
+// batch counts toward the high watermark only once it is fsynced on the
+// leader and on the followers, and acks=1 answers only once the leader has
+// fsynced it. Followers fsync inline when they append (storage applies
+// flush.messages to AppendAsFollower), so the fetch offset a follower
+// reports is already durable. The leader appends with
+// AppendOptions.DeferFlush and marks the partition here; one flusher
+// goroutine fsyncs every marked partition with storage.Log.Sync, which does
+// not block appends, so every producer that appended while an fsync was in
+// progress shares the next one (group commit). After each Sync the high
+// watermark moves (maybeAdvanceHighWatermark takes the leader's recovery
+// point instead of its log end offset) and parked produces are woken.
+
+// flusher is the durable mode's group committer.
+//
+// Concurrency: mark is called from request goroutines; run is the one
+// goroutine (started by the first mark through Broker.spawn, stopped by
+// Close) that fsyncs. mu guards dirty and started.
+type flusher struct {
+	b       *Broker
+	mu      sync.Mutex
+	dirty   map[*partition]struct{}
+	started bool
+	wake    chan struct{}
+}
+
+func newFlusher(b *Broker) *flusher {
+	return &flusher{b: b, dirty: map[*partition]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// mark asks for p's log to be fsynced soon.
+func (f *flusher) mark(p *partition) {
+	f.mu.Lock()
+	f.dirty[p] = struct{}{}
+	start := !f.started
+	if start {
+		f.started = f.b.spawn(f.run)
+	}
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run fsyncs marked partitions until the broker closes.
+func (f *flusher) run() {
+	for {
+		select {
+		case <-f.b.closing():
+			return
+		case <-f.wake:
+		}
+		f.mu.Lock()
+		batch := f.dirty
+		f.dirty = make(map[*partition]struct{}, len(batch))
+		f.mu.Unlock()
+		for p := range batch {
+			if p.removed.Load() {
+				continue
+			}
+			if err := p.log.Sync(); err != nil {
+				if !p.removed.Load() {
+					f.b.log.Error("durable mode: fsync failed", "partition", p.tp, "error", err)
+				}
+				continue
+			}
+			f.b.maybeAdvanceHighWatermark(p)
+			p.produceWatch.wakeAll()
+		}
+	}
+}
