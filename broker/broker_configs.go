@@ -69,6 +69,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.segment.bytes", i64(c.LogSegmentBytes), ti, "1073741824"},
 		{"log.segment.delete.delay.ms", i64(c.LogSegmentDeleteDelayMs), tl, "60000"},
 		{"max.connections", i(c.MaxConnections), ti, "2147483647"},
+		{"num.replica.fetchers", i(c.NumReplicaFetchers), ti, "1"},
 		{"message.max.bytes", i(c.MessageMaxBytes), ti, "1048588"},
 		{"metadata.log.dir", str(c.MetadataLogDir), ts, ""},
 		{"min.insync.replicas", i(c.MinInsyncReplicas), ti, "1"},

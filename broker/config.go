@@ -29,6 +29,7 @@ type Config struct {
 	MinInsyncReplicas                    int      // min.insync.replicas
 	ReplicaLagTimeMax                    time.Duration
 	LeaderImbalanceCheckInterval         time.Duration
+	NumReplicaFetchers                   int
 	ReplicaFetchMaxBytes                 int           // replica.fetch.max.bytes
 	ReplicaFetchResponseMaxBytes         int           // replica.fetch.response.max.bytes
 	ReplicaFetchWaitMax                  time.Duration // replica.fetch.wait.max.ms
@@ -181,6 +182,7 @@ func configKeys(c *Config) map[string]configKey {
 		"replica.fetch.wait.max.ms":                {"500", ms(&c.ReplicaFetchWaitMax), ""},
 		"replica.fetch.min.bytes":                  {"1", i(&c.ReplicaFetchMinBytes), ""},
 		"replica.fetch.backoff.ms":                 {"1000", ms(&c.ReplicaFetchBackoff), ""},
+		"num.replica.fetchers":                     {"1", i(&c.NumReplicaFetchers), "fetcher goroutines (and connections) per source broker"},
 		"unclean.leader.election.enable":           {"false", b(&c.UncleanLeaderElectionEnable), ""},
 		"auto.create.topics.enable":                {"true", b(&c.AutoCreateTopicsEnable), ""},
 		"auto.leader.rebalance.enable":             {"true", b(&c.AutoLeaderRebalanceEnable), ""},
@@ -351,6 +353,9 @@ func (c *Config) HasRole(role string) bool {
 }
 
 func (c *Config) validate() error {
+	if c.NumReplicaFetchers < 1 {
+		return fmt.Errorf("num.replica.fetchers must be >= 1, got %d", c.NumReplicaFetchers)
+	}
 	if len(c.ProcessRoles) == 0 {
 		return fmt.Errorf("process.roles is empty: set broker, controller, or broker,controller")
 	}

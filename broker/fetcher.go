@@ -3,8 +3,10 @@ package broker
 // Follower fetchers: Kafka's ReplicaFetcherManager and ReplicaFetcherThread.
 //
 // A partition this node follows (a replica, not the leader) is fetched from
-// its leader by the fetcher of that leader: one goroutine per source broker
-// (num.replica.fetchers = 1). Before its first fetch in a leader epoch the
+// its leader by one of num.replica.fetchers fetchers of that leader (one
+// goroutine and connection each), chosen as Kafka's
+// AbstractFetcherManager.getFetcherId does: abs(31 * hashCode(topic) +
+// partition) % num.replica.fetchers. Before its first fetch in a leader epoch the
 // follower truncates any divergent suffix by asking the leader
 // OffsetForLeaderEpoch for its own latest epoch (KIP-101, KIP-279) — never by
 // its high watermark alone, which may lose acknowledged records or keep
@@ -17,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -26,20 +29,41 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network/record"
 	"github.com/keelstream/keel/storage"
 )
 
 // maxTruncationRounds bounds the KIP-279 OffsetForLeaderEpoch rounds.
 const maxTruncationRounds = 16
 
-// replicaFetchers holds one fetcher per leader this node follows.
+// replicaFetchers holds the fetchers of the leaders this node follows.
 //
-// Concurrency: mu guards byLeader; called from ApplyMetadata and from
+// Concurrency: mu guards byKey; called from ApplyMetadata and from
 // removePartition (applyMu held), so additions and removals are ordered.
 type replicaFetchers struct {
-	b        *Broker
-	mu       sync.Mutex
-	byLeader map[int32]*replicaFetcher
+	b     *Broker
+	mu    sync.Mutex
+	byKey map[fetcherKey]*replicaFetcher
+}
+
+// fetcherKey names one fetcher: its leader and its index among the
+// leader's num.replica.fetchers.
+type fetcherKey struct{ leader, id int32 }
+
+// fetcherID is Kafka's getFetcherId for a partition.
+func fetcherID(tp storage.TopicPartition, fetchers int) int32 {
+	if fetchers <= 1 {
+		return 0
+	}
+	// Wraps like Java's int; then Kafka's Utils.abs.
+	h := 31*record.JavaStringHashCode(tp.Topic) + tp.Partition
+	switch {
+	case h == math.MinInt32:
+		h = 0
+	case h < 0:
+		h = -h
+	}
+	return h % int32(fetchers)
 }
 
 // followerFetch is a partition's fetch state in its fetcher. Owned by the
@@ -63,6 +87,7 @@ type followerFetch struct {
 type replicaFetcher struct {
 	b      *Broker
 	leader int32
+	key    fetcherKey
 	conn   *kafkaConn
 	wake   chan struct{}
 	stop   chan struct{}
@@ -72,7 +97,7 @@ type replicaFetcher struct {
 }
 
 func newReplicaFetchers(b *Broker) *replicaFetchers {
-	return &replicaFetchers{b: b, byLeader: map[int32]*replicaFetcher{}}
+	return &replicaFetchers{b: b, byKey: map[fetcherKey]*replicaFetcher{}}
 }
 
 // follow makes p fetched from leader in leaderEpoch; a new leader epoch
@@ -80,22 +105,23 @@ func newReplicaFetchers(b *Broker) *replicaFetchers {
 func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	for id, f := range fs.byLeader {
-		if id != leader {
+	key := fetcherKey{leader, fetcherID(p.tp, fs.b.cfg.NumReplicaFetchers)}
+	for k, f := range fs.byKey {
+		if k != key {
 			fs.removeLocked(f, p)
 		}
 	}
-	f := fs.byLeader[leader]
+	f := fs.byKey[key]
 	if f == nil {
 		f = &replicaFetcher{
-			b: fs.b, leader: leader, wake: make(chan struct{}, 1), stop: make(chan struct{}),
+			b: fs.b, leader: leader, key: key, wake: make(chan struct{}, 1), stop: make(chan struct{}),
 			conn:  newKafkaConn("", "keel-replica-fetcher-"+strconv.Itoa(int(fs.b.nodeID))),
 			parts: map[*partition]*followerFetch{},
 		}
 		if !fs.b.spawn(f.run) {
 			return // closing
 		}
-		fs.byLeader[leader] = f
+		fs.byKey[key] = f
 	}
 	f.mu.Lock()
 	if ff := f.parts[p]; ff == nil || ff.leaderEpoch != leaderEpoch {
@@ -110,7 +136,7 @@ func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32) {
 func (fs *replicaFetchers) unfollow(p *partition) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	for _, f := range fs.byLeader {
+	for _, f := range fs.byKey {
 		fs.removeLocked(f, p)
 	}
 }
@@ -124,7 +150,7 @@ func (fs *replicaFetchers) removeLocked(f *replicaFetcher, p *partition) {
 	f.mu.Unlock()
 	if empty {
 		close(f.stop)
-		delete(fs.byLeader, f.leader)
+		delete(fs.byKey, f.key)
 	}
 }
 

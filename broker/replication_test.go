@@ -174,3 +174,21 @@ func TestHighWatermarkOverMaximalISR(t *testing.T) {
 		})
 	}
 }
+
+func TestFetcherIDIsKafkas(t *testing.T) {
+	// abs(31 * "orders".hashCode() + p) % 3, computed as Java does (int
+	// arithmetic wraps).
+	h := int32(-1008770331) // "orders".hashCode()
+	for p := int32(0); p < 6; p++ {
+		x := 31*h + p
+		if x < 0 {
+			x = -x
+		}
+		if got, want := fetcherID(storage.TopicPartition{Topic: "orders", Partition: p}, 3), x%3; got != want {
+			t.Fatalf("partition %d: fetcher %d, want %d", p, got, want)
+		}
+	}
+	if got := fetcherID(storage.TopicPartition{Topic: "orders", Partition: 4}, 1); got != 0 {
+		t.Fatalf("one fetcher: id %d", got)
+	}
+}

@@ -226,3 +226,34 @@ func TestReplicationSurvivesLeaderCrash(t *testing.T) {
 		t.Fatalf("acks=all with one in-sync replica of min 2: %v, want NOT_ENOUGH_REPLICAS", err)
 	}
 }
+
+// TestReplicationWithSeveralFetchers: with num.replica.fetchers=3 each
+// follower spreads a leader's partitions over three fetchers, and every
+// replica still converges byte for byte.
+func TestReplicationWithSeveralFetchers(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		"num.replica.fetchers=3")
+	c.WaitReady(30 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 6, 3, nil, "spread"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	cl, _ := newClient(t, c, kgo.DefaultProduceTopic("spread"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	recs := make([]*kgo.Record, 0, 600)
+	for i := 0; i < 600; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "every partition's replicas to converge", func() bool {
+		for p := int32(0); p < 6; p++ {
+			if !replicasConverged(c, "spread", p, []int32{1, 2, 3}) {
+				return false
+			}
+		}
+		return true
+	})
+}
