@@ -36,7 +36,7 @@ test-long: vet
 # about 2 minutes; KEEL_BENCH_* variables tune it).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
-	KEEL_BENCH=1 $(GO) test -run '^TestKeelPerfAgainstKfake$$' -count=1 -v -timeout 20m ./integration/
+	KEEL_BENCH=1 $(GO) test -run '^(TestKeelPerfAgainstKfake|TestReplicationPerf)$$' -count=1 -v -timeout 40m ./integration/
 
 # A short run of every fuzz target (FUZZTIME each).
 fuzz:

@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestReplicationPerf is issue 5's measurement (run by `make bench` with
+// KEEL_BENCH=1, never asserted): three keel processes on this machine,
+// 100-byte records, 6 partitions, in the same run:
+//
+//   - RF=1, acks=1 (the unreplicated baseline),
+//   - RF=3, acks=all, min.insync.replicas=2,
+//   - RF=3, acks=all with the durable mode (flush.messages=1),
+//
+// each first at full speed (records/s, MB/s, latency percentiles), then at
+// half of its own full speed (latency percentiles: the p99 target is 10 ms
+// there). Rounds alternate the order; the table gives medians.
+//
+// Knobs: KEEL_BENCH_RECORDS (default 1,000,000), KEEL_BENCH_ROUNDS (3),
+// KEEL_BENCH_RATE_SECONDS (5).
+func TestReplicationPerf(t *testing.T) {
+	if os.Getenv("KEEL_BENCH") == "" {
+		t.Skip("a load test: set KEEL_BENCH=1 (make bench) to run it")
+	}
+	records := envInt("KEEL_BENCH_RECORDS", 1_000_000)
+	rounds := envInt("KEEL_BENCH_ROUNDS", 3)
+	rateFor := time.Duration(envInt("KEEL_BENCH_RATE_SECONDS", 5)) * time.Second
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}, ProcessOptions{})
+	seeds := c.BootstrapServers()
+	type variant struct {
+		name    string
+		rf      int16
+		acks    kgo.Acks
+		configs map[string]*string
+		full    []float64 // records/s per round
+		fullLat []*latencies
+		halfLat []*latencies
+	}
+	variants := []*variant{
+		{name: "RF=1 acks=1", rf: 1, acks: kgo.LeaderAck()},
+		{name: "RF=3 acks=all", rf: 3, acks: kgo.AllISRAcks(), configs: map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}},
+		{name: "RF=3 acks=all durable", rf: 3, acks: kgo.AllISRAcks(), configs: map[string]*string{
+			"min.insync.replicas": kadm.StringPtr("2"), "flush.messages": kadm.StringPtr("1")}},
+	}
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	value := perfPayload(100)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	for round := 0; round < rounds; round++ {
+		order := variants
+		if round%2 == 1 {
+			order = []*variant{variants[2], variants[1], variants[0]}
+		}
+		for vi, v := range order {
+			topic := fmt.Sprintf("rperf-%d-%d", round, vi)
+			if resp, err := adm.CreateTopic(ctx, 6, v.rf, v.configs, topic); err != nil || resp.Err != nil {
+				t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+			}
+			opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(v.acks)}
+			if v.acks != kgo.AllISRAcks() {
+				opts = append(opts, kgo.DisableIdempotentWrite())
+			}
+			prod, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			produceN(ctx, t, prod, topic, value, 50_000, nil) // warm-up
+			lat := newLatencies(records)
+			start := time.Now()
+			produceN(ctx, t, prod, topic, value, records, lat)
+			rate := float64(records) / time.Since(start).Seconds()
+			v.full, v.fullLat = append(v.full, rate), append(v.fullLat, lat)
+			v.halfLat = append(v.halfLat, produceAtRate(ctx, t, prod, topic, value, rate/2, rateFor))
+			prod.Close()
+			t.Logf("%s round %d: %.0f records/s, p99 %v; at half rate p99 %v", v.name, round+1, rate,
+				lat.pct(0.99), v.halfLat[len(v.halfLat)-1].pct(0.99))
+			if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	median := func(xs []float64) float64 {
+		s := slices.Sorted(slices.Values(xs))
+		if len(s)%2 == 0 {
+			return (s[len(s)/2-1] + s[len(s)/2]) / 2
+		}
+		return s[len(s)/2]
+	}
+	medLat := func(ls []*latencies, p float64) time.Duration {
+		xs := make([]float64, len(ls))
+		for i, l := range ls {
+			xs[i] = float64(l.pct(p))
+		}
+		return time.Duration(median(xs))
+	}
+	base := median(variants[0].full)
+	fmt.Printf("\nReplication cost, 3 keel processes, 100-byte records, 6 partitions, median of %d rounds\n", rounds)
+	fmt.Printf("%-24s %12s %8s %9s %10s %10s %10s %12s %12s %12s\n", "variant", "records/s", "MB/s", "vs RF=1", "p50", "p99", "p99.9", "half: p50", "half: p99", "half: p99.9")
+	for _, v := range variants {
+		r := median(v.full)
+		fmt.Printf("%-24s %12.0f %8.1f %8.2fx %10v %10v %10v %12v %12v %12v\n", v.name, r, r*100/1e6, r/base,
+			medLat(v.fullLat, 0.5), medLat(v.fullLat, 0.99), medLat(v.fullLat, 0.999),
+			medLat(v.halfLat, 0.5), medLat(v.halfLat, 0.99), medLat(v.halfLat, 0.999))
+	}
+	fmt.Printf("Load average (1 min) at the end: %s\n", loadAverage())
+}
+
+// produceAtRate produces at rate records/s for d (after a one-second
+// warm-up that is not measured) and returns the produce latencies.
+func produceAtRate(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, value []byte, rate float64, d time.Duration) *latencies {
+	t.Helper()
+	total := int(rate * (d.Seconds() + 1))
+	warm := int(rate)
+	lat := newLatencies(total)
+	interval := time.Duration(float64(time.Second) / rate)
+	var failed atomic.Int64
+	start := time.Now()
+	for i := 0; i < total; i++ {
+		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		counted := i >= warm
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(r *kgo.Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			} else if counted {
+				lat.add(time.Since(r.Timestamp))
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d records failed at %f records/s", f, rate)
+	}
+	return lat
+}
