@@ -487,20 +487,56 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 		}
 		l := p.log
 		if len(rp.RecordBatches) > 0 {
-			if _, err := l.AppendAsFollower(rp.RecordBatches); err != nil {
-				return fmt.Errorf("follower append: %w", err)
+			if err := f.appendFetched(p, rp.RecordBatches); err != nil {
+				return err
 			}
 		}
 		// The follower's high watermark: the leader's, bounded by what
-		// it has.
+		// it has; then the leader's log start offset, so that
+		// DeleteRecords reaches the followers (Kafka's
+		// maybeIncrementLogStartOffset with LeaderOffsetIncremented).
 		p.hwMu.Lock()
+		defer p.hwMu.Unlock()
 		if hw := min(rp.HighWatermark, l.LogEndOffset()); hw > l.HighWatermark() {
 			l.SetHighWatermark(hw)
 		}
-		p.hwMu.Unlock()
+		if start := min(rp.LogStartOffset, l.HighWatermark()); start > l.LogStartOffset() {
+			if err := l.IncrementLogStartOffset(start); err != nil {
+				return fmt.Errorf("follower log start offset: %w", err)
+			}
+		}
 		return nil
 	})
 	return err
+}
+
+// appendFetched appends a fetch response's batches to the follower's log.
+// A log that was just restarted at the leader's log start (outOfRange) may
+// receive a first batch that begins below it: DeleteRecords cut the
+// leader's log in the middle of that batch. As Kafka's
+// Partition.appendRecordsToFollowerOrFutureReplica does, the empty log is
+// then restarted at the batch's base offset and the append retried; the
+// leader's log start offset, applied next, moves the start up again.
+// f.mu is held (locked).
+func (f *replicaFetcher) appendFetched(p *partition, batches []byte) error {
+	l := p.log
+	_, err := l.AppendAsFollower(batches)
+	if errors.Is(err, storage.ErrUnexpectedAppendOffset) && l.LogEndOffset() == l.LogStartOffset() {
+		if h, perr := record.ParseHeader(batches); perr == nil && h.BaseOffset < l.LogEndOffset() && h.LastOffset() >= l.LogEndOffset() {
+			f.b.log.Info("first fetched batch starts below the restarted log: starting the log at the batch",
+				"partition", p.tp, "log_start", l.LogStartOffset(), "batch_base", h.BaseOffset)
+			p.hwMu.Lock()
+			err = l.TruncateFullyAndStartAt(h.BaseOffset)
+			p.hwMu.Unlock()
+			if err == nil {
+				_, err = l.AppendAsFollower(batches)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("follower append: %w", err)
+	}
+	return nil
 }
 
 // outOfRange handles OFFSET_OUT_OF_RANGE as Kafka's

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -255,5 +256,57 @@ func TestReplicationWithSeveralFetchers(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// TestFollowerBelowLeaderLogStartRestarts: a follower that was away while
+// the leader's log start moved past its log end (DeleteRecords here,
+// retention alike) gets OFFSET_OUT_OF_RANGE, restarts its log empty at the
+// leader's log start (Kafka's handleOutOfRangeError) and converges.
+func TestFollowerBelowLeaderLogStartRestarts(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		"replica.lag.time.max.ms=1000")
+	c.WaitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, adm := newClient(t, c)
+	const topic = "trimmed"
+	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	waitFor(t, 20*time.Second, "a leader and a full ISR", func() bool {
+		p, ok := partitionState(c, topic, 0)
+		return ok && p.Leader >= 0 && len(p.ISR) == 3
+	})
+	produceKeyed(t, c, topic, 0, 50)
+	p, _ := partitionState(c, topic, 0)
+	var away int32
+	for _, r := range p.Replicas {
+		if r != p.Leader {
+			away = r
+			break
+		}
+	}
+	waitFor(t, 20*time.Second, "the replicas to converge", func() bool {
+		return replicasConverged(c, topic, 0, p.Replicas)
+	})
+	c.Stop(away)
+	waitFor(t, 20*time.Second, "the stopped follower out of the ISR", func() bool {
+		p, ok := partitionState(c, topic, 0)
+		return ok && !slices.Contains(p.ISR, away)
+	})
+	produceKeyed(t, c, topic, 50, 100)
+	res, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: kadm.Offset{Topic: topic, Partition: 0, At: 120}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Error(); err != nil {
+		t.Fatal(err)
+	}
+	c.Start(away)
+	waitFor(t, 30*time.Second, "the returning follower to restart at the leader's log start and catch up", func() bool {
+		l := c.Nodes[away].PartitionLog(topic, 0)
+		return l != nil && l.LogStartOffset() == 120 && l.LogEndOffset() == 150 &&
+			replicasConverged(c, topic, 0, p.Replicas)
 	})
 }
