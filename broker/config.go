@@ -67,6 +67,10 @@ type Config struct {
 	MessageMaxBytes                  int
 	LogMessageTimestampType          string
 
+	// Idempotent producer state (storage/producer_state.go).
+	ProducerIDExpiration              time.Duration // producer.id.expiration.ms
+	ProducerIDExpirationCheckInterval time.Duration // producer.id.expiration.check.interval.ms
+
 	// Explicit holds the known keys that server.properties or an override
 	// set (whatever their value): DescribeConfigs reports those as
 	// STATIC_BROKER_CONFIG and the rest as DEFAULT_CONFIG, as Kafka does.
@@ -192,6 +196,8 @@ func configKeys(c *Config) map[string]configKey {
 		"transaction.state.log.replication.factor": {"3", i16(&c.TransactionStateLogReplicationFactor), ""},
 		"transaction.state.log.min.isr":            {"2", i(&c.TransactionStateLogMinISR), ""},
 		"transaction.state.log.num.partitions":     {"50", i32(&c.TransactionStateLogNumPartitions), ""},
+		"producer.id.expiration.ms":                {"86400000", ms(&c.ProducerIDExpiration), "forget idempotent producers idle this long"},
+		"producer.id.expiration.check.interval.ms": {"600000", ms(&c.ProducerIDExpirationCheckInterval), ""},
 		"broker.heartbeat.interval.ms":             {"2000", ms(&c.BrokerHeartbeatInterval), ""},
 		"broker.session.timeout.ms":                {"9000", ms(&c.BrokerSessionTimeout), ""},
 		"socket.request.max.bytes":                 {"104857600", i32(&c.SocketRequestMaxBytes), ""},

@@ -239,35 +239,27 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch, DeferFlush: st.durable}
 	var info storage.AppendInfo
 	if idempotent {
+		// The log checks the producer's sequences against its producer
+		// state under its own lock, atomically with the append
+		// (producer_state.go); producerMu serialises the partition's
+		// idempotent appends as before.
 		p.producerMu.Lock()
-		if p.producers == nil {
-			if p.producers, err = loadProducerState(p.log); err != nil {
-				p.producerMu.Unlock()
-				return fail(err)
-			}
-		}
-		dup, code, msg := p.producers.check(records)
-		switch {
-		case code != 0:
-			p.producerMu.Unlock()
+		info, err = p.log.AppendValidated(v, opts)
+		p.producerMu.Unlock()
+		if code, ok := producerErrorCode(err); ok {
 			rp.ErrorCode = code
 			if m.Version >= 8 {
-				rp.ErrorMessage = kmsg.StringPtr(msg)
+				rp.ErrorMessage = kmsg.StringPtr(err.Error())
 			}
-			b.log.Debug("idempotent batch refused", "partition", p.tp, "error", msg)
+			b.log.Debug("idempotent batch refused", "partition", p.tp, "error", err)
 			return nil, 0
-		case dup != nil:
+		}
+		if err == nil && info.Duplicate {
 			// A retry of a batch already appended: acknowledge it with
 			// its original offsets, append nothing.
-			p.producerMu.Unlock()
-			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = dup.firstOffset, dup.logAppendTime, p.log.LogStartOffset()
-			return p, dup.lastOffset + 1
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = info.FirstOffset, info.LogAppendTime, info.LogStartOffset
+			return p, info.LastOffset + 1
 		}
-		info, err = p.log.AppendValidated(v, opts)
-		if err == nil {
-			p.producers.update(records, info.LogAppendTime)
-		}
-		p.producerMu.Unlock()
 	} else {
 		info, err = p.log.AppendValidated(v, opts)
 	}

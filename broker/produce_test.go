@@ -110,12 +110,7 @@ func TestRoundTripCompressions(t *testing.T) {
 			// kgo's default producer is idempotent: it got a producer id
 			// and its batches carry sequences.
 			p0 := c.broker.lookup(tp(topic, 0))
-			p0.producerMu.Lock()
-			producers := 0
-			if p0.producers != nil {
-				producers = len(p0.producers.producers)
-			}
-			p0.producerMu.Unlock()
+			producers := len(p0.log.ActiveProducers())
 			if producers != 1 {
 				t.Fatalf("%d idempotent producers on %s-0, want kgo's one", producers, topic)
 			}

@@ -54,11 +54,10 @@ type partition struct {
 	fetchWatch   watchList
 	produceWatch watchList
 
-	// producerMu guards producers, the idempotent producer state (nil
-	// until the first idempotent batch loads it), and is held across an
-	// idempotent batch's check, append and state update.
+	// producerMu serialises the partition's idempotent appends. The
+	// producer state itself lives in log (storage/producer_state.go),
+	// which checks sequences and appends under its own lock.
 	producerMu sync.Mutex
-	producers  *producerState
 }
 
 // partitionState is a partition's replication state from one image, plus
@@ -192,6 +191,9 @@ func (b *Broker) ApplyMetadata(img *metadata.Image, changes metadata.Changes) {
 func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 	if !b.isrStarted {
 		b.isrStarted = b.spawn(b.isrLoop)
+		if b.isrStarted {
+			b.spawn(b.producerExpiryLoop)
+		}
 	}
 	old := b.partitions.Load().byTP
 	next := old
@@ -392,11 +394,6 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		// Before the leadership is published, so that no follower state
 		// of an earlier leadership ever counts toward the high watermark.
 		b.resetFollowers(p, st)
-		// The idempotent producer state is reloaded from the log, which
-		// may have grown by fetching since this node last led.
-		p.producerMu.Lock()
-		p.producers = nil
-		p.producerMu.Unlock()
 	}
 	p.state.Store(st)
 	if following {

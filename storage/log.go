@@ -76,6 +76,11 @@ type AppendInfo struct {
 	// LogStartOffset is the log start offset at append time (produce
 	// responses carry it).
 	LogStartOffset int64
+	// Duplicate says a leader's record set repeated a batch the idempotent
+	// producer state remembers (a producer's retry): nothing was appended,
+	// and FirstOffset, LastOffset, MaxTimestamp and LogAppendTime are the
+	// original batch's (producer_state.go).
+	Duplicate bool
 }
 
 // ReadInfo is the answer to Read: file regions holding whole batches, and
@@ -122,6 +127,13 @@ type Log struct {
 	// syncMu serialises Sync's fsyncs (group commit, sync.go); taken
 	// before mu, never while holding it.
 	syncMu sync.Mutex
+	// producers is the idempotent producer state, producerSnapshots the
+	// offsets of its snapshot files, ascending, and producerBatchesScanned
+	// the batch headers read to rebuild it since the log was opened
+	// (producer_state.go, producer_snapshot.go).
+	producers              producerStateMap
+	producerSnapshots      []int64
+	producerBatchesScanned int64
 
 	// topicMu guards the topic id of partition.metadata
 	// (partition_metadata.go).
@@ -157,6 +169,7 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		now:       opts.Now,
 		cfg:       opts.Config.normalized(),
 		lastFlush: opts.Now(),
+		producers: producerStateMap{},
 	}
 	l.loadTopicID()
 	if err := l.load(opts); err != nil {
@@ -246,7 +259,10 @@ func (l *Log) load(opts OpenOptions) error {
 	if err := l.epochs.TruncateFromEnd(leo); err != nil {
 		return err
 	}
-	return l.epochs.TruncateFromStart(l.logStartOffset)
+	if err := l.epochs.TruncateFromStart(l.logStartOffset); err != nil {
+		return err
+	}
+	return l.loadProducerStateLocked()
 }
 
 // recoverSegments restores each segment's trackers: cheaply for segments
@@ -430,8 +446,12 @@ func (l *Log) ValidateProduce(batches []byte, fromCoordinator bool) (ValidatedBa
 func (v ValidatedBatches) Info() AppendInfo { return v.info }
 
 // AppendValidated is the second half of AppendAsLeader: under the log's
-// lock it assigns offsets in place, stamps the leader epoch (and the
-// LogAppendTime), rolls if needed and writes.
+// lock it checks idempotent producers' sequences (producer_state.go: a
+// retried batch appends nothing and returns its original offsets with
+// AppendInfo.Duplicate; a gap or fenced epoch fails with
+// ErrOutOfOrderSequence or ErrInvalidProducerEpoch), assigns offsets in
+// place, stamps the leader epoch (and the LogAppendTime), rolls if needed,
+// writes and updates the producer state.
 func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (AppendInfo, error) {
 	batches, info := v.batches, v.info
 	if batches == nil {
@@ -441,6 +461,15 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (AppendInf
 	defer l.mu.Unlock()
 	if l.closed {
 		return info, fmt.Errorf("append to %s: %w", l.tp, ErrLogClosed)
+	}
+	// The idempotent producer checks run under the lock that serialises
+	// appends, so the sequence checked is the sequence appended.
+	dup, err := l.producers.check(batches)
+	if err != nil {
+		return info, fmt.Errorf("append to %s: %w", l.tp, err)
+	}
+	if dup != nil {
+		return duplicateAppendInfo(dup, l.logStartOffset), nil
 	}
 	next := l.active().nextOffset
 	info.FirstOffset = next
@@ -465,6 +494,7 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (AppendInf
 	if err := l.appendLocked(batches, info, opts.Sync, opts.DeferFlush); err != nil {
 		return info, err
 	}
+	l.producers.update(batches)
 	if latest, ok := l.epochs.LatestEpoch(); opts.LeaderEpoch >= 0 && (!ok || opts.LeaderEpoch > latest) {
 		if err := l.epochs.Assign(opts.LeaderEpoch, info.FirstOffset); err != nil {
 			return info, fmt.Errorf("append to %s: %w", l.tp, err)
@@ -568,6 +598,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	if err := l.appendLocked(batches, info, false, false); err != nil {
 		return info, err
 	}
+	l.producers.update(batches)
 	for _, h := range epochStarts {
 		if latest, ok := l.epochs.LatestEpoch(); !ok || h.PartitionLeaderEpoch > latest {
 			if err := l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
@@ -654,6 +685,7 @@ func (l *Log) rollLocked(base int64) error {
 		return err
 	}
 	l.recoveryPoint = max(l.recoveryPoint, base)
+	l.takeProducerSnapshotLocked(base)
 	l.logger.Debug("rolled segment", "new_base_offset", base, "previous_bytes", old.size)
 	return nil
 }

@@ -168,6 +168,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.highWatermark = min(l.highWatermark, leo)
 	l.recoveryPoint = min(l.recoveryPoint, leo)
 	l.logger.Info("truncated log", "to_offset", offset, "log_end_offset", leo, "bytes_removed", removed)
+	if err := l.truncateProducerStateLocked(); err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", l.tp, offset, err)
+	}
 	return l.epochs.TruncateFromEnd(leo)
 }
 
@@ -183,23 +186,31 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 }
 
 func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
+	// A segment at offset itself is closed before createSegment replaces
+	// its files: closing an index trims its file by path, which afterwards
+	// would cut the new index under its live mapping (SIGBUS on the next
+	// index write).
+	for _, old := range l.segments {
+		if old.baseOffset == offset {
+			if err := errors.Join(old.index.Close(), old.timeIndex.Close(), old.file.Close()); err != nil {
+				return err
+			}
+		}
+	}
 	s, err := createSegment(l.dir, offset, l.cfg, l.now())
 	if err != nil {
 		return err
 	}
 	for _, old := range l.segments {
-		if old.baseOffset == offset {
-			// createSegment replaced its files already.
-			err = errors.Join(old.index.Close(), old.timeIndex.Close(), old.file.Close())
-			if err != nil {
-				return err
-			}
-			continue
+		if old.baseOffset != offset {
+			l.scheduleDelete(old)
 		}
-		l.scheduleDelete(old)
 	}
 	l.segments = []*segment{s}
 	l.logStartOffset, l.highWatermark, l.recoveryPoint = offset, offset, offset
+	if err := l.clearProducerStateLocked(); err != nil {
+		return err
+	}
 	if l.epochs != nil {
 		return l.epochs.Clear()
 	}
@@ -222,6 +233,7 @@ func (l *Log) IncrementLogStartOffset(offset int64) error {
 		return nil
 	}
 	l.logStartOffset = offset
+	l.producerStateLogStartMovedLocked()
 	return l.epochs.TruncateFromStart(offset)
 }
 
@@ -268,6 +280,7 @@ func (l *Log) DeleteOldSegments() (int, error) {
 	}
 	if n > 0 {
 		l.logStartOffset = max(l.logStartOffset, l.segments[0].baseOffset)
+		l.producerStateLogStartMovedLocked()
 		if err := l.epochs.TruncateFromStart(l.logStartOffset); err != nil {
 			return n, err
 		}
@@ -307,8 +320,10 @@ func (l *Log) reapDeletedLocked(now time.Time, force bool) error {
 }
 
 // Close flushes nothing (the caller decides: the log manager flushes before
-// a clean shutdown), trims the active segment's indexes, closes every file
-// and removes segments pending deletion. Reads after Close fail.
+// a clean shutdown), snapshots the idempotent producer state at the log end
+// offset (so the next open scans nothing), trims the active segment's
+// indexes, closes every file and removes segments pending deletion. Reads
+// after Close fail.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -316,6 +331,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.takeProducerSnapshotLocked(l.active().nextOffset)
 	errs := []error{l.reapDeletedLocked(l.now(), true)}
 	for _, s := range l.segments {
 		errs = append(errs, s.close())
