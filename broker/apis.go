@@ -26,6 +26,15 @@ var apiTable = func() []apiSpec {
 		{1, network.MinFetchVersion, network.MaxFetchVersion}, // Fetch: what the zero-copy encoder writes
 		{2, 1, 11}, // ListOffsets
 		{3, 0, 13}, // Metadata
+		{8, 0, 9},  // OffsetCommit (v10 topic ids: not yet)
+		{9, 0, 8},  // OffsetFetch (v9 KIP-848 member epochs: not yet)
+		{10, 0, 5}, // FindCoordinator (groups; transactions: COORDINATOR_NOT_AVAILABLE)
+		{11, 0, 9}, // JoinGroup
+		{12, 0, 4}, // Heartbeat
+		{13, 0, 5}, // LeaveGroup
+		{14, 0, 5}, // SyncGroup
+		{15, 0, 5}, // DescribeGroups
+		{16, 0, 5}, // ListGroups
 		{18, 0, 5}, // ApiVersions
 		{19, 0, 7}, // CreateTopics (forwarded)
 		{20, 0, 6}, // DeleteTopics (forwarded)
@@ -36,8 +45,10 @@ var apiTable = func() []apiSpec {
 		{33, 0, 2}, // AlterConfigs (forwarded)
 		{35, 0, 5}, // DescribeLogDirs
 		{37, 0, 3}, // CreatePartitions (forwarded)
+		{42, 0, 2}, // DeleteGroups
 		{43, 0, 2}, // ElectLeaders (forwarded)
 		{44, 0, 1}, // IncrementalAlterConfigs (forwarded)
+		{47, 0, 0}, // OffsetDelete
 		{55, 0, 2}, // DescribeQuorum (forwarded)
 		{60, 0, 2}, // DescribeCluster
 	}

@@ -131,6 +131,8 @@ type Broker struct {
 	sessions *fetchSessionCache
 	// producerIDs is the block of producer ids InitProducerId hands out.
 	producerIDs producerIDBlock
+	// groups is the group coordinator (coordinator.go).
+	groups *groupCoordinator
 
 	// autoCreating holds the topic names whose auto-creation is in flight.
 	autoMu       sync.Mutex
@@ -191,6 +193,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)
+	b.groups = newGroupCoordinator(b)
 	for _, l := range cfg.ControllerListenerNames {
 		b.controllerListeners[l] = true
 	}
@@ -302,6 +305,28 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return b.handleElectLeaders(ctx, m)
 	case *kmsg.DescribeQuorumRequest:
 		return b.handleDescribeQuorum(ctx, m)
+	case *kmsg.FindCoordinatorRequest:
+		return respond(b.handleFindCoordinator(req, m))
+	case *kmsg.JoinGroupRequest:
+		return b.handleJoinGroup(req, m)
+	case *kmsg.SyncGroupRequest:
+		return b.handleSyncGroup(m)
+	case *kmsg.HeartbeatRequest:
+		return b.handleHeartbeat(m)
+	case *kmsg.LeaveGroupRequest:
+		return b.handleLeaveGroup(m)
+	case *kmsg.OffsetCommitRequest:
+		return b.handleOffsetCommit(m)
+	case *kmsg.OffsetFetchRequest:
+		return b.handleOffsetFetch(ctx, m)
+	case *kmsg.OffsetDeleteRequest:
+		return b.handleOffsetDelete(m)
+	case *kmsg.DescribeGroupsRequest:
+		return b.handleDescribeGroups(ctx, m)
+	case *kmsg.ListGroupsRequest:
+		return b.handleListGroups(ctx, m)
+	case *kmsg.DeleteGroupsRequest:
+		return b.handleDeleteGroups(ctx, m)
 	}
 	// SupportedVersions refuses every other key, so this is a bug; close
 	// the connection rather than leave the client waiting.

@@ -50,6 +50,14 @@ type Config struct {
 	ConnectionsMaxIdle                   time.Duration
 	NumRecoveryThreadsPerDataDir         int
 	GroupInitialRebalanceDelay           time.Duration
+	GroupMinSessionTimeout               time.Duration // group.min.session.timeout.ms
+	GroupMaxSessionTimeout               time.Duration // group.max.session.timeout.ms
+	GroupMaxSize                         int           // group.max.size
+	OffsetsRetention                     time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheckInterval        time.Duration // offsets.retention.check.interval.ms
+	OffsetsCommitTimeout                 time.Duration // offsets.commit.timeout.ms
+	OffsetMetadataMaxBytes               int           // offset.metadata.max.bytes
+	OffsetsLoadBufferSize                int           // offsets.load.buffer.size
 
 	// Log defaults (log.* keys); topic configs override them per topic.
 	LogSegmentBytes                  int64
@@ -205,6 +213,14 @@ func configKeys(c *Config) map[string]configKey {
 		"connections.max.idle.ms":                  {"600000", ms(&c.ConnectionsMaxIdle), ""},
 		"num.recovery.threads.per.data.dir":        {"1", i(&c.NumRecoveryThreadsPerDataDir), ""},
 		"group.initial.rebalance.delay.ms":         {"3000", ms(&c.GroupInitialRebalanceDelay), ""},
+		"group.min.session.timeout.ms":             {"6000", ms(&c.GroupMinSessionTimeout), ""},
+		"group.max.session.timeout.ms":             {"1800000", ms(&c.GroupMaxSessionTimeout), ""},
+		"group.max.size":                           {"2147483647", i(&c.GroupMaxSize), ""},
+		"offsets.retention.minutes":                {"10080", minutesDuration(&c.OffsetsRetention), ""},
+		"offsets.retention.check.interval.ms":      {"600000", ms(&c.OffsetsRetentionCheckInterval), ""},
+		"offsets.commit.timeout.ms":                {"5000", ms(&c.OffsetsCommitTimeout), ""},
+		"offset.metadata.max.bytes":                {"4096", i(&c.OffsetMetadataMaxBytes), ""},
+		"offsets.load.buffer.size":                 {"5242880", i(&c.OffsetsLoadBufferSize), ""},
 		"log.segment.bytes":                        {"1073741824", i64(&c.LogSegmentBytes), ""},
 		"log.roll.hours":                           {"168", scaled(&c.LogRollMs, hour), ""},
 		"log.roll.ms":                              {"", i64(&c.LogRollMs), "overrides log.roll.hours"},
@@ -390,6 +406,15 @@ func (c *Config) validate() error {
 	}
 	if c.LogMessageTimestampType != "CreateTime" && c.LogMessageTimestampType != "LogAppendTime" {
 		return fmt.Errorf("log.message.timestamp.type must be CreateTime or LogAppendTime, got %q", c.LogMessageTimestampType)
+	}
+	if c.OffsetsTopicNumPartitions < 1 {
+		return fmt.Errorf("offsets.topic.num.partitions must be >= 1, got %d", c.OffsetsTopicNumPartitions)
+	}
+	if c.OffsetsTopicReplicationFactor < 1 {
+		return fmt.Errorf("offsets.topic.replication.factor must be >= 1, got %d", c.OffsetsTopicReplicationFactor)
+	}
+	if c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
+		return fmt.Errorf("group.min.session.timeout.ms (%v) is above group.max.session.timeout.ms (%v)", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout)
 	}
 	if c.MetadataLogDir == "" {
 		c.MetadataLogDir = c.LogDirs[0]

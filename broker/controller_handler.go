@@ -97,6 +97,9 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 	case *kmsg.DescribeClusterRequest:
 		return h.describeCluster(r)
 	}
+	if ct, ok := req.(*kmsg.CreateTopicsRequest); ok && isInternalCreate(ct) {
+		req = &internalCreateTopics{*ct} // the broker's own __consumer_offsets
+	}
 	resp, offset, err := h.driver.submit(ctx, req)
 	switch {
 	case errors.Is(err, errNotController), errors.Is(err, errControllerStopped):

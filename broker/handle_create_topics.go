@@ -16,6 +16,9 @@ import (
 )
 
 func (b *Broker) handleCreateTopics(ctx context.Context, m *kmsg.CreateTopicsRequest) network.Result {
+	// Tagged fields kmsg does not know are dropped: a client must not pass
+	// the broker's internal-creation mark (markInternalCreate) along.
+	m.UnknownTags = kmsg.Tags{}
 	return b.forward(ctx, m, millis(m.TimeoutMillis), func(code int16, msg string) kmsg.Response {
 		resp := m.ResponseKind().(*kmsg.CreateTopicsResponse)
 		for _, t := range m.Topics {

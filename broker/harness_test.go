@@ -88,7 +88,7 @@ func (m *testMeta) Forward(ctx context.Context, req kmsg.Request) (kmsg.Response
 	var resp kmsg.Response
 	switch r := req.(type) {
 	case *kmsg.CreateTopicsRequest:
-		recs, resp = m.cc.CreateTopics(r, false)
+		recs, resp = m.cc.CreateTopics(r, isInternalCreate(r))
 	case *kmsg.DeleteTopicsRequest:
 		recs, resp = m.cc.DeleteTopics(r)
 	case *kmsg.CreatePartitionsRequest:

@@ -396,6 +396,9 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		b.resetFollowers(p, st)
 	}
 	p.state.Store(st)
+	if topic == offsetsTopic {
+		b.groups.partitionChanged(p, st)
+	}
 	if following {
 		b.fetchers.follow(p, st.leader, st.leaderEpoch)
 	}
@@ -456,6 +459,9 @@ func (b *Broker) refreshConfig(p *partition, img *metadata.Image) {
 // gone) and its log is deleted. applyMu is held.
 func (b *Broker) removePartition(p *partition, why string) {
 	p.removed.Store(true)
+	if p.tp.Topic == offsetsTopic {
+		b.groups.partitionRemoved(p)
+	}
 	b.fetchers.unfollow(p)
 	p.fetchWatch.wakeAll()
 	p.produceWatch.wakeAll()

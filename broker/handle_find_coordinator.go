@@ -1,0 +1,78 @@
+package broker
+
+// FindCoordinator (key 10), v0–v5.
+//
+// Group keys (key type 0, the only one before v1): the coordinator is the
+// leader of __consumer_offsets partition abs(javaHashCode(group)) %
+// partitions (DESIGN §6). While the topic does not exist, the first request
+// creates it through the controller (offsets.topic.num.partitions,
+// offsets.topic.replication.factor capped at the live brokers, compacted)
+// and the answer is COORDINATOR_NOT_AVAILABLE, as Kafka's; so is a
+// partition without a live leader, or a leader without an endpoint on the
+// request's listener. An empty group id is INVALID_REQUEST.
+//
+// v4+ batches keys (KIP-699): one Coordinators entry per key, the
+// top-level fields unused. Transaction keys (type 1) answer
+// COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator yet.
+// Other key types (v6 share groups) are INVALID_REQUEST.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/network/record"
+)
+
+func (b *Broker) handleFindCoordinator(req *network.Request, m *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := m.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	if m.Version < 4 {
+		c := b.findCoordinator(req.Conn.Listener, m.CoordinatorType, m.CoordinatorKey)
+		resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = c.ErrorCode, c.NodeID, c.Host, c.Port
+		if c.ErrorCode != 0 {
+			resp.ErrorMessage = kmsg.StringPtr(kerr.ErrorForCode(c.ErrorCode).Error())
+		}
+		return resp
+	}
+	for _, key := range m.CoordinatorKeys {
+		resp.Coordinators = append(resp.Coordinators, b.findCoordinator(req.Conn.Listener, m.CoordinatorType, key))
+	}
+	return resp
+}
+
+// findCoordinator resolves one key.
+func (b *Broker) findCoordinator(listener string, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+	c := kmsg.NewFindCoordinatorResponseCoordinator()
+	c.Key, c.NodeID, c.Port = key, -1, -1
+	fail := func(code int16) kmsg.FindCoordinatorResponseCoordinator {
+		c.ErrorCode = code
+		c.ErrorMessage = kmsg.StringPtr(kerr.ErrorForCode(code).Error())
+		return c
+	}
+	switch {
+	case keyType == 1:
+		return fail(kerr.CoordinatorNotAvailable.Code)
+	case keyType != 0, key == "":
+		return fail(kerr.InvalidRequest.Code)
+	}
+	img := b.currentImage()
+	t, ok := img.Topic(offsetsTopic)
+	if !ok || len(t.Partitions) == 0 {
+		b.groups.ensureOffsetsTopic()
+		return fail(kerr.CoordinatorNotAvailable.Code)
+	}
+	mp := t.Partitions[record.CoordinatorPartition(key, int32(len(t.Partitions)))]
+	if mp.Leader < 0 {
+		return fail(kerr.CoordinatorNotAvailable.Code)
+	}
+	br, ok := img.Broker(mp.Leader)
+	if !ok || br.Fenced {
+		return fail(kerr.CoordinatorNotAvailable.Code)
+	}
+	ep, ok := br.Endpoint(listener)
+	if !ok {
+		return fail(kerr.CoordinatorNotAvailable.Code)
+	}
+	c.NodeID, c.Host, c.Port = mp.Leader, ep.Host, ep.Port
+	return c
+}

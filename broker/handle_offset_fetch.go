@@ -1,0 +1,141 @@
+package broker
+
+// OffsetFetch (key 9), v0–v8 (Kafka's GroupCoordinator.handleFetchOffsets).
+//
+// A group's committed offsets for the listed partitions, or for all of
+// them with a null topic list (v2+); a partition with no commit answers
+// offset -1 and empty metadata. Offsets are visible once their commit is
+// committed in __consumer_offsets, so RequireStable (v7+) never has to
+// wait. Group-level errors (INVALID_GROUP_ID, NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS) are the top-level error from v2, each
+// partition's before; v8+ asks about several groups, each answered with
+// its own error. v5+ leader epochs. v9's KIP-848 member epochs are not
+// served.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/broker/group"
+	"github.com/keelstream/keel/network"
+)
+
+func (b *Broker) handleOffsetFetch(_ context.Context, m *kmsg.OffsetFetchRequest) network.Result {
+	resp := m.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if m.Version >= 8 {
+		resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(m.Groups))
+		f := newGroupFanout(len(m.Groups), func() *network.Response { return &network.Response{Msg: resp} })
+		for i := range m.Groups {
+			rg := &resp.Groups[i]
+			*rg = kmsg.NewOffsetFetchResponseGroup()
+			rg.Group = m.Groups[i].Group
+			var tps []group.TopicPartition
+			if m.Groups[i].Topics != nil {
+				tps = []group.TopicPartition{}
+				for _, t := range m.Groups[i].Topics {
+					for _, p := range t.Partitions {
+						tps = append(tps, group.TopicPartition{Topic: t.Topic, Partition: p})
+					}
+				}
+			}
+			fail := func(code int16) { rg.ErrorCode = code }
+			if rg.Group == "" {
+				fail(kerr.InvalidGroupID.Code)
+				f.done()
+				continue
+			}
+			b.onGroup(f, rg.Group, fail, func(s *offsetsShard, _ int64, finish func()) {
+				for _, t := range offsetFetchTopics(s.mgr.FetchOffsets(rg.Group, tps)) {
+					rt := kmsg.NewOffsetFetchResponseGroupTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+						rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					rg.Topics = append(rg.Topics, rt)
+				}
+				finish()
+			})
+		}
+		return f.result()
+	}
+
+	var tps []group.TopicPartition
+	if m.Topics != nil || m.Version < 2 {
+		tps = []group.TopicPartition{}
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				tps = append(tps, group.TopicPartition{Topic: t.Topic, Partition: p})
+			}
+		}
+	}
+	errResp := func(code int16) kmsg.Response {
+		r := m.ResponseKind().(*kmsg.OffsetFetchResponse)
+		if m.Version >= 2 {
+			r.ErrorCode = code
+		}
+		if m.Version >= 2 {
+			return r
+		}
+		// Before v2 the error goes in every requested partition.
+		for _, t := range m.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	}
+	if m.Group == "" {
+		return respond(errResp(kerr.InvalidGroupID.Code))
+	}
+	return b.onShard(m.Group, errResp, func(s *offsetsShard, _ int64, answer func(kmsg.Response)) {
+		for _, t := range offsetFetchTopics(s.mgr.FetchOffsets(m.Group, tps)) {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		answer(resp)
+	})
+}
+
+// fetchedTopic groups fetched offsets by topic, in first-seen order.
+type fetchedTopic struct {
+	Topic      string
+	Partitions []fetchedPartition
+}
+
+type fetchedPartition struct {
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    *string
+}
+
+func offsetFetchTopics(fs []group.FetchedOffset) []fetchedTopic {
+	var out []fetchedTopic
+	index := map[string]int{}
+	for _, f := range fs {
+		i, ok := index[f.TP.Topic]
+		if !ok {
+			i = len(out)
+			index[f.TP.Topic] = i
+			out = append(out, fetchedTopic{Topic: f.TP.Topic})
+		}
+		out[i].Partitions = append(out[i].Partitions, fetchedPartition{Partition: f.TP.Partition, Offset: f.Offset,
+			LeaderEpoch: f.LeaderEpoch, Metadata: kmsg.StringPtr(f.Metadata)})
+	}
+	return out
+}
