@@ -12,6 +12,8 @@ package broker
 //     knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise; hosted but not led:
 //     NOT_LEADER_OR_FOLLOWER, with the current leader and its endpoint
 //     (v10+, KIP-951) so the client need not refresh its metadata;
+//   - an internal topic (__consumer_offsets, __transaction_state):
+//     INVALID_TOPIC_EXCEPTION, only coordinators append there;
 //   - more than one batch for a partition: INVALID_RECORD (Kafka's
 //     ProduceRequest.validateRecords); zstd before v7:
 //     UNSUPPORTED_COMPRESSION_TYPE;
@@ -156,6 +158,15 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 // watermark must reach for the batches to be committed (the last appended
 // offset + 1); on failure nil (rp carries the error).
 func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg.ProduceRequestTopicPartition, rp *kmsg.ProduceResponseTopicPartition) (*partition, int64) {
+	if isInternalTopic(topic) {
+		// Only the coordinators write there (ReplicaManager's
+		// "Cannot append to internal topic").
+		rp.ErrorCode = kerr.InvalidTopicException.Code
+		if m.Version >= 8 {
+			rp.ErrorMessage = kmsg.StringPtr("Cannot append to internal topic " + topic)
+		}
+		return nil, 0
+	}
 	p := b.lookup(storage.TopicPartition{Topic: topic, Partition: in.Partition})
 	if p == nil || p.removed.Load() {
 		rp.ErrorCode = b.partitionError(topic, in.Partition)

@@ -169,3 +169,17 @@ func TestProduceZstdNeedsV7(t *testing.T) {
 		t.Fatalf("zstd with produce v7: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+func TestProduceToInternalTopicRefused(t *testing.T) {
+	c := newTestCluster(t)
+	// FindCoordinator creates __consumer_offsets.
+	adm := c.admin()
+	waitFor(t, "__consumer_offsets", 20*time.Second, func() bool {
+		resp := adm.FindGroupCoordinators(testCtx(t), "g")
+		return resp.Error() == nil
+	})
+	r := c.produceRaw(t, "__consumer_offsets", 0, 1, time.Second, batchAt(t, time.Now().UnixMilli()))
+	if r.ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("produce to __consumer_offsets: %v, want INVALID_TOPIC_EXCEPTION", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
