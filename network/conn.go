@@ -53,6 +53,9 @@ type conn struct {
 	br  *bufio.Reader  // reader goroutine only
 	dec requestDecoder // reader goroutine only
 	q   responseQueue
+	// dout is the encode buffer of direct writes (direct.go), owned by
+	// whoever set q.direct.
+	dout outbound
 
 	// lastRead and lastWrite are when bytes were last read (by the reader)
 	// and written (by the writer); writing is set while the writer is in a
@@ -316,6 +319,7 @@ func (c *conn) dispatch(frame []byte) error {
 			return nil
 		}
 		p.deferred = r
+		r.notify.Store(c)
 	default: // nil: no response (acks=0)
 		return nil
 	}

@@ -52,6 +52,9 @@ type Deferred struct {
 	done      chan struct{}
 	completed atomic.Bool
 	resp      *Response // written once before done is closed
+	// notify is the connection the Deferred was queued on, which may
+	// write the response from the completing goroutine (direct.go).
+	notify atomic.Pointer[conn]
 }
 
 func (*Deferred) result() {}
@@ -63,13 +66,18 @@ func NewDeferred() *Deferred { return &Deferred{done: make(chan struct{})} }
 // connection's writer. Only the first call counts; it reports whether this
 // call was it.
 //
-// Concurrency: safe from any goroutine; never blocks.
+// Concurrency: safe from any goroutine; never blocks (a small response
+// may be written to the connection from the calling goroutine, with a
+// non-blocking write: direct.go).
 func (d *Deferred) Complete(resp *Response) bool {
 	if !d.completed.CompareAndSwap(false, true) {
 		return false
 	}
 	d.resp = resp
 	close(d.done)
+	if c := d.notify.Load(); c != nil {
+		c.writeDirect(d)
+	}
 	return true
 }
 
@@ -81,7 +89,8 @@ func (d *Deferred) Done() <-chan struct{} { return d.done }
 // (storage.FileRegion). The network package never reads it.
 //
 // Concurrency: WriteTo is called once, from the connection's writer
-// goroutine, with the raw *net.TCPConn (so a sendfile path can use its
+// goroutine (or, for a small response, from the goroutine that completed
+// its Deferred: direct.go), with the raw *net.TCPConn (so a sendfile path can use its
 // descriptor) and that connection's write deadline set — or, for a region
 // of at most 32 KiB, with an in-memory writer (an io.ReaderFrom) that
 // copies it into the writer's buffer to share one writev with the bytes

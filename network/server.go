@@ -139,6 +139,10 @@ type Config struct {
 	// so it should return promptly. The Server no longer tracks the
 	// connection: Shutdown neither drains nor closes it.
 	HandoffRaft func(net.Conn)
+	// SocketSendBufferBytes is socket.send.buffer.bytes: the SO_SNDBUF of
+	// accepted connections. Zero or negative keeps the OS default (on
+	// Linux, autotuned).
+	SocketSendBufferBytes int
 }
 
 // boundListener is a bound listener with its accept state.
@@ -353,6 +357,11 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 		s.log.Warn("refusing connection: max.connections reached", "listener", b.Name, "remote", nc.RemoteAddr().String(), "max_connections", s.cfg.MaxConnections)
 		_ = nc.Close()
 		return
+	}
+	if n := s.cfg.SocketSendBufferBytes; n > 0 {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetWriteBuffer(n)
+		}
 	}
 	c := newConn(s, nc, b, s.connSeq.Add(1)-1)
 	s.conns[c] = struct{}{}

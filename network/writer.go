@@ -58,12 +58,23 @@ type responseQueue struct {
 
 	readable chan struct{} // push or close happened
 	space    chan struct{} // pop happened
+
+	// Direct writes (direct.go): parked is the pending whose Deferred the
+	// writer waits on with nothing buffered; direct is set while a
+	// completing goroutine writes it; leftover is what that write could
+	// not hand the socket at once, for the writer to send first; kick
+	// wakes the writer when a direct write ends.
+	parked   *pending
+	direct   bool
+	leftover []byte
+	kick     chan struct{}
 }
 
 func (q *responseQueue) init(max int) {
 	q.ring = make([]*pending, max)
 	q.readable = make(chan struct{}, 1)
 	q.space = make(chan struct{}, 1)
+	q.kick = make(chan struct{}, 1)
 }
 
 func signal(ch chan struct{}) {
@@ -127,6 +138,35 @@ func (q *responseQueue) peek() (p *pending, closed bool) {
 	return q.ring[q.head], q.closed
 }
 
+// setParked records that the writer waits on p's Deferred with nothing
+// buffered (direct.go).
+func (q *responseQueue) setParked(p *pending) {
+	q.mu.Lock()
+	q.parked = p
+	q.mu.Unlock()
+}
+
+// unpark is the writer's side of a direct write once p's Deferred is done:
+// it waits out a direct write in progress and reports whether p is still
+// the writer's to write (mine false: written directly), or that stop
+// closed first (the writer must then exit without touching the socket).
+func (q *responseQueue) unpark(p *pending, stop <-chan struct{}) (mine, stopped bool) {
+	q.mu.Lock()
+	q.parked = nil
+	for q.direct {
+		q.mu.Unlock()
+		select {
+		case <-q.kick:
+		case <-stop:
+			return false, true
+		}
+		q.mu.Lock()
+	}
+	mine = q.n > 0 && q.ring[q.head] == p
+	q.mu.Unlock()
+	return mine, false
+}
+
 // pop removes the oldest request.
 func (q *responseQueue) pop() {
 	q.mu.Lock()
@@ -172,6 +212,10 @@ func (c *conn) writeLoop() {
 		}
 	}()
 	for {
+		if err := c.writeLeftover(); err != nil {
+			c.writeFailed(err)
+			return
+		}
 		p, closed := c.q.peek()
 		if p == nil {
 			if err := c.flush(&out); err != nil {
@@ -198,10 +242,19 @@ func (c *conn) writeLoop() {
 					c.writeFailed(err)
 					return
 				}
+				// Nothing buffered: a completer may write p directly.
+				c.q.setParked(p)
 				select {
 				case <-d.done:
 				case <-c.ctx.Done():
 					return
+				}
+				mine, stopped := c.q.unpark(p, c.ctx.Done())
+				if stopped {
+					return // a direct write may still hold the socket
+				}
+				if !mine {
+					continue // written directly
 				}
 			}
 			resp = d.resp
@@ -230,6 +283,26 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// writeLeftover writes what a direct write left unsent (direct.go).
+func (c *conn) writeLeftover() error {
+	c.q.mu.Lock()
+	left := c.q.leftover
+	c.q.leftover = nil
+	c.q.mu.Unlock()
+	if len(left) == 0 {
+		return nil
+	}
+	c.setWriteDeadline()
+	c.writing.Store(true)
+	_, err := c.nc.Write(left)
+	c.writing.Store(false)
+	if err != nil {
+		return fmt.Errorf("write responses: %w", err)
+	}
+	c.lastWrite.store(time.Now())
+	return nil
 }
 
 // writeFailed logs a failed write and closes the connection.
