@@ -27,6 +27,11 @@ func newApp() *cli.App {
 			formatCommand(),
 			metadataQuorumCommand(),
 			dumpLogCommand(),
+			topicsCommand(),
+			produceCommand(),
+			consumeCommand(),
+			groupsCommand(),
+			perfCommand(),
 		},
 	}
 }

@@ -1,0 +1,90 @@
+// Package client is Keel's Go SDK: a Producer, a Consumer (consumer groups)
+// and an Admin that speak only the Kafka protocol (encoded with franz-go's
+// kmsg), so they work against Keel and against any Kafka cluster.
+//
+// The package must never import anything of Keel's but network/record (the
+// batch format and partitioner hashes): it is a client, not a broker.
+//
+// # The core: Client
+//
+// Producer, Consumer and Admin are built on a *Client (cluster.go), which
+// owns the connections and the caches. What the roles use:
+//
+//   - NewClient(ctx, opts...) bootstraps from SeedBrokers (fetches metadata);
+//     Close stops everything. Options are Opt values (options.go): client
+//     options apply to every role; a role's constructor takes ...Opt and
+//     calls splitOpts to apply the client options and get its own back.
+//   - Request(ctx, req): any broker, retried on another broker when the
+//     connection fails (RequestRetries, RetryBackoff).
+//   - BrokerRequest(ctx, nodeID, req): one broker, one attempt — what Fetch
+//     (to a partition leader) and Produce use.
+//   - ControllerRequest(ctx, req): the controller Metadata names.
+//   - CoordinatorRequest(ctx, GroupCoordinator, groupID, req): the group's
+//     coordinator (FindCoordinator, cached); it re-finds the coordinator and
+//     retries on NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
+//     COORDINATOR_LOAD_IN_PROGRESS for JoinGroup, SyncGroup, Heartbeat,
+//     LeaveGroup, OffsetCommit, OffsetFetch. Coordinator and
+//     InvalidateCoordinator expose the cache.
+//   - Metadata() is the cached, immutable snapshot; TopicMetadata(ctx, topic)
+//     and PartitionLeader(ctx, topic, p) fetch a topic on first use and keep
+//     it fresh (metadata.max.age.ms); FetchMetadata forces a request;
+//     TriggerMetadataRefresh asks for a refresh soon without blocking (call
+//     it on NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...).
+//   - Every request's version is set to the highest both sides support
+//     (ApiVersions per connection), capped by MaxVersion; Produce and Fetch
+//     are capped at v12, OffsetCommit and OffsetFetch at v9 (topic names,
+//     not topic IDs).
+//   - Connections are pipelined: concurrent requests to one broker share one
+//     connection and are matched by correlation id. A response that does not
+//     arrive within RequestTimeout (plus the request's own broker-side
+//     timeout: Fetch max wait, Produce timeout, JoinGroup rebalance timeout)
+//     closes the connection. Long polls therefore do not block other
+//     requests to the same broker, but they do share its socket.
+//   - Errors: response codes become *Error (errors.go) with Code, Name and
+//     Retriable; errors.Is(err, ErrNotLeaderOrFollower) compares codes.
+//     IsRetriable(err) covers codes, dead connections and timeouts.
+//   - Record, Header and TopicPartition (record.go) are shared by producing,
+//     consuming and Admin.
+//   - Lock order: Client.mu, and separately brokerHandle.dialMu, before
+//     brokerHandle.connMu; a producer partition's mutex before
+//     Producer.sinksMu. No lock is held across network I/O except dialMu
+//     (one dial per broker at a time) and a connection's write lock.
+//
+// # Producing
+//
+//	p, err := client.NewProducer(ctx, client.SeedBrokers("localhost:9092"))
+//	if err != nil { ... }
+//	defer p.Close(ctx)
+//	p.Produce(ctx, client.KeyStringRecord("orders", "k", "v"), func(r *client.Record, err error) {
+//		// runs once the record is acknowledged or failed
+//	})
+//	results := p.ProduceSync(ctx, client.StringRecord("orders", "v2"))
+//	if err := results.FirstErr(); err != nil { ... }
+//
+// The Producer follows the Java client's design: the calling goroutine
+// partitions (murmur2 on the key, sticky for keyless records) and appends to a
+// per-partition batch inside a bounded buffer (buffer.memory, blocking up to
+// max.block.ms); one sender goroutine drains batches that are full
+// (batch.size) or old enough (linger.ms) into one Produce request per broker.
+// Idempotence is on by default (acks=all, at most 5 requests in flight per
+// broker, ordering preserved across retries, epoch bump after a sequence gap,
+// KIP-360). A broker's responses are read by one goroutine per broker, which
+// runs the callbacks, in order per partition.
+//
+// # Administering
+//
+//	adm, err := client.NewAdmin(ctx, client.SeedBrokers("localhost:9092"))
+//	if err != nil { ... }
+//	defer adm.Close()
+//	err = adm.CreateTopic(ctx, "orders", 6, 3, map[string]string{"min.insync.replicas": "2"})
+//	lag, err := adm.GroupLag(ctx, "billing") // kafka-consumer-groups.sh --describe
+//
+// Admin covers topics (CreateTopics, DeleteTopics, ListTopics,
+// DescribeTopics, CreatePartitions), configs (DescribeConfigs,
+// IncrementalAlterConfigs), groups (ListGroups, DescribeGroups,
+// DeleteGroups, FetchOffsets, GroupLag), offsets (ListOffsets,
+// DeleteRecords) and the cluster (DescribeCluster, DescribeQuorum).
+//
+// The package's tests run one suite (client/clienttest) against franz-go's
+// kfake and, in integration/sdk_test.go, against a real Keel node.
+package client

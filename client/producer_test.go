@@ -1,0 +1,147 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// consumeAll reads n records from topic with franz-go's kgo (a third-party
+// client) and returns them by partition.
+func consumeAll(t *testing.T, addrs []string, topic string, n int) map[int32][]*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := map[int32][]*kgo.Record{}
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", got, n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], r)
+			got++
+		})
+	}
+	return out
+}
+
+func TestProducerRoundTripThroughKfake(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(3), kfake.SeedTopics(3, "t"))
+	ctx := testCtx(t)
+	p, err := NewProducer(ctx, SeedBrokers(fake.ListenAddrs()...), Linger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		r := &Record{Topic: "t", Key: []byte(fmt.Sprint(i % 17)), Value: []byte(fmt.Sprintf("v%d", i))}
+		p.Produce(ctx, r, func(r *Record, err error) {
+			if err != nil {
+				t.Errorf("record: %v", err)
+				failed.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeAll(t, fake.ListenAddrs(), "t", n)
+	total := 0
+	for part, rs := range got {
+		for i, r := range rs {
+			if r.Offset != int64(i) {
+				t.Fatalf("partition %d: record %d at offset %d", part, i, r.Offset)
+			}
+		}
+		total += len(rs)
+	}
+	if total != n {
+		t.Fatalf("consumed %d", total)
+	}
+}
+
+func TestProducerRetriesNotLeaderOnce(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	ctx := testCtx(t)
+	var calls atomic.Int32
+	fake.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		calls.Add(1)
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = 6
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	p, err := NewProducer(ctx, SeedBrokers(fake.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	res := p.ProduceSync(ctx, StringRecord("t", "a"), StringRecord("t", "b"))
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Record.Offset != 0 || res[1].Record.Offset != 1 || calls.Load() != 1 {
+		t.Fatalf("offsets %d %d after %d produce requests", res[0].Record.Offset, res[1].Record.Offset, calls.Load())
+	}
+}
+
+func TestProducerFailsNonRetriableErrors(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	ctx := testCtx(t)
+	fake.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = req.Topics[0].Topic
+		sp := kmsg.NewProduceResponseTopicPartition()
+		sp.ErrorCode = 10 // MESSAGE_TOO_LARGE
+		st.Partitions = append(st.Partitions, sp)
+		resp.Topics = append(resp.Topics, st)
+		return resp, nil, true
+	})
+	p, err := NewProducer(ctx, SeedBrokers(fake.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	res := p.ProduceSync(ctx, StringRecord("t", "a"))
+	var ke *Error
+	if err := res.FirstErr(); !errors.As(err, &ke) || ke.Code != 10 || ke.Retriable {
+		t.Fatalf("want MESSAGE_TOO_LARGE, got %v", err)
+	}
+	// The epoch bump after the gap lets the next record through.
+	res = p.ProduceSync(ctx, StringRecord("t", "b"))
+	if err := res.FirstErr(); err != nil || res[0].Record.Offset != 0 {
+		t.Fatalf("after the failure: %v offset %d", err, res[0].Record.Offset)
+	}
+}

@@ -1,0 +1,522 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelstream/keel/client"
+	"github.com/keelstream/keel/integration"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	integration.RemoveBinaryDir()
+	os.Exit(code)
+}
+
+// cliResult is one run of the built keel binary.
+type cliResult struct {
+	stdout, stderr string
+	exit           int
+}
+
+// keel runs the built binary against the cluster with stdin, as a script
+// would, and returns its output and exit code.
+func keel(t *testing.T, bootstrap, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if bootstrap != "" {
+		args = append(args, "--bootstrap-server", bootstrap)
+	}
+	cmd := exec.CommandContext(ctx, integration.Binary(t), args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	res := cliResult{stdout: out.String(), stderr: errOut.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		res.exit = exit.ExitCode()
+	default:
+		t.Fatalf("keel %v: %v", args, err)
+	}
+	return res
+}
+
+// ok runs keel and fails the test unless it exits 0.
+func ok(t *testing.T, bootstrap, stdin string, args ...string) string {
+	t.Helper()
+	r := keel(t, bootstrap, stdin, args...)
+	if r.exit != 0 {
+		t.Fatalf("keel %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.exit, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// lagRow is one data row of `groups describe`.
+type lagRow struct {
+	topic                    string
+	partition                int
+	current, logEnd, lag     string
+	consumer, host, clientID string
+}
+
+// describeRows parses the kafka-consumer-groups.sh --describe table,
+// checking its header is exactly Kafka's.
+func describeRows(t *testing.T, out string) []lagRow {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"}
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("describe header %q, want Kafka's %q", got, want)
+	}
+	var rows []lagRow
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != 9 {
+			t.Fatalf("describe row %q: %d columns", l, len(f))
+		}
+		p, _ := strconv.Atoi(f[2])
+		rows = append(rows, lagRow{f[1], p, f[3], f[4], f[5], f[6], f[7], f[8]})
+	}
+	return rows
+}
+
+func totalLag(t *testing.T, rows []lagRow) int {
+	t.Helper()
+	sum := 0
+	for _, r := range rows {
+		n, err := strconv.Atoi(r.lag)
+		if err != nil {
+			t.Fatalf("LAG %q of %s-%d is not a number", r.lag, r.topic, r.partition)
+		}
+		sum += n
+	}
+	return sum
+}
+
+// The issue's evidence: topics create → produce (stdin) → consume from the
+// beginning (every line back, with keys) → consume with a group → groups
+// describe shows LAG 0; reset-offsets --to-earliest --execute → lag equals
+// the record count.
+func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	bs := c.BootstrapServers()[0]
+
+	out := ok(t, bs, "", "topics", "create", "--topic", "orders", "--partitions", "3", "--replication-factor", "1", "--config", "retention.ms=86400000")
+	if strings.TrimSpace(out) != "Created topic orders." {
+		t.Fatalf("create printed %q", out)
+	}
+	if r := keel(t, bs, "", "topics", "create", "--topic", "orders"); r.exit != 1 || !strings.Contains(r.stderr, "TOPIC_ALREADY_EXISTS") {
+		t.Fatalf("creating an existing topic: exit %d, stderr %q", r.exit, r.stderr)
+	}
+	ok(t, bs, "", "topics", "create", "--topic", "orders", "--if-not-exists")
+
+	var names []string
+	if err := json.Unmarshal([]byte(ok(t, bs, "", "topics", "list", "-o", "json")), &names); err != nil || !contains(names, "orders") {
+		t.Fatalf("topics list -o json: %v %v", names, err)
+	}
+	desc := ok(t, bs, "", "topics", "describe", "--topic", "orders")
+	for _, want := range []string{"Topic: orders\tTopicId: ", "PartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=86400000", "\tTopic: orders\tPartition: 2\tLeader: 1\tReplicas: 1\tIsr: 1"} {
+		if !strings.Contains(desc, want) {
+			t.Fatalf("topics describe lacks %q:\n%s", want, desc)
+		}
+	}
+	var topics []topicJSON
+	if err := json.Unmarshal([]byte(ok(t, bs, "", "topics", "describe", "--topic", "orders", "-o", "json")), &topics); err != nil {
+		t.Fatal(err)
+	}
+	if len(topics) != 1 || len(topics[0].Partitions) != 3 || topics[0].Configs["retention.ms"] != "86400000" {
+		t.Fatalf("topics describe -o json: %+v", topics)
+	}
+
+	const n = 30
+	var input strings.Builder
+	var want []string
+	for i := range n {
+		fmt.Fprintf(&input, "key-%d:value %d\n", i, i)
+		want = append(want, fmt.Sprintf("key-%d:value %d", i, i))
+	}
+	ok(t, bs, input.String(), "produce", "--topic", "orders", "--property", "parse.key=true", "--property", "key.separator=:", "--header", "source=cli")
+
+	r := keel(t, bs, "", "consume", "--topic", "orders", "--from-beginning", "--max-messages", strconv.Itoa(n),
+		"--property", "print.key=true", "--property", "key.separator=:")
+	if r.exit != 0 {
+		t.Fatalf("consume: exit %d: %s", r.exit, r.stderr)
+	}
+	got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("consumed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("Processed a total of %d messages", n)) {
+		t.Fatalf("consume stderr: %q", r.stderr)
+	}
+
+	// -o json lines carry topic, partition, offset, timestamp, key, value
+	// and headers; each key lands on the partition murmur2 chooses, so the
+	// same key is always on the same partition.
+	jsonOut := ok(t, bs, "", "consume", "--topic", "orders", "--partition", "1", "--offset", "earliest", "--timeout-ms", "2000", "-o", "json")
+	lines := strings.Split(strings.TrimSpace(jsonOut), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatalf("no records on partition 1")
+	}
+	for _, l := range lines {
+		var rec recordJSON
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if rec.Topic != "orders" || rec.Partition != 1 || rec.Key == nil || rec.Value == nil || rec.Timestamp <= 0 ||
+			len(rec.Headers) != 1 || rec.Headers[0].Key != "source" || *rec.Headers[0].Value != "cli" ||
+			strings.TrimPrefix(*rec.Key, "key-") != strings.TrimPrefix(*rec.Value, "value ") {
+			t.Fatalf("json record %s", l)
+		}
+	}
+
+	// --offset N on one --partition, and --timestamp on all of them.
+	if out := ok(t, bs, "", "consume", "--topic", "orders", "--partition", "0", "--offset", "1", "--max-messages", "1", "--property", "print.offset=true"); !strings.HasPrefix(out, "Offset:1\t") {
+		t.Fatalf("--partition 0 --offset 1: %q", out)
+	}
+	hourAgo := strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	if out := ok(t, bs, "", "consume", "--topic", "orders", "--timestamp", hourAgo, "--timeout-ms", "2000"); strings.Count(out, "\n") != n {
+		t.Fatalf("--timestamp an hour ago: %d records, want %d", strings.Count(out, "\n"), n)
+	}
+	inAnHour := time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05.000Z")
+	if out := ok(t, bs, "", "consume", "--topic", "orders", "--timestamp", inAnHour, "--timeout-ms", "1000"); out != "" {
+		t.Fatalf("--timestamp in an hour: %q", out)
+	}
+
+	// A group reads everything and commits it: lag 0 on every partition.
+	gr := keel(t, bs, "", "consume", "--topic", "orders", "--group", "billing", "--from-beginning", "--timeout-ms", "3000")
+	if gr.exit != 0 || len(strings.Split(strings.TrimSpace(gr.stdout), "\n")) != n {
+		t.Fatalf("group consume: exit %d, %d lines\n%s", gr.exit, len(strings.Split(strings.TrimSpace(gr.stdout), "\n")), gr.stderr)
+	}
+	rows := describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "billing"))
+	if len(rows) != 3 || totalLag(t, rows) != 0 {
+		t.Fatalf("after consuming: rows %+v, want 3 partitions with LAG 0", rows)
+	}
+	sumCurrent := 0
+	for _, r := range rows {
+		cur, _ := strconv.Atoi(r.current)
+		sumCurrent += cur
+		if r.current != r.logEnd || r.consumer != "-" {
+			t.Fatalf("row %+v: current must equal log end, no consumer left", r)
+		}
+	}
+	if sumCurrent != n {
+		t.Fatalf("committed offsets add up to %d, want %d", sumCurrent, n)
+	}
+	if names := ok(t, bs, "", "groups", "list"); !strings.Contains(names, "billing") {
+		t.Fatalf("groups list: %q", names)
+	}
+
+	// reset-offsets is a dry run by default, then --execute commits.
+	dry := ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest")
+	if !regexp.MustCompile(`(?m)^GROUP\s+TOPIC\s+PARTITION\s+NEW-OFFSET$`).MatchString(dry) || strings.Count(dry, "billing") != 3 {
+		t.Fatalf("dry run output:\n%s", dry)
+	}
+	if lag := totalLag(t, describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "billing"))); lag != 0 {
+		t.Fatalf("a dry run changed the offsets: lag %d", lag)
+	}
+	ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest", "--execute")
+	rows = describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "billing"))
+	if lag := totalLag(t, rows); lag != n {
+		t.Fatalf("after --to-earliest --execute: lag %d, want %d\n%+v", lag, n, rows)
+	}
+	var groups []groupDescribeJSON
+	if err := json.Unmarshal([]byte(ok(t, bs, "", "groups", "describe", "--group", "billing", "-o", "json")), &groups); err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || len(groups[0].Partitions) != 3 || groups[0].State != "Empty" {
+		t.Fatalf("groups describe -o json: %+v", groups)
+	}
+
+	// Partition 0 moved to its last record: lag 1 there.
+	ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders:0", "--to-latest", "--execute")
+	ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders:0", "--shift-by", "-1", "--execute")
+	for _, r := range describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "billing")) {
+		if r.partition == 0 && r.lag != "1" {
+			t.Fatalf("after --shift-by -1: %+v", r)
+		}
+	}
+
+	if out := ok(t, bs, "", "groups", "delete", "--group", "billing"); !strings.Contains(out, "Deletion of requested consumer groups ('billing') was successful.") {
+		t.Fatalf("groups delete: %q", out)
+	}
+	if r := keel(t, bs, "", "groups", "describe", "--group", "billing"); r.exit != 1 || !strings.Contains(r.stderr, "GROUP_ID_NOT_FOUND") {
+		t.Fatalf("describe of a deleted group: exit %d %q", r.exit, r.stderr)
+	}
+
+	ok(t, bs, "", "topics", "alter", "--topic", "orders", "--partitions", "4", "--config", "retention.ms=3600000")
+	if desc := ok(t, bs, "", "topics", "describe", "--topic", "orders"); !strings.Contains(desc, "PartitionCount: 4") || !strings.Contains(desc, "retention.ms=3600000") {
+		t.Fatalf("after alter:\n%s", desc)
+	}
+	ok(t, bs, "", "topics", "delete", "--topic", "orders")
+	if r := keel(t, bs, "", "topics", "describe", "--topic", "orders"); r.exit != 1 || !strings.Contains(r.stderr, "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("describe of a deleted topic: exit %d %q", r.exit, r.stderr)
+	}
+}
+
+// Scripts must be able to trust the exit code: bad input exits 1 with a
+// message naming the problem (and the Kafka error code when there is one).
+func TestCLIBadInputExitsNonZero(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	bs := c.BootstrapServers()[0]
+	ok(t, bs, "", "topics", "create", "--topic", "t1", "--partitions", "1")
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"produce to an unknown topic", "x\n", []string{"produce", "--topic", "nope"}, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"consume an unknown topic", "", []string{"consume", "--topic", "nope", "--timeout-ms", "1000"}, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"a partition that does not exist", "x\n", []string{"produce", "--topic", "t1", "--partition", "5"}, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"partitions not a number", "", []string{"topics", "create", "--topic", "t2", "--partitions", "abc"}, "partitions"},
+		{"zero partitions", "", []string{"topics", "create", "--topic", "t2", "--partitions", "0"}, "--partitions 0"},
+		{"bad acks", "x\n", []string{"produce", "--topic", "t1", "--acks", "2"}, "acks"},
+		{"bad compression", "x\n", []string{"produce", "--topic", "t1", "--compression", "brotli"}, "compression"},
+		{"a line without the key separator", "nokey\n", []string{"produce", "--topic", "t1", "--property", "parse.key=true"}, "no key separator"},
+		{"unknown formatter property", "", []string{"consume", "--topic", "t1", "--property", "print.colour=true"}, "print.colour"},
+		{"offset without partition", "", []string{"consume", "--topic", "t1", "--offset", "5"}, "needs --partition"},
+		{"group with partition", "", []string{"consume", "--topic", "t1", "--group", "g", "--partition", "0"}, "--group"},
+		{"bad output format", "", []string{"topics", "list", "-o", "yaml"}, "text or json"},
+		{"unknown group", "", []string{"groups", "describe", "--group", "nope"}, "GROUP_ID_NOT_FOUND"},
+		{"reset without a target", "", []string{"groups", "reset-offsets", "--group", "g", "--topic", "t1"}, "exactly one of"},
+		{"zero throughput", "", []string{"perf", "produce", "--topic", "t1", "--num-records", "10", "--record-size", "10", "--throughput", "0"}, "--throughput"},
+		{"missing required flag", "", []string{"topics", "create"}, "topic"},
+		{"bad property value", "x\n", []string{"produce", "--topic", "t1", "--producer-property", "linger.ms=soon"}, "linger.ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := keel(t, bs, tc.stdin, tc.args...)
+			if r.exit != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("keel %v: exit %d, stderr %q; want exit 1 and %q", tc.args, r.exit, r.stderr, tc.want)
+			}
+		})
+	}
+	// Nothing of the failed produces reached the topic.
+	if out := ok(t, bs, "", "consume", "--topic", "t1", "--from-beginning", "--timeout-ms", "1500"); out != "" {
+		t.Fatalf("t1 holds records after failed produces: %q", out)
+	}
+}
+
+// keel perf prints kafka-producer-perf-test's and kafka-consumer-perf-test's
+// figures, with plain periodic lines when its output is not a terminal.
+func TestCLIPerfPrintsThroughputAndLatency(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	bs := c.BootstrapServers()[0]
+	ok(t, bs, "", "topics", "create", "--topic", "perf", "--partitions", "2")
+	const n = 20000
+	out := ok(t, bs, "", "perf", "produce", "--topic", "perf", "--num-records", strconv.Itoa(n), "--record-size", "100",
+		"--throughput", "-1", "--producer-props", "acks=all,linger.ms=2", "--reporting-interval", "200")
+	final := regexp.MustCompile(`(?m)^(\d+) records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, [\d.]+ ms max latency, [\d.]+ ms 50th, [\d.]+ ms 95th, [\d.]+ ms 99th, [\d.]+ ms 99.9th\.$`)
+	m := final.FindStringSubmatch(out)
+	if m == nil || m[1] != strconv.Itoa(n) {
+		t.Fatalf("perf produce output:\n%s", out)
+	}
+	if strings.Contains(out, "\r") {
+		t.Fatalf("a live progress line was written to a pipe:\n%q", out)
+	}
+	t.Logf("perf produce:\n%s", out)
+
+	out = ok(t, bs, "", "perf", "consume", "--topic", "perf", "--messages", strconv.Itoa(n), "--timeout", "10000")
+	if !strings.Contains(out, "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec") ||
+		!regexp.MustCompile(fmt.Sprintf(`(?m)^%d records consumed, [\d.]+ records/sec \([\d.]+ MB/sec\).*99\.9th\.$`, n)).MatchString(out) {
+		t.Fatalf("perf consume output:\n%s", out)
+	}
+	t.Logf("perf consume:\n%s", out)
+}
+
+// --command-config reads Kafka client properties; unknown ones are warned
+// about, not fatal.
+func TestCLICommandConfig(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	bs := c.BootstrapServers()[0]
+	props := filepath.Join(t.TempDir(), "client.properties")
+	if err := os.WriteFile(props, []byte("client.id=ops-script\nrequest.timeout.ms=5000\nacks=1\ncompression.type=zstd\nauto.offset.reset=earliest\nsasl.mechanism=PLAIN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, bs, "", "topics", "create", "--topic", "cfg", "--partitions", "1", "--command-config", props)
+	r := keel(t, bs, "a\nb\n", "produce", "--topic", "cfg", "--command-config", props)
+	if r.exit != 0 || !strings.Contains(r.stderr, "sasl.mechanism is not supported") {
+		t.Fatalf("produce with --command-config: exit %d, stderr %q", r.exit, r.stderr)
+	}
+	// Offsets committed by a consumer that stopped after --max-messages.
+	out := ok(t, bs, "", "consume", "--topic", "cfg", "--group", "cfg-group", "--max-messages", "2", "--command-config", props)
+	if out != "a\nb\n" {
+		t.Fatalf("consume with auto.offset.reset=earliest from the file: %q", out)
+	}
+	rows := describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "cfg-group"))
+	if len(rows) != 1 || rows[0].lag != "0" || rows[0].current != "2" {
+		t.Fatalf("rows %+v", rows)
+	}
+
+	// While a member is in the group, describe shows it with the client.id
+	// from the file, and reset-offsets refuses (Kafka's rule: the group
+	// must be inactive). Ctrl-C stops the consumer cleanly (exit 0).
+	member := exec.Command(integration.Binary(t), "consume", "--topic", "cfg", "--group", "cfg-group", "--command-config", props, "--bootstrap-server", bs)
+	var memberErr bytes.Buffer
+	member.Stderr = &memberErr
+	if err := member.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer member.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rows = describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "cfg-group"))
+		if len(rows) == 1 && rows[0].consumer != "-" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member never showed up: %+v\n%s", rows, memberErr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if rows[0].clientID != "ops-script" || !strings.HasPrefix(rows[0].consumer, "ops-script-") || rows[0].host == "-" {
+		t.Fatalf("active member row %+v", rows[0])
+	}
+	if r := keel(t, bs, "", "groups", "reset-offsets", "--group", "cfg-group", "--all-topics", "--to-earliest", "--execute"); r.exit != 1 || !strings.Contains(r.stderr, "inactive") {
+		t.Fatalf("reset of an active group: exit %d %q", r.exit, r.stderr)
+	}
+	if err := member.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := member.Wait(); err != nil {
+		t.Fatalf("consumer after Ctrl-C: %v\n%s", err, memberErr.String())
+	}
+	ok(t, bs, "", "groups", "reset-offsets", "--group", "cfg-group", "--all-topics", "--to-earliest", "--execute")
+	if rows := describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "cfg-group")); rows[0].lag != "2" {
+		t.Fatalf("after the member left and the reset: %+v", rows)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// The line reader follows kafka-console-producer's LineMessageReader.
+func TestCLILineReaderParsesKafkaConsoleProducerLines(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		props   map[string]string
+		headers []string
+		line    string
+		key     *string
+		value   *string
+		hdrs    string // k=v;... with <nil> for a null value
+		err     string
+	}{
+		{name: "a plain line is the value", line: "hello world", value: ptr("hello world")},
+		{name: "parse.key splits at the first separator", props: map[string]string{"parse.key": "true", "key.separator": ":"}, line: "k:v:w", key: ptr("k"), value: ptr("v:w")},
+		{name: "the default key separator is a tab", props: map[string]string{"parse.key": "true"}, line: "k\tv", key: ptr("k"), value: ptr("v")},
+		{name: "a missing separator is an error", props: map[string]string{"parse.key": "true"}, line: "kv", err: "no key separator"},
+		{name: "ignore.error sends it without a key", props: map[string]string{"parse.key": "true", "ignore.error": "true"}, line: "kv", value: ptr("kv")},
+		{name: "headers come first", props: map[string]string{"parse.headers": "true", "parse.key": "true", "key.separator": ":"},
+			line: "h1:a,h2:b\tk:v", key: ptr("k"), value: ptr("v"), hdrs: "h1=a;h2=b"},
+		{name: "null.marker makes nulls", props: map[string]string{"parse.key": "true", "key.separator": ":", "null.marker": "NULL"}, line: "NULL:NULL"},
+		{name: "--header is added to every record", headers: []string{"src=cli"}, line: "v", value: ptr("v"), hdrs: "src=cli"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lr, err := newLineReader("t", tc.props, tc.headers, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := lr.record(tc.line)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameBytes(r.Key, tc.key) || !sameBytes(r.Value, tc.value) {
+				t.Fatalf("key %q value %q", r.Key, r.Value)
+			}
+			var hs []string
+			for _, h := range r.Headers {
+				v := "<nil>"
+				if h.Value != nil {
+					v = string(h.Value)
+				}
+				hs = append(hs, h.Key+"="+v)
+			}
+			if strings.Join(hs, ";") != tc.hdrs {
+				t.Fatalf("headers %q, want %q", strings.Join(hs, ";"), tc.hdrs)
+			}
+		})
+	}
+}
+
+// The text formatter follows kafka-console-consumer's DefaultMessageFormatter.
+func TestCLIFormatterPrintsLikeKafkaConsoleConsumer(t *testing.T) {
+	rec := &client.Record{Topic: "t", Partition: 2, Offset: 7, Timestamp: time.UnixMilli(1700000000123), Key: []byte("k"), Value: []byte("v"),
+		Headers: []client.Header{{Key: "a", Value: []byte("1")}, {Key: "b"}}}
+	for _, tc := range []struct {
+		props map[string]string
+		want  string
+	}{
+		{nil, "v\n"},
+		{map[string]string{"print.key": "true"}, "k\tv\n"},
+		{map[string]string{"print.key": "true", "key.separator": ":"}, "k:v\n"},
+		{map[string]string{"print.timestamp": "true", "print.partition": "true", "print.offset": "true", "print.headers": "true", "print.key": "true"},
+			"CreateTime:1700000000123\tPartition:2\tOffset:7\ta:1,b:null\tk\tv\n"},
+		{map[string]string{"print.key": "true", "print.value": "false"}, "k\n"},
+	} {
+		f, err := newMessageFormatter(tc.props, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := f.write(&b, rec); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want {
+			t.Errorf("%v: %q, want %q", tc.props, b.String(), tc.want)
+		}
+	}
+	keyless := &client.Record{Topic: "t", Value: []byte{0xff, 0x00}, Timestamp: time.UnixMilli(1)}
+	f, _ := newMessageFormatter(nil, true)
+	var b bytes.Buffer
+	if err := f.write(&b, keyless); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"topic":"t","partition":0,"offset":0,"timestamp":1,"key":null,"value":null,"value_base64":"/wA=","headers":[]}` + "\n"; b.String() != want {
+		t.Fatalf("json %s, want %s", b.String(), want)
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func sameBytes(b []byte, s *string) bool {
+	if s == nil {
+		return b == nil
+	}
+	return b != nil && string(b) == *s
+}

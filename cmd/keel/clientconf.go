@@ -1,0 +1,432 @@
+package main
+
+// The flags and client properties every client command shares, in the
+// vocabulary of Kafka's scripts: --bootstrap-server, --command-config (a
+// client properties file), --producer-property / --consumer-property, and
+// -o json. The commands are built on the Go SDK (client/) only.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/client"
+	"github.com/keelstream/keel/network/record"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+)
+
+// role says which part of the client properties a command uses.
+type role int
+
+const (
+	roleAdmin role = iota
+	roleProducer
+	roleConsumer
+)
+
+func (r role) String() string {
+	return [...]string{"admin", "producer", "consumer"}[r]
+}
+
+// bootstrapFlag is --bootstrap-server, on every client command.
+func bootstrapFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "bootstrap-server",
+		Aliases: []string{"b"},
+		Value:   "localhost:9092",
+		EnvVars: []string{"KEEL_BOOTSTRAP_SERVER"},
+		Usage:   "`HOST:PORT`[,HOST:PORT...] of brokers to bootstrap from (Kafka's bootstrap.servers)",
+	}
+}
+
+// commandConfigFlag is --command-config: a client properties file.
+func commandConfigFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:  "command-config",
+		Usage: "Kafka client properties `FILE`: client.id, request.timeout.ms, ... (the full list is in keel produce --help)",
+	}
+}
+
+// outputFlag is -o text|json.
+func outputFlag() cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output format: text or json"}
+}
+
+// jsonOutput reports whether -o json was asked for, rejecting other values.
+func jsonOutput(c *cli.Context) (bool, error) {
+	switch o := c.String("output"); o {
+	case "text", "":
+		return false, nil
+	case "json":
+		return true, nil
+	default:
+		return false, fmt.Errorf("--output %q: must be text or json", o)
+	}
+}
+
+// writeJSON writes v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// clientProperty is one supported client property: the role it belongs to
+// and how it becomes an SDK option.
+type clientProperty struct {
+	role  role // roleAdmin means every role (a client option)
+	apply func(v string) (client.Opt, error)
+}
+
+func msProp(r role, fn func(time.Duration) client.Opt) clientProperty {
+	return clientProperty{r, func(v string) (client.Opt, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a non-negative number of milliseconds", v)
+		}
+		return fn(time.Duration(n) * time.Millisecond), nil
+	}}
+}
+
+func intProp(r role, fn func(int) client.Opt) clientProperty {
+	return clientProperty{r, func(v string) (client.Opt, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", v)
+		}
+		return fn(n), nil
+	}}
+}
+
+func boolProp(r role, fn func(bool) client.Opt) clientProperty {
+	return clientProperty{r, func(v string) (client.Opt, error) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not true or false", v)
+		}
+		return fn(b), nil
+	}}
+}
+
+// parseAcks maps Kafka's acks values (all, -1, 1, 0) to the SDK's.
+func parseAcks(v string) (client.Acks, error) {
+	switch strings.ToLower(v) {
+	case "all", "-1":
+		return client.AcksAll, nil
+	case "1":
+		return client.AcksLeader, nil
+	case "0":
+		return client.AcksNone, nil
+	}
+	return 0, fmt.Errorf("acks %q: must be all, -1, 1 or 0", v)
+}
+
+// parseCompression maps compression.type to a codec.
+func parseCompression(v string) (record.Compression, error) {
+	c, err := record.ParseCompression(strings.ToLower(v))
+	if err != nil {
+		return 0, fmt.Errorf("compression %q: must be none, gzip, snappy, lz4 or zstd", v)
+	}
+	return c, nil
+}
+
+// clientProperties are the Kafka client properties --command-config and
+// --producer-property/--consumer-property understand.
+var clientProperties = map[string]clientProperty{
+	"bootstrap.servers":                  {roleAdmin, func(v string) (client.Opt, error) { return client.SeedBrokers(splitList(v)...), nil }},
+	"client.id":                          {roleAdmin, func(v string) (client.Opt, error) { return client.ClientID(v), nil }},
+	"request.timeout.ms":                 msProp(roleAdmin, client.RequestTimeout),
+	"socket.connection.setup.timeout.ms": msProp(roleAdmin, client.DialTimeout),
+	"metadata.max.age.ms":                msProp(roleAdmin, client.MetadataMaxAge),
+	"retries": {roleAdmin, func(v string) (client.Opt, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a non-negative integer", v)
+		}
+		return client.RequestRetries(n), nil
+	}},
+	"allow.auto.create.topics": {roleAdmin, func(v string) (client.Opt, error) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not true or false", v)
+		}
+		if !b {
+			return nil, nil
+		}
+		return client.AllowAutoTopicCreation(), nil
+	}},
+
+	"acks": {roleProducer, func(v string) (client.Opt, error) {
+		a, err := parseAcks(v)
+		if err != nil {
+			return nil, err
+		}
+		return client.RequiredAcks(a), nil
+	}},
+	"enable.idempotence": boolProp(roleProducer, client.ProducerIdempotence),
+	"compression.type": {roleProducer, func(v string) (client.Opt, error) {
+		c, err := parseCompression(v)
+		if err != nil {
+			return nil, err
+		}
+		return client.ProducerCompression(c), nil
+	}},
+	"batch.size": intProp(roleProducer, client.BatchSize),
+	"linger.ms":  msProp(roleProducer, client.Linger),
+	"buffer.memory": {roleProducer, func(v string) (client.Opt, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", v)
+		}
+		return client.BufferMemory(n), nil
+	}},
+	"max.block.ms":                          msProp(roleProducer, client.MaxBlock),
+	"max.in.flight.requests.per.connection": intProp(roleProducer, client.MaxInFlight),
+	"delivery.timeout.ms":                   msProp(roleProducer, client.DeliveryTimeout),
+	"max.request.size":                      intProp(roleProducer, client.MaxRequestSize),
+
+	"auto.offset.reset": {roleConsumer, func(v string) (client.Opt, error) {
+		r, err := client.ParseOffsetReset(v)
+		if err != nil {
+			return nil, err
+		}
+		return client.AutoOffsetReset(r), nil
+	}},
+	"isolation.level": {roleConsumer, func(v string) (client.Opt, error) {
+		l, err := parseIsolation(v)
+		if err != nil {
+			return nil, err
+		}
+		return client.Isolation(l), nil
+	}},
+	"max.poll.records":      intProp(roleConsumer, client.MaxPollRecords),
+	"max.poll.interval.ms":  msProp(roleConsumer, client.MaxPollInterval),
+	"session.timeout.ms":    msProp(roleConsumer, client.SessionTimeout),
+	"heartbeat.interval.ms": msProp(roleConsumer, client.HeartbeatInterval),
+	"fetch.min.bytes":       intProp(roleConsumer, func(n int) client.Opt { return client.FetchMinBytes(int32(n)) }),
+	"fetch.max.bytes":       intProp(roleConsumer, func(n int) client.Opt { return client.FetchMaxBytes(int32(n)) }),
+	"max.partition.fetch.bytes": intProp(roleConsumer, func(n int) client.Opt {
+		return client.FetchMaxPartitionBytes(int32(n))
+	}),
+	"fetch.max.wait.ms":       msProp(roleConsumer, client.FetchMaxWait),
+	"group.instance.id":       {roleConsumer, func(v string) (client.Opt, error) { return client.GroupInstanceID(v), nil }},
+	"enable.auto.commit":      boolProp(roleConsumer, client.AutoCommit),
+	"auto.commit.interval.ms": msProp(roleConsumer, client.AutoCommitInterval),
+	"partition.assignment.strategy": {roleConsumer, func(v string) (client.Opt, error) {
+		var as []client.Assignor
+		for _, name := range splitList(v) {
+			// Java class names are accepted by their simple name.
+			switch strings.ToLower(name[strings.LastIndex(name, ".")+1:]) {
+			case "range", "rangeassignor":
+				as = append(as, client.RangeAssignor())
+			case "roundrobin", "roundrobinassignor":
+				as = append(as, client.RoundRobinAssignor())
+			case "sticky", "stickyassignor":
+				as = append(as, client.StickyAssignor())
+			case "cooperative-sticky", "cooperativestickyassignor":
+				as = append(as, client.CooperativeStickyAssignor())
+			default:
+				return nil, fmt.Errorf("unknown assignor %q (range, roundrobin, sticky, cooperative-sticky)", name)
+			}
+		}
+		if len(as) == 0 {
+			return nil, fmt.Errorf("no assignor named")
+		}
+		return client.Assignors(as...), nil
+	}},
+}
+
+// parseIsolation maps isolation.level values.
+func parseIsolation(v string) (client.IsolationLevel, error) {
+	switch v {
+	case "read_uncommitted":
+		return client.ReadUncommitted, nil
+	case "read_committed":
+		return client.ReadCommitted, nil
+	}
+	return 0, fmt.Errorf("isolation.level %q: must be read_uncommitted or read_committed", v)
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// parseKeyValues parses repeated key=value flag values (also accepting
+// several comma-separated pairs in one value, as kafka-configs.sh does).
+func parseKeyValues(flag string, values []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range values {
+		for _, kv := range splitPairs(v) {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return nil, fmt.Errorf("--%s %q: want key=value", flag, kv)
+			}
+			out[strings.TrimSpace(k)] = val
+		}
+	}
+	return out, nil
+}
+
+// splitPairs splits "a=1,b=2" into pairs, but keeps commas that belong to a
+// value ("cleanup.policy=compact,delete") by splitting only before a
+// "key=" segment.
+func splitPairs(v string) []string {
+	parts := strings.Split(v, ",")
+	var out []string
+	for _, p := range parts {
+		if len(out) > 0 && !strings.Contains(p, "=") {
+			out[len(out)-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// clientOptions builds the SDK options of a command: --bootstrap-server,
+// then --command-config, then extra key=value properties (later wins). Keys
+// of other roles or unknown keys are warned about on stderr, as Kafka's
+// clients warn about unknown configs, and ignored.
+func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Opt, error) {
+	props := map[string]string{}
+	if path := c.String("command-config"); path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--command-config: %w", err)
+		}
+		file, _, err := broker.ParseProperties(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--command-config %s: %w", path, err)
+		}
+		props = file
+	}
+	for k, v := range extra {
+		props[k] = v
+	}
+	// --bootstrap-server given explicitly wins over bootstrap.servers in
+	// the file, as with Kafka's tools.
+	if c.IsSet("bootstrap-server") {
+		delete(props, "bootstrap.servers")
+	}
+	opts := []client.Opt{client.ClientID("keel-cli"), client.SeedBrokers(splitList(c.String("bootstrap-server"))...)}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p, ok := clientProperties[k]
+		switch {
+		case !ok:
+			fmt.Fprintf(c.App.ErrWriter, "warning: the %s property %s is not supported and is ignored\n", r, k)
+			continue
+		case p.role != roleAdmin && p.role != r:
+			continue // a producer property in a shared file, read by a consumer command
+		}
+		o, err := p.apply(strings.TrimSpace(props[k]))
+		if err != nil {
+			return nil, fmt.Errorf("property %s: %w", k, err)
+		}
+		if o != nil {
+			opts = append(opts, o)
+		}
+	}
+	return opts, nil
+}
+
+// commandContext is the command's context, canceled on SIGINT/SIGTERM so
+// that a consumer or producer stops cleanly (commits, flushes) on Ctrl-C.
+func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// newAdmin connects an Admin for a command.
+func newAdmin(ctx context.Context, c *cli.Context) (*client.Admin, error) {
+	opts, err := clientOptions(c, roleAdmin, nil)
+	if err != nil {
+		return nil, err
+	}
+	adm, err := client.NewAdmin(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+	}
+	return adm, nil
+}
+
+// isTerminal reports whether w is a terminal (for live progress lines).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// parseTimestamp reads a --timestamp / --to-datetime value: Unix
+// milliseconds, or a date-time as kafka-consumer-groups.sh takes it
+// (YYYY-MM-DDTHH:mm:SS.sss, optionally with a zone; local time without one).
+func parseTimestamp(v string) (int64, error) {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 0 {
+			return 0, fmt.Errorf("timestamp %d: must not be negative", ms)
+		}
+		return ms, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.000Z07:00", "2006-01-02T15:04:05.000Z0700"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UnixMilli(), nil
+		}
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05.000", "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, v, time.Local); err == nil {
+			return t.UnixMilli(), nil
+		}
+	}
+	return 0, fmt.Errorf("timestamp %q: want Unix milliseconds or YYYY-MM-DDTHH:mm:SS[.sss][zone]", v)
+}
+
+// propertiesHelp lists the supported client properties in --help texts.
+const propertiesHelp = `Client properties (--command-config FILE, --producer-property, --consumer-property,
+--producer-props), with Kafka's names:
+
+  every command  bootstrap.servers client.id request.timeout.ms
+                 socket.connection.setup.timeout.ms metadata.max.age.ms retries
+                 allow.auto.create.topics
+  producer       acks enable.idempotence compression.type batch.size linger.ms
+                 buffer.memory max.block.ms max.in.flight.requests.per.connection
+                 delivery.timeout.ms max.request.size
+  consumer       auto.offset.reset isolation.level max.poll.records
+                 max.poll.interval.ms session.timeout.ms heartbeat.interval.ms
+                 fetch.min.bytes fetch.max.bytes max.partition.fetch.bytes
+                 fetch.max.wait.ms group.instance.id enable.auto.commit
+                 auto.commit.interval.ms partition.assignment.strategy
+
+Other keys are warned about and ignored (security.protocol, sasl.* and ssl.* are
+not supported by the CLI yet).
+`

@@ -1,0 +1,599 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/keelstream/keel/client"
+	"github.com/urfave/cli/v2"
+)
+
+// groupsCommand is `keel groups`, kafka-consumer-groups.sh.
+func groupsCommand() *cli.Command {
+	common := func(extra ...cli.Flag) []cli.Flag {
+		return append([]cli.Flag{bootstrapFlag(), commandConfigFlag()}, extra...)
+	}
+	return &cli.Command{
+		Name:  "groups",
+		Usage: "list, describe, delete consumer groups and reset their offsets (like kafka-consumer-groups.sh)",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list consumer groups",
+				Description: "Like kafka-consumer-groups.sh --list (--state adds the STATE column).\n\n" +
+					"Examples:\n" +
+					"  keel groups list\n" +
+					"  keel groups list --state -o json",
+				Flags:  common(&cli.BoolFlag{Name: "state", Usage: "show each group's state"}, outputFlag()),
+				Action: groupsList,
+			},
+			{
+				Name:  "describe",
+				Usage: "describe groups: per partition committed offset, log end offset, lag and owner",
+				Description: "Like kafka-consumer-groups.sh --describe. The default view prints\n" +
+					"GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID\n" +
+					"(\"-\" where unknown); --members and --state print Kafka's other two views.\n" +
+					"-o json prints one array of groups; unknown numbers are -1, unknown strings \"\".\n" +
+					"A group that does not exist is an error (GROUP_ID_NOT_FOUND, exit 1).\n\n" +
+					"Examples:\n" +
+					"  keel groups describe --group billing\n" +
+					"  keel groups describe --all-groups --members\n" +
+					"  keel groups describe --group billing -o json",
+				Flags: common(
+					&cli.StringSliceFlag{Name: "group", Usage: "group to describe (repeatable)"},
+					&cli.BoolFlag{Name: "all-groups", Usage: "describe every group"},
+					&cli.BoolFlag{Name: "members", Usage: "print the members view"},
+					&cli.BoolFlag{Name: "state", Usage: "print the state view"},
+					outputFlag(),
+				),
+				Action: groupsDescribe,
+			},
+			{
+				Name:  "delete",
+				Usage: "delete empty groups and their committed offsets",
+				Description: "Like kafka-consumer-groups.sh --delete. A group with members fails with\n" +
+					"NON_EMPTY_GROUP.\n\n" +
+					"Examples:\n" +
+					"  keel groups delete --group billing",
+				Flags: common(
+					&cli.StringSliceFlag{Name: "group", Usage: "group to delete (repeatable)"},
+					&cli.BoolFlag{Name: "all-groups", Usage: "delete every group"},
+				),
+				Action: groupsDelete,
+			},
+			{
+				Name:  "reset-offsets",
+				Usage: "move an inactive group's committed offsets",
+				Description: "Like kafka-consumer-groups.sh --reset-offsets: without --execute it is a dry run\n" +
+					"that prints the new offsets (GROUP TOPIC PARTITION NEW-OFFSET). The group must\n" +
+					"have no active members. Offsets outside [log start, log end] are clamped to it.\n" +
+					"--topic takes TOPIC or TOPIC:P1,P2; --all-topics means every topic the group\n" +
+					"has committed offsets for.\n\n" +
+					"Examples:\n" +
+					"  keel groups reset-offsets --group billing --topic orders --to-earliest            # dry run\n" +
+					"  keel groups reset-offsets --group billing --topic orders --to-earliest --execute\n" +
+					"  keel groups reset-offsets --group billing --all-topics --to-datetime 2026-11-29T12:00:00.000 --execute\n" +
+					"  keel groups reset-offsets --group billing --topic orders:0 --shift-by -10 --execute",
+				Flags: common(
+					&cli.StringFlag{Name: "group", Required: true},
+					&cli.StringSliceFlag{Name: "topic", Usage: "TOPIC or TOPIC:P1,P2 (repeatable)"},
+					&cli.BoolFlag{Name: "all-topics", Usage: "every topic the group has offsets for"},
+					&cli.BoolFlag{Name: "to-earliest", Usage: "reset to the log start offset"},
+					&cli.BoolFlag{Name: "to-latest", Usage: "reset to the log end offset"},
+					&cli.BoolFlag{Name: "to-current", Usage: "reset to the current committed offset"},
+					&cli.StringFlag{Name: "to-offset", Usage: "reset to this offset"},
+					&cli.StringFlag{Name: "shift-by", Usage: "move the committed offset by this many (may be negative)"},
+					&cli.StringFlag{Name: "to-datetime", Usage: "reset to the first offset at or after YYYY-MM-DDTHH:mm:SS.sss (or Unix ms)"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "only print the new offsets (the default)"},
+					&cli.BoolFlag{Name: "execute", Usage: "commit the new offsets"},
+					outputFlag(),
+				),
+				Action: groupsResetOffsets,
+			},
+		},
+	}
+}
+
+// groupListJSON is one group of `groups list -o json`.
+type groupListJSON struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocolType"`
+	Coordinator  int32  `json:"coordinator"`
+}
+
+func groupsList(c *cli.Context) error {
+	asJSON, err := jsonOutput(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := []groupListJSON{}
+		for _, g := range groups {
+			out = append(out, groupListJSON{g.Group, g.State, g.ProtocolType, g.Coordinator})
+		}
+		return writeJSON(c.App.Writer, out)
+	}
+	if !c.Bool("state") {
+		for _, g := range groups {
+			fmt.Fprintln(c.App.Writer, g.Group)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSTATE")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%s\n", g.Group, g.State)
+	}
+	return tw.Flush()
+}
+
+// groupNames returns --group, or every group with --all-groups.
+func groupNames(ctx context.Context, c *cli.Context, adm *client.Admin) ([]string, error) {
+	names := c.StringSlice("group")
+	if c.Bool("all-groups") {
+		if len(names) > 0 {
+			return nil, fmt.Errorf("--group and --all-groups are exclusive")
+		}
+		groups, err := adm.ListGroups(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range groups {
+			names = append(names, g.Group)
+		}
+		return names, nil
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("give --group or --all-groups")
+	}
+	return names, nil
+}
+
+// groupDescribeJSON is one group of `groups describe -o json`.
+type groupDescribeJSON struct {
+	Group       string             `json:"group"`
+	State       string             `json:"state"`
+	Protocol    string             `json:"assignmentStrategy"`
+	Coordinator int32              `json:"coordinator"`
+	Members     []memberJSON       `json:"members"`
+	Partitions  []partitionLagJSON `json:"partitions"`
+}
+
+type memberJSON struct {
+	ConsumerID string                  `json:"consumerId"`
+	InstanceID string                  `json:"groupInstanceId"`
+	Host       string                  `json:"host"`
+	ClientID   string                  `json:"clientId"`
+	Assignment []client.TopicPartition `json:"assignment"`
+}
+
+type partitionLagJSON struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	CurrentOffset int64  `json:"currentOffset"`
+	LogEndOffset  int64  `json:"logEndOffset"`
+	Lag           int64  `json:"lag"`
+	ConsumerID    string `json:"consumerId"`
+	Host          string `json:"host"`
+	ClientID      string `json:"clientId"`
+	Error         string `json:"error,omitempty"`
+}
+
+// describedGroup is what describe prints for one group.
+type describedGroup struct {
+	desc client.GroupDescription
+	lag  []client.PartitionLag
+}
+
+// describeGroup describes one group and its lag, failing with
+// GROUP_ID_NOT_FOUND for a group that does not exist (Dead, nothing
+// committed), as kafka-consumer-groups.sh does.
+func describeGroup(ctx context.Context, adm *client.Admin, group string) (describedGroup, error) {
+	descs, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return describedGroup{}, err
+	}
+	d := descs[0]
+	if d.Err != nil && !errors.Is(d.Err, client.ErrGroupIDNotFound) {
+		return describedGroup{}, fmt.Errorf("describe group %s: %w", group, d.Err)
+	}
+	lag, err := adm.GroupLag(ctx, group)
+	if err != nil {
+		return describedGroup{}, err
+	}
+	if (d.Err != nil || d.State == "Dead" || d.State == "") && len(lag) == 0 && len(d.Members) == 0 {
+		return describedGroup{}, fmt.Errorf("consumer group '%s' does not exist: %w", group, client.ErrGroupIDNotFound)
+	}
+	if d.Err != nil {
+		d.State = "Dead"
+	}
+	return describedGroup{d, lag}, nil
+}
+
+func dash[T comparable](v T, unknown T) string {
+	if v == unknown {
+		return "-"
+	}
+	return fmt.Sprint(v)
+}
+
+func groupsDescribe(c *cli.Context) error {
+	asJSON, err := jsonOutput(c)
+	if err != nil {
+		return err
+	}
+	if c.Bool("members") && c.Bool("state") {
+		return fmt.Errorf("--members and --state are exclusive")
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	names, err := groupNames(ctx, c, adm)
+	if err != nil {
+		return err
+	}
+	var groups []describedGroup
+	for _, g := range names {
+		dg, err := describeGroup(ctx, adm, g)
+		if err != nil {
+			return err
+		}
+		groups = append(groups, dg)
+	}
+	if asJSON {
+		out := []groupDescribeJSON{}
+		for _, dg := range groups {
+			gj := groupDescribeJSON{Group: dg.desc.Group, State: dg.desc.State, Protocol: dg.desc.Protocol, Coordinator: dg.desc.Coordinator,
+				Members: []memberJSON{}, Partitions: []partitionLagJSON{}}
+			for _, m := range dg.desc.Members {
+				asg := m.Assigned
+				if asg == nil {
+					asg = []client.TopicPartition{}
+				}
+				gj.Members = append(gj.Members, memberJSON{m.MemberID, m.InstanceID, m.ClientHost, m.ClientID, asg})
+			}
+			for _, l := range dg.lag {
+				pj := partitionLagJSON{Topic: l.Topic, Partition: l.Partition, CurrentOffset: l.CurrentOffset, LogEndOffset: l.LogEndOffset,
+					Lag: l.Lag, ConsumerID: l.MemberID, Host: l.Host, ClientID: l.ClientID}
+				if l.Err != nil {
+					pj.Error = l.Err.Error()
+				}
+				gj.Partitions = append(gj.Partitions, pj)
+			}
+			out = append(out, gj)
+		}
+		return writeJSON(c.App.Writer, out)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	meta := adm.Client().Metadata()
+	for i, dg := range groups {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		d := dg.desc
+		switch {
+		case d.State == "PreparingRebalance" || d.State == "CompletingRebalance":
+			fmt.Fprintf(c.App.ErrWriter, "Warning: Consumer group '%s' is rebalancing.\n", d.Group)
+		case len(d.Members) == 0 && !c.Bool("state"):
+			fmt.Fprintf(c.App.ErrWriter, "Consumer group '%s' has no active members.\n", d.Group)
+		}
+		switch {
+		case c.Bool("state"):
+			coord := fmt.Sprintf("(%d)", d.Coordinator)
+			if b, ok := meta.Brokers[d.Coordinator]; ok {
+				coord = b.Addr() + " " + coord
+			}
+			fmt.Fprintln(tw, "GROUP\tCOORDINATOR (ID)\tASSIGNMENT-STRATEGY\tSTATE\t#MEMBERS")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Group, coord, dash(d.Protocol, ""), d.State, len(d.Members))
+		case c.Bool("members"):
+			fmt.Fprintln(tw, "GROUP\tCONSUMER-ID\tHOST\tCLIENT-ID\t#PARTITIONS")
+			for _, m := range d.Members {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Group, m.MemberID, m.ClientHost, m.ClientID, len(m.Assigned))
+			}
+		default:
+			fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+			for _, l := range dg.lag {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Group, l.Topic, l.Partition,
+					dash(l.CurrentOffset, -1), dash(l.LogEndOffset, -1), dash(l.Lag, -1),
+					dash(l.MemberID, ""), dash(l.Host, ""), dash(l.ClientID, ""))
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+func groupsDelete(c *cli.Context) error {
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	names, err := groupNames(ctx, c, adm)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	res, err := adm.DeleteGroups(ctx, names...)
+	if err != nil {
+		return err
+	}
+	var ok, failed []string
+	for _, g := range names {
+		if gerr, seen := res[g]; seen && gerr != nil {
+			failed = append(failed, fmt.Sprintf("* Group '%s' could not be deleted due to: %v", g, gerr))
+			continue
+		}
+		ok = append(ok, "'"+g+"'")
+	}
+	if len(ok) > 0 {
+		fmt.Fprintf(c.App.Writer, "Deletion of requested consumer groups (%s) was successful.\n", strings.Join(ok, ", "))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("deletion of some consumer groups failed:\n%s", strings.Join(failed, "\n"))
+	}
+	return nil
+}
+
+// resetSpec is the one --to-* / --shift-by option reset-offsets was given.
+type resetSpec struct {
+	name  string
+	value int64
+}
+
+func parseResetSpec(c *cli.Context) (resetSpec, error) {
+	var specs []resetSpec
+	for _, b := range []string{"to-earliest", "to-latest", "to-current"} {
+		if c.Bool(b) {
+			specs = append(specs, resetSpec{name: b})
+		}
+	}
+	for _, n := range []string{"to-offset", "shift-by"} {
+		if c.IsSet(n) {
+			v, err := strconv.ParseInt(c.String(n), 10, 64)
+			if err != nil || (n == "to-offset" && v < 0) {
+				return resetSpec{}, fmt.Errorf("--%s %q: must be a%s integer", n, c.String(n), map[bool]string{true: " non-negative", false: "n"}[n == "to-offset"])
+			}
+			specs = append(specs, resetSpec{n, v})
+		}
+	}
+	if c.IsSet("to-datetime") {
+		ts, err := parseTimestamp(c.String("to-datetime"))
+		if err != nil {
+			return resetSpec{}, fmt.Errorf("--to-datetime: %w", err)
+		}
+		specs = append(specs, resetSpec{"to-datetime", ts})
+	}
+	if len(specs) != 1 {
+		return resetSpec{}, fmt.Errorf("give exactly one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime")
+	}
+	return specs[0], nil
+}
+
+// resetPartitions resolves --topic / --all-topics to partitions.
+func resetPartitions(ctx context.Context, c *cli.Context, adm *client.Admin, committed map[client.TopicPartition]client.CommittedOffset) ([]client.TopicPartition, error) {
+	topics := c.StringSlice("topic")
+	if c.Bool("all-topics") == (len(topics) > 0) {
+		return nil, fmt.Errorf("give exactly one of --topic or --all-topics")
+	}
+	var out []client.TopicPartition
+	if c.Bool("all-topics") {
+		for tp := range committed {
+			out = append(out, tp)
+		}
+	}
+	for _, spec := range topics {
+		name, list, hasList := strings.Cut(spec, ":")
+		tms, err := adm.DescribeTopics(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if tms[0].Err != nil {
+			return nil, fmt.Errorf("topic %s: %w", name, tms[0].Err)
+		}
+		if !hasList {
+			for _, p := range tms[0].Partitions {
+				out = append(out, client.TopicPartition{Topic: name, Partition: p.Partition})
+			}
+			continue
+		}
+		for _, ps := range splitList(list) {
+			p, err := strconv.ParseInt(ps, 10, 32)
+			if err != nil || p < 0 || int(p) >= len(tms[0].Partitions) {
+				return nil, fmt.Errorf("--topic %s: partition %q does not exist (the topic has %d): %w", spec, ps, len(tms[0].Partitions), client.ErrUnknownTopicOrPartition)
+			}
+			out = append(out, client.TopicPartition{Topic: name, Partition: int32(p)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+// resetJSON is one row of `reset-offsets -o json`.
+type resetJSON struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	NewOffset int64  `json:"newOffset"`
+}
+
+func groupsResetOffsets(c *cli.Context) error {
+	asJSON, err := jsonOutput(c)
+	if err != nil {
+		return err
+	}
+	group := c.String("group")
+	spec, err := parseResetSpec(c)
+	if err != nil {
+		return err
+	}
+	if c.Bool("dry-run") && c.Bool("execute") {
+		return fmt.Errorf("--dry-run and --execute are exclusive")
+	}
+	if !c.Bool("dry-run") && !c.Bool("execute") {
+		fmt.Fprintln(c.App.ErrWriter, "WARN: No action will be performed as the --execute option is missing (add --dry-run to keep this behaviour explicitly).")
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	descs, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return err
+	}
+	if d := descs[0]; d.Err == nil && d.State != "Empty" && d.State != "Dead" && d.State != "" {
+		return fmt.Errorf("assignments can only be reset if the group '%s' is inactive, but the current state is %s", group, d.State)
+	} else if d.Err != nil && !errors.Is(d.Err, client.ErrGroupIDNotFound) {
+		return fmt.Errorf("describe group %s: %w", group, d.Err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return err
+	}
+	tps, err := resetPartitions(ctx, c, adm, committed)
+	if err != nil {
+		return err
+	}
+	if len(tps) == 0 {
+		return fmt.Errorf("group %s has no committed offsets to reset (name the topics with --topic)", group)
+	}
+	list := func(ts int64) (map[client.TopicPartition]int64, error) {
+		listed, err := adm.ListPartitionOffsets(ctx, ts, tps...)
+		if err != nil {
+			return nil, err
+		}
+		out := map[client.TopicPartition]int64{}
+		for _, tp := range tps {
+			lo, ok := listed[tp]
+			if !ok {
+				return nil, fmt.Errorf("list offsets of %s-%d: no answer", tp.Topic, tp.Partition)
+			}
+			if lo.Err != nil {
+				return nil, fmt.Errorf("list offsets of %s-%d: %w", tp.Topic, tp.Partition, lo.Err)
+			}
+			out[tp] = lo.Offset
+		}
+		return out, nil
+	}
+	earliest, err := list(client.EarliestOffset)
+	if err != nil {
+		return err
+	}
+	latest, err := list(client.LatestOffset)
+	if err != nil {
+		return err
+	}
+	var atTime map[client.TopicPartition]int64
+	if spec.name == "to-datetime" {
+		if atTime, err = list(spec.value); err != nil {
+			return err
+		}
+	}
+	clamp := func(tp client.TopicPartition, o int64) int64 {
+		return max(earliest[tp], min(o, latest[tp]))
+	}
+	current := func(tp client.TopicPartition) int64 {
+		if co, ok := committed[tp]; ok && co.Err == nil && co.Offset >= 0 {
+			return co.Offset
+		}
+		return latest[tp] // Kafka's tool falls back on the log end
+	}
+	newOffsets := map[string]map[int32]int64{}
+	var rows []resetJSON
+	for _, tp := range tps {
+		var o int64
+		switch spec.name {
+		case "to-earliest":
+			o = earliest[tp]
+		case "to-latest":
+			o = latest[tp]
+		case "to-current":
+			o = current(tp)
+		case "to-offset":
+			o = clamp(tp, spec.value)
+		case "shift-by":
+			o = clamp(tp, current(tp)+spec.value)
+		case "to-datetime":
+			o = atTime[tp]
+			if o < 0 {
+				o = latest[tp]
+			}
+		}
+		if newOffsets[tp.Topic] == nil {
+			newOffsets[tp.Topic] = map[int32]int64{}
+		}
+		newOffsets[tp.Topic][tp.Partition] = o
+		rows = append(rows, resetJSON{group, tp.Topic, tp.Partition, o})
+	}
+	if c.Bool("execute") {
+		if err := commitGroupOffsets(ctx, c, group, newOffsets); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return writeJSON(c.App.Writer, rows)
+	}
+	return printResetRows(c.App.Writer, rows)
+}
+
+func printResetRows(w io.Writer, rows []resetJSON) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Group, r.Topic, r.Partition, r.NewOffset)
+	}
+	return tw.Flush()
+}
+
+// commitGroupOffsets commits offsets for an inactive group the way Kafka's
+// tool does: as a consumer outside the group's generation (the group is
+// only an offset store), which the coordinator accepts while the group is
+// empty.
+func commitGroupOffsets(ctx context.Context, c *cli.Context, group string, offsets map[string]map[int32]int64) error {
+	opts, err := clientOptions(c, roleConsumer, nil)
+	if err != nil {
+		return err
+	}
+	cons, err := client.NewConsumer(ctx, append(opts, client.ConsumerGroup(group), client.AutoCommit(false))...)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+	}
+	defer cons.Close(context.Background())
+	if err := cons.CommitOffsetsSync(ctx, offsets); err != nil {
+		return fmt.Errorf("reset offsets of group %s: %w", group, err)
+	}
+	return nil
+}

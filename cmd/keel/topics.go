@@ -1,0 +1,437 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/keelstream/keel/client"
+	"github.com/urfave/cli/v2"
+)
+
+// topicsCommand is `keel topics`, kafka-topics.sh (plus the topic half of
+// kafka-configs.sh for alter --config).
+func topicsCommand() *cli.Command {
+	common := func(extra ...cli.Flag) []cli.Flag {
+		return append([]cli.Flag{bootstrapFlag(), commandConfigFlag()}, extra...)
+	}
+	return &cli.Command{
+		Name:  "topics",
+		Usage: "create, list, describe, alter and delete topics (like kafka-topics.sh)",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "create",
+				Usage: "create a topic",
+				Description: "Like kafka-topics.sh --create. Partitions and replication factor default to the\n" +
+					"broker's num.partitions and default.replication.factor.\n\n" +
+					"Examples:\n" +
+					"  keel topics create --topic orders --partitions 6 --replication-factor 3 \\\n" +
+					"      --config min.insync.replicas=2 --config retention.ms=86400000\n" +
+					"  keel topics create --topic orders --if-not-exists",
+				Flags: common(
+					&cli.StringFlag{Name: "topic", Required: true, Usage: "the topic to create"},
+					&cli.IntFlag{Name: "partitions", Value: -1, Usage: "number of partitions (-1: the broker's num.partitions)"},
+					&cli.IntFlag{Name: "replication-factor", Value: -1, Usage: "replicas per partition (-1: the broker's default.replication.factor)"},
+					&cli.StringSliceFlag{Name: "config", Usage: "topic config `key=value` (repeatable)"},
+					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed if the topic already exists"},
+				),
+				Action: topicsCreate,
+			},
+			{
+				Name:  "list",
+				Usage: "list topic names",
+				Description: "Like kafka-topics.sh --list: one name a line, internal topics included unless\n" +
+					"--exclude-internal.\n\n" +
+					"Examples:\n" +
+					"  keel topics list --bootstrap-server localhost:9092\n" +
+					"  keel topics list --exclude-internal -o json",
+				Flags:  common(&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out __consumer_offsets and other internal topics"}, outputFlag()),
+				Action: topicsList,
+			},
+			{
+				Name:  "describe",
+				Usage: "describe topics: partitions, leaders, replicas, ISR and configs",
+				Description: "Like kafka-topics.sh --describe: one line per topic (its non-default configs) and\n" +
+					"one per partition. All topics when --topic is not given.\n\n" +
+					"Examples:\n" +
+					"  keel topics describe --topic orders\n" +
+					"  keel topics describe --under-replicated-partitions\n" +
+					"  keel topics describe --topic orders -o json",
+				Flags: common(
+					&cli.StringSliceFlag{Name: "topic", Usage: "topic to describe (repeatable; default all)"},
+					&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out internal topics"},
+					&cli.BoolFlag{Name: "under-replicated-partitions", Usage: "only partitions whose ISR is smaller than their replica set"},
+					&cli.BoolFlag{Name: "unavailable-partitions", Usage: "only partitions without a leader"},
+					&cli.BoolFlag{Name: "if-exists", Usage: "ignore topics that do not exist"},
+					outputFlag(),
+				),
+				Action: topicsDescribe,
+			},
+			{
+				Name:  "alter",
+				Usage: "add partitions, or set / delete topic configs",
+				Description: "--partitions is kafka-topics.sh --alter --partitions (the count only grows);\n" +
+					"--config / --delete-config are kafka-configs.sh --alter --add-config / --delete-config\n" +
+					"for the topic (incremental: other configs are left as they are).\n\n" +
+					"Examples:\n" +
+					"  keel topics alter --topic orders --partitions 12\n" +
+					"  keel topics alter --topic orders --config retention.ms=3600000 --delete-config segment.bytes",
+				Flags: common(
+					&cli.StringFlag{Name: "topic", Required: true},
+					&cli.IntFlag{Name: "partitions", Usage: "the new, larger, partition count"},
+					&cli.StringSliceFlag{Name: "config", Aliases: []string{"add-config"}, Usage: "set topic config `key=value` (repeatable)"},
+					&cli.StringSliceFlag{Name: "delete-config", Usage: "revert topic config `key` to its default (repeatable)"},
+				),
+				Action: topicsAlter,
+			},
+			{
+				Name:  "delete",
+				Usage: "delete topics",
+				Description: "Like kafka-topics.sh --delete.\n\n" +
+					"Examples:\n" +
+					"  keel topics delete --topic orders\n" +
+					"  keel topics delete --topic a --topic b --if-exists",
+				Flags: common(
+					&cli.StringSliceFlag{Name: "topic", Required: true, Usage: "topic to delete (repeatable)"},
+					&cli.BoolFlag{Name: "if-exists", Usage: "succeed if a topic does not exist"},
+				),
+				Action: topicsDelete,
+			},
+		},
+	}
+}
+
+func topicsCreate(c *cli.Context) error {
+	topic := c.String("topic")
+	parts, rf := c.Int("partitions"), c.Int("replication-factor")
+	if parts == 0 || parts < -1 || parts > 1<<20 {
+		return fmt.Errorf("--partitions %d: must be positive (or -1 for the broker default)", parts)
+	}
+	if rf == 0 || rf < -1 || rf > 1<<15-1 {
+		return fmt.Errorf("--replication-factor %d: must be positive (or -1 for the broker default)", rf)
+	}
+	configs, err := parseKeyValues("config", c.StringSlice("config"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	err = adm.CreateTopic(ctx, topic, int32(parts), int16(rf), configs)
+	if errors.Is(err, client.ErrTopicAlreadyExists) && c.Bool("if-not-exists") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "Created topic %s.\n", topic)
+	return nil
+}
+
+func topicsList(c *cli.Context) error {
+	asJSON, err := jsonOutput(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	names, err := adm.ListTopics(ctx, !c.Bool("exclude-internal"))
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if names == nil {
+			names = []string{}
+		}
+		return writeJSON(c.App.Writer, names)
+	}
+	for _, n := range names {
+		fmt.Fprintln(c.App.Writer, n)
+	}
+	return nil
+}
+
+// topicJSON is one topic in `topics describe -o json`.
+type topicJSON struct {
+	Topic             string            `json:"topic"`
+	TopicID           string            `json:"topicId"`
+	Internal          bool              `json:"internal"`
+	PartitionCount    int               `json:"partitionCount"`
+	ReplicationFactor int               `json:"replicationFactor"`
+	Configs           map[string]string `json:"configs"`
+	Partitions        []partitionJSON   `json:"partitions"`
+}
+
+type partitionJSON struct {
+	Partition       int32   `json:"partition"`
+	Leader          int32   `json:"leader"`
+	LeaderEpoch     int32   `json:"leaderEpoch"`
+	Replicas        []int32 `json:"replicas"`
+	ISR             []int32 `json:"isr"`
+	OfflineReplicas []int32 `json:"offlineReplicas"`
+	Error           string  `json:"error,omitempty"`
+}
+
+func topicsDescribe(c *cli.Context) error {
+	asJSON, err := jsonOutput(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	tms, err := adm.DescribeTopics(ctx, c.StringSlice("topic")...)
+	if err != nil {
+		return err
+	}
+	var found []*client.TopicMetadata
+	for _, tm := range tms {
+		switch {
+		case tm.Err != nil && c.Bool("if-exists") && errors.Is(tm.Err, client.ErrUnknownTopicOrPartition):
+		case tm.Err != nil:
+			return fmt.Errorf("describe topic %s: %w", tm.Topic, tm.Err)
+		case tm.Internal && c.Bool("exclude-internal"):
+		default:
+			found = append(found, tm)
+		}
+	}
+	configs, err := topicConfigs(ctx, adm, found)
+	if err != nil {
+		return err
+	}
+	keep := func(p client.PartitionMetadata) bool {
+		if c.Bool("under-replicated-partitions") && len(p.ISR) >= len(p.Replicas) {
+			return false
+		}
+		if c.Bool("unavailable-partitions") && p.Leader >= 0 {
+			return false
+		}
+		return true
+	}
+	filtered := c.Bool("under-replicated-partitions") || c.Bool("unavailable-partitions")
+	if asJSON {
+		out := []topicJSON{}
+		for _, tm := range found {
+			tj := topicJSON{Topic: tm.Topic, TopicID: topicID(tm.ID), Internal: tm.Internal, PartitionCount: len(tm.Partitions),
+				ReplicationFactor: replicationFactor(tm), Configs: configs[tm.Topic], Partitions: []partitionJSON{}}
+			for _, p := range tm.Partitions {
+				if !keep(p) {
+					continue
+				}
+				pj := partitionJSON{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+					Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), OfflineReplicas: nonNil(p.OfflineReplicas)}
+				if p.Err != nil {
+					pj.Error = p.Err.Error()
+				}
+				tj.Partitions = append(tj.Partitions, pj)
+			}
+			if filtered && len(tj.Partitions) == 0 {
+				continue
+			}
+			out = append(out, tj)
+		}
+		return writeJSON(c.App.Writer, out)
+	}
+	w := c.App.Writer
+	for _, tm := range found {
+		if !filtered {
+			fmt.Fprintf(w, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
+				tm.Topic, topicID(tm.ID), len(tm.Partitions), replicationFactor(tm), joinConfigs(configs[tm.Topic]))
+		}
+		for _, p := range tm.Partitions {
+			if keep(p) {
+				printPartition(w, tm.Topic, p)
+			}
+		}
+	}
+	return nil
+}
+
+// printPartition prints one kafka-topics.sh --describe partition line.
+func printPartition(w io.Writer, topic string, p client.PartitionMetadata) {
+	leader := "none"
+	if p.Leader >= 0 {
+		leader = fmt.Sprint(p.Leader)
+	}
+	line := fmt.Sprintf("\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", topic, p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR))
+	if len(p.OfflineReplicas) > 0 {
+		line += "\tOffline: " + joinIDs(p.OfflineReplicas)
+	}
+	fmt.Fprintln(w, line)
+}
+
+// topicConfigs returns each topic's configs that are set on the topic
+// (source TOPIC_CONFIG), as kafka-topics.sh --describe shows them.
+func topicConfigs(ctx context.Context, adm *client.Admin, tms []*client.TopicMetadata) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	if len(tms) == 0 {
+		return out, nil
+	}
+	names := make([]string, len(tms))
+	for i, tm := range tms {
+		names[i] = tm.Topic
+		out[tm.Topic] = map[string]string{}
+	}
+	rcs, err := adm.DescribeConfigs(ctx, client.TopicConfig, names...)
+	if err != nil {
+		return nil, err
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return nil, fmt.Errorf("describe configs of topic %s: %w", rc.Name, rc.Err)
+		}
+		for _, e := range rc.Configs {
+			if e.Source == "DYNAMIC_TOPIC_CONFIG" || e.Source == "TOPIC_CONFIG" {
+				v := ""
+				if e.Value != nil {
+					v = *e.Value
+				}
+				out[rc.Name][e.Name] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+func joinConfigs(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}
+
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ",")
+}
+
+func nonNil(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
+}
+
+// topicID prints a topic id as Kafka's Uuid.toString does (URL-safe
+// base64 without padding).
+func topicID(id [16]byte) string {
+	if id == ([16]byte{}) {
+		return "AAAAAAAAAAAAAAAAAAAAAA"
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+func replicationFactor(tm *client.TopicMetadata) int {
+	if len(tm.Partitions) == 0 {
+		return 0
+	}
+	return len(tm.Partitions[0].Replicas)
+}
+
+func topicsAlter(c *cli.Context) error {
+	topic := c.String("topic")
+	sets, err := parseKeyValues("config", c.StringSlice("config"))
+	if err != nil {
+		return err
+	}
+	deletes := c.StringSlice("delete-config")
+	if !c.IsSet("partitions") && len(sets) == 0 && len(deletes) == 0 {
+		return fmt.Errorf("nothing to alter: give --partitions, --config or --delete-config")
+	}
+	if c.IsSet("partitions") && c.Int("partitions") <= 0 {
+		return fmt.Errorf("--partitions %d: must be positive", c.Int("partitions"))
+	}
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	if c.IsSet("partitions") {
+		rs, err := adm.CreatePartitions(ctx, int32(c.Int("partitions")), topic)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				return fmt.Errorf("alter partitions of topic %s: %w", r.Topic, r.Err)
+			}
+		}
+		fmt.Fprintf(c.App.Writer, "Topic %s now has %d partitions.\n", topic, c.Int("partitions"))
+	}
+	if len(sets)+len(deletes) > 0 {
+		var changes []client.AlterConfig
+		for _, k := range sortedKeys(sets) {
+			v := sets[k]
+			changes = append(changes, client.AlterConfig{Op: client.SetConfig, Name: k, Value: &v})
+		}
+		for _, k := range deletes {
+			changes = append(changes, client.AlterConfig{Op: client.DeleteConfig, Name: k})
+		}
+		if err := adm.IncrementalAlterConfigs(ctx, client.TopicConfig, topic, changes...); err != nil {
+			return fmt.Errorf("alter configs of topic %s: %w", topic, err)
+		}
+		fmt.Fprintf(c.App.Writer, "Completed updating config for topic %s.\n", topic)
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func topicsDelete(c *cli.Context) error {
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	rs, err := adm.DeleteTopics(ctx, c.StringSlice("topic")...)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range rs {
+		switch {
+		case r.Err == nil:
+			fmt.Fprintf(c.App.Writer, "Deleted topic %s.\n", r.Topic)
+		case c.Bool("if-exists") && errors.Is(r.Err, client.ErrUnknownTopicOrPartition):
+		default:
+			errs = append(errs, fmt.Errorf("delete topic %s: %w", r.Topic, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
