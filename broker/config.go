@@ -75,6 +75,16 @@ type Config struct {
 	MessageMaxBytes                  int
 	LogMessageTimestampType          string
 
+	// Log cleaner (storage/cleaner*.go): log.cleaner.* keys, and the
+	// defaults of the compaction topic configs.
+	LogCleanerEnable             bool          // log.cleaner.enable
+	LogCleanerBackoff            time.Duration // log.cleaner.backoff.ms
+	LogCleanerDedupeBufferSize   int64         // log.cleaner.dedupe.buffer.size
+	LogCleanupPolicy             string        // log.cleanup.policy (cleanup.policy)
+	LogCleanerDeleteRetentionMs  int64         // log.cleaner.delete.retention.ms (delete.retention.ms)
+	LogCleanerMinCleanableRatio  float64       // log.cleaner.min.cleanable.ratio (min.cleanable.dirty.ratio)
+	LogCleanerMinCompactionLagMs int64         // log.cleaner.min.compaction.lag.ms (min.compaction.lag.ms)
+
 	// Idempotent producer state (storage/producer_state.go).
 	ProducerIDExpiration              time.Duration // producer.id.expiration.ms
 	ProducerIDExpirationCheckInterval time.Duration // producer.id.expiration.check.interval.ms
@@ -153,6 +163,13 @@ func configKeys(c *Config) map[string]configKey {
 	}
 	s := func(p *string) func(*Config, string) error {
 		return func(_ *Config, v string) error { *p = strings.TrimSpace(v); return nil }
+	}
+	f64 := func(p *float64) func(*Config, string) error {
+		return func(_ *Config, v string) error {
+			x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			*p = x
+			return err
+		}
 	}
 	list := func(p *[]string) func(*Config, string) error {
 		return func(_ *Config, v string) error { *p = splitList(v); return nil }
@@ -245,6 +262,13 @@ func configKeys(c *Config) map[string]configKey {
 		"log.segment.delete.delay.ms":             {"60000", i64(&c.LogSegmentDeleteDelayMs), ""},
 		"message.max.bytes":                       {"1048588", i(&c.MessageMaxBytes), ""},
 		"log.message.timestamp.type":              {"CreateTime", s(&c.LogMessageTimestampType), ""},
+		"log.cleaner.enable":                      {"true", b(&c.LogCleanerEnable), "run the log cleaner for compacted topics"},
+		"log.cleaner.backoff.ms":                  {"15000", ms(&c.LogCleanerBackoff), "how long the cleaner sleeps when no log needs cleaning"},
+		"log.cleaner.dedupe.buffer.size":          {"134217728", i64(&c.LogCleanerDedupeBufferSize), "memory of the cleaner's key map"},
+		"log.cleanup.policy":                      {"delete", s(&c.LogCleanupPolicy), ""},
+		"log.cleaner.delete.retention.ms":         {"86400000", i64(&c.LogCleanerDeleteRetentionMs), ""},
+		"log.cleaner.min.cleanable.ratio":         {"0.5", f64(&c.LogCleanerMinCleanableRatio), ""},
+		"log.cleaner.min.compaction.lag.ms":       {"0", i64(&c.LogCleanerMinCompactionLagMs), ""},
 	}
 }
 
@@ -254,7 +278,7 @@ var ignoredKeys = map[string]bool{
 	"num.network.threads": true, "num.io.threads": true, "socket.send.buffer.bytes": true,
 	"socket.receive.buffer.bytes": true, "num.replica.alter.log.dirs.threads": true,
 	"zookeeper.connect": true, "zookeeper.connection.timeout.ms": true, "queued.max.requests": true,
-	"background.threads": true, "log.cleaner.threads": true, "log.cleaner.enable": true,
+	"background.threads": true, "log.cleaner.threads": true,
 }
 
 // splitList splits a comma-separated list, trimming blanks.

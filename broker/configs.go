@@ -55,6 +55,10 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 	set("log.segment.delete.delay.ms", i64(cfg.LogSegmentDeleteDelayMs), cfg.LogSegmentDeleteDelayMs > 0)
 	set("message.max.bytes", i64(int64(cfg.MessageMaxBytes)), cfg.MessageMaxBytes > 0)
 	set("log.message.timestamp.type", cfg.LogMessageTimestampType, cfg.LogMessageTimestampType != "")
+	set("log.cleanup.policy", cfg.LogCleanupPolicy, cfg.LogCleanupPolicy != "")
+	set("log.cleaner.delete.retention.ms", i64(cfg.LogCleanerDeleteRetentionMs), cfg.Explicit["log.cleaner.delete.retention.ms"])
+	set("log.cleaner.min.cleanable.ratio", strconv.FormatFloat(cfg.LogCleanerMinCleanableRatio, 'f', -1, 64), cfg.Explicit["log.cleaner.min.cleanable.ratio"])
+	set("log.cleaner.min.compaction.lag.ms", i64(cfg.LogCleanerMinCompactionLagMs), cfg.Explicit["log.cleaner.min.compaction.lag.ms"])
 	set("min.insync.replicas", i64(int64(cfg.MinInsyncReplicas)), cfg.MinInsyncReplicas > 0)
 	set("unclean.leader.election.enable", strconv.FormatBool(cfg.UncleanLeaderElectionEnable), true)
 	return out
@@ -138,6 +142,23 @@ func (b *Broker) logConfig(img *metadata.Image, topic string) storage.LogConfig 
 	long("file.delete.delay.ms", &cfg.FileDeleteDelayMs)
 	if v, _ := b.topicConfigValue(img, topic, "message.timestamp.type"); v != "" {
 		cfg.MessageTimestampType = strings.TrimSpace(v)
+	}
+	cleanup, _ := b.topicConfigValue(img, topic, "cleanup.policy")
+	cfg.Compact = slices.Contains(splitList(cleanup), "compact")
+	cfg.NoDelete = !slices.Contains(splitList(cleanup), "delete")
+	long("delete.retention.ms", &cfg.DeleteRetentionMs)
+	long("min.compaction.lag.ms", &cfg.MinCompactionLagMs)
+	if v, _ := b.topicConfigValue(img, topic, "min.cleanable.dirty.ratio"); v != "" {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			cfg.MinCleanableDirtyRatio = f
+		}
+	}
+	// storage.LogConfig reads 0 as "Kafka's default": an explicit 0 is -1.
+	if cfg.DeleteRetentionMs == 0 {
+		cfg.DeleteRetentionMs = -1
+	}
+	if cfg.MinCleanableDirtyRatio == 0 {
+		cfg.MinCleanableDirtyRatio = -1
 	}
 	return cfg
 }

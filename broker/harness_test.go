@@ -212,7 +212,8 @@ func (c *testCluster) start(port int) {
 	t := c.t
 	t.Helper()
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
-	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger})
+	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger,
+		DisableLogCleaner: !c.cfg.LogCleanerEnable, CleanerBackoff: c.cfg.LogCleanerBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}

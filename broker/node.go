@@ -191,6 +191,9 @@ func (n *Node) start() (err error) {
 			RetentionCheckInterval:    cfg.LogRetentionCheckInterval,
 			FlushCheckInterval:        cfg.LogFlushSchedulerInterval,
 			CheckpointInterval:        cfg.LogFlushOffsetCheckpointInterval,
+			DisableLogCleaner:         !cfg.LogCleanerEnable,
+			CleanerBackoff:            cfg.LogCleanerBackoff,
+			CleanerDedupeBufferSize:   cfg.LogCleanerDedupeBufferSize,
 			Logger:                    logger,
 		})
 		if err != nil {

@@ -269,6 +269,7 @@ var brokerStaticConfigs = map[string]bool{
 	"controller.listener.names": true, "controller.quorum.voters": true, "default.replication.factor": true,
 	"delete.topic.enable": true, "inter.broker.listener.name": true, "leader.imbalance.check.interval.seconds": true,
 	"listener.security.protocol.map": true, "listeners": true, "log.dir": true, "log.dirs": true,
+	"log.cleaner.enable": true, "log.cleaner.backoff.ms": true, "log.cleaner.dedupe.buffer.size": true,
 	"metadata.log.dir": true, "node.id": true, "num.partitions": true, "offsets.topic.num.partitions": true,
 	"offsets.topic.replication.factor": true, "process.roles": true, "replica.lag.time.max.ms": true,
 	"transaction.state.log.min.isr": true, "transaction.state.log.num.partitions": true,

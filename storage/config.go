@@ -40,6 +40,27 @@ type LogConfig struct {
 	// MessageTimestampType is message.timestamp.type: "CreateTime" keeps the
 	// producer's timestamps, "LogAppendTime" stamps the broker's clock.
 	MessageTimestampType string
+	// Compact is cleanup.policy including "compact": the log cleaner keeps
+	// only the latest record of each key (cleaner.go).
+	Compact bool
+	// NoDelete is cleanup.policy without "delete" (cleanup.policy=compact):
+	// retention.ms and retention.bytes do not apply, only deletions below
+	// the log start offset. The zero value keeps Kafka's default policy,
+	// delete.
+	NoDelete bool
+	// DeleteRetentionMs is delete.retention.ms: how long the cleaner keeps
+	// a tombstone after it first saw it (KIP-534's delete horizon). 0
+	// means the default, 1 day; a negative value means none (the broker
+	// maps delete.retention.ms=0 to -1).
+	DeleteRetentionMs int64
+	// MinCompactionLagMs is min.compaction.lag.ms: a segment whose newest
+	// record is younger than this is not cleaned yet. Default 0.
+	MinCompactionLagMs int64
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: the cleaner
+	// cleans a log once its dirty bytes make up this share of its
+	// cleanable bytes. 0 means the default, 0.5; a negative value means 0
+	// (clean whenever anything is dirty; the broker maps 0 to -1).
+	MinCleanableDirtyRatio float64
 }
 
 // Kafka's defaults for the settings above.
@@ -58,17 +79,19 @@ const (
 // DefaultLogConfig returns Kafka's defaults.
 func DefaultLogConfig() LogConfig {
 	return LogConfig{
-		SegmentBytes:         DefaultSegmentBytes,
-		SegmentMs:            DefaultSegmentMs,
-		SegmentIndexBytes:    DefaultSegmentIndexBytes,
-		IndexIntervalBytes:   DefaultIndexIntervalBytes,
-		RetentionMs:          DefaultRetentionMs,
-		RetentionBytes:       -1,
-		FlushMessages:        noFlush,
-		FlushMs:              noFlush,
-		MaxMessageBytes:      DefaultMaxMessageBytes,
-		FileDeleteDelayMs:    DefaultFileDeleteDelayMs,
-		MessageTimestampType: "CreateTime",
+		SegmentBytes:           DefaultSegmentBytes,
+		SegmentMs:              DefaultSegmentMs,
+		SegmentIndexBytes:      DefaultSegmentIndexBytes,
+		IndexIntervalBytes:     DefaultIndexIntervalBytes,
+		RetentionMs:            DefaultRetentionMs,
+		RetentionBytes:         -1,
+		FlushMessages:          noFlush,
+		FlushMs:                noFlush,
+		MaxMessageBytes:        DefaultMaxMessageBytes,
+		FileDeleteDelayMs:      DefaultFileDeleteDelayMs,
+		MessageTimestampType:   "CreateTime",
+		DeleteRetentionMs:      DefaultDeleteRetentionMs,
+		MinCleanableDirtyRatio: DefaultMinCleanableDirtyRatio,
 	}
 }
 
@@ -111,5 +134,14 @@ func (c LogConfig) normalized() LogConfig {
 	if c.MessageTimestampType == "" {
 		c.MessageTimestampType = d.MessageTimestampType
 	}
+	// Negative values stay negative (and mean 0) so that normalizing twice
+	// changes nothing.
+	if c.DeleteRetentionMs == 0 {
+		c.DeleteRetentionMs = d.DeleteRetentionMs
+	}
+	if c.MinCleanableDirtyRatio == 0 {
+		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
+	}
+	c.MinCompactionLagMs = max(c.MinCompactionLagMs, 0)
 	return c
 }

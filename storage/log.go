@@ -123,6 +123,15 @@ type Log struct {
 	lastFlush         time.Time
 	pendingDeletes    []pendingDelete
 	closed            bool
+	// structureVersion counts the changes that rewrite segments in place
+	// or replace them (truncations, compaction swaps): a cleaning pass
+	// planned at one version swaps its result in only at the same one
+	// (cleaner.go).
+	structureVersion uint64
+	// swapRecovered are the segments whose interrupted compaction swap
+	// load completed: recovered in full, their indexes rebuilt. Used only
+	// while opening.
+	swapRecovered map[int64]bool
 
 	// syncMu serialises Sync's fsyncs (group commit, sync.go); taken
 	// before mu, never while holding it.
@@ -186,6 +195,15 @@ func (l *Log) load(opts OpenOptions) error {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return err
+	}
+	// Compaction leftovers first: a committed swap replaces segments.
+	if l.swapRecovered, err = completeInterruptedSwaps(l.dir, entries); err != nil {
+		return err
+	}
+	if len(l.swapRecovered) > 0 {
+		if entries, err = os.ReadDir(l.dir); err != nil {
+			return err
+		}
 	}
 	var bases []int64
 	logs := map[int64]bool{}
@@ -279,6 +297,7 @@ func (l *Log) recoverSegments(opts OpenOptions) error {
 			nextBase = l.segments[i+1].baseOffset
 		}
 		suspect := !opts.CleanShutdown && (nextBase < 0 || nextBase > opts.RecoveryPoint)
+		suspect = suspect || l.swapRecovered[s.baseOffset]
 		if !suspect {
 			if err := errors.Join(s.index.SanityCheck(), s.timeIndex.SanityCheck()); err != nil {
 				l.logger.Warn("rebuilding a segment whose index is corrupt", "segment", s.baseOffset, "error", err)

@@ -144,6 +144,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset <= l.segments[0].baseOffset {
 		return l.truncateFullyAndStartAtLocked(offset)
 	}
+	l.structureVersion++ // a cleaning pass may be reading these segments
 	i := l.segmentFor(offset)
 	for _, s := range l.segments[i+1:] {
 		l.scheduleDelete(s)
@@ -186,6 +187,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 }
 
 func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
+	l.structureVersion++
 	// A segment at offset itself is closed before createSegment replaces
 	// its files: closing an index trims its file by path, which afterwards
 	// would cut the new index under its live mapping (SIGBUS on the next
@@ -261,8 +263,10 @@ func (l *Log) DeleteOldSegments() (int, error) {
 			break
 		}
 		byStart := next.baseOffset <= l.logStartOffset
-		byTime := l.cfg.RetentionMs >= 0 && now.UnixMilli()-s.largestTimestamp() > l.cfg.RetentionMs
-		bySize := l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes
+		// cleanup.policy=compact alone keeps segments past retention.ms and
+		// retention.bytes; compact,delete applies both (Kafka).
+		byTime := !l.cfg.NoDelete && l.cfg.RetentionMs >= 0 && now.UnixMilli()-s.largestTimestamp() > l.cfg.RetentionMs
+		bySize := !l.cfg.NoDelete && l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes
 		if !byStart && !byTime && !bySize {
 			break
 		}

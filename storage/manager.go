@@ -55,8 +55,17 @@ type ManagerConfig struct {
 	// often recovery points, high watermarks and log start offsets are
 	// written.
 	CheckpointInterval time.Duration
-	Logger             hclog.Logger
-	Now                func() time.Time
+	// DisableLogCleaner is log.cleaner.enable=false: compacted topics are
+	// not cleaned (the zero value runs the cleaner, as Kafka does).
+	DisableLogCleaner bool
+	// CleanerBackoff is log.cleaner.backoff.ms: how long the cleaner
+	// sleeps when no log needs cleaning (15 s).
+	CleanerBackoff time.Duration
+	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
+	// memory of one pass's offset map (128 MiB).
+	CleanerDedupeBufferSize int64
+	Logger                  hclog.Logger
+	Now                     func() time.Time
 }
 
 // Manager owns every partition log under log.dirs: it opens (and recovers)
@@ -75,7 +84,9 @@ type Manager struct {
 
 	locks []*os.File
 	stop  chan struct{}
-	wg    sync.WaitGroup // the background loop and directory removals
+	wg    sync.WaitGroup // the background loop, the cleaner and directory removals
+	// cleaner is the log cleaner's state (cleaner_manager.go).
+	cleaner logCleaner
 }
 
 // OpenManager locks every log dir and opens every partition in them,
@@ -97,6 +108,12 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = defaultCheckpointInterval
+	}
+	if cfg.CleanerBackoff <= 0 {
+		cfg.CleanerBackoff = DefaultCleanerBackoff
+	}
+	if cfg.CleanerDedupeBufferSize <= 0 {
+		cfg.CleanerDedupeBufferSize = DefaultCleanerDedupeBufferSize
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -126,8 +143,13 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 			return nil, err
 		}
 	}
+	m.loadCleanerCheckpoints()
 	m.wg.Add(1)
 	go m.backgroundLoop()
+	if !cfg.DisableLogCleaner {
+		m.wg.Add(1)
+		go m.cleanerLoop()
+	}
 	return m, nil
 }
 
@@ -343,6 +365,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 		return nil, fmt.Errorf("create log %s: %w", tp, err)
 	}
 	m.logs[tp], m.dirOf[tp] = l, dir
+	m.forgetCleanerCheckpoint(tp)
 	return l, nil
 }
 
