@@ -132,7 +132,8 @@ func TestMetadataQuorumDescribeFollowsTheLeader(t *testing.T) {
 
 	c.Kill(int32(leader))
 	survivor := c.BootstrapServers()[leader%3] // a broker of another node
-	deadline := time.Now().Add(15 * time.Second)
+	// An election takes a few seconds; a loaded 2-core machine, more.
+	deadline := time.Now().Add(45 * time.Second)
 	for {
 		out, err := run(t, "metadata-quorum", "--bootstrap-server", survivor, "describe", "--status")
 		if err == nil {
