@@ -108,9 +108,9 @@ type Mux struct {
 	// receiving side (its logs, a test's fault-injecting proxy) knows who
 	// dialled; "" sends none.
 	nodeID string
-	connCh    chan net.Conn
-	closed    chan struct{}
-	once      sync.Once
+	connCh chan net.Conn
+	closed chan struct{}
+	once   sync.Once
 
 	mu    sync.Mutex // guards conns
 	conns map[*trackedConn]struct{}

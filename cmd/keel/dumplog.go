@@ -29,7 +29,7 @@ func dumpLogCommand() *cli.Command {
 			w := bufio.NewWriter(c.App.Writer)
 			defer w.Flush()
 			deep := c.Bool("deep-iteration") || c.Bool("print-data-log")
-			for _, path := range c.StringSlice("files") {
+			for _, path := range splitFiles(c.StringSlice("files")) {
 				var err error
 				switch filepath.Ext(path) {
 				case ".log":
@@ -183,4 +183,17 @@ func dumpIndex(w io.Writer, path string, entrySize int) error {
 		}
 	}
 	return nil
+}
+
+// splitFiles accepts --files repeated or comma-separated.
+func splitFiles(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }

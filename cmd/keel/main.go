@@ -20,6 +20,10 @@ func newApp() *cli.App {
 	return &cli.App{
 		Name:  "keel",
 		Usage: "a Kafka-compatible streaming log broker: one binary, no JVM, no ZooKeeper",
+		// Kafka values hold commas (listeners, controller.quorum.voters,
+		// TOPIC:0,1): a repeatable flag is split only where its command
+		// says so, never by the flag parser.
+		DisableSliceFlagSeparator: true,
 		Description: "Keel speaks the Kafka protocol, so existing Kafka clients and most of a\n" +
 			"server.properties work unchanged. See README.md for what works today.",
 		Commands: []*cli.Command{

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,7 +245,11 @@ func perfOptions(c *cli.Context, r role, fileFlag, propsFlag string) ([]client.O
 			return nil, err
 		}
 	}
-	props, err := parseKeyValues(propsFlag, c.StringSlice(propsFlag))
+	var items []string // repeated, or comma-separated as Kafka's perf tools take them
+	for _, v := range c.StringSlice(propsFlag) {
+		items = append(items, strings.Split(v, ",")...)
+	}
+	props, err := parseKeyValues(propsFlag, items)
 	if err != nil {
 		return nil, err
 	}
