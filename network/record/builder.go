@@ -37,7 +37,6 @@ type BatchBuilder struct {
 	baseTS  int64
 	maxTS   int64
 	records []byte
-	scratch [binary.MaxVarintLen64]byte
 }
 
 // NewBatchBuilder returns an empty builder for a batch with opts.
@@ -67,23 +66,7 @@ func (b *BatchBuilder) Append(timestamp int64, key, value []byte, headers []Reco
 	if timestamp > b.maxTS {
 		b.maxTS = timestamp
 	}
-	size := 1 + varintLen(timestamp-b.baseTS) + varintLen(int64(b.count)) +
-		nullableLen(key) + nullableLen(value) + varintLen(int64(len(headers)))
-	for _, h := range headers {
-		size += varintLen(int64(len(h.Key))) + len(h.Key) + nullableLen(h.Value)
-	}
-	b.putVarint(int64(size))
-	b.records = append(b.records, 0) // attributes: unused by Kafka
-	b.putVarint(timestamp - b.baseTS)
-	b.putVarint(int64(b.count))
-	b.putNullable(key)
-	b.putNullable(value)
-	b.putVarint(int64(len(headers)))
-	for _, h := range headers {
-		b.putVarint(int64(len(h.Key)))
-		b.records = append(b.records, h.Key...)
-		b.putNullable(h.Value)
-	}
+	b.records = appendRecord(b.records, timestamp-b.baseTS, b.count, key, value, headers)
 	b.count++
 }
 
@@ -101,43 +84,8 @@ func (b *BatchBuilder) Build(dst []byte) ([]byte, error) {
 	} else if dst, err = Compress(b.opts.Compression, dst, b.records); err != nil {
 		return dst[:start], fmt.Errorf("build batch: %w", err)
 	}
-	batch := dst[start:]
-	attrs := uint16(b.opts.Compression) & attrCompressionMask
-	if b.opts.Transactional {
-		attrs |= attrTransactional
-	}
-	if b.opts.Control {
-		attrs |= attrControl
-	}
-	be := binary.BigEndian
-	be.PutUint64(batch[offBaseOffset:], 0)
-	be.PutUint32(batch[offBatchLength:], uint32(len(batch)-LogOverhead))
-	be.PutUint32(batch[offPartitionLeaderEpoch:], uint32(b.opts.PartitionLeaderEpoch))
-	batch[offMagic] = MagicV2
-	be.PutUint16(batch[offAttributes:], attrs)
-	be.PutUint32(batch[offLastOffsetDelta:], uint32(b.count-1))
-	be.PutUint64(batch[offBaseTimestamp:], uint64(b.baseTS))
-	be.PutUint64(batch[offMaxTimestamp:], uint64(b.maxTS))
-	be.PutUint64(batch[offProducerID:], uint64(b.opts.ProducerID))
-	be.PutUint16(batch[offProducerEpoch:], uint16(b.opts.ProducerEpoch))
-	be.PutUint32(batch[offBaseSequence:], uint32(b.opts.BaseSequence))
-	be.PutUint32(batch[offRecordCount:], uint32(b.count))
-	be.PutUint32(batch[offCRC:], ComputeCRC(batch))
+	writeHeader(dst[start:], b.opts, b.count, b.baseTS, b.maxTS)
 	return dst, nil
-}
-
-func (b *BatchBuilder) putVarint(v int64) {
-	n := binary.PutVarint(b.scratch[:], v)
-	b.records = append(b.records, b.scratch[:n]...)
-}
-
-func (b *BatchBuilder) putNullable(v []byte) {
-	if v == nil {
-		b.putVarint(-1)
-		return
-	}
-	b.putVarint(int64(len(v)))
-	b.records = append(b.records, v...)
 }
 
 func varintLen(v int64) int {

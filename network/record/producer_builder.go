@@ -63,15 +63,23 @@ func (b *ProducerBatchBuilder) Append(timestamp int64, key, value []byte, header
 	if timestamp > b.maxTS {
 		b.maxTS = timestamp
 	}
-	size := 1 + varintLen(timestamp-b.baseTS) + varintLen(int64(b.count)) +
+	buf := appendRecord(b.buf, timestamp-b.baseTS, b.count, key, value, headers)
+	b.buf = buf
+	b.count++
+}
+
+// appendRecord appends one length-prefixed v2 record (attributes 0).
+// BatchBuilder and ProducerBatchBuilder encode records through it.
+func appendRecord(buf []byte, tsDelta int64, offsetDelta int32, key, value []byte, headers []RecordHeader) []byte {
+	size := 1 + varintLen(tsDelta) + varintLen(int64(offsetDelta)) +
 		nullableLen(key) + nullableLen(value) + varintLen(int64(len(headers)))
 	for _, h := range headers {
 		size += varintLen(int64(len(h.Key))) + len(h.Key) + nullableLen(h.Value)
 	}
-	buf := binary.AppendVarint(b.buf, int64(size))
+	buf = binary.AppendVarint(buf, int64(size))
 	buf = append(buf, 0) // attributes: unused by Kafka
-	buf = binary.AppendVarint(buf, timestamp-b.baseTS)
-	buf = binary.AppendVarint(buf, int64(b.count))
+	buf = binary.AppendVarint(buf, tsDelta)
+	buf = binary.AppendVarint(buf, int64(offsetDelta))
 	buf = appendNullable(buf, key)
 	buf = appendNullable(buf, value)
 	buf = binary.AppendVarint(buf, int64(len(headers)))
@@ -80,8 +88,7 @@ func (b *ProducerBatchBuilder) Append(timestamp int64, key, value []byte, header
 		buf = append(buf, h.Key...)
 		buf = appendNullable(buf, h.Value)
 	}
-	b.buf = buf
-	b.count++
+	return buf
 }
 
 func appendNullable(dst, v []byte) []byte {
@@ -90,6 +97,32 @@ func appendNullable(dst, v []byte) []byte {
 	}
 	dst = binary.AppendVarint(dst, int64(len(v)))
 	return append(dst, v...)
+}
+
+// writeHeader fills the 61-byte header of batch (records already in place)
+// with base offset 0 and computes the CRC.
+func writeHeader(batch []byte, opts BatchOptions, count int32, baseTS, maxTS int64) {
+	attrs := uint16(opts.Compression) & attrCompressionMask
+	if opts.Transactional {
+		attrs |= attrTransactional
+	}
+	if opts.Control {
+		attrs |= attrControl
+	}
+	be := binary.BigEndian
+	be.PutUint64(batch[offBaseOffset:], 0)
+	be.PutUint32(batch[offBatchLength:], uint32(len(batch)-LogOverhead))
+	be.PutUint32(batch[offPartitionLeaderEpoch:], uint32(opts.PartitionLeaderEpoch))
+	batch[offMagic] = MagicV2
+	be.PutUint16(batch[offAttributes:], attrs)
+	be.PutUint32(batch[offLastOffsetDelta:], uint32(count-1))
+	be.PutUint64(batch[offBaseTimestamp:], uint64(baseTS))
+	be.PutUint64(batch[offMaxTimestamp:], uint64(maxTS))
+	be.PutUint64(batch[offProducerID:], uint64(opts.ProducerID))
+	be.PutUint16(batch[offProducerEpoch:], uint16(opts.ProducerEpoch))
+	be.PutUint32(batch[offBaseSequence:], uint32(opts.BaseSequence))
+	be.PutUint32(batch[offRecordCount:], uint32(count))
+	be.PutUint32(batch[offCRC:], ComputeCRC(batch))
 }
 
 // Finish completes the batch and returns it. An uncompressed batch is the
@@ -110,26 +143,6 @@ func (b *ProducerBatchBuilder) Finish() ([]byte, error) {
 		b.out = out
 		batch = out
 	}
-	attrs := uint16(b.opts.Compression) & attrCompressionMask
-	if b.opts.Transactional {
-		attrs |= attrTransactional
-	}
-	if b.opts.Control {
-		attrs |= attrControl
-	}
-	be := binary.BigEndian
-	be.PutUint64(batch[offBaseOffset:], 0)
-	be.PutUint32(batch[offBatchLength:], uint32(len(batch)-LogOverhead))
-	be.PutUint32(batch[offPartitionLeaderEpoch:], uint32(b.opts.PartitionLeaderEpoch))
-	batch[offMagic] = MagicV2
-	be.PutUint16(batch[offAttributes:], attrs)
-	be.PutUint32(batch[offLastOffsetDelta:], uint32(b.count-1))
-	be.PutUint64(batch[offBaseTimestamp:], uint64(b.baseTS))
-	be.PutUint64(batch[offMaxTimestamp:], uint64(b.maxTS))
-	be.PutUint64(batch[offProducerID:], uint64(b.opts.ProducerID))
-	be.PutUint16(batch[offProducerEpoch:], uint16(b.opts.ProducerEpoch))
-	be.PutUint32(batch[offBaseSequence:], uint32(b.opts.BaseSequence))
-	be.PutUint32(batch[offRecordCount:], uint32(b.count))
-	be.PutUint32(batch[offCRC:], ComputeCRC(batch))
+	writeHeader(batch, b.opts, b.count, b.baseTS, b.maxTS)
 	return batch, nil
 }
