@@ -10,18 +10,21 @@ import (
 )
 
 // The benchmarks drive the live server over loopback with kgo, as a Kafka
-// client would: 100-byte records, 6 partitions, kgo's defaults (acks=all;
-// idempotence asked for but not granted while InitProducerId is not
-// advertised). They report records/s and MB/s of record values.
+// client would: 100-byte records, 6 partitions, kgo's defaults (acks=all,
+// idempotent). They report records/s and MB/s of record values.
 
 const (
 	benchPartitions = 6
 	benchValueSize  = 100
 )
 
-func BenchmarkProduce(b *testing.B) {
+func BenchmarkProduce(b *testing.B) { benchmarkProduce(b, nil) }
+
+// benchmarkProduce produces b.N records to a topic with configs through
+// kgo's async path and reports the rate.
+func benchmarkProduce(b *testing.B, configs map[string]*string) {
 	c := newTestCluster(b)
-	c.createTopic("bench", benchPartitions, nil)
+	c.createTopic("bench", benchPartitions, configs)
 	prod := c.client(kgo.DefaultProduceTopic("bench"), kgo.MaxBufferedRecords(1<<20))
 	value := make([]byte, benchValueSize)
 	var failed atomic.Int64

@@ -1,10 +1,8 @@
 package broker
 
 import (
-	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,23 +54,5 @@ func TestDurableModeAcksOnlyWhatIsFsynced(t *testing.T) {
 // batch fsynced before it is acknowledged, concurrent partitions and
 // requests sharing fsyncs.
 func BenchmarkProduceDurable(b *testing.B) {
-	c := newTestCluster(b)
-	c.createTopic("bench", benchPartitions, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
-	prod := c.client(kgo.DefaultProduceTopic("bench"), kgo.MaxBufferedRecords(1<<20))
-	value := make([]byte, benchValueSize)
-	ctx := context.Background()
-	if err := prod.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		prod.Produce(ctx, &kgo.Record{Value: value}, nil)
-	}
-	if err := prod.Flush(ctx); err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	reportRate(b, b.N, elapsed)
+	benchmarkProduce(b, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
 }

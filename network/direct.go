@@ -91,14 +91,7 @@ func (c *conn) tryDirect(p *pending, resp *Response) bool {
 		out.discard()
 		return false
 	}
-	out.iov = out.iov[:0]
-	for _, s := range out.segs {
-		if s.ext != nil {
-			out.iov = append(out.iov, s.ext)
-		} else {
-			out.iov = append(out.iov, out.buf[s.start:s.end])
-		}
-	}
+	out.fillIov()
 	rc, err := raw.SyscallConn()
 	if err != nil {
 		out.discard()

@@ -404,14 +404,7 @@ func (c *conn) flush(out *outbound) error {
 	if len(out.segs) == 0 {
 		return nil
 	}
-	out.iov = out.iov[:0]
-	for _, s := range out.segs {
-		if s.ext != nil {
-			out.iov = append(out.iov, s.ext)
-		} else {
-			out.iov = append(out.iov, out.buf[s.start:s.end])
-		}
-	}
+	out.fillIov()
 	c.setWriteDeadline()
 	iov := out.iov // WriteTo consumes its receiver
 	c.writing.Store(true)
@@ -440,6 +433,18 @@ func (c *conn) flush(out *outbound) error {
 func (c *conn) setWriteDeadline() {
 	if idle := c.srv.cfg.ConnectionsMaxIdle; idle > 0 {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(idle))
+	}
+}
+
+// fillIov points iov at the queued segments, in order.
+func (o *outbound) fillIov() {
+	o.iov = o.iov[:0]
+	for _, s := range o.segs {
+		if s.ext != nil {
+			o.iov = append(o.iov, s.ext)
+		} else {
+			o.iov = append(o.iov, o.buf[s.start:s.end])
+		}
 	}
 }
 
