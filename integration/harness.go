@@ -35,15 +35,35 @@ type Cluster struct {
 	sink      *logSink
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// handedOut are the ports FreePort returned in this process: the kernel
+// may give a just-closed port again, and two listeners of one node (or two
+// nodes) must never be told the same port.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a loopback port that was free a moment ago and that it
+// has not returned before.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		handedOut.Lock()
+		fresh := !handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if fresh {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no fresh loopback port")
+	return 0
 }
 
 // StartCluster formats and starts the nodes. overrides are server
