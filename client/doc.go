@@ -71,6 +71,29 @@
 // KIP-360). A broker's responses are read by one goroutine per broker, which
 // runs the callbacks, in order per partition.
 //
+// # Consuming
+//
+//	c, err := client.NewConsumer(ctx,
+//		client.SeedBrokers("localhost:9092"),
+//		client.ConsumerGroup("billing"), // or ConsumePartitions for direct assignment
+//		client.ConsumeTopics("orders"),
+//		client.AutoOffsetReset(client.OffsetResetEarliest),
+//		client.Assignors(client.CooperativeStickyAssignor()),
+//	)
+//	if err != nil { ... }
+//	defer c.Close(ctx) // leaves the group, commits what Poll returned
+//	for rec, err := range c.Records(ctx) { // or: recs, err := c.Poll(ctx)
+//		if err != nil { ... }
+//		fmt.Printf("%s-%d@%d %s\n", rec.Topic, rec.Partition, rec.Offset, rec.Value)
+//	}
+//
+// The Consumer joins the group (JoinGroup, SyncGroup with the leader's
+// assignment from range, round-robin, sticky or cooperative-sticky), keeps
+// it with background heartbeats, and fetches from each partition's leader;
+// auto commit (enable.auto.commit) commits only what earlier Polls
+// returned, CommitSync/CommitAsync commit explicitly, and
+// max.poll.interval.ms takes a member that stops polling out of the group.
+//
 // # Administering
 //
 //	adm, err := client.NewAdmin(ctx, client.SeedBrokers("localhost:9092"))
