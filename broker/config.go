@@ -3,7 +3,9 @@ package broker
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -346,6 +348,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 	}
 	sort.Strings(c.Unknown)
 	sort.Strings(c.Ignored)
+	c.defaultVoters()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -396,6 +399,35 @@ func (c *Config) HasRole(role string) bool {
 		}
 	}
 	return false
+}
+
+// defaultVoters makes the embedded single-node default follow the
+// listeners: controller.quorum.voters defaults to "1@localhost:9093", which
+// is right only while node.id and the controller listener keep their
+// defaults. A controller whose voters were not set explicitly is the sole
+// voter at its own controller listener, so `keel server --override
+// listeners=PLAINTEXT://:19092,CONTROLLER://:19093` just works. (Kafka has
+// no default voters at all; this default is Keel's.) An ephemeral port (0)
+// cannot be a voter address, so the default stays then.
+func (c *Config) defaultVoters() {
+	if c.Explicit["controller.quorum.voters"] || !c.HasRole("controller") {
+		return
+	}
+	for _, l := range splitList(c.Listeners) {
+		name, addr, ok := strings.Cut(l, "://")
+		if !ok || !slices.Contains(c.ControllerListenerNames, name) {
+			continue
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || port == "0" {
+			return
+		}
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "localhost"
+		}
+		c.ControllerQuorumVoters = fmt.Sprintf("%d@%s", c.NodeID, net.JoinHostPort(host, port))
+		return
+	}
 }
 
 func (c *Config) validate() error {

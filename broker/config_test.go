@@ -62,6 +62,30 @@ func TestLoadConfigDefaultsAreKafkas(t *testing.T) {
 	}
 }
 
+// The embedded default voter follows a moved controller listener (and
+// node.id); explicit voters and broker-only nodes are left alone.
+func TestDefaultVotersFollowTheControllerListener(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		want      string
+	}{
+		{nil, "1@localhost:9093"},
+		{[]string{"listeners=PLAINTEXT://localhost:19092,CONTROLLER://localhost:19093"}, "1@localhost:19093"},
+		{[]string{"node.id=4", "listeners=PLAINTEXT://:9092,CONTROLLER://:9193"}, "4@localhost:9193"},
+		{[]string{"listeners=PLAINTEXT://:0,CONTROLLER://127.0.0.1:0"}, "1@localhost:9093"},
+		{[]string{"listeners=PLAINTEXT://:1,CONTROLLER://:2", "controller.quorum.voters=1@h:3"}, "1@h:3"},
+		{[]string{"process.roles=broker", "listeners=PLAINTEXT://:19092"}, "1@localhost:9093"},
+	} {
+		c, err := LoadConfig(nil, tc.overrides)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.overrides, err)
+		}
+		if c.ControllerQuorumVoters != tc.want {
+			t.Errorf("%v: voters %q, want %q", tc.overrides, c.ControllerQuorumVoters, tc.want)
+		}
+	}
+}
+
 func TestLoadConfigFinerRetentionKeysWin(t *testing.T) {
 	c, err := LoadConfig(map[string]string{"log.retention.hours": "1", "log.retention.minutes": "2"}, []string{"log.retention.ms=3"})
 	if err != nil {
