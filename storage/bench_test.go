@@ -282,3 +282,44 @@ func benchAppendLoop(b *testing.B, batch []byte, open func() (write func([]byte)
 		}
 	}
 }
+
+// BenchmarkTailRead is a consumer (or follower) at the log end: each
+// iteration appends one small batch (one 100-byte record, as a producer with
+// linger.ms=0 sends) and reads from its offset, as the fetch woken by that
+// append does. The baseline appends alone, so the difference is the read;
+// the read finds the batch among the headers the segment remembers instead
+// of preading every header from the last index entry on.
+func BenchmarkTailRead(b *testing.B) {
+	bb := record.NewBatchBuilder(record.DefaultBatchOptions())
+	bb.Append(time.Now().UnixMilli(), nil, make([]byte, 100), nil)
+	batch, err := bb.Build(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, read bool) {
+		cfg := DefaultLogConfig()
+		cfg.SegmentBytes = benchRotateBytes
+		l, err := OpenLog(filepath.Join(benchDir(b), "bench-0"), OpenOptions{Config: cfg})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		buf := make([]byte, len(batch))
+		b.ReportAllocs()
+		for b.Loop() {
+			copy(buf, batch)
+			info, err := l.AppendAsLeader(buf, AppendOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if read {
+				r, err := l.Read(info.FirstOffset, 1<<20, info.LastOffset+1, true)
+				if err != nil || r.Bytes != int64(len(batch)) {
+					b.Fatalf("read %d bytes at %d: %v", r.Bytes, info.FirstOffset, err)
+				}
+			}
+		}
+	}
+	b.Run("append-baseline", func(b *testing.B) { run(b, false) })
+	b.Run("append-then-tail-read", func(b *testing.B) { run(b, true) })
+}

@@ -446,3 +446,49 @@ func TestOpenRemovesDeletedFilesACrashLeftBehind(t *testing.T) {
 	}
 	checkLogInvariants(t, r)
 }
+
+// A read at the tail takes batch headers from the ones the active segment
+// remembers (segment.recent) instead of the file. Past maxRecentBatches,
+// across a truncation and a re-append of other batches at the same
+// positions, every read must still return exactly the batch at its offset.
+func TestTailReadsAfterTruncationReturnTheNewBatches(t *testing.T) {
+	cfg := DefaultLogConfig()
+	cfg.IndexIntervalBytes = 1 << 20 // no index entries: every header is remembered or read
+	l := openTestLog(t, partitionDir(t), OpenOptions{Config: cfg})
+	var batches [][]byte
+	appendOne := func(i, valueSize int) {
+		b := buildBatch(t, record.CompressionNone, tsRange(testEpochMs+int64(i), 1+i%3), valueSize)
+		appendOK(t, l, b, 0) // rewrites b's offsets in place
+		batches = append(batches, b)
+	}
+	check := func(stage string) {
+		t.Helper()
+		off := int64(0)
+		for i, b := range batches {
+			h := batchHeaders(t, b)[0]
+			if h.BaseOffset != off {
+				t.Fatalf("%s: batch %d at %d, want %d", stage, i, h.BaseOffset, off)
+			}
+			// From the batch's base and from its last offset: both find it.
+			for _, at := range []int64{h.BaseOffset, h.LastOffset()} {
+				if got := readBytes(t, l, at, 1, l.LogEndOffset(), true); !bytes.Equal(got, b) {
+					t.Fatalf("%s: read at %d: %d bytes, want batch %d (%d bytes)", stage, at, len(got), i, len(b))
+				}
+			}
+			off = h.NextOffset()
+		}
+	}
+	for i := range 3 * maxRecentBatches {
+		appendOne(i, 10)
+	}
+	check("appended")
+	cut := batchHeaders(t, batches[2*maxRecentBatches+5])[0].BaseOffset
+	if err := l.TruncateTo(cut); err != nil {
+		t.Fatal(err)
+	}
+	batches = batches[:2*maxRecentBatches+5]
+	for i := range 20 {
+		appendOne(1000+i, 17) // other sizes: old positions now fall mid-batch
+	}
+	check("truncated and re-appended")
+}

@@ -1,11 +1,13 @@
 package storage
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +71,16 @@ type segment struct {
 
 	indexIntervalBytes       int
 	bytesSinceLastIndexEntry int
+	// recent holds the headers of the last batches appended, contiguous up
+	// to size: those since the sparse index's next-to-last entry (at most
+	// maxRecentBatches), recent[recentMark:] those since its last. A
+	// consumer or follower near the tail fetches from there, and
+	// translateOffset would otherwise pread every header from the index
+	// entry on: about index.interval.bytes / batch size reads per fetch.
+	// Empty when unknown (after open, recovery start, truncation) and once
+	// the segment is no longer active.
+	recent     []recentBatch
+	recentMark int
 	// deleted is set once the files carry the .deleted suffix.
 	deleted bool
 }
@@ -136,14 +148,68 @@ func (s *segment) openIndexes(cfg LogConfig) error {
 	return nil
 }
 
+// recentBatch is a batch header in segment.recent and its position.
+type recentBatch struct {
+	pos int64
+	h   record.BatchHeader
+}
+
+// maxRecentBatches bounds segment.recent when index.interval.bytes is large
+// and batches small: past it the oldest half is dropped.
+const maxRecentBatches = 256
+
+// remember adds the batch h at pos to s.recent; indexed reports that the
+// sparse index got an entry for it, which ends the interval before.
+func (s *segment) remember(h record.BatchHeader, pos int64, indexed bool) {
+	if n := len(s.recent); n > 0 && s.recent[n-1].pos+int64(s.recent[n-1].h.Size()) != pos {
+		s.forgetRecent() // not contiguous: cannot happen, but never serve a wrong header
+	}
+	drop := 0
+	if indexed {
+		drop = s.recentMark // keep the interval that just ended
+	}
+	if len(s.recent)-drop >= maxRecentBatches {
+		drop = len(s.recent) / 2
+	}
+	if drop > 0 {
+		s.recent = s.recent[:copy(s.recent, s.recent[drop:])]
+		s.recentMark = max(0, s.recentMark-drop)
+	}
+	if indexed {
+		s.recentMark = len(s.recent)
+	}
+	s.recent = append(s.recent, recentBatch{pos: pos, h: h})
+}
+
+// forgetRecent empties s.recent and releases its memory.
+func (s *segment) forgetRecent() {
+	s.recent, s.recentMark = nil, 0
+}
+
+// recentAt is the remembered header of the batch at pos, if any.
+func (s *segment) recentAt(pos int64) (record.BatchHeader, bool) {
+	if len(s.recent) == 0 || pos < s.recent[0].pos {
+		return record.BatchHeader{}, false
+	}
+	i, ok := slices.BinarySearchFunc(s.recent, pos, func(r recentBatch, p int64) int { return cmp.Compare(r.pos, p) })
+	if !ok {
+		return record.BatchHeader{}, false
+	}
+	return s.recent[i].h, true
+}
+
 // headerAt reads the batch header at position pos with one pread into buf
-// (HeaderSize bytes). io.EOF means pos is at or past the end.
+// (HeaderSize bytes), or takes it from s.recent. io.EOF means pos is at or
+// past the end.
 func (s *segment) headerAt(pos int64, buf []byte) (record.BatchHeader, error) {
 	if pos+record.HeaderSize > s.size {
 		if pos >= s.size {
 			return record.BatchHeader{}, io.EOF
 		}
 		return record.BatchHeader{}, fmt.Errorf("segment %s: partial batch header at %d: %w", s.logPath(), pos, record.ErrCorruptMessage)
+	}
+	if h, ok := s.recentAt(pos); ok {
+		return h, nil
 	}
 	if _, err := s.file.ReadAt(buf[:record.HeaderSize], pos); err != nil {
 		return record.BatchHeader{}, fmt.Errorf("read %s at %d: %w", s.logPath(), pos, err)
@@ -204,6 +270,7 @@ func (s *segment) indexBatch(h record.BatchHeader, pos int64) {
 		s.maxTimestamp = h.MaxTimestamp
 		s.offsetOfMaxTimestamp = h.BaseOffset
 	}
+	indexed := false
 	if s.bytesSinceLastIndexEntry >= s.indexIntervalBytes {
 		// Errors (a full index) are impossible here: the log rolls before
 		// an index fills. An entry that cannot be written only makes the
@@ -211,7 +278,9 @@ func (s *segment) indexBatch(h record.BatchHeader, pos int64) {
 		_ = s.index.Append(h.BaseOffset, int32(pos))
 		_ = s.timeIndex.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTimestamp)
 		s.bytesSinceLastIndexEntry = 0
+		indexed = true
 	}
+	s.remember(h, pos, indexed)
 	s.bytesSinceLastIndexEntry += h.Size()
 	s.nextOffset = h.NextOffset()
 }
@@ -221,6 +290,7 @@ func (s *segment) indexBatch(h record.BatchHeader, pos int64) {
 // truncates the file at the first invalid byte. It returns how many bytes
 // were cut.
 func (s *segment) recover(minOffset int64) (truncated int64, err error) {
+	s.forgetRecent()
 	s.index.Reset()
 	s.timeIndex.Reset()
 	s.bytesSinceLastIndexEntry = 0
@@ -272,6 +342,7 @@ func (s *segment) recover(minOffset int64) (truncated int64, err error) {
 // entry to the end for the next offset, and takes the max timestamp from
 // the time index (whose last entry close() wrote).
 func (s *segment) loadTail() error {
+	s.forgetRecent()
 	buf := make([]byte, record.HeaderSize)
 	if first, err := s.headerAt(0, buf); err == nil {
 		s.rollingTimestamp = first.MaxTimestamp
@@ -327,6 +398,7 @@ func (s *segment) truncateTo(offset int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.forgetRecent() // before the file shrinks under remembered headers
 	if err := s.file.Truncate(pos); err != nil {
 		return 0, fmt.Errorf("truncate %s to %d: %w", s.logPath(), pos, err)
 	}
@@ -362,6 +434,7 @@ func (s *segment) largestTimestamp() int64 {
 // the time index gets its final entry and both indexes shrink to their used
 // size, as Kafka does on roll.
 func (s *segment) onBecomeInactive() error {
+	s.forgetRecent() // reads at the tail now go to the next segment
 	if s.maxTimestamp >= 0 {
 		_ = s.timeIndex.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTimestamp)
 	}
