@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -445,6 +446,40 @@ func TestOpenRemovesDeletedFilesACrashLeftBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLogInvariants(t, r)
+}
+
+// Two deleted segments can share their .deleted names: a segment deleted
+// (truncated away), its base offset appended to again and that segment
+// deleted too before the first was reaped. Reaping either must neither fail
+// nor trim the other's index through the shared path.
+func TestDeletedSegmentsSharingABaseOffsetAreReaped(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultLogConfig()
+	now := time.Now()
+	var segs []*segment
+	for i := 0; i < 2; i++ {
+		s, err := createSegment(dir, 40, cfg, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := buildBatch(t, record.CompressionNone, tsRange(now.UnixMilli(), 3), 10)
+		binary.BigEndian.PutUint64(batch, 40)
+		if err := s.append(resign(batch)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.renameDeleted(); err != nil {
+			t.Fatal(err)
+		}
+		segs = append(segs, s)
+	}
+	for i, s := range segs {
+		if err := s.closeAndRemove(); err != nil {
+			t.Fatalf("reap %d: %v", i, err)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("files left: %v", left)
+	}
 }
 
 // A read at the tail takes batch headers from the ones the active segment

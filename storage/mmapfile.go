@@ -307,6 +307,26 @@ func (m *mmapIndex) Close() error {
 	return nil
 }
 
+// Discard unmaps the index without trimming its file, for a segment about
+// to be removed: the file's path may by then name another segment's index
+// (two deleted segments with one base offset share their .deleted names,
+// as in Kafka), which must not be touched. Discarding a closed index is a
+// no-op.
+func (m *mmapIndex) Discard() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.isOpen {
+		return nil
+	}
+	err := m.unmapLocked()
+	m.isOpen = false
+	m.entries = 0
+	if err != nil {
+		return fmt.Errorf("discard index %s: %w", m.path, err)
+	}
+	return nil
+}
+
 // checkWritableLocked returns an error if the index is closed. Caller holds mu.
 func (m *mmapIndex) checkWritableLocked() error {
 	if !m.isOpen {

@@ -490,7 +490,11 @@ func (s *segment) closeAndRemove() error {
 		lp += deletedSuffix
 	}
 	paths := []string{s.index.Path(), s.timeIndex.Path(), lp}
-	err := errors.Join(s.index.Close(), s.timeIndex.Close(), s.file.Close())
+	// Another deleted segment with this base offset may have taken these
+	// names since (a truncated suffix re-appended and deleted again): its
+	// files are removed here too, which is what both wanted, and a file
+	// already gone is no error.
+	err := errors.Join(s.index.Discard(), s.timeIndex.Discard(), s.file.Close())
 	for _, p := range paths {
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
