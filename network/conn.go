@@ -314,12 +314,18 @@ func (c *conn) dispatch(frame []byte) error {
 			return nil
 		}
 		p.resp = r
+		if c.writeReady(p) {
+			return nil
+		}
 	case *Deferred:
 		if r == nil {
 			return nil
 		}
 		p.deferred = r
 		r.notify.Store(c)
+		if c.q.pushParked(p) {
+			return nil
+		}
 	default: // nil: no response (acks=0)
 		return nil
 	}

@@ -27,6 +27,20 @@ import (
 // responseQueue.direct, and pops the pending it wrote. The writer, woken by
 // the Deferred, waits for direct to clear and looks at the queue again.
 
+// A Deferred the reader queues while the writer is idle (a long poll on a
+// connection with nothing else in flight) is parked for its completer by
+// the reader itself (pushParked), and the writer is not woken at all: not
+// to park on it, nor when it is written. It is woken only when the
+// completer cannot write it (too large, no response) or leaves bytes over.
+//
+// The reader's direct write: a response the handler returned at once (a
+// Produce, a Metadata) on a connection whose writer is idle — nothing
+// queued before it, nothing buffered — is written by the reader goroutine
+// itself, with the same non-blocking writev, instead of being queued for a
+// writer that must first be woken. claimIdle hands the socket to the reader
+// (responseQueue.direct) until endDirect; the idle writer can only be woken
+// by the reader's own push, which comes after.
+
 // directMax bounds a response written directly (header and body).
 const directMax = 64 << 10
 
@@ -56,11 +70,42 @@ func (c *conn) writeDirect(d *Deferred) {
 		q.n--
 	}
 	q.direct = false
+	// An idle writer (p was queued by pushParked) waits for nothing but
+	// a push: wake it for what it must write after all.
+	wake := q.idle && (!written || len(q.leftover) != 0)
 	q.mu.Unlock()
 	if written {
 		signal(q.space)
 	}
 	signal(q.kick)
+	if wake {
+		signal(q.readable)
+	}
+}
+
+// writeReady is the reader's direct write of p, whose response is ready;
+// false leaves p for the caller to queue.
+func (c *conn) writeReady(p *pending) bool {
+	q := &c.q
+	q.mu.Lock()
+	if !q.idle || q.n != 0 || q.direct || len(q.leftover) != 0 {
+		q.mu.Unlock()
+		return false
+	}
+	q.direct = true
+	q.mu.Unlock()
+
+	written := c.tryDirect(p, p.resp)
+
+	q.mu.Lock()
+	q.direct = false
+	left := len(q.leftover) != 0
+	q.mu.Unlock()
+	signal(q.kick)
+	if left {
+		signal(q.readable) // the writer sends the rest
+	}
+	return written
 }
 
 // tryDirect encodes and writes resp if it qualifies; false leaves the

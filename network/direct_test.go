@@ -165,3 +165,116 @@ func TestDirectWritePartialLeavesRest(t *testing.T) {
 		t.Fatal("the peer read other bytes than the responses, in order")
 	}
 }
+
+// TestIdleWriterPaths: one request at a time, so the connection's writer is
+// idle whenever one arrives. A response ready at once is written by the
+// reader; a Deferred queued while the writer is idle is parked for its
+// completer without waking the writer, and the writer must still be woken
+// for what the completer cannot write: a response over directMax, no
+// response at all (then the next request is answered), a completion from
+// a timer long after.
+func TestIdleWriterPaths(t *testing.T) {
+	next := make(chan *Deferred, 1)
+	ts := startServer(t, func(_ context.Context, req *Request) (Result, bool) {
+		if _, ok := req.Msg.(*kmsg.MetadataRequest); !ok {
+			return nil, false // ApiVersions: answered at once
+		}
+		d := NewDeferred()
+		next <- d
+		return d, true
+	}, nil)
+	rc := dialRaw(t, ts.addr)
+	// waitIdle waits for the writer to be idle with d queued (nil: with
+	// nothing queued).
+	waitIdle := func(d *Deferred) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			ts.Server.mu.Lock()
+			var c *conn
+			for c = range ts.Server.conns {
+			}
+			ts.Server.mu.Unlock()
+			if c != nil {
+				c.q.mu.Lock()
+				// No token left in readable either: a stale one would wake
+				// the writer (and end its idleness) for nothing.
+				ok := c.q.idle && len(c.q.readable) == 0 &&
+					(d == nil && c.q.n == 0 || d != nil && c.q.parked != nil && c.q.parked.deferred == d)
+				c.q.mu.Unlock()
+				if ok {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the writer never went idle")
+			}
+		}
+	}
+	// counterMoved waits for directWrites to pass from: the writing
+	// goroutine counts after its writev, which the client may have read.
+	counterMoved := func(from int64) bool {
+		for deadline := time.Now().Add(time.Second); directWrites.Load() == from; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
+		return true
+	}
+
+	calls := 0
+	apiVersions := func() {
+		t.Helper()
+		calls++
+		direct0 := directWrites.Load()
+		corr := rc.send(kmsg.NewPtrApiVersionsRequest(), 3)
+		rc.read(kmsg.NewPtrApiVersionsResponse(), 3, corr)
+		if !counterMoved(direct0) {
+			t.Errorf("call %d: a response ready at once on an idle connection was not written by the reader", calls)
+		}
+		waitIdle(nil)
+	}
+	deferred := func(size int, complete func(d *Deferred, body *Body)) (corr int32) {
+		t.Helper()
+		corr = rc.send(metadataRequest(), 12)
+		d := <-next
+		waitIdle(d)
+		body := AcquireBody()
+		body.AppendBytes(bytes.Repeat([]byte{'k'}, size))
+		complete(d, body)
+		return corr
+	}
+	readBody := func(corr int32, size int) {
+		t.Helper()
+		b, err := rc.readFrame()
+		if err != nil {
+			t.Fatalf("response %d: %v", corr, err)
+		}
+		if got := int32(binary.BigEndian.Uint32(b)); got != corr || len(b) != 5+size {
+			t.Fatalf("response %d: correlation id %d, %d bytes, want %d", corr, got, len(b), 5+size)
+		}
+		waitIdle(nil)
+	}
+
+	waitIdle(nil)
+	apiVersions()
+	// Small: written by its completer, here this goroutine.
+	direct0 := directWrites.Load()
+	corr := deferred(100, func(d *Deferred, body *Body) { d.Complete(&Response{Body: body}) })
+	readBody(corr, 100)
+	if !counterMoved(direct0) {
+		t.Error("a Deferred parked on an idle writer was not written by its completer")
+	}
+	// Over directMax: the writer is woken to write it.
+	corr = deferred(directMax+1, func(d *Deferred, body *Body) { d.Complete(&Response{Body: body}) })
+	readBody(corr, directMax+1)
+	// No response: the next request is answered.
+	deferred(1, func(d *Deferred, body *Body) { ReleaseBody(body); d.Complete(nil) })
+	waitIdle(nil) // the writer was woken to drop it
+	apiVersions()
+	// Completed by a timer goroutine.
+	corr = deferred(10, func(d *Deferred, body *Body) {
+		time.AfterFunc(50*time.Millisecond, func() { d.Complete(&Response{Body: body}) })
+	})
+	readBody(corr, 10)
+	apiVersions()
+}

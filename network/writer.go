@@ -68,6 +68,10 @@ type responseQueue struct {
 	direct   bool
 	leftover []byte
 	kick     chan struct{}
+	// idle is set while the writer waits for a push with nothing queued,
+	// buffered or left over: the reader may then write a response that is
+	// ready at once itself (claimIdle), sparing the writer's wake-up.
+	idle bool
 }
 
 func (q *responseQueue) init(max int) {
@@ -120,6 +124,27 @@ func (q *responseQueue) push(p *pending) {
 	signal(q.readable)
 }
 
+// pushParked queues p, whose Deferred is pending, without waking an idle
+// writer: p is parked for its completer to write directly (direct.go), and
+// the writer stays asleep unless that cannot be done. False (nothing
+// queued) when the writer is not idle or p is already complete.
+func (q *responseQueue) pushParked(p *pending) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.idle || q.n != 0 || q.direct || q.parked != nil || len(q.leftover) != 0 {
+		return false
+	}
+	// Checked under mu, which a completer takes after marking p complete:
+	// either this sees it complete, or the completer sees it parked.
+	if p.deferred.completed.Load() {
+		return false
+	}
+	q.ring[q.head] = p
+	q.n = 1
+	q.parked = p
+	return true
+}
+
 // closeInput records that no more requests will be pushed.
 func (q *responseQueue) closeInput() {
 	q.mu.Lock()
@@ -165,6 +190,35 @@ func (q *responseQueue) unpark(p *pending, stop <-chan struct{}) (mine, stopped 
 	mine = q.n > 0 && q.ring[q.head] == p
 	q.mu.Unlock()
 	return mine, false
+}
+
+// setIdle marks the writer idle unless something is queued or left over.
+func (q *responseQueue) setIdle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.idle = q.n == 0 && len(q.leftover) == 0 && !q.closed
+	return q.idle
+}
+
+// unidle ends the writer's idleness, waiting out a direct write in
+// progress; true if stop closed first. A Deferred the reader queued while
+// the writer was idle (pushParked) is the writer's again: it re-peeks and
+// parks on it itself if it is still pending.
+func (q *responseQueue) unidle(stop <-chan struct{}) (stopped bool) {
+	q.mu.Lock()
+	q.idle = false
+	q.parked = nil
+	for q.direct {
+		q.mu.Unlock()
+		select {
+		case <-q.kick:
+		case <-stop:
+			return true
+		}
+		q.mu.Lock()
+	}
+	q.mu.Unlock()
+	return false
 }
 
 // pop removes the oldest request.
@@ -226,12 +280,18 @@ func (c *conn) writeLoop() {
 				c.close(errDraining)
 				return
 			}
+			if !c.q.setIdle() {
+				continue // pushed or left over meanwhile
+			}
 			select {
 			case <-c.q.readable:
-				continue
 			case <-c.ctx.Done():
 				return
 			}
+			if c.q.unidle(c.ctx.Done()) {
+				return // a direct write may still hold the socket
+			}
+			continue
 		}
 		resp := p.resp
 		if d := p.deferred; d != nil {
