@@ -145,6 +145,8 @@ type Broker struct {
 	goMu   sync.Mutex // guards closed and wg.Add
 	closed bool
 	wg     sync.WaitGroup
+	// parked holds the requests waiting in the purgatory (purgatory.go).
+	parked parkedSet
 }
 
 // New returns a Broker serving nothing until the node calls ApplyMetadata
@@ -205,17 +207,25 @@ func New(opts Options) (*Broker, error) {
 // spawn runs f on a goroutine the Broker owns, unless Close has begun
 // (then it reports false and f never runs).
 func (b *Broker) spawn(f func()) bool {
-	b.goMu.Lock()
-	if b.closed {
-		b.goMu.Unlock()
+	if !b.enter() {
 		return false
 	}
-	b.wg.Add(1)
-	b.goMu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		f()
 	}()
+	return true
+}
+
+// enter counts the calling goroutine as one the Broker owns (Close waits
+// for it; the caller must call b.wg.Done), unless Close has begun.
+func (b *Broker) enter() bool {
+	b.goMu.Lock()
+	defer b.goMu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
 	return true
 }
 
@@ -237,6 +247,11 @@ func (b *Broker) Close() error {
 	b.goMu.Unlock()
 	if !already {
 		b.cancel()
+		// Parked requests answer with what they have (fetches) or
+		// REQUEST_TIMED_OUT (produces), as at their deadline.
+		for _, w := range b.parked.drain() {
+			w.attempt(true)
+		}
 	}
 	b.wg.Wait()
 	return nil

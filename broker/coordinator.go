@@ -312,8 +312,7 @@ func (s *offsetsShard) run(prev *offsetsShard) {
 			return
 		}
 	}
-	w := newWaiter()
-	w.check = func(bool) *network.Response { return nil } // woken only
+	w := newListener()
 	s.p.produceWatch.add(w)
 	defer s.p.produceWatch.remove(w)
 

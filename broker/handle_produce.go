@@ -283,9 +283,13 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 	if st.durable {
 		b.flusher.mark(p)
 	}
-	b.maybeAdvanceHighWatermark(p)
-	// Long polls this append satisfies are answered from here, without a
-	// hop through their parked goroutines (end-to-end latency).
+	// Requests this append completes (long polls; acks=all produces when
+	// the leader is alone in the ISR) are answered from here, without a
+	// hop through another goroutine (end-to-end latency). Followers'
+	// fetches want every append, consumers' only high watermark moves.
+	if b.advanceHighWatermark(p) {
+		p.produceWatch.completeAll()
+	}
 	p.fetchWatch.completeAll()
 	return p, info.LastOffset + 1
 }

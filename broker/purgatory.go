@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelstream/keel/network"
@@ -11,73 +12,110 @@ import (
 // The purgatory: Kafka's DelayedOperationPurgatory, the Go way. A request
 // that cannot be answered yet (a long-poll Fetch below fetch.min.bytes, an
 // acks=all Produce waiting for the high watermark) parks: it registers a
-// waiter on the watch list of every partition it depends on and one
-// goroutine owned by the Broker waits for the first of
+// waiter on the watch list of every partition it depends on, and completes
+// on the first of
 //
-//   - a signal from a watched partition (an append, a high watermark move,
-//     a leadership change): it re-checks and completes if it can;
-//   - its deadline (max.wait.ms, the produce timeout): it completes with
-//     what it has;
+//   - an append to a watched partition: the appending goroutine runs the
+//     check itself (Kafka's checkAndComplete) and, when it passes, answers;
+//   - a signal from a watched partition (a high watermark move, a
+//     leadership change): a goroutine owned by the Broker re-checks;
+//   - its deadline (max.wait.ms, the produce timeout): a timer answers with
+//     what there is;
 //   - the connection closing: the response would be dropped, so it stops;
-//   - the broker closing: it completes with what it has.
+//   - the broker closing: Close answers with what there is.
 //
-// Signals are coalesced (a waiter's channel holds one), so a burst of
-// appends costs the waiter one re-check, and the appending goroutine never
-// blocks: waking is a non-blocking send per waiter.
+// A parked request holds no goroutine: at thousands of long polls a second
+// a goroutine each (started, then woken only to exit) cost two thread
+// wake-ups per request, which on a small machine is most of a broker's
+// CPU at low batching. Signals are coalesced (one re-check pending per
+// waiter), and neither appenders nor signallers ever block.
 
-// waiter is a parked request's wake-up channel, and the means for a
-// waking goroutine to complete the request itself (tryComplete).
+// waiter is a parked request, or (check nil) a listener that only wants to
+// hear of changes on its wake channel (the group coordinator).
 type waiter struct {
-	wake chan struct{}
-	// done is closed once the request is completed, by whichever
-	// goroutine completed it.
-	done chan struct{}
-	// mu serialises completion attempts (the parked goroutine's and those
-	// of appenders calling tryComplete) and guards completed.
+	b *Broker
+	// mu serialises completion attempts (appenders' tryComplete, re-checks,
+	// the timer, Close) and guards completed.
 	mu        sync.Mutex
 	completed bool
 	check     delayedCheck
 	d         *network.Deferred
+	// release undoes park's registrations (watch lists, timer, connection
+	// callback, the broker's registry); run once, by the completer.
+	release func()
+	// rechecking is set while a re-check goroutine is pending.
+	rechecking atomic.Bool
+	// wake is a listener's channel (capacity one, signals coalesce).
+	wake chan struct{}
 }
 
-func newWaiter() *waiter {
-	return &waiter{wake: make(chan struct{}, 1), done: make(chan struct{})}
-}
+// newListener is a waiter for a goroutine that wants to hear of appends and
+// high watermark moves on a watch list through its wake channel.
+func newListener() *waiter { return &waiter{wake: make(chan struct{}, 1)} }
 
 // attempt runs the completion check once; it reports whether the request
 // is (now or already) complete.
 func (w *waiter) attempt(final bool) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.completed {
+		w.mu.Unlock()
 		return true
 	}
 	resp := w.check(final)
 	if resp == nil && !final {
+		w.mu.Unlock()
 		return false
 	}
-	w.finishLocked(resp)
+	w.completed = true
+	w.mu.Unlock()
+	w.finish(resp)
 	return true
 }
 
-// finishLocked completes the request with resp (nil: no response) and
-// releases the parked goroutine. w.mu is held.
-func (w *waiter) finishLocked(resp *network.Response) {
+// abandon completes the request without a response: its connection is gone.
+func (w *waiter) abandon() {
+	w.mu.Lock()
+	if w.completed {
+		w.mu.Unlock()
+		return
+	}
 	w.completed = true
+	w.mu.Unlock()
+	w.finish(nil)
+}
+
+// finish answers (resp nil: no response) and releases the registrations.
+// Only the goroutine that set completed calls it.
+func (w *waiter) finish(resp *network.Response) {
 	w.d.Complete(resp)
-	close(w.done)
+	w.release()
 }
 
 // tryComplete is Kafka's checkAndComplete: the goroutine that made the
 // request completable (an append) runs the check itself, sparing the hop
-// through the parked goroutine. It never blocks on I/O beyond the check.
+// through another goroutine. It never blocks on I/O beyond the check (and
+// the response's direct write, which never blocks either).
 func (w *waiter) tryComplete() bool { return w.attempt(false) }
 
-// signal wakes the waiter; it never blocks.
+// signal tells the waiter its partitions changed; it never blocks. A
+// listener hears it on its channel; a parked request gets a re-check on a
+// goroutine of the Broker, unless one is already pending.
 func (w *waiter) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if w.check == nil {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	if !w.rechecking.CompareAndSwap(false, true) {
+		return
+	}
+	if !w.b.spawn(func() {
+		w.rechecking.Store(false) // a signal from here on schedules another
+		w.attempt(false)
+	}) {
+		w.rechecking.Store(false) // closing: Close answers it
 	}
 }
 
@@ -94,54 +132,74 @@ type delayedCheck func(final bool) *network.Response
 //
 // Concurrency: any goroutine; never blocks.
 func (b *Broker) park(ctx context.Context, parts []*partition, watch func(*partition) *watchList, wait time.Duration, check delayedCheck) network.Result {
-	d := network.NewDeferred()
-	w := newWaiter()
-	w.check, w.d = check, d
+	w := &waiter{b: b, check: check, d: network.NewDeferred()}
+	if !b.parked.add(w) {
+		return check(true) // Broker closing
+	}
+	// Wire everything up holding w.mu: a timer or connection callback, or
+	// an appender, that fires meanwhile waits for it in attempt, so release
+	// always sees the timer and the callback set.
+	w.mu.Lock()
 	for _, p := range parts {
 		watch(p).add(w)
 	}
-	unwatch := func() {
+	timer := time.AfterFunc(wait, func() {
+		if !b.enter() {
+			return // Close answers it
+		}
+		defer b.wg.Done()
+		w.attempt(true)
+	})
+	stopAbandon := context.AfterFunc(ctx, w.abandon)
+	w.release = func() {
 		for _, p := range parts {
 			watch(p).remove(w)
 		}
+		timer.Stop()
+		stopAbandon()
+		b.parked.remove(w)
 	}
-	w.signal()
-	started := b.spawn(func() {
-		defer unwatch()
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-		for {
-			select {
-			case <-w.done:
-				return // completed by a waking goroutine (tryComplete)
-			case <-w.wake:
-				if w.attempt(false) {
-					return
-				}
-			case <-timer.C:
-				w.attempt(true)
-				return
-			case <-ctx.Done():
-				w.mu.Lock()
-				if !w.completed {
-					w.finishLocked(nil)
-				}
-				w.mu.Unlock()
-				return
-			case <-b.closing():
-				w.attempt(true)
-				return
-			}
-		}
-	})
-	if !started {
-		// Broker closing: answer here. Mark the waiter completed first so
-		// that no appender runs its check on the unused Deferred.
-		w.mu.Lock()
-		w.completed = true
-		w.mu.Unlock()
-		unwatch()
-		return check(true)
+	w.mu.Unlock()
+	w.attempt(false)
+	return w.d
+}
+
+// parkedSet is the Broker's registry of parked requests, for Close to
+// answer them.
+type parkedSet struct {
+	mu     sync.Mutex
+	closed bool
+	ws     map[*waiter]struct{}
+}
+
+// add registers w; false once the set was drained by Close.
+func (s *parkedSet) add(w *waiter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
 	}
-	return d
+	if s.ws == nil {
+		s.ws = map[*waiter]struct{}{}
+	}
+	s.ws[w] = struct{}{}
+	return true
+}
+
+func (s *parkedSet) remove(w *waiter) {
+	s.mu.Lock()
+	delete(s.ws, w)
+	s.mu.Unlock()
+}
+
+// drain closes the set to new requests and returns those parked.
+func (s *parkedSet) drain() []*waiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	out := make([]*waiter, 0, len(s.ws))
+	for w := range s.ws {
+		out = append(out, w)
+	}
+	return out
 }

@@ -144,11 +144,26 @@ func (b *Broker) leaderPartition(topic string, part, currentLeaderEpoch int32) (
 //
 // Concurrency: any goroutine; takes p.hwMu, then p.replicasMu.
 func (b *Broker) maybeAdvanceHighWatermark(p *partition) {
+	if b.advanceHighWatermark(p) {
+		// Parked produces are answered from here: their checks take no
+		// lock a caller may hold (a follower fetch's check calls this).
+		// Parked fetches re-check on a goroutine of their own: a
+		// fetch's check may call this very function.
+		p.produceWatch.completeAll()
+		p.fetchWatch.wakeAll()
+	}
+}
+
+// advanceHighWatermark moves the high watermark as
+// maybeAdvanceHighWatermark does, without waking anyone; it reports whether
+// it moved.
+func (b *Broker) advanceHighWatermark(p *partition) bool {
 	st := p.state.Load()
 	if !st.isLeader {
-		return
+		return false
 	}
 	p.hwMu.Lock()
+	defer p.hwMu.Unlock()
 	hw := p.log.LogEndOffset()
 	if st.durable { // only what the leader has fsynced counts (durable.go)
 		hw = p.log.RecoveryPoint()
@@ -156,15 +171,11 @@ func (b *Broker) maybeAdvanceHighWatermark(p *partition) {
 	if !st.onlyLeaderInISR() {
 		hw = b.highWatermarkCandidate(p, st, hw)
 	}
-	moved := hw > p.log.HighWatermark()
-	if moved {
-		p.log.SetHighWatermark(hw)
+	if hw <= p.log.HighWatermark() {
+		return false
 	}
-	p.hwMu.Unlock()
-	if moved {
-		p.produceWatch.wakeAll()
-		p.fetchWatch.wakeAll()
-	}
+	p.log.SetHighWatermark(hw)
+	return true
 }
 
 // ApplyMetadata is called by the node, from one goroutine, in commit order,
@@ -500,9 +511,9 @@ func (l *watchList) remove(w *waiter) {
 }
 
 // completeAll is wakeAll for the goroutine that just made the waiters'
-// requests completable (an append): it runs each waiter's check itself
-// (Kafka's checkAndComplete) and signals only those that cannot complete
-// yet. The waiters are copied out first, so a check may unwatch. Call it
+// requests completable (an append): it runs each parked request's check
+// itself (Kafka's checkAndComplete) and signals the listeners. The
+// waiters are copied out first, so a completion may unwatch. Call it
 // holding no partition or log lock.
 func (l *watchList) completeAll() {
 	if l.n.Load() == 0 {
@@ -515,8 +526,10 @@ func (l *watchList) completeAll() {
 	}
 	l.mu.Unlock()
 	for _, w := range ws {
-		if !w.tryComplete() {
+		if w.check == nil {
 			w.signal()
+		} else {
+			w.tryComplete()
 		}
 	}
 }
