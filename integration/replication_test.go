@@ -219,12 +219,18 @@ func TestReplicationSurvivesLeaderCrash(t *testing.T) {
 		p, ok := partitionState(c, small, 0)
 		return ok && len(p.ISR) == 1
 	})
-	cl, _ := newClient(t, c, kgo.DefaultProduceTopic(small), kgo.RecordRetries(1), kgo.RequestRetries(1))
+	// kgo keeps a record that waits for a partition leader past its
+	// context (once, under a loaded CI run, for ten minutes):
+	// RecordDeliveryTimeout bounds the wait, so a failure says what the
+	// partition looked like instead of hanging the package.
+	cl, _ := newClient(t, c, kgo.DefaultProduceTopic(small), kgo.RecordRetries(1), kgo.RequestRetries(1),
+		kgo.RecordDeliveryTimeout(20*time.Second))
 	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer pcancel()
 	err := cl.ProduceSync(pctx, &kgo.Record{Value: []byte("refused")}).FirstErr()
 	if !errors.Is(err, kerr.NotEnoughReplicas) {
-		t.Fatalf("acks=all with one in-sync replica of min 2: %v, want NOT_ENOUGH_REPLICAS", err)
+		p, _ := partitionState(c, small, 0)
+		t.Fatalf("acks=all with one in-sync replica of min 2: %v, want NOT_ENOUGH_REPLICAS (partition now %+v, follower %d killed)", err, p, follower)
 	}
 }
 
@@ -309,4 +315,70 @@ func TestFollowerBelowLeaderLogStartRestarts(t *testing.T) {
 		return l != nil && l.LogStartOffset() == 120 && l.LogEndOffset() == 150 &&
 			replicasConverged(c, topic, 0, p.Replicas)
 	})
+}
+
+// TestFollowerTruncatesOnDivergingEpoch: a follower whose log holds more
+// of its last epoch than the leader's — here a batch put into its log
+// directly — fetches past the leader's end of that epoch, naming it as its
+// LastFetchedEpoch (Fetch v12+, KIP-595). The leader answers with a
+// DivergingEpoch (the epoch and where it ends) instead of records, and the
+// follower truncates the suffix and converges to the leader's log: the
+// fetch-path counterpart of the OffsetForLeaderEpoch truncation a follower
+// does on becoming one.
+func TestFollowerTruncatesOnDivergingEpoch(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "div"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	cl, _ := newClient(t, c, kgo.DefaultProduceTopic("div"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	produce := func(n int, prefix string) {
+		t.Helper()
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(20, "a")
+	waitFor(t, 30*time.Second, "the replicas to converge", func() bool { return replicasConverged(c, "div", 0, []int32{1, 2, 3}) })
+	st, _ := partitionState(c, "div", 0)
+	follower := st.Replicas[0]
+	if follower == st.Leader {
+		follower = st.Replicas[1]
+	}
+	fl := c.Nodes[follower].PartitionLog("div", 0)
+	leo := fl.LogEndOffset()
+
+	// Three records in the leader's epoch that the leader never wrote.
+	opts := record.DefaultBatchOptions()
+	opts.PartitionLeaderEpoch = st.LeaderEpoch
+	bb := record.NewBatchBuilder(opts)
+	for i := 0; i < 3; i++ {
+		bb.Append(time.Now().UnixMilli(), nil, []byte("divergent"), nil)
+	}
+	batch, err := bb.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint64(batch, uint64(leo)) // outside the CRC
+	if _, err := fl.AppendAsFollower(batch); err != nil {
+		t.Fatalf("append the divergent batch: %v", err)
+	}
+	if fl.LogEndOffset() != leo+3 {
+		t.Fatalf("follower log ends at %d, want %d", fl.LogEndOffset(), leo+3)
+	}
+	// Its next fetch (after the long poll in flight) is answered with a
+	// DivergingEpoch: the follower's log is cut back to the leader's.
+	waitFor(t, 30*time.Second, "the follower to truncate the divergent batch", func() bool { return fl.LogEndOffset() == leo })
+	produce(10, "b")
+	waitFor(t, 30*time.Second, "the replicas to converge again", func() bool { return replicasConverged(c, "div", 0, []int32{1, 2, 3}) })
+	if b := replicaBytes(c, follower, "div", 0); bytes.Contains(b, []byte("divergent")) {
+		t.Fatal("the divergent records survived on the follower")
+	}
 }
