@@ -18,7 +18,8 @@ func serverCommand() *cli.Command {
 		Description: "Reads a KRaft-style server.properties (--config) with --override key=value on top;\n" +
 			"without --config it runs the single-node development default: a combined\n" +
 			"broker+controller, PLAINTEXT on localhost:9092, CONTROLLER on localhost:9093,\n" +
-			"data under ./data (formatted on first start). Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
+			"data under ./data (formatted on first start); without controller.quorum.voters a\n" +
+			"controller is the sole voter at its own controller listener. Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
 			"it shuts down cleanly, moving leaderships away first.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
