@@ -132,6 +132,10 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(t, bs, "", "topics", "list", "-o", "json")), &names); err != nil || !contains(names, "orders") {
 		t.Fatalf("topics list -o json: %v %v", names, err)
 	}
+	// The kafka-topics.sh form of the same.
+	if out := ok(t, bs, "", "topics", "--list"); !strings.Contains(out, "orders\n") {
+		t.Fatalf("topics --list printed %q", out)
+	}
 	desc := ok(t, bs, "", "topics", "describe", "--topic", "orders")
 	for _, want := range []string{"Topic: orders\tTopicId: ", "PartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=86400000", "\tTopic: orders\tPartition: 2\tLeader: 1\tReplicas: 1\tIsr: 1"} {
 		if !strings.Contains(desc, want) {

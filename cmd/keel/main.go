@@ -5,12 +5,13 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
+	if err := newApp().Run(kafkaStyleArgs(os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "keel:", err)
 		os.Exit(1)
 	}
@@ -38,4 +39,44 @@ func newApp() *cli.App {
 			perfCommand(),
 		},
 	}
+}
+
+// kafkaActions are the action flags of kafka-topics.sh and
+// kafka-consumer-groups.sh, by command, and the subcommand each stands
+// for.
+var kafkaActions = map[string]map[string]string{
+	"topics": {"--create": "create", "--list": "list", "--describe": "describe", "--alter": "alter", "--delete": "delete"},
+	"groups": {"--list": "list", "--describe": "describe", "--delete": "delete", "--reset-offsets": "reset-offsets"},
+}
+
+// kafkaStyleArgs lets an operator type the Kafka scripts' form: `keel
+// topics --bootstrap-server b:9092 --list` runs `keel topics list
+// --bootstrap-server b:9092`, `keel groups --describe --group g` runs
+// `keel groups describe --group g`. It rewrites only a command given flags
+// and no subcommand, with exactly one action flag among them; anything
+// else is left for the parser to accept or explain.
+func kafkaStyleArgs(args []string) []string {
+	if len(args) < 3 || !strings.HasPrefix(args[2], "-") {
+		return args
+	}
+	actions, ok := kafkaActions[args[1]]
+	if !ok {
+		return args
+	}
+	at := -1
+	for i := 2; i < len(args); i++ {
+		if _, ok := actions[args[i]]; ok {
+			if at >= 0 {
+				return args // two actions: the parser says what is wrong
+			}
+			at = i
+		}
+	}
+	if at < 0 {
+		return args
+	}
+	out := make([]string, 0, len(args))
+	out = append(out, args[0], args[1], actions[args[at]])
+	out = append(out, args[2:at]...)
+	return append(out, args[at+1:]...)
 }

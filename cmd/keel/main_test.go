@@ -163,3 +163,22 @@ func TestMetadataQuorumDumpLogDecodesRecords(t *testing.T) {
 		}
 	}
 }
+
+// The Kafka scripts' action flags select the subcommand.
+func TestKafkaStyleArgs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"keel topics --bootstrap-server b:9092 --list", "keel topics list --bootstrap-server b:9092"},
+		{"keel topics --create --topic t --partitions 3", "keel topics create --topic t --partitions 3"},
+		{"keel groups --bootstrap-server b --describe --group g --members", "keel groups describe --bootstrap-server b --group g --members"},
+		{"keel groups --reset-offsets --group g --to-earliest --execute", "keel groups reset-offsets --group g --to-earliest --execute"},
+		{"keel topics list --bootstrap-server b", "keel topics list --bootstrap-server b"}, // a subcommand given
+		{"keel topics --list --delete --topic t", "keel topics --list --delete --topic t"}, // two actions: untouched
+		{"keel topics --help", "keel topics --help"},
+		{"keel produce --topic t --list", "keel produce --topic t --list"}, // not a Kafka-script command
+		{"keel", "keel"},
+	} {
+		if got := strings.Join(kafkaStyleArgs(strings.Fields(tc.in)), " "); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
