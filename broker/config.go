@@ -48,6 +48,8 @@ type Config struct {
 	BrokerHeartbeatInterval              time.Duration
 	BrokerSessionTimeout                 time.Duration
 	SocketRequestMaxBytes                int32
+	SocketSendBufferBytes                int // socket.send.buffer.bytes; -1: the OS's (autotuned)
+	SocketReceiveBufferBytes             int // socket.receive.buffer.bytes; -1: the OS's
 	MaxConnections                       int
 	ConnectionsMaxIdle                   time.Duration
 	NumRecoveryThreadsPerDataDir         int
@@ -228,30 +230,34 @@ func configKeys(c *Config) map[string]configKey {
 		"broker.heartbeat.interval.ms":             {"2000", ms(&c.BrokerHeartbeatInterval), ""},
 		"broker.session.timeout.ms":                {"9000", ms(&c.BrokerSessionTimeout), ""},
 		"socket.request.max.bytes":                 {"104857600", i32(&c.SocketRequestMaxBytes), ""},
-		"max.connections":                          {"2147483647", i(&c.MaxConnections), ""},
-		"connections.max.idle.ms":                  {"600000", ms(&c.ConnectionsMaxIdle), ""},
-		"num.recovery.threads.per.data.dir":        {"1", i(&c.NumRecoveryThreadsPerDataDir), ""},
-		"group.initial.rebalance.delay.ms":         {"3000", ms(&c.GroupInitialRebalanceDelay), ""},
-		"group.min.session.timeout.ms":             {"6000", ms(&c.GroupMinSessionTimeout), ""},
-		"group.max.session.timeout.ms":             {"1800000", ms(&c.GroupMaxSessionTimeout), ""},
-		"group.max.size":                           {"2147483647", i(&c.GroupMaxSize), ""},
-		"offsets.retention.minutes":                {"10080", minutesDuration(&c.OffsetsRetention), ""},
-		"offsets.retention.check.interval.ms":      {"600000", ms(&c.OffsetsRetentionCheckInterval), ""},
-		"offsets.commit.timeout.ms":                {"5000", ms(&c.OffsetsCommitTimeout), ""},
-		"offset.metadata.max.bytes":                {"4096", i(&c.OffsetMetadataMaxBytes), ""},
-		"offsets.load.buffer.size":                 {"5242880", i(&c.OffsetsLoadBufferSize), ""},
-		"log.segment.bytes":                        {"1073741824", i64(&c.LogSegmentBytes), ""},
-		"log.roll.hours":                           {"168", scaled(&c.LogRollMs, hour), ""},
-		"log.roll.ms":                              {"", i64(&c.LogRollMs), "overrides log.roll.hours"},
-		"log.retention.hours":                      {"168", scaled(&c.LogRetentionMs, hour), ""},
-		"log.retention.minutes":                    {"", scaled(&c.LogRetentionMs, minute), "overrides log.retention.hours"},
-		"log.retention.ms":                         {"", i64(&c.LogRetentionMs), "overrides log.retention.minutes"},
-		"log.retention.bytes":                      {"-1", i64(&c.LogRetentionBytes), ""},
-		"log.retention.check.interval.ms":          {"300000", ms(&c.LogRetentionCheckInterval), ""},
-		"log.index.size.max.bytes":                 {"10485760", i(&c.LogIndexSizeMaxBytes), ""},
-		"log.index.interval.bytes":                 {"4096", i(&c.LogIndexIntervalBytes), ""},
-		"log.flush.interval.messages":              {"9223372036854775807", i64(&c.LogFlushIntervalMessages), ""},
-		"log.flush.interval.ms":                    {"", i64(&c.LogFlushIntervalMs), ""},
+		// Kafka's defaults are 102400; Keel's are the OS's: a fixed buffer
+		// turns off Linux's autotuning, which loopback and fast links need.
+		"socket.send.buffer.bytes":            {"-1", i(&c.SocketSendBufferBytes), "SO_SNDBUF of accepted connections (clients, other brokers); -1: the OS default"},
+		"socket.receive.buffer.bytes":         {"-1", i(&c.SocketReceiveBufferBytes), "SO_RCVBUF of accepted connections; -1: the OS default"},
+		"max.connections":                     {"2147483647", i(&c.MaxConnections), ""},
+		"connections.max.idle.ms":             {"600000", ms(&c.ConnectionsMaxIdle), ""},
+		"num.recovery.threads.per.data.dir":   {"1", i(&c.NumRecoveryThreadsPerDataDir), ""},
+		"group.initial.rebalance.delay.ms":    {"3000", ms(&c.GroupInitialRebalanceDelay), ""},
+		"group.min.session.timeout.ms":        {"6000", ms(&c.GroupMinSessionTimeout), ""},
+		"group.max.session.timeout.ms":        {"1800000", ms(&c.GroupMaxSessionTimeout), ""},
+		"group.max.size":                      {"2147483647", i(&c.GroupMaxSize), ""},
+		"offsets.retention.minutes":           {"10080", minutesDuration(&c.OffsetsRetention), ""},
+		"offsets.retention.check.interval.ms": {"600000", ms(&c.OffsetsRetentionCheckInterval), ""},
+		"offsets.commit.timeout.ms":           {"5000", ms(&c.OffsetsCommitTimeout), ""},
+		"offset.metadata.max.bytes":           {"4096", i(&c.OffsetMetadataMaxBytes), ""},
+		"offsets.load.buffer.size":            {"5242880", i(&c.OffsetsLoadBufferSize), ""},
+		"log.segment.bytes":                   {"1073741824", i64(&c.LogSegmentBytes), ""},
+		"log.roll.hours":                      {"168", scaled(&c.LogRollMs, hour), ""},
+		"log.roll.ms":                         {"", i64(&c.LogRollMs), "overrides log.roll.hours"},
+		"log.retention.hours":                 {"168", scaled(&c.LogRetentionMs, hour), ""},
+		"log.retention.minutes":               {"", scaled(&c.LogRetentionMs, minute), "overrides log.retention.hours"},
+		"log.retention.ms":                    {"", i64(&c.LogRetentionMs), "overrides log.retention.minutes"},
+		"log.retention.bytes":                 {"-1", i64(&c.LogRetentionBytes), ""},
+		"log.retention.check.interval.ms":     {"300000", ms(&c.LogRetentionCheckInterval), ""},
+		"log.index.size.max.bytes":            {"10485760", i(&c.LogIndexSizeMaxBytes), ""},
+		"log.index.interval.bytes":            {"4096", i(&c.LogIndexIntervalBytes), ""},
+		"log.flush.interval.messages":         {"9223372036854775807", i64(&c.LogFlushIntervalMessages), ""},
+		"log.flush.interval.ms":               {"", i64(&c.LogFlushIntervalMs), ""},
 		"log.flush.scheduler.interval.ms": {"9223372036854775807", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if n > int64(time.Hour/time.Millisecond)*24*365 {
@@ -277,8 +283,7 @@ func configKeys(c *Config) map[string]configKey {
 // ignoredKeys are Kafka settings that exist for the JVM broker or ZooKeeper
 // and mean nothing here; they are accepted without a warning about typos.
 var ignoredKeys = map[string]bool{
-	"num.network.threads": true, "num.io.threads": true, "socket.send.buffer.bytes": true,
-	"socket.receive.buffer.bytes": true, "num.replica.alter.log.dirs.threads": true,
+	"num.network.threads": true, "num.io.threads": true, "num.replica.alter.log.dirs.threads": true,
 	"zookeeper.connect": true, "zookeeper.connection.timeout.ms": true, "queued.max.requests": true,
 	"background.threads": true, "log.cleaner.threads": true,
 }

@@ -131,3 +131,22 @@ func TestStaticTopicDefaultsFollowWhatTheFileSet(t *testing.T) {
 		t.Fatalf("message.max.bytes was not set by the file: %v", got)
 	}
 }
+
+// socket.*.buffer.bytes are applied (network.Config), not ignored; -1 (the
+// OS's autotuned buffers) by default.
+func TestSocketBufferConfigs(t *testing.T) {
+	c, err := LoadConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SocketSendBufferBytes != -1 || c.SocketReceiveBufferBytes != -1 {
+		t.Fatalf("defaults %d, %d; want -1, -1", c.SocketSendBufferBytes, c.SocketReceiveBufferBytes)
+	}
+	c, err = LoadConfig(map[string]string{"socket.send.buffer.bytes": "102400", "socket.receive.buffer.bytes": "65536"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SocketSendBufferBytes != 102400 || c.SocketReceiveBufferBytes != 65536 || len(c.Ignored) != 0 {
+		t.Fatalf("send %d, receive %d, ignored %v", c.SocketSendBufferBytes, c.SocketReceiveBufferBytes, c.Ignored)
+	}
+}

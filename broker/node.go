@@ -127,6 +127,8 @@ func (n *Node) start() (err error) {
 		MaxConnections:        cfg.MaxConnections,
 		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
 		SocketRequestMaxBytes: cfg.SocketRequestMaxBytes,
+		SocketSendBufferBytes: cfg.SocketSendBufferBytes,
+		SocketRecvBufferBytes: cfg.SocketReceiveBufferBytes,
 		ConnClassifier:        raftlog.IsRaftMarker,
 		HandoffRaft:           n.handoffRaft,
 	})

@@ -8,11 +8,13 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 )
 
 func TestMaxConnectionsRefusesBeyondTheLimit(t *testing.T) {
@@ -314,5 +316,37 @@ func TestNewServerValidatesConfig(t *testing.T) {
 	_, err := NewServer(cases["SSL listener"])
 	if !errors.Is(err, ErrUnsupportedSecurityProtocol) {
 		t.Errorf("SSL listener: %v, want ErrUnsupportedSecurityProtocol", err)
+	}
+}
+
+// socket.send.buffer.bytes and socket.receive.buffer.bytes set SO_SNDBUF
+// and SO_RCVBUF of accepted connections (Linux reports twice the value).
+func TestSocketBufferSizesAreApplied(t *testing.T) {
+	const snd, rcv = 64 << 10, 48 << 10
+	ts := startServer(t, nil, func(c *Config) { c.SocketSendBufferBytes, c.SocketRecvBufferBytes = snd, rcv })
+	rc := dialRaw(t, ts.addr)
+	corr := rc.send(kmsg.NewPtrApiVersionsRequest(), 3)
+	rc.read(kmsg.NewPtrApiVersionsResponse(), 3, corr)
+	ts.Server.mu.Lock()
+	var c *conn
+	for c = range ts.Server.conns {
+	}
+	ts.Server.mu.Unlock()
+	raw, err := c.nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotSnd, gotRcv int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		gotSnd, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		if serr == nil {
+			gotRcv, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		}
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if gotSnd < snd || gotSnd > 2*snd || gotRcv < rcv || gotRcv > 2*rcv {
+		t.Fatalf("SO_SNDBUF %d (set %d), SO_RCVBUF %d (set %d)", gotSnd, snd, gotRcv, rcv)
 	}
 }

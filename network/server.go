@@ -143,6 +143,9 @@ type Config struct {
 	// accepted connections. Zero or negative keeps the OS default (on
 	// Linux, autotuned).
 	SocketSendBufferBytes int
+	// SocketRecvBufferBytes is socket.receive.buffer.bytes: their
+	// SO_RCVBUF, likewise.
+	SocketRecvBufferBytes int
 }
 
 // boundListener is a bound listener with its accept state.
@@ -358,9 +361,12 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 		_ = nc.Close()
 		return
 	}
-	if n := s.cfg.SocketSendBufferBytes; n > 0 {
-		if tc, ok := nc.(*net.TCPConn); ok {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		if n := s.cfg.SocketSendBufferBytes; n > 0 {
 			_ = tc.SetWriteBuffer(n)
+		}
+		if n := s.cfg.SocketRecvBufferBytes; n > 0 {
+			_ = tc.SetReadBuffer(n)
 		}
 	}
 	c := newConn(s, nc, b, s.connSeq.Add(1)-1)
