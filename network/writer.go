@@ -178,18 +178,27 @@ func (q *responseQueue) setParked(p *pending) {
 func (q *responseQueue) unpark(p *pending, stop <-chan struct{}) (mine, stopped bool) {
 	q.mu.Lock()
 	q.parked = nil
+	if !q.awaitDirectLocked(stop) {
+		return false, true
+	}
+	mine = q.n > 0 && q.ring[q.head] == p
+	q.mu.Unlock()
+	return mine, false
+}
+
+// awaitDirectLocked waits, q.mu held, until no direct write holds the
+// socket; false, with q.mu released, if stop closed first.
+func (q *responseQueue) awaitDirectLocked(stop <-chan struct{}) bool {
 	for q.direct {
 		q.mu.Unlock()
 		select {
 		case <-q.kick:
 		case <-stop:
-			return false, true
+			return false
 		}
 		q.mu.Lock()
 	}
-	mine = q.n > 0 && q.ring[q.head] == p
-	q.mu.Unlock()
-	return mine, false
+	return true
 }
 
 // setIdle marks the writer idle unless something is queued or left over.
@@ -208,14 +217,8 @@ func (q *responseQueue) unidle(stop <-chan struct{}) (stopped bool) {
 	q.mu.Lock()
 	q.idle = false
 	q.parked = nil
-	for q.direct {
-		q.mu.Unlock()
-		select {
-		case <-q.kick:
-		case <-stop:
-			return true
-		}
-		q.mu.Lock()
+	if !q.awaitDirectLocked(stop) {
+		return true
 	}
 	q.mu.Unlock()
 	return false
