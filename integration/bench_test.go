@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestKeelPerfAgainstKfake drives the live keel process the way
@@ -131,6 +132,7 @@ type perfResult struct {
 	produceLat         *latencies // at saturation, time in the client included
 	rateLat            *latencies // produce latency at the fixed rate
 	e2e                *latencies // send → consume at the fixed rate
+	rtt                *latencies // ApiVersions round trips at the same rate
 	achievedRate       float64
 	produceBatches     *perfHooks // the produce phase's batches and requests
 	consumeBatches     *perfHooks // the consume phase's
@@ -208,6 +210,7 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	cons.Close()
 
 	r.rateLat, r.e2e, r.achievedRate = fixedRate(ctx, t, tg, cfg, e2eTopic)
+	r.rtt = roundTrips(ctx, t, admCl, cfg.rate, 2*time.Second)
 
 	// Rounds start from the same state: kfake frees the records it keeps
 	// in this process's heap, Keel deletes its segments.
@@ -320,6 +323,30 @@ func fixedRate(ctx context.Context, t *testing.T, tg *perfTarget, cfg perfConfig
 		t.Fatalf("%s: %d records failed, %d of %d consumed", tg.name, f, seen.Load(), total)
 	}
 	return pl, el, rate
+}
+
+// roundTrips times ApiVersions requests, one at a time at rate per second
+// for d: the cost of a request crossing to the broker and back with no
+// work behind it, the baseline the end-to-end figures cross twice (a
+// process boundary for Keel, none for in-process kfake).
+func roundTrips(ctx context.Context, t *testing.T, cl *kgo.Client, rate int, d time.Duration) *latencies {
+	t.Helper()
+	n := int(d.Seconds() * float64(rate))
+	lat := newLatencies(n)
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		req := kmsg.NewPtrApiVersionsRequest()
+		sent := time.Now()
+		if _, err := req.RequestWith(ctx, cl); err != nil {
+			t.Fatalf("ApiVersions: %v", err)
+		}
+		lat.add(time.Since(sent))
+	}
+	return lat
 }
 
 // perfPayload is a record value as kafka-producer-perf-test makes one
@@ -468,6 +495,7 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 	prodLat := func(r perfResult) *latencies { return r.produceLat }
 	rateLat := func(r perfResult) *latencies { return r.rateLat }
 	e2e := func(r perfResult) *latencies { return r.e2e }
+	rtt := func(r perfResult) *latencies { return r.rtt }
 	perM := func(cpu func(perfResult) float64) func(perfResult) float64 {
 		return func(r perfResult) float64 { return cpu(r) / (float64(r.produced) / 1e6) }
 	}
@@ -490,6 +518,8 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 		{"end-to-end latency p50 ms @ rate", pct(e2e, 0.50), ms, false},
 		{"end-to-end latency p99 ms @ rate", pct(e2e, 0.99), ms, true},
 		{"end-to-end latency p99.9 ms @ rate", pct(e2e, 0.999), ms, false},
+		{"baseline: ApiVersions round trip p50 ms", pct(rtt, 0.50), ms, true},
+		{"baseline: ApiVersions round trip p99 ms", pct(rtt, 0.99), ms, true},
 		{"broker CPU s per M records produced", perM(func(r perfResult) float64 { return r.brokerCPU }), num("%.2f"), false},
 		{"test process CPU s per M records produced", perM(func(r perfResult) float64 { return r.selfCPU }), num("%.2f"), false},
 	}
