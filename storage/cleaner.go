@@ -292,8 +292,12 @@ func (l *Log) cleanGroup(p *cleanPlan, group []cleanSegment, f *batchFilter, sto
 		}
 	}
 	after := cleaned.size
-	if after == 0 {
+	if after == 0 && !l.isFirstSegment(group[0].seg) {
 		// Nothing survived: the group's segments go with no replacement.
+		// The log's first group keeps an empty segment instead, as
+		// Kafka's cleaner does for every group: the log start offset
+		// stays, and a consumer reading from it is not sent out of
+		// range by the cleaner.
 		if err := discardCleanedSegment(cleaned); err != nil {
 			return before, 0, err
 		}
@@ -308,6 +312,13 @@ func (l *Log) cleanGroup(p *cleanPlan, group []cleanSegment, f *batchFilter, sto
 		return before, 0, err
 	}
 	return before, after, nil
+}
+
+// isFirstSegment reports whether s is the log's first segment.
+func (l *Log) isFirstSegment(s *segment) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segments) > 0 && l.segments[0] == s
 }
 
 // readSegmentBatches calls fn with each whole batch of cs, CRC checked,

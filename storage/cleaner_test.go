@@ -369,7 +369,11 @@ func TestCleaningAbortsWhenTheLogIsTruncatedMeanwhile(t *testing.T) {
 	checkLogInvariants(t, l)
 }
 
-func TestAHeadSegmentCleanedToNothingMovesTheLogStart(t *testing.T) {
+// A head group whose records are all superseded cleans to an empty
+// segment, as in Kafka: the log start offset stays, a reader at it gets the
+// next records, not OFFSET_OUT_OF_RANGE; the leader epoch cache keeps its
+// start.
+func TestAHeadSegmentCleanedToNothingKeepsTheLogStart(t *testing.T) {
 	clock := newFakeClock()
 	cfg := compactConfig()
 	cfg.SegmentBytes = 100 // one batch per segment, one segment per group
@@ -384,17 +388,27 @@ func TestAHeadSegmentCleanedToNothingMovesTheLogStart(t *testing.T) {
 	}
 	cleanOnce(t, l, 0)
 	want := []logRecord{{offset: 1, key: "a", value: "2", timestamp: testEpochMs}, {offset: 2, key: "b", value: "1", timestamp: testEpochMs}, {offset: 3, key: "c", value: "1", timestamp: testEpochMs}}
-	if got := readRecords(t, l); !reflect.DeepEqual(got, want) || l.LogStartOffset() != 1 {
-		t.Fatalf("log start %d, records %v; want 1 and %v", l.LogStartOffset(), got, want)
+	if got := readRecords(t, l); !reflect.DeepEqual(got, want) || l.LogStartOffset() != 0 {
+		t.Fatalf("log start %d, records %v; want 0 and %v", l.LogStartOffset(), got, want)
 	}
-	if e := l.LeaderEpochCache().Entries(); len(e) != 1 || e[0].StartOffset != 1 {
-		t.Fatalf("leader epoch cache %v, want epoch 3 from offset 1", e)
+	if got := readBytes(t, l, 0, 1<<20, l.LogEndOffset(), true); len(got) == 0 {
+		t.Fatal("a read at the log start returned nothing")
+	}
+	if e := l.LeaderEpochCache().Entries(); len(e) != 1 || e[0].StartOffset != 0 {
+		t.Fatalf("leader epoch cache %v, want epoch 3 from offset 0", e)
 	}
 	checkLogInvariants(t, l)
 	l2 := openTestLog(t, crashCopy(t, l), OpenOptions{Config: cfg, Now: clock.Now})
-	if got := readRecords(t, l2); !reflect.DeepEqual(got, want) || l2.LogStartOffset() != 1 {
+	if got := readRecords(t, l2); !reflect.DeepEqual(got, want) || l2.LogStartOffset() != 0 {
 		t.Fatalf("reopened: log start %d, records %v", l2.LogStartOffset(), got)
 	}
+	checkLogInvariants(t, l2)
+	// The empty head segment is cleaned again with the next ones.
+	cleanOnce(t, l, 0)
+	if got := readRecords(t, l); !reflect.DeepEqual(got, want) || l.LogStartOffset() != 0 {
+		t.Fatalf("cleaned again: log start %d, records %v", l.LogStartOffset(), got)
+	}
+	checkLogInvariants(t, l)
 }
 
 func TestGroupSegmentsBySize(t *testing.T) {

@@ -328,7 +328,10 @@ func (l *Log) recoverSegments(opts OpenOptions) error {
 		}
 		// An empty segment other than the last holds nothing; a crash
 		// between creating a segment and writing to it can leave one.
-		if s.size == 0 && i+1 < len(l.segments) {
+		// An empty first one stays: the cleaner leaves one where the
+		// log's first group cleaned to nothing, and its base offset is
+		// the log start offset.
+		if s.size == 0 && i > 0 && i+1 < len(l.segments) {
 			if err := s.closeAndRemove(); err != nil {
 				return err
 			}
