@@ -351,6 +351,46 @@ func (a *Admin) DeleteGroups(ctx context.Context, groups ...string) (map[string]
 	return out, nil
 }
 
+// DeleteOffsets deletes group's committed offsets for the partitions
+// (OffsetDelete; kafka-consumer-groups.sh --delete-offsets). A group with
+// members keeps the offsets of the topics it is subscribed to. The map
+// holds each partition's result (nil: deleted; GROUP_SUBSCRIBED_TO_TOPIC,
+// UNKNOWN_TOPIC_OR_PARTITION); a group-level error (GROUP_ID_NOT_FOUND,
+// INVALID_GROUP_ID) is returned as the error.
+func (a *Admin) DeleteOffsets(ctx context.Context, group string, parts ...TopicPartition) (map[TopicPartition]error, error) {
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = group
+	byTopic := map[string]int{}
+	for _, tp := range parts {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewOffsetDeleteRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewOffsetDeleteRequestTopicPartition()
+		p.Partition = tp.Partition
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	kresp, err := a.cl.CoordinatorRequest(ctx, GroupCoordinator, group, req)
+	if err != nil {
+		return nil, fmt.Errorf("delete offsets of %s: %w", group, err)
+	}
+	resp := kresp.(*kmsg.OffsetDeleteResponse)
+	if err := ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("delete offsets of %s: %w", group, err)
+	}
+	out := make(map[TopicPartition]error, len(parts))
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[TopicPartition{t.Topic, p.Partition}] = ErrorForCode(p.ErrorCode)
+		}
+	}
+	return out, nil
+}
+
 // CommittedOffset is a group's committed offset for one partition.
 type CommittedOffset struct {
 	Offset      int64

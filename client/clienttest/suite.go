@@ -597,6 +597,16 @@ func AdminOperations(t *testing.T, tgt Target) {
 	if err != nil || len(lag) != 1 || lag[0].CurrentOffset != 7 || lag[0].LogEndOffset != 10 || lag[0].Lag != 3 {
 		t.Fatalf("lag %+v: %v", lag, err)
 	}
+	// Delete the committed offset (the group has no members, so no
+	// subscription protects it), then the group.
+	dels, err := a.DeleteOffsets(ctx, group, tp0)
+	if err != nil || len(dels) != 1 || dels[tp0] != nil {
+		t.Fatalf("delete offsets %+v: %v", dels, err)
+	}
+	offs, err = a.FetchOffsets(ctx, group)
+	if c, ok := offs[tp0]; err != nil || ok && c.Offset >= 0 {
+		t.Fatalf("committed after deleting: %+v: %v", offs, err)
+	}
 	del, err := a.DeleteGroups(ctx, group)
 	if err != nil || del[group] != nil {
 		t.Fatalf("delete group %+v: %v", del, err)

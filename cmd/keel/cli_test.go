@@ -261,6 +261,27 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 		}
 	}
 
+	// Partition 0's committed offset deleted (kafka-consumer-groups.sh's
+	// form): its row has no current offset any more.
+	out = ok(t, bs, "", "groups", "--delete-offsets", "--group", "billing", "--topic", "orders:0")
+	if !strings.Contains(out, "Request succeed for deleting offsets with topic orders group billing") ||
+		!regexp.MustCompile(`(?m)^orders\s+0\s+Successful`).MatchString(out) {
+		t.Fatalf("groups --delete-offsets:\n%s", out)
+	}
+	rows = describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "billing"))
+	kept := 0
+	for _, r := range rows {
+		if r.partition == 0 && r.current != "-" {
+			t.Fatalf("after --delete-offsets: %+v", r)
+		}
+		if r.partition != 0 && r.current != "-" {
+			kept++
+		}
+	}
+	if kept != 2 {
+		t.Fatalf("after --delete-offsets of partition 0, the others' offsets: %+v", rows)
+	}
+
 	if out := ok(t, bs, "", "groups", "delete", "--group", "billing"); !strings.Contains(out, "Deletion of requested consumer groups ('billing') was successful.") {
 		t.Fatalf("groups delete: %q", out)
 	}

@@ -96,6 +96,21 @@ func groupsCommand() *cli.Command {
 				),
 				Action: groupsResetOffsets,
 			},
+			{
+				Name:  "delete-offsets",
+				Usage: "delete a group's committed offsets for topics or partitions",
+				Description: "Like kafka-consumer-groups.sh --delete-offsets: prints TOPIC PARTITION STATUS per\n" +
+					"partition. A group with members keeps the offsets of topics it is subscribed to\n" +
+					"(GROUP_SUBSCRIBED_TO_TOPIC). --topic takes TOPIC (every partition) or TOPIC:P1,P2.\n\n" +
+					"Examples:\n" +
+					"  keel groups delete-offsets --group billing --topic orders\n" +
+					"  keel groups delete-offsets --group billing --topic orders:0,1",
+				Flags: common(
+					&cli.StringFlag{Name: "group", Required: true},
+					&cli.StringSliceFlag{Name: "topic", Required: true, Usage: "TOPIC or TOPIC:P1,P2 (repeatable)"},
+				),
+				Action: groupsDeleteOffsets,
+			},
 		},
 	}
 }
@@ -356,6 +371,48 @@ func groupsDelete(c *cli.Context) error {
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("deletion of some consumer groups failed:\n%s", strings.Join(failed, "\n"))
+	}
+	return nil
+}
+
+func groupsDeleteOffsets(c *cli.Context) error {
+	ctx, cancel := commandContext(c)
+	defer cancel()
+	adm, err := newAdmin(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	parts, err := resetPartitions(ctx, c, adm, nil)
+	if err != nil {
+		return err
+	}
+	group := c.String("group")
+	res, err := adm.DeleteOffsets(ctx, group, parts...)
+	if err != nil {
+		return err
+	}
+	var topics []string
+	for _, tp := range parts {
+		if len(topics) == 0 || topics[len(topics)-1] != tp.Topic {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "Request succeed for deleting offsets with topic %s group %s\n\n", strings.Join(topics, ", "), group)
+	fmt.Fprintf(w, "%-30s %-15s %-15s\n", "TOPIC", "PARTITION", "STATUS")
+	var failed int
+	for _, tp := range parts {
+		status := "Successful"
+		if perr, ok := res[tp]; !ok {
+			status, failed = "Error: no answer for this partition", failed+1
+		} else if perr != nil {
+			status, failed = "Error: "+perr.Error(), failed+1
+		}
+		fmt.Fprintf(w, "%-30s %-15d %-15s\n", tp.Topic, tp.Partition, status)
+	}
+	if failed > 0 {
+		return fmt.Errorf("the offsets of %d partition(s) were not deleted", failed)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func newApp() *cli.App {
 // for.
 var kafkaActions = map[string]map[string]string{
 	"topics": {"--create": "create", "--list": "list", "--describe": "describe", "--alter": "alter", "--delete": "delete"},
-	"groups": {"--list": "list", "--describe": "describe", "--delete": "delete", "--reset-offsets": "reset-offsets"},
+	"groups": {"--list": "list", "--describe": "describe", "--delete": "delete", "--reset-offsets": "reset-offsets", "--delete-offsets": "delete-offsets"},
 }
 
 // kafkaStyleArgs lets an operator type the Kafka scripts' form: `keel
