@@ -21,7 +21,9 @@ func groupsCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "groups",
-		Usage: "list, describe, delete consumer groups and reset their offsets (like kafka-consumer-groups.sh)",
+		Usage: "list, describe, delete consumer groups and reset or delete their offsets (like kafka-consumer-groups.sh)",
+		Description: "Each action is a subcommand; kafka-consumer-groups.sh's flag form works too:\n" +
+			"keel groups --describe --group billing runs keel groups describe --group billing.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",

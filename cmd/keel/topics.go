@@ -22,6 +22,8 @@ func topicsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "topics",
 		Usage: "create, list, describe, alter and delete topics (like kafka-topics.sh)",
+		Description: "Each action is a subcommand; kafka-topics.sh's flag form works too:\n" +
+			"keel topics --bootstrap-server localhost:9092 --list runs keel topics list.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "create",
