@@ -133,13 +133,14 @@ type delayedCheck func(final bool) *network.Response
 // Concurrency: any goroutine; never blocks.
 func (b *Broker) park(ctx context.Context, parts []*partition, watch func(*partition) *watchList, wait time.Duration, check delayedCheck) network.Result {
 	w := &waiter{b: b, check: check, d: network.NewDeferred()}
+	// Wire everything up holding w.mu: Close (which finds w in the
+	// registry), a timer or connection callback, or an appender that gets
+	// to w meanwhile waits for it in attempt, so release is always set.
+	w.mu.Lock()
 	if !b.parked.add(w) {
+		w.mu.Unlock()
 		return check(true) // Broker closing
 	}
-	// Wire everything up holding w.mu: a timer or connection callback, or
-	// an appender, that fires meanwhile waits for it in attempt, so release
-	// always sees the timer and the callback set.
-	w.mu.Lock()
 	for _, p := range parts {
 		watch(p).add(w)
 	}
