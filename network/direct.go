@@ -37,9 +37,10 @@ import (
 // Produce, a Metadata) on a connection whose writer is idle — nothing
 // queued before it, nothing buffered — is written by the reader goroutine
 // itself, with the same non-blocking writev, instead of being queued for a
-// writer that must first be woken. claimIdle hands the socket to the reader
-// (responseQueue.direct) until endDirect; the idle writer can only be woken
-// by the reader's own push, which comes after.
+// writer that must first be woken. writeReady holds the socket for the
+// reader (responseQueue.direct) during that one write; the idle writer can
+// only be woken by the reader's own push, which comes after, or for what
+// the write left over.
 
 // directMax bounds a response written directly (header and body).
 const directMax = 64 << 10
