@@ -365,6 +365,18 @@ func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
+// openAdmin is an admin command's context (cancelled by Ctrl-C) and a
+// connected Admin; done closes both.
+func openAdmin(c *cli.Context) (ctx context.Context, adm *client.Admin, done func(), err error) {
+	ctx, cancel := commandContext(c)
+	adm, err = newAdmin(ctx, c)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, adm, func() { adm.Close(); cancel() }, nil
+}
+
 // newAdmin connects an Admin for a command.
 func newAdmin(ctx context.Context, c *cli.Context) (*client.Admin, error) {
 	opts, err := clientOptions(c, roleAdmin, nil)

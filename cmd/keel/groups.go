@@ -130,13 +130,11 @@ func groupsList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	groups, err := adm.ListGroups(ctx)
 	if err != nil {
 		return err
@@ -260,13 +258,11 @@ func groupsDescribe(c *cli.Context) error {
 	if c.Bool("members") && c.Bool("state") {
 		return fmt.Errorf("--members and --state are exclusive")
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	names, err := groupNames(ctx, c, adm)
 	if err != nil {
 		return err
@@ -342,13 +338,11 @@ func groupsDescribe(c *cli.Context) error {
 }
 
 func groupsDelete(c *cli.Context) error {
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	names, err := groupNames(ctx, c, adm)
 	if err != nil {
 		return err
@@ -378,13 +372,11 @@ func groupsDelete(c *cli.Context) error {
 }
 
 func groupsDeleteOffsets(c *cli.Context) error {
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	parts, err := resetPartitions(ctx, c, adm, nil)
 	if err != nil {
 		return err
@@ -522,13 +514,11 @@ func groupsResetOffsets(c *cli.Context) error {
 	if !c.Bool("dry-run") && !c.Bool("execute") {
 		fmt.Fprintln(c.App.ErrWriter, "WARN: No action will be performed as the --execute option is missing (add --dry-run to keep this behaviour explicitly).")
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	descs, err := adm.DescribeGroups(ctx, group)
 	if err != nil {
 		return err

@@ -120,13 +120,11 @@ func topicsCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	err = adm.CreateTopic(ctx, topic, int32(parts), int16(rf), configs)
 	if errors.Is(err, client.ErrTopicAlreadyExists) && c.Bool("if-not-exists") {
 		return nil
@@ -143,13 +141,11 @@ func topicsList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	names, err := adm.ListTopics(ctx, !c.Bool("exclude-internal"))
 	if err != nil {
 		return err
@@ -192,13 +188,11 @@ func topicsDescribe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	tms, err := adm.DescribeTopics(ctx, c.StringSlice("topic")...)
 	if err != nil {
 		return err
@@ -368,13 +362,11 @@ func topicsAlter(c *cli.Context) error {
 	if c.IsSet("partitions") && c.Int("partitions") <= 0 {
 		return fmt.Errorf("--partitions %d: must be positive", c.Int("partitions"))
 	}
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	if c.IsSet("partitions") {
 		rs, err := adm.CreatePartitions(ctx, int32(c.Int("partitions")), topic)
 		if err != nil {
@@ -414,13 +406,11 @@ func sortedKeys(m map[string]string) []string {
 }
 
 func topicsDelete(c *cli.Context) error {
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	adm, err := newAdmin(ctx, c)
+	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
+	defer done()
 	rs, err := adm.DeleteTopics(ctx, c.StringSlice("topic")...)
 	if err != nil {
 		return err
