@@ -211,6 +211,12 @@ func (s *segment) headerAt(pos int64, buf []byte) (record.BatchHeader, error) {
 	if h, ok := s.recentAt(pos); ok {
 		return h, nil
 	}
+	return s.readHeaderAt(pos, buf)
+}
+
+// readHeaderAt is headerAt from the file, never from s.recent; pos+HeaderSize
+// must be within size.
+func (s *segment) readHeaderAt(pos int64, buf []byte) (record.BatchHeader, error) {
 	if _, err := s.file.ReadAt(buf[:record.HeaderSize], pos); err != nil {
 		return record.BatchHeader{}, fmt.Errorf("read %s at %d: %w", s.logPath(), pos, err)
 	}

@@ -362,9 +362,15 @@ func checkLogInvariants(t testing.TB, l *Log) {
 		next := s.baseOffset
 		var pos int64
 		for pos < s.size {
-			h, err := s.headerAt(pos, head)
+			if pos+record.HeaderSize > s.size {
+				t.Fatalf("segment %d: partial batch header at %d of %d", s.baseOffset, pos, s.size)
+			}
+			h, err := s.readHeaderAt(pos, head) // the file's, not the remembered one
 			if err != nil {
 				t.Fatalf("segment %d at %d: %v", s.baseOffset, pos, err)
+			}
+			if rh, ok := s.recentAt(pos); ok && rh != h {
+				t.Fatalf("segment %d at %d: remembered header %+v, file has %+v", s.baseOffset, pos, rh, h)
 			}
 			if h.BaseOffset < next {
 				t.Fatalf("segment %d at %d: base offset %d below %d", s.baseOffset, pos, h.BaseOffset, next)
@@ -380,6 +386,11 @@ func checkLogInvariants(t testing.TB, l *Log) {
 		}
 		if pos != s.size {
 			t.Fatalf("segment %d: batches end at %d, size %d", s.baseOffset, pos, s.size)
+		}
+		for _, r := range s.recent {
+			if _, ok := starts[r.pos]; !ok {
+				t.Fatalf("segment %d: a remembered header at %d where no batch starts", s.baseOffset, r.pos)
+			}
 		}
 		if st, err := s.file.Stat(); err != nil || st.Size() != s.size {
 			t.Fatalf("segment %d: file size %v (err %v), tracked %d", s.baseOffset, st.Size(), err, s.size)
