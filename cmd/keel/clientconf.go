@@ -365,6 +365,24 @@ func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
+// adminFlags are an admin subcommand's connection flags
+// (--bootstrap-server, --command-config), then extra.
+func adminFlags(extra ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{bootstrapFlag(), commandConfigFlag()}, extra...)
+}
+
+// openClient is a command's context (cancelled by Ctrl-C) and a Client
+// connected with opts; done closes both.
+func openClient(c *cli.Context, opts []client.Opt) (ctx context.Context, cl *client.Client, done func(), err error) {
+	ctx, cancel := commandContext(c)
+	cl, err = client.NewClient(ctx, opts...)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+	}
+	return ctx, cl, func() { cl.Close(); cancel() }, nil
+}
+
 // openAdmin is an admin command's context (cancelled by Ctrl-C) and a
 // connected Admin; done closes both.
 func openAdmin(c *cli.Context) (ctx context.Context, adm *client.Admin, done func(), err error) {

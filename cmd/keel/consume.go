@@ -299,13 +299,11 @@ func consume(c *cli.Context) error {
 		return err
 	}
 
-	ctx, cancel := commandContext(c)
-	defer cancel()
-	cl, err := client.NewClient(ctx, opts...)
+	ctx, cl, done, err := openClient(c, opts)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+		return err
 	}
-	defer cl.Close()
+	defer done()
 	tm, err := waitForTopic(ctx, cl, topic)
 	if err != nil {
 		return err

@@ -16,9 +16,6 @@ import (
 
 // groupsCommand is `keel groups`, kafka-consumer-groups.sh.
 func groupsCommand() *cli.Command {
-	common := func(extra ...cli.Flag) []cli.Flag {
-		return append([]cli.Flag{bootstrapFlag(), commandConfigFlag()}, extra...)
-	}
 	return &cli.Command{
 		Name:  "groups",
 		Usage: "list, describe, delete consumer groups and reset or delete their offsets (like kafka-consumer-groups.sh)",
@@ -32,7 +29,7 @@ func groupsCommand() *cli.Command {
 					"Examples:\n" +
 					"  keel groups list\n" +
 					"  keel groups list --state -o json",
-				Flags:  common(&cli.BoolFlag{Name: "state", Usage: "show each group's state"}, outputFlag()),
+				Flags:  adminFlags(&cli.BoolFlag{Name: "state", Usage: "show each group's state"}, outputFlag()),
 				Action: groupsList,
 			},
 			{
@@ -47,7 +44,7 @@ func groupsCommand() *cli.Command {
 					"  keel groups describe --group billing\n" +
 					"  keel groups describe --all-groups --members\n" +
 					"  keel groups describe --group billing -o json",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringSliceFlag{Name: "group", Usage: "group to describe (repeatable)"},
 					&cli.BoolFlag{Name: "all-groups", Usage: "describe every group"},
 					&cli.BoolFlag{Name: "members", Usage: "print the members view"},
@@ -63,7 +60,7 @@ func groupsCommand() *cli.Command {
 					"NON_EMPTY_GROUP.\n\n" +
 					"Examples:\n" +
 					"  keel groups delete --group billing",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringSliceFlag{Name: "group", Usage: "group to delete (repeatable)"},
 					&cli.BoolFlag{Name: "all-groups", Usage: "delete every group"},
 				),
@@ -82,7 +79,7 @@ func groupsCommand() *cli.Command {
 					"  keel groups reset-offsets --group billing --topic orders --to-earliest --execute\n" +
 					"  keel groups reset-offsets --group billing --all-topics --to-datetime 2026-11-29T12:00:00.000 --execute\n" +
 					"  keel groups reset-offsets --group billing --topic orders:0 --shift-by -10 --execute",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringFlag{Name: "group", Required: true},
 					&cli.StringSliceFlag{Name: "topic", Usage: "TOPIC or TOPIC:P1,P2 (repeatable)"},
 					&cli.BoolFlag{Name: "all-topics", Usage: "every topic the group has offsets for"},
@@ -107,7 +104,7 @@ func groupsCommand() *cli.Command {
 					"Examples:\n" +
 					"  keel groups delete-offsets --group billing --topic orders\n" +
 					"  keel groups delete-offsets --group billing --topic orders:0,1",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringFlag{Name: "group", Required: true},
 					&cli.StringSliceFlag{Name: "topic", Required: true, Usage: "TOPIC or TOPIC:P1,P2 (repeatable)"},
 				),

@@ -16,9 +16,6 @@ import (
 // topicsCommand is `keel topics`, kafka-topics.sh (plus the topic half of
 // kafka-configs.sh for alter --config).
 func topicsCommand() *cli.Command {
-	common := func(extra ...cli.Flag) []cli.Flag {
-		return append([]cli.Flag{bootstrapFlag(), commandConfigFlag()}, extra...)
-	}
 	return &cli.Command{
 		Name:  "topics",
 		Usage: "create, list, describe, alter and delete topics (like kafka-topics.sh)",
@@ -34,7 +31,7 @@ func topicsCommand() *cli.Command {
 					"  keel topics create --topic orders --partitions 6 --replication-factor 3 \\\n" +
 					"      --config min.insync.replicas=2 --config retention.ms=86400000\n" +
 					"  keel topics create --topic orders --if-not-exists",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringFlag{Name: "topic", Required: true, Usage: "the topic to create"},
 					&cli.IntFlag{Name: "partitions", Value: -1, Usage: "number of partitions (-1: the broker's num.partitions)"},
 					&cli.IntFlag{Name: "replication-factor", Value: -1, Usage: "replicas per partition (-1: the broker's default.replication.factor)"},
@@ -51,7 +48,7 @@ func topicsCommand() *cli.Command {
 					"Examples:\n" +
 					"  keel topics list --bootstrap-server localhost:9092\n" +
 					"  keel topics list --exclude-internal -o json",
-				Flags:  common(&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out __consumer_offsets and other internal topics"}, outputFlag()),
+				Flags:  adminFlags(&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out __consumer_offsets and other internal topics"}, outputFlag()),
 				Action: topicsList,
 			},
 			{
@@ -63,7 +60,7 @@ func topicsCommand() *cli.Command {
 					"  keel topics describe --topic orders\n" +
 					"  keel topics describe --under-replicated-partitions\n" +
 					"  keel topics describe --topic orders -o json",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringSliceFlag{Name: "topic", Usage: "topic to describe (repeatable; default all)"},
 					&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out internal topics"},
 					&cli.BoolFlag{Name: "under-replicated-partitions", Usage: "only partitions whose ISR is smaller than their replica set"},
@@ -82,7 +79,7 @@ func topicsCommand() *cli.Command {
 					"Examples:\n" +
 					"  keel topics alter --topic orders --partitions 12\n" +
 					"  keel topics alter --topic orders --config retention.ms=3600000 --delete-config segment.bytes",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringFlag{Name: "topic", Required: true},
 					&cli.IntFlag{Name: "partitions", Usage: "the new, larger, partition count"},
 					&cli.StringSliceFlag{Name: "config", Aliases: []string{"add-config"}, Usage: "set topic config `key=value` (repeatable)"},
@@ -97,7 +94,7 @@ func topicsCommand() *cli.Command {
 					"Examples:\n" +
 					"  keel topics delete --topic orders\n" +
 					"  keel topics delete --topic a --topic b --if-exists",
-				Flags: common(
+				Flags: adminFlags(
 					&cli.StringSliceFlag{Name: "topic", Required: true, Usage: "topic to delete (repeatable)"},
 					&cli.BoolFlag{Name: "if-exists", Usage: "succeed if a topic does not exist"},
 				),
