@@ -73,21 +73,16 @@ func (a *Admin) ListPartitionOffsets(ctx context.Context, timestamp int64, parts
 		for leader, tps := range byLeader {
 			req := kmsg.NewPtrListOffsetsRequest()
 			req.ReplicaID = -1
+			byTopic := map[string][]kmsg.ListOffsetsRequestTopicPartition{}
 			for _, tp := range tps {
-				var rt *kmsg.ListOffsetsRequestTopic
-				for i := range req.Topics {
-					if req.Topics[i].Topic == tp.Topic {
-						rt = &req.Topics[i]
-					}
-				}
-				if rt == nil {
-					req.Topics = append(req.Topics, kmsg.NewListOffsetsRequestTopic())
-					rt = &req.Topics[len(req.Topics)-1]
-					rt.Topic = tp.Topic
-				}
 				rp := kmsg.NewListOffsetsRequestTopicPartition()
 				rp.Partition, rp.Timestamp, rp.MaxNumOffsets = tp.Partition, timestamp, 1
-				rt.Partitions = append(rt.Partitions, rp)
+				byTopic[tp.Topic] = append(byTopic[tp.Topic], rp)
+			}
+			for _, t := range sortedTopics(byTopic) {
+				rt := kmsg.NewListOffsetsRequestTopic()
+				rt.Topic, rt.Partitions = t, byTopic[t]
+				req.Topics = append(req.Topics, rt)
 			}
 			kresp, err := a.cl.BrokerRequest(ctx, leader, req)
 			if err != nil {
@@ -168,21 +163,16 @@ func (a *Admin) DeleteRecords(ctx context.Context, before map[TopicPartition]int
 	for leader, tps := range byLeader {
 		req := kmsg.NewPtrDeleteRecordsRequest()
 		req.TimeoutMillis = int32(a.timeout.Milliseconds())
+		byTopic := map[string][]kmsg.DeleteRecordsRequestTopicPartition{}
 		for _, tp := range tps {
-			var rt *kmsg.DeleteRecordsRequestTopic
-			for i := range req.Topics {
-				if req.Topics[i].Topic == tp.Topic {
-					rt = &req.Topics[i]
-				}
-			}
-			if rt == nil {
-				req.Topics = append(req.Topics, kmsg.NewDeleteRecordsRequestTopic())
-				rt = &req.Topics[len(req.Topics)-1]
-				rt.Topic = tp.Topic
-			}
 			rp := kmsg.NewDeleteRecordsRequestTopicPartition()
 			rp.Partition, rp.Offset = tp.Partition, before[tp]
-			rt.Partitions = append(rt.Partitions, rp)
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], rp)
+		}
+		for _, t := range sortedTopics(byTopic) {
+			rt := kmsg.NewDeleteRecordsRequestTopic()
+			rt.Topic, rt.Partitions = t, byTopic[t]
+			req.Topics = append(req.Topics, rt)
 		}
 		kresp, err := a.cl.BrokerRequest(ctx, leader, req)
 		if err != nil {
@@ -360,19 +350,16 @@ func (a *Admin) DeleteGroups(ctx context.Context, groups ...string) (map[string]
 func (a *Admin) DeleteOffsets(ctx context.Context, group string, parts ...TopicPartition) (map[TopicPartition]error, error) {
 	req := kmsg.NewPtrOffsetDeleteRequest()
 	req.Group = group
-	byTopic := map[string]int{}
+	byTopic := map[string][]kmsg.OffsetDeleteRequestTopicPartition{}
 	for _, tp := range parts {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[tp.Topic] = i
-			t := kmsg.NewOffsetDeleteRequestTopic()
-			t.Topic = tp.Topic
-			req.Topics = append(req.Topics, t)
-		}
 		p := kmsg.NewOffsetDeleteRequestTopicPartition()
 		p.Partition = tp.Partition
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
+	}
+	for _, t := range sortedTopics(byTopic) {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic, rt.Partitions = t, byTopic[t]
+		req.Topics = append(req.Topics, rt)
 	}
 	kresp, err := a.cl.CoordinatorRequest(ctx, GroupCoordinator, group, req)
 	if err != nil {
