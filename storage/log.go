@@ -133,6 +133,23 @@ type Log struct {
 	// while opening.
 	swapRecovered map[int64]bool
 
+	// segmentsCreated counts the segment files this Log created and
+	// dirSynced its value at the last fsync of the directory: a new
+	// segment's directory entry survives a crash only once they are equal,
+	// so every flush that advances the recovery point syncs the directory
+	// while they differ (flush.go).
+	segmentsCreated, dirSynced uint64
+	// rollFlushTarget is what the background flush of rolled segments
+	// (flush.go, Kafka's "flush-log" task) is to make durable: everything
+	// below it. rollFlushRunning says its goroutine runs; Close waits for
+	// it with rollFlushes.
+	rollFlushTarget  int64
+	rollFlushRunning bool
+	rollFlushes      sync.WaitGroup
+	// rollFlushHook, when set (tests), runs in the background flush
+	// between choosing what to flush and flushing it.
+	rollFlushHook func()
+
 	// syncMu serialises Sync's fsyncs (group commit, sync.go); taken
 	// before mu, never while holding it.
 	syncMu sync.Mutex
@@ -264,6 +281,9 @@ func (l *Log) load(opts OpenOptions) error {
 		leo = l.logStartOffset
 	}
 	l.recoveryPoint = min(max(opts.RecoveryPoint, l.logStartOffset), leo)
+	// The directory may hold entries not yet durable (a segment created
+	// just now, or by a process that crashed): the first flush syncs it.
+	l.segmentsCreated = 1
 	l.highWatermark = min(max(opts.HighWatermark, l.logStartOffset), leo)
 	for _, s := range l.segments[:len(l.segments)-1] {
 		if err := s.onBecomeInactive(); err != nil {
@@ -695,19 +715,18 @@ func (l *Log) rollLocked(base int64) error {
 		return err
 	}
 	l.segments = append(l.segments, s)
+	l.segmentsCreated++
 	if err := old.onBecomeInactive(); err != nil {
 		return err
 	}
-	// Kafka flushes the rolled segment and moves the recovery point past
-	// it, so recovery after a crash never re-reads finished segments.
-	if err := old.flush(); err != nil {
-		return err
-	}
-	if err := syncDir(l.dir); err != nil {
-		return err
-	}
-	l.recoveryPoint = max(l.recoveryPoint, base)
-	l.takeProducerSnapshotLocked(base)
+	// Kafka (UnifiedLog.roll) flushes the rolled segment and moves the
+	// recovery point past it, so recovery after a crash never re-reads
+	// finished segments; like Kafka it does so in the background, with the
+	// producer snapshot written now and fsynced there: an fsync of up to
+	// segment.bytes of dirty pages under the log lock stalls every append
+	// and read of the partition while it runs (BenchmarkAppendRoll).
+	l.takeProducerSnapshotLocked(base, false)
+	l.scheduleRollFlushLocked(base)
 	l.logger.Debug("rolled segment", "new_base_offset", base, "previous_bytes", old.size)
 	return nil
 }
@@ -743,6 +762,9 @@ func (l *Log) flushLocked() error {
 				return err
 			}
 		}
+	}
+	if err := l.syncDirIfNeeded(l.segmentsCreated); err != nil {
+		return err
 	}
 	l.recoveryPoint = leo
 	l.unflushedMessages = 0

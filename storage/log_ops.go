@@ -168,6 +168,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.logStartOffset = min(l.logStartOffset, leo)
 	l.highWatermark = min(l.highWatermark, leo)
 	l.recoveryPoint = min(l.recoveryPoint, leo)
+	l.rollFlushTarget = min(l.rollFlushTarget, leo)
 	l.logger.Info("truncated log", "to_offset", offset, "log_end_offset", leo, "bytes_removed", removed)
 	if err := l.truncateProducerStateLocked(); err != nil {
 		return fmt.Errorf("truncate %s to %d: %w", l.tp, offset, err)
@@ -203,6 +204,7 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 	if err != nil {
 		return err
 	}
+	l.segmentsCreated++
 	for _, old := range l.segments {
 		if old.baseOffset != offset {
 			l.scheduleDelete(old)
@@ -210,6 +212,7 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 	}
 	l.segments = []*segment{s}
 	l.logStartOffset, l.highWatermark, l.recoveryPoint = offset, offset, offset
+	l.rollFlushTarget = min(l.rollFlushTarget, offset)
 	if err := l.clearProducerStateLocked(); err != nil {
 		return err
 	}
@@ -330,16 +333,21 @@ func (l *Log) reapDeletedLocked(now time.Time, force bool) error {
 // after Close fail.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
-	l.takeProducerSnapshotLocked(l.active().nextOffset)
+	l.takeProducerSnapshotLocked(l.active().nextOffset, true)
 	errs := []error{l.reapDeletedLocked(l.now(), true)}
 	for _, s := range l.segments {
 		errs = append(errs, s.close())
 	}
+	l.mu.Unlock()
+	// A background flush of rolled segments stops at its next look at
+	// the log (its fsyncs of closed files fail harmlessly); nothing of
+	// the log runs after Close returns.
+	l.rollFlushes.Wait()
 	return errors.Join(errs...)
 }
 

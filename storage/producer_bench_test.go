@@ -45,7 +45,7 @@ func BenchmarkLoadProducerState(b *testing.B) {
 	}
 	l.mu.Lock()
 	leo := l.active().nextOffset
-	l.takeProducerSnapshotLocked(leo)
+	l.takeProducerSnapshotLocked(leo, true)
 	all := slices.Clone(l.producerSnapshots)
 	want := l.producers.describe()
 	l.mu.Unlock()

@@ -251,7 +251,7 @@ func (l *Log) rebuildProducerStateLocked() error {
 // would save no scan, and keeps the newest producerSnapshotsKept. A failed
 // write is logged, not returned: the snapshot is an optimisation. l.mu is
 // held.
-func (l *Log) takeProducerSnapshotLocked(offset int64) {
+func (l *Log) takeProducerSnapshotLocked(offset int64, durable bool) {
 	covered := l.logStartOffset
 	if n := len(l.producerSnapshots); n > 0 {
 		covered = max(covered, l.producerSnapshots[n-1])
@@ -259,11 +259,17 @@ func (l *Log) takeProducerSnapshotLocked(offset int64) {
 	if offset <= covered {
 		return
 	}
-	// writeFileAtomic fsyncs the file and the directory: a snapshot that
-	// survives a crash describes data that survived it (rolls and clean
-	// shutdowns flush the log first), and one that does not is simply
-	// missing.
-	if err := writeFileAtomic(producerSnapshotPath(l.dir, offset), encodeProducerSnapshot(offset, l.producers)); err != nil {
+	// durable (Close) fsyncs the file and the directory now; a roll's
+	// snapshot is fsynced by the background flush of the rolled segment
+	// (flush.go), as Kafka's is. A snapshot that survives a crash the data
+	// below it did not is beyond the recovered log end offset, and
+	// loadProducerStateLocked deletes it; a torn one is skipped as
+	// unreadable.
+	write := writeFileAtomic
+	if !durable {
+		write = writeFileNoSync
+	}
+	if err := write(producerSnapshotPath(l.dir, offset), encodeProducerSnapshot(offset, l.producers)); err != nil {
 		l.logger.Warn("writing a producer state snapshot failed", "offset", offset, "error", err)
 		return
 	}

@@ -1,6 +1,9 @@
 package storage
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // Durable reports the durable mode: flush.messages=1, every message
 // fsynced before it is acknowledged. The broker then appends with
@@ -20,15 +23,28 @@ func (c LogConfig) Durable() bool { return c.FlushMessages == 1 }
 func (l *Log) Sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		again, err := l.syncOnce()
+		if !again || attempt == maxRollFlushRetries {
+			return err
+		}
+	}
+}
+
+// syncOnce is one Sync pass; again reports that a truncation or compaction
+// swap changed the segments during its fsyncs, so what it flushed may not
+// be what the log holds: a truncated suffix appended again is not covered.
+// syncMu is held.
+func (l *Log) syncOnce() (again bool, err error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
-		return ErrLogClosed
+		return false, ErrLogClosed
 	}
 	end := l.active().nextOffset
 	if end <= l.recoveryPoint {
 		l.mu.RUnlock()
-		return nil
+		return false, nil
 	}
 	var dirty []*segment
 	for _, s := range l.segments {
@@ -36,30 +52,44 @@ func (l *Log) Sync() error {
 			dirty = append(dirty, s)
 		}
 	}
+	created, needDir := l.segmentsCreated, l.dirSynced < l.segmentsCreated
+	version := l.structureVersion
 	l.mu.RUnlock()
 
 	errs := make([]error, len(dirty))
 	for i, s := range dirty {
 		errs[i] = s.flush()
 	}
+	// A segment rolled since the directory was last synced: its entry
+	// must be durable too, or a crash loses the file with what it holds.
+	var dirErr error
+	if needDir {
+		dirErr = syncDir(l.dir)
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return ErrLogClosed
+		return false, ErrLogClosed
 	}
 	for i, err := range errs {
 		// A segment deleted or truncated away meanwhile (its file closed)
 		// is not a failure of the log; one still in it is.
 		if err != nil && slices.Contains(l.segments, dirty[i]) {
-			return err
+			return false, err
 		}
 	}
-	// A truncation meanwhile may have cut below end.
-	l.recoveryPoint = max(l.recoveryPoint, min(end, l.active().nextOffset))
+	if dirErr != nil {
+		return false, fmt.Errorf("sync %s: %w: %w", l.tp, ErrStorage, dirErr)
+	}
+	l.dirSynced = max(l.dirSynced, created)
+	if l.structureVersion != version {
+		return true, nil
+	}
+	l.recoveryPoint = max(l.recoveryPoint, end)
 	if l.recoveryPoint == l.active().nextOffset {
 		l.unflushedMessages = 0
 	}
 	l.lastFlush = l.now()
-	return nil
+	return false, nil
 }
