@@ -64,6 +64,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.cleaner.enable", b(c.LogCleanerEnable), tb, "true"},
 		{"log.cleaner.min.cleanable.ratio", str(strconv.FormatFloat(c.LogCleanerMinCleanableRatio, 'f', -1, 64)), kmsg.ConfigTypeDouble, "0.5"},
 		{"log.cleaner.min.compaction.lag.ms", i64(c.LogCleanerMinCompactionLagMs), tl, "0"},
+		{"log.cleaner.max.compaction.lag.ms", i64(c.LogCleanerMaxCompactionLagMs), tl, long},
 		{"log.cleanup.policy", str(c.LogCleanupPolicy), tli, "delete"},
 		{"log.dirs", list(c.LogDirs), ts, ""},
 		{"log.flush.interval.messages", i64(c.LogFlushIntervalMessages), tl, long},

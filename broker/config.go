@@ -88,6 +88,7 @@ type Config struct {
 	LogCleanerDeleteRetentionMs  int64         // log.cleaner.delete.retention.ms (delete.retention.ms)
 	LogCleanerMinCleanableRatio  float64       // log.cleaner.min.cleanable.ratio (min.cleanable.dirty.ratio)
 	LogCleanerMinCompactionLagMs int64         // log.cleaner.min.compaction.lag.ms (min.compaction.lag.ms)
+	LogCleanerMaxCompactionLagMs int64         // log.cleaner.max.compaction.lag.ms (max.compaction.lag.ms)
 
 	// Idempotent producer state (storage/producer_state.go).
 	ProducerIDExpiration              time.Duration // producer.id.expiration.ms
@@ -277,6 +278,7 @@ func configKeys(c *Config) map[string]configKey {
 		"log.cleaner.delete.retention.ms":         {"86400000", i64(&c.LogCleanerDeleteRetentionMs), ""},
 		"log.cleaner.min.cleanable.ratio":         {"0.5", f64(&c.LogCleanerMinCleanableRatio), ""},
 		"log.cleaner.min.compaction.lag.ms":       {"0", i64(&c.LogCleanerMinCompactionLagMs), ""},
+		"log.cleaner.max.compaction.lag.ms":       {"9223372036854775807", i64(&c.LogCleanerMaxCompactionLagMs), ""},
 	}
 }
 

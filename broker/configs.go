@@ -59,6 +59,7 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 	set("log.cleaner.delete.retention.ms", i64(cfg.LogCleanerDeleteRetentionMs), cfg.Explicit["log.cleaner.delete.retention.ms"])
 	set("log.cleaner.min.cleanable.ratio", strconv.FormatFloat(cfg.LogCleanerMinCleanableRatio, 'f', -1, 64), cfg.Explicit["log.cleaner.min.cleanable.ratio"])
 	set("log.cleaner.min.compaction.lag.ms", i64(cfg.LogCleanerMinCompactionLagMs), cfg.Explicit["log.cleaner.min.compaction.lag.ms"])
+	set("log.cleaner.max.compaction.lag.ms", i64(cfg.LogCleanerMaxCompactionLagMs), cfg.Explicit["log.cleaner.max.compaction.lag.ms"])
 	set("min.insync.replicas", i64(int64(cfg.MinInsyncReplicas)), cfg.MinInsyncReplicas > 0)
 	set("unclean.leader.election.enable", strconv.FormatBool(cfg.UncleanLeaderElectionEnable), true)
 	return out
@@ -148,6 +149,7 @@ func (b *Broker) logConfig(img *metadata.Image, topic string) storage.LogConfig 
 	cfg.NoDelete = !slices.Contains(splitList(cleanup), "delete")
 	long("delete.retention.ms", &cfg.DeleteRetentionMs)
 	long("min.compaction.lag.ms", &cfg.MinCompactionLagMs)
+	long("max.compaction.lag.ms", &cfg.MaxCompactionLagMs)
 	if v, _ := b.topicConfigValue(img, topic, "min.cleanable.dirty.ratio"); v != "" {
 		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
 			cfg.MinCleanableDirtyRatio = f

@@ -73,3 +73,45 @@ func TestCompactedTopicKeepsTheLatestRecordPerKey(t *testing.T) {
 		})
 	}
 }
+
+// max.compaction.lag.ms end to end: with segment.ms at its week-long
+// default, the overwritten key would stay in the active segment (never
+// cleaned) for a week; with max.compaction.lag.ms=300 the next produce
+// after 300 ms rolls it out and the cleaner compacts it.
+func TestMaxCompactionLagCompactsWithoutWaitingForSegmentMs(t *testing.T) {
+	c := newTestCluster(t, withConfig("log.cleaner.backoff.ms=20"))
+	const topic = "lagged"
+	c.createTopic(topic, 1, map[string]*string{
+		"cleanup.policy":        kmsg.StringPtr("compact"),
+		"max.compaction.lag.ms": kmsg.StringPtr("300"),
+	})
+	prod := c.client(kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last int64
+	for _, r := range []*kgo.Record{{Key: []byte("k"), Value: []byte("old")}, {Key: []byte("k"), Value: []byte("new")}} {
+		res, err := prod.ProduceSync(ctx, r).First()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Offset
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte("other"), Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tp := storage.TopicPartition{Topic: topic, Partition: 0}
+	waitFor(t, "the log cleaner", 20*time.Second, func() bool { return c.logs.CleanerCheckpoint(tp) > last })
+	cons := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	for len(got) < 2 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %v: %v", got, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Key)+"="+string(r.Value)) })
+	}
+	if want := []string{"k=new", "other=x"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("consumed %v, want %v", got, want)
+	}
+}

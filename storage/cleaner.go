@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,6 +101,10 @@ type cleanPlan struct {
 	cleanBytes, dirtyBytes      int64
 	producerBatches             map[int64]bool
 	now                         time.Time
+	// maxCompactionDelayMs is how long ago the oldest dirty batch passed
+	// max.compaction.lag.ms (Kafka's maxCompactionDelay); above 0 the log
+	// is cleaned whatever its dirty ratio.
+	maxCompactionDelayMs int64
 }
 
 // dirtyRatio is Kafka's cleanableRatio: dirty bytes over cleanable bytes.
@@ -169,6 +174,16 @@ func (l *Log) planClean(checkpoint int64) (*cleanPlan, bool) {
 	}
 	p.firstDirtyOffset = p.segments[p.firstDirty].base
 	p.endOffset = p.segments[len(p.segments)-1].next
+	if l.cfg.MaxCompactionLagMs < math.MaxInt64 {
+		// KIP-354: the first batch of each dirty segment is its oldest
+		// (timestamps 0 or less, unknown, do not count, as in Kafka).
+		cleanUntil := now.UnixMilli() - l.cfg.MaxCompactionLagMs
+		for _, cs := range p.segments[p.firstDirty:] {
+			if ts := cs.seg.rollingTimestamp; ts > 0 && ts < cleanUntil {
+				p.maxCompactionDelayMs = max(p.maxCompactionDelayMs, cleanUntil-ts)
+			}
+		}
+	}
 	p.producerBatches = map[int64]bool{}
 	for _, e := range l.producers {
 		for _, b := range e.batches {

@@ -129,7 +129,9 @@ func (m *Manager) runCleaner(stop <-chan struct{}) (bool, error) {
 			continue
 		}
 		p, ok := l.planClean(cp)
-		if !ok || p.dirtyRatio() < max(p.cfg.MinCleanableDirtyRatio, 0) {
+		// Kafka's grabFilthiestCompactedLog: dirty enough, or holding a
+		// record past max.compaction.lag.ms.
+		if !ok || p.dirtyRatio() < max(p.cfg.MinCleanableDirtyRatio, 0) && p.maxCompactionDelayMs <= 0 {
 			continue
 		}
 		cands = append(cands, candidate{l, p})
@@ -154,7 +156,7 @@ func (m *Manager) runCleaner(stop <-chan struct{}) (bool, error) {
 	if err := m.writeCleanerCheckpoint(c.log.tp, stats.EndOffset); err != nil {
 		m.logger.Warn("writing the cleaner checkpoint failed", "partition", c.log.tp, "error", err)
 	}
-	m.logger.Info("cleaned log", "partition", c.log.tp, "dirty_ratio", c.plan.dirtyRatio(),
+	m.logger.Info("cleaned log", "partition", c.log.tp, "dirty_ratio", c.plan.dirtyRatio(), "max_compaction_delay_ms", c.plan.maxCompactionDelayMs,
 		"from_offset", c.plan.firstDirtyOffset, "to_offset", stats.EndOffset,
 		"segments", fmt.Sprintf("%d→%d", stats.SegmentsBefore, stats.SegmentsAfter),
 		"bytes", fmt.Sprintf("%d→%d", stats.BytesBefore, stats.BytesAfter),

@@ -463,3 +463,64 @@ func TestCleaningKeepsControlBatches(t *testing.T) {
 		t.Fatalf("after cleaning: batches %+v, want the marker at 1 and a=2 at 2", hs)
 	}
 }
+
+// max.compaction.lag.ms (KIP-354): a log whose dirty section is far below
+// min.cleanable.dirty.ratio is still cleaned once its oldest dirty batch is
+// older than the lag, and a compacted log's segments roll after the lag so
+// that its records leave the active segment, which is never cleaned.
+func TestMaxCompactionLagCleansBelowTheDirtyRatio(t *testing.T) {
+	clock := newFakeClock()
+	m := openTestManager(t, ManagerConfig{LogDirs: []string{t.TempDir()}, Now: clock.Now, DisableLogCleaner: true})
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0.5
+	tp := TopicPartition{Topic: "compacted", Partition: 0}
+	l, err := m.GetOrCreateLog(tp, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(11))
+	overwriteLog(t, l, record.CompressionNone, rng, 400, 100_000, 50, clock) // distinct keys: cleaning keeps them
+	l.SetHighWatermark(l.LogEndOffset())
+	if cleaned, err := m.RunCleaner(); !cleaned || err != nil {
+		t.Fatalf("first pass (never cleaned: dirty ratio 1): cleaned %v, %v", cleaned, err)
+	}
+	// A little dirty data after the clean section: far below the ratio.
+	overwriteLog(t, l, record.CompressionNone, rng, 5, 100_000, 5, clock)
+	l.SetHighWatermark(l.LogEndOffset())
+	if p, ok := l.planClean(m.CleanerCheckpoint(tp)); !ok || p.dirtyRatio() >= cfg.MinCleanableDirtyRatio {
+		t.Fatalf("setup: want a dirty section below the ratio, got %v (ok %v)", p, ok)
+	}
+	if cleaned, err := m.RunCleaner(); cleaned || err != nil {
+		t.Fatalf("without max.compaction.lag.ms: cleaned %v, %v", cleaned, err)
+	}
+	cfg.MaxCompactionLagMs = time.Hour.Milliseconds()
+	l.SetConfig(cfg)
+	if cleaned, err := m.RunCleaner(); cleaned || err != nil {
+		t.Fatalf("before the lag passed: cleaned %v, %v", cleaned, err)
+	}
+	clock.Advance(time.Hour + time.Second)
+	if cleaned, err := m.RunCleaner(); !cleaned || err != nil {
+		t.Fatalf("after max.compaction.lag.ms: cleaned %v, %v", cleaned, err)
+	}
+	if got, want := m.CleanerCheckpoint(tp), activeBase(l); got != want {
+		t.Fatalf("cleaner checkpoint %d, want %d", got, want)
+	}
+}
+
+func TestMaxCompactionLagRollsCompactedLogs(t *testing.T) {
+	for _, compact := range []bool{true, false} {
+		clock := newFakeClock()
+		cfg := compactConfig()
+		cfg.Compact, cfg.NoDelete = compact, !compact
+		cfg.MaxCompactionLagMs = time.Minute.Milliseconds()
+		l := openTestLog(t, partitionDir(t), OpenOptions{Config: cfg, Now: clock.Now})
+		for range 10 {
+			appendOK(t, l, keyedBatch(t, record.CompressionNone, clock.Now().UnixMilli(), kv{"k", []byte("v")}), 0)
+			clock.Advance(25 * time.Second)
+		}
+		// Every third append finds the first batch over a minute old.
+		if n, want := l.NumSegments(), map[bool]int{true: 4, false: 1}[compact]; n != want {
+			t.Fatalf("compact=%v: %d segments after 10 appends 25 s apart, want %d", compact, n, want)
+		}
+	}
+}

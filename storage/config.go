@@ -1,6 +1,9 @@
 package storage
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // LogConfig is the per-partition configuration of a log: Kafka's topic-level
 // configs (segment.bytes, retention.ms, ...) with the broker's log.* values as
@@ -56,6 +59,12 @@ type LogConfig struct {
 	// MinCompactionLagMs is min.compaction.lag.ms: a segment whose newest
 	// record is younger than this is not cleaned yet. Default 0.
 	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms (KIP-354): a record is
+	// cleaned at the latest this long after its batch's timestamp,
+	// whatever the dirty ratio, and the segments of a compacted log roll
+	// after at most this long (the cleaner never touches the active one).
+	// 0 or less means never, Kafka's default.
+	MaxCompactionLagMs int64
 	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: the cleaner
 	// cleans a log once its dirty bytes make up this share of its
 	// cleanable bytes. 0 means the default, 0.5; a negative value means 0
@@ -143,5 +152,18 @@ func (c LogConfig) normalized() LogConfig {
 		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
 	}
 	c.MinCompactionLagMs = max(c.MinCompactionLagMs, 0)
+	if c.MaxCompactionLagMs <= 0 {
+		c.MaxCompactionLagMs = math.MaxInt64
+	}
 	return c
+}
+
+// rollMs is how old the active segment's first batch may get before the
+// segment rolls: segment.ms, and on a compacted log at most
+// max.compaction.lag.ms (Kafka's LogConfig.maxSegmentMs).
+func (c LogConfig) rollMs() int64 {
+	if c.Compact {
+		return min(c.SegmentMs, c.MaxCompactionLagMs)
+	}
+	return c.SegmentMs
 }

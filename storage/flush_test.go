@@ -61,20 +61,14 @@ func waitRecoveryPoint(t *testing.T, l *Log, want int64) {
 	}
 }
 
-func (l *Log) activeBase() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.active().baseOffset
-}
-
 func TestRollFlushesInTheBackground(t *testing.T) {
 	l, entered, release := rollingLog(t)
 	appendBatches(t, l, 3) // ~1.2 KiB each: the fourth rolls
-	if l.activeBase() != 0 {
+	if activeBase(l) != 0 {
 		t.Fatal("rolled early")
 	}
 	appendBatches(t, l, 1)
-	base := l.activeBase()
+	base := activeBase(l)
 	if base == 0 {
 		t.Fatal("did not roll")
 	}
@@ -83,7 +77,7 @@ func TestRollFlushesInTheBackground(t *testing.T) {
 	// appends, rolls and reads of the partition go on meanwhile, and the
 	// recovery point has not moved past data not yet fsynced.
 	appendBatches(t, l, 8)
-	if l.activeBase() <= base {
+	if activeBase(l) <= base {
 		t.Fatal("no second roll while the first flush was held")
 	}
 	if got := readAll(t, l, 0, l.LogEndOffset()); len(batchHeaders(t, got)) != 12 {
@@ -97,7 +91,7 @@ func TestRollFlushesInTheBackground(t *testing.T) {
 		t.Fatalf("no producer snapshot at the roll: %v", err)
 	}
 	release()
-	waitRecoveryPoint(t, l, l.activeBase())
+	waitRecoveryPoint(t, l, activeBase(l))
 	checkLogInvariants(t, l)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

@@ -688,7 +688,7 @@ func (l *Log) maybeRollLocked(size int, firstOffset, lastOffset, maxTimestamp in
 		age = maxTimestamp - s.rollingTimestamp
 	}
 	if s.size > l.cfg.SegmentBytes-int64(size) ||
-		age > l.cfg.SegmentMs ||
+		age > l.cfg.rollMs() ||
 		s.index.IsFull() || s.timeIndex.IsFull() ||
 		lastOffset-s.baseOffset > int64(^uint32(0)>>1) {
 		return l.rollLocked(firstOffset)
