@@ -92,9 +92,12 @@ func (x *OffsetIndex) Append(offset int64, position int32) error {
 		return fmt.Errorf("append offset %d to offset index %s (%d entries): %w",
 			offset, x.path, x.entries, ErrIndexFull)
 	}
-	b := x.data[x.entries*offsetIndexEntrySize:]
-	binary.BigEndian.PutUint32(b, uint32(rel))
-	binary.BigEndian.PutUint32(b[4:], uint32(position))
+	var e [offsetIndexEntrySize]byte
+	binary.BigEndian.PutUint32(e[:], uint32(rel))
+	binary.BigEndian.PutUint32(e[4:], uint32(position))
+	if err := x.storeLocked(x.entries, e[:]); err != nil {
+		return fmt.Errorf("append offset %d: %w", offset, err)
+	}
 	x.entries++
 	return nil
 }

@@ -579,3 +579,49 @@ func TestLookupPositionFindsTheLastBoundaryWithinBothBounds(t *testing.T) {
 		}
 	}
 }
+
+// A write into the mapping that the file cannot back faults with SIGBUS: on
+// a full disk the sparse page gets no block. Cutting the file under the
+// mapping after its first page faults the same way for the next page. The
+// append must fail with ErrStorage, not kill the process, and leave the
+// index as it was.
+func TestIndexAppendFaultIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	x, err := OpenOffsetIndex(filepath.Join(dir, "00000000000000000000.index"), 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	ti, err := OpenTimeIndex(filepath.Join(dir, "00000000000000000000.timeindex"), 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ti.Close()
+	page := os.Getpagesize()
+	for i := range page / offsetIndexEntrySize { // the first page, full
+		mustAppend(t, x, int64(i), int32(i))
+	}
+	for i := range page / timeIndexEntrySize { // the next entry straddles the page end
+		if err := ti.MaybeAppend(int64(100+i), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{x.Path(), ti.Path()} {
+		if err := os.Truncate(p, int64(page)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantX, wantT := x.Entries(), ti.Entries()
+	if err := x.Append(int64(wantX), int32(wantX)); !errors.Is(err, ErrStorage) {
+		t.Fatalf("offset index append into an unbacked page: %v, want ErrStorage", err)
+	}
+	if err := ti.MaybeAppend(int64(100+wantT), int64(wantT)); !errors.Is(err, ErrStorage) {
+		t.Fatalf("time index append into an unbacked page: %v, want ErrStorage", err)
+	}
+	if x.Entries() != wantX || ti.Entries() != wantT {
+		t.Fatalf("entries %d and %d after failed appends, want %d and %d", x.Entries(), ti.Entries(), wantX, wantT)
+	}
+	if off, _ := x.Lookup(1 << 30); off != int64(wantX-1) {
+		t.Fatalf("lookup after a failed append: %d, want the last entry %d", off, wantX-1)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sort"
 	"sync"
 
@@ -324,6 +325,26 @@ func (m *mmapIndex) Discard() error {
 	if err != nil {
 		return fmt.Errorf("discard index %s: %w", m.path, err)
 	}
+	return nil
+}
+
+// storeLocked writes entry into slot of the mapping. The file is sparse, so
+// the slot's page may have no disk block yet: on a full disk the kernel
+// cannot give it one and the write faults with SIGBUS, which would kill the
+// process (Kafka's JVM dies the same way). Here the fault becomes an
+// ErrStorage error; the segment then goes without that sparse entry, which
+// only lengthens the scan from the one before. Caller holds mu exclusively.
+func (m *mmapIndex) storeLocked(slot int, entry []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r) // a bug, not the disk
+			}
+			err = fmt.Errorf("write index %s: %w: %v", m.path, ErrStorage, r)
+		}
+	}()
+	copy(m.data[slot*m.entrySize:(slot+1)*m.entrySize], entry)
 	return nil
 }
 

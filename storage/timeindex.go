@@ -108,9 +108,12 @@ func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64) error {
 		return fmt.Errorf("append (%d, %d) to time index %s (%d entries): %w",
 			timestamp, offset, x.path, x.entries, ErrIndexFull)
 	}
-	b := x.data[x.entries*timeIndexEntrySize:]
-	binary.BigEndian.PutUint64(b, uint64(timestamp))
-	binary.BigEndian.PutUint32(b[8:], uint32(rel))
+	var e [timeIndexEntrySize]byte
+	binary.BigEndian.PutUint64(e[:], uint64(timestamp))
+	binary.BigEndian.PutUint32(e[8:], uint32(rel))
+	if err := x.storeLocked(x.entries, e[:]); err != nil {
+		return fmt.Errorf("append (%d, %d): %w", timestamp, offset, err)
+	}
 	x.entries++
 	return nil
 }
