@@ -377,3 +377,24 @@ func FuzzRecords(f *testing.F) {
 		}
 	})
 }
+
+// varint's short cuts agree with binary.Varint on every input of up to two
+// bytes, and followed by a third byte of each kind.
+func TestVarintMatchesBinaryVarint(t *testing.T) {
+	check := func(b []byte) {
+		v, n := varint(b)
+		wv, wn := binary.Varint(b)
+		if v != wv || n != wn {
+			t.Fatalf("varint(%x) = %d, %d; binary.Varint: %d, %d", b, v, n, wv, wn)
+		}
+	}
+	check(nil)
+	for i := range 1 << 16 {
+		for _, third := range []byte{0, 1, 0x7f, 0x80, 0xff} {
+			b := []byte{byte(i), byte(i >> 8), third}
+			check(b[:1])
+			check(b[:2])
+			check(b)
+		}
+	}
+}

@@ -100,13 +100,16 @@ func corrupt(c Compression, err error) error {
 	return fmt.Errorf("decompress %v: %w: %w", c, ErrCorruptMessage, err)
 }
 
-// grow returns b with room for at least n more bytes, allocating exactly
-// that much when it must (append's rounding up could overshoot a bound).
+// grow returns b with room for at least n more bytes. When it must
+// allocate it adds an eighth, not append's doubling (which could overshoot a
+// size bound by as much again): a reused buffer, such as the produce path's
+// decompression scratch, then stops growing once it has seen batches of
+// about one size, instead of being replaced for each slightly larger one.
 func grow(b []byte, n int) []byte {
 	if cap(b)-len(b) >= n {
 		return b
 	}
-	nb := make([]byte, len(b), len(b)+n)
+	nb := make([]byte, len(b), len(b)+n+n/8)
 	copy(nb, b)
 	return nb
 }
