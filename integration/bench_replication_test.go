@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -20,6 +21,10 @@ import (
 //   - RF=1, acks=1 (the unreplicated baseline),
 //   - RF=3, acks=all, min.insync.replicas=2,
 //   - RF=3, acks=all with the durable mode (flush.messages=1),
+//   - and as the same-run reference, RF=1 acks=1 on franz-go's in-process
+//     kfake (3 brokers, all in memory), its half rate being RF=3's: the
+//     latency the client and this machine give at that load with a broker
+//     that does no work,
 //
 // each first at full speed (records/s, MB/s, latency percentiles), then at
 // half of its own full speed (latency percentiles: the p99 target is 10 ms
@@ -39,9 +44,14 @@ func TestReplicationPerf(t *testing.T) {
 	rounds := envInt("KEEL_BENCH_ROUNDS", 3)
 	rateFor := time.Duration(envInt("KEEL_BENCH_RATE_SECONDS", 5)) * time.Second
 	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}, ProcessOptions{})
-	seeds := c.BootstrapServers()
+	fake, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
 	type variant struct {
 		name    string
+		seeds   []string
 		rf      int16
 		acks    kgo.Acks
 		configs map[string]*string
@@ -50,32 +60,37 @@ func TestReplicationPerf(t *testing.T) {
 		halfLat []*latencies
 		halfJ   []*latencies // at half rate with the Java producer's defaults
 	}
+	keel := c.BootstrapServers()
 	variants := []*variant{
-		{name: "RF=1 acks=1", rf: 1, acks: kgo.LeaderAck()},
-		{name: "RF=3 acks=all", rf: 3, acks: kgo.AllISRAcks(), configs: map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}},
-		{name: "RF=3 acks=all durable", rf: 3, acks: kgo.AllISRAcks(), configs: map[string]*string{
+		{name: "RF=1 acks=1", seeds: keel, rf: 1, acks: kgo.LeaderAck()},
+		{name: "RF=3 acks=all", seeds: keel, rf: 3, acks: kgo.AllISRAcks(), configs: map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}},
+		{name: "RF=3 acks=all durable", seeds: keel, rf: 3, acks: kgo.AllISRAcks(), configs: map[string]*string{
 			"min.insync.replicas": kadm.StringPtr("2"), "flush.messages": kadm.StringPtr("1")}},
+		{name: "kfake RF=1 (RF=3's rate)", seeds: fake.ListenAddrs(), rf: 1, acks: kgo.LeaderAck()},
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	// halfOf is the variant whose full rate sets the half rate: RF=3's for
+	// kfake, so that its latency is measured at the same load.
+	halfOf := map[*variant]*variant{variants[3]: variants[1]}
 	value := perfPayload(100)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	for round := 0; round < rounds; round++ {
-		order := variants
+		order := slices.Clone(variants[:3])
 		if round%2 == 1 {
-			order = []*variant{variants[2], variants[1], variants[0]}
+			slices.Reverse(order)
 		}
+		order = append(order, variants[3]) // after RF=3, whose rate it takes
 		for vi, v := range order {
 			topic := fmt.Sprintf("rperf-%d-%d", round, vi)
+			admCl, err := kgo.NewClient(kgo.SeedBrokers(v.seeds...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm := kadm.NewClient(admCl)
 			if resp, err := adm.CreateTopic(ctx, 6, v.rf, v.configs, topic); err != nil || resp.Err != nil {
 				t.Fatalf("create %s: %v %v", topic, err, resp.Err)
 			}
-			opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(v.acks)}
+			opts := []kgo.Opt{kgo.SeedBrokers(v.seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(v.acks)}
 			if v.acks != kgo.AllISRAcks() {
 				opts = append(opts, kgo.DisableIdempotentWrite())
 			}
@@ -89,7 +104,11 @@ func TestReplicationPerf(t *testing.T) {
 			produceN(ctx, t, prod, topic, value, records, lat)
 			rate := float64(records) / time.Since(start).Seconds()
 			v.full, v.fullLat = append(v.full, rate), append(v.fullLat, lat)
-			v.halfLat = append(v.halfLat, produceAtRate(ctx, t, prod, topic, value, rate/2, rateFor))
+			half := rate / 2
+			if o := halfOf[v]; o != nil {
+				half = o.full[len(o.full)-1] / 2
+			}
+			v.halfLat = append(v.halfLat, produceAtRate(ctx, t, prod, topic, value, half, rateFor))
 			prod.Close()
 			optsJ := append(slices.Clone(opts), kgo.ProducerLinger(5*time.Millisecond))
 			if v.acks != kgo.AllISRAcks() { // idempotent kgo has 5 in flight already
@@ -100,13 +119,14 @@ func TestReplicationPerf(t *testing.T) {
 				t.Fatal(err)
 			}
 			produceN(ctx, t, prodJ, topic, value, 50_000, nil) // connections, producer id
-			v.halfJ = append(v.halfJ, produceAtRate(ctx, t, prodJ, topic, value, rate/2, rateFor))
+			v.halfJ = append(v.halfJ, produceAtRate(ctx, t, prodJ, topic, value, half, rateFor))
 			prodJ.Close()
 			t.Logf("%s round %d: %.0f records/s, p99 %v; at half rate p99 %v, with Java's defaults %v", v.name, round+1, rate,
 				lat.pct(0.99), v.halfLat[len(v.halfLat)-1].pct(0.99), v.halfJ[len(v.halfJ)-1].pct(0.99))
 			if _, err := adm.DeleteTopics(ctx, topic); err != nil {
 				t.Fatal(err)
 			}
+			admCl.Close()
 		}
 	}
 	median := func(xs []float64) float64 {
