@@ -337,6 +337,20 @@ func (b *Broker) newFetchContext(m *kmsg.FetchRequest, img *metadata.Image, foll
 			}
 		}
 	}
+	// A partition whose topic id was unknown when it joined the session
+	// (metadata not here yet) is looked up again on every fetch, as Kafka's
+	// CachedPartition.maybeResolveUnknownName does; otherwise an
+	// incremental fetch that does not name it again would be answered
+	// UNKNOWN_TOPIC_ID for as long as the session lives.
+	if usesIDs {
+		for _, fp := range s.parts {
+			if fp.topic == "" {
+				if t, ok := img.TopicByID(metadata.Uuid(fp.key.id)); ok {
+					fp.topic = t.Name
+				}
+			}
+		}
+	}
 	s.epoch = nextSessionEpoch(s.epoch)
 	s.lastUsed = b.now()
 	return &fetchContext{kind: incrementalFetch, session: s}

@@ -13,7 +13,8 @@ package broker
 // divergent ones. It then fetches from its log end offset, appends the
 // leader's batches byte for byte and takes the high watermark from the
 // response. A DivergingEpoch in a fetch response (v12+, KIP-595) truncates
-// the same way.
+// the same way. Each fetcher fetches in a KIP-227 fetch session with its
+// leader (followerSession), as Kafka's followers do.
 
 import (
 	"context"
@@ -91,9 +92,49 @@ type replicaFetcher struct {
 	conn   *kafkaConn
 	wake   chan struct{}
 	stop   chan struct{}
+	// session is the fetch session with the leader; run (and backoff,
+	// which only run calls) alone use it.
+	session followerSession
 
 	mu    sync.Mutex
 	parts map[*partition]*followerFetch
+}
+
+// followerSession is the follower's side of a KIP-227 fetch session with
+// its leader (Kafka's FetchSessionHandler). A full fetch (epoch 0) asks the
+// leader to keep the partitions and their fetch state; each later fetch
+// names only the partitions whose state changed, and those to forget, and
+// the leader answers only for partitions with something new. Without it
+// every fetch lists, and every answer checks, every partition the two
+// brokers share, however few of them change.
+type followerSession struct {
+	id    int32 // 0: none
+	epoch int32 // of the next fetch; 0 (initialSessionEpoch) means a full fetch
+	// sent is the state the leader holds for each partition in the session.
+	sent map[sessionKey]sessionState
+}
+
+type sessionKey struct {
+	topicID   [16]byte
+	partition int32
+}
+
+// sessionState is a partition's fetch state as a Fetch sends it.
+type sessionState struct {
+	fetchOffset, logStartOffset   int64
+	leaderEpoch, lastFetchedEpoch int32
+	partitionMaxBytes             int32
+}
+
+// reset makes the next fetch a full one. With closeExisting the full fetch
+// names the current session, which the leader then drops (Kafka's
+// nextCloseExisting, after a failed fetch); otherwise it asks for a new one
+// (after FETCH_SESSION_ID_NOT_FOUND).
+func (s *followerSession) reset(closeExisting bool) {
+	if !closeExisting {
+		s.id = 0
+	}
+	s.epoch, s.sent = initialSessionEpoch, nil
 }
 
 func newReplicaFetchers(b *Broker) *replicaFetchers {
@@ -186,6 +227,15 @@ func (f *replicaFetcher) backoff(ff *followerFetch) {
 	f.mu.Lock()
 	ff.retryAt = time.Now().Add(f.b.cfg.ReplicaFetchBackoff)
 	f.mu.Unlock()
+	// Name it again when it is next fetched, whether or not its fetch
+	// state changed: the leader's answer may (an unknown topic id becomes
+	// known). Until then it is forgotten from the session, so the leader
+	// uses no fetch state of it the follower did not just send.
+	key := sessionKey{ff.p.topicID, ff.p.tp.Partition}
+	if st, ok := f.session.sent[key]; ok {
+		st.fetchOffset = -1 // never a fetch offset sent
+		f.session.sent[key] = st
+	}
 }
 
 // run is the fetcher's goroutine.
@@ -420,34 +470,74 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 	req.MaxWaitMillis = int32(cfg.ReplicaFetchWaitMax / time.Millisecond)
 	req.MinBytes = int32(cfg.ReplicaFetchMinBytes)
 	req.MaxBytes = int32(min(cfg.ReplicaFetchResponseMaxBytes, maxInternalResponse))
-	req.SessionID, req.SessionEpoch = 0, -1 // sessionless
+	sess := &f.session
+	full := sess.epoch == initialSessionEpoch
+	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
 	byKey := map[[2]any]*followerFetch{}
+	want := make(map[sessionKey]sessionState, len(parts))
 	for _, ff := range parts {
 		l := ff.p.log
+		key := sessionKey{ff.p.topicID, ff.p.tp.Partition}
+		st := sessionState{fetchOffset: l.LogEndOffset(), logStartOffset: l.LogStartOffset(),
+			leaderEpoch: ff.leaderEpoch, lastFetchedEpoch: -1, partitionMaxBytes: int32(cfg.ReplicaFetchMaxBytes)}
+		if e, ok := l.LeaderEpochCache().LatestEpoch(); ok {
+			st.lastFetchedEpoch = e
+		}
+		want[key] = st
+		byKey[[2]any{ff.p.topicID, ff.p.tp.Partition}] = ff
+		if prev, ok := sess.sent[key]; !full && ok && prev == st {
+			continue // the leader has it
+		}
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic, rt.TopicID = ff.p.tp.Topic, ff.p.topicID
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = ff.p.tp.Partition
-		rp.CurrentLeaderEpoch = ff.leaderEpoch
-		rp.FetchOffset = l.LogEndOffset()
-		rp.LogStartOffset = l.LogStartOffset()
-		rp.PartitionMaxBytes = int32(cfg.ReplicaFetchMaxBytes)
-		if e, ok := l.LeaderEpochCache().LatestEpoch(); ok {
-			rp.LastFetchedEpoch = e
-		}
+		rp.CurrentLeaderEpoch = st.leaderEpoch
+		rp.FetchOffset = st.fetchOffset
+		rp.LogStartOffset = st.logStartOffset
+		rp.PartitionMaxBytes = st.partitionMaxBytes
+		rp.LastFetchedEpoch = st.lastFetchedEpoch
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		byKey[[2]any{ff.p.topicID, ff.p.tp.Partition}] = ff
+	}
+	if !full {
+		// Partitions not fetched this time (removed, backing off,
+		// truncating) leave the session; they come back with their state.
+		for key := range sess.sent {
+			if _, ok := want[key]; !ok {
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.TopicID, ft.Partitions = key.topicID, []int32{key.partition}
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			}
+		}
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, cfg.ReplicaFetchWaitMax+10*time.Second)
 	kresp, err := f.conn.request(ctx, req)
 	cancel()
 	if err != nil {
+		sess.reset(true)
 		return err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
-	if resp.ErrorCode != 0 {
+	switch resp.ErrorCode {
+	case 0:
+	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
+		// The leader lost or moved on from the session (a restart, an
+		// eviction): start a new one with a full fetch now.
+		b.log.Debug("follower fetch session reset", "leader", f.leader, "session", sess.id, "error", kerr.ErrorForCode(resp.ErrorCode))
+		sess.reset(resp.ErrorCode == kerr.InvalidFetchSessionEpoch.Code)
+		return nil
+	default:
+		sess.reset(true)
 		return fmt.Errorf("fetch from %d: %w", f.leader, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	switch {
+	case resp.SessionID == 0:
+		sess.reset(false) // the leader keeps no session for us: fetch in full
+	case full:
+		sess.id, sess.epoch, sess.sent = resp.SessionID, nextSessionEpoch(initialSessionEpoch), want
+	default:
+		sess.epoch, sess.sent = nextSessionEpoch(sess.epoch), want
 	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
