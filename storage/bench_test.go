@@ -93,16 +93,20 @@ func BenchmarkAppend(b *testing.B) {
 			return err
 		}))
 	})
-	b.Run("os-file-write-baseline", func(b *testing.B) {
-		benchAppendLoop(b, batch, func() (func([]byte) error, func()) {
-			path := filepath.Join(benchDir(b), "baseline.log")
-			os.Remove(path)
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return func(buf []byte) error { _, err := f.Write(buf); return err }, func() { f.Close() }
-		})
+	b.Run("os-file-write-baseline", func(b *testing.B) { benchFileWriteBaseline(b, batch) })
+}
+
+// benchFileWriteBaseline is the append benchmarks' baseline: the same
+// bytes written to a plain file with os.File.Write.
+func benchFileWriteBaseline(b *testing.B, batch []byte) {
+	benchAppendLoop(b, batch, func() (func([]byte) error, func()) {
+		path := filepath.Join(benchDir(b), "baseline.log")
+		os.Remove(path)
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(buf []byte) error { _, err := f.Write(buf); return err }, func() { f.Close() }
 	})
 }
 
@@ -324,17 +328,7 @@ func BenchmarkAppendRoll(b *testing.B) {
 			b.ReportMetric(float64(slices.Max(rolls).Microseconds()), "roll-max-µs")
 		}
 	})
-	b.Run("os-file-write-baseline", func(b *testing.B) {
-		benchAppendLoop(b, batch, func() (func([]byte) error, func()) {
-			path := filepath.Join(benchDir(b), "baseline.log")
-			os.Remove(path)
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return func(buf []byte) error { _, err := f.Write(buf); return err }, func() { f.Close() }
-		})
-	})
+	b.Run("os-file-write-baseline", func(b *testing.B) { benchFileWriteBaseline(b, batch) })
 }
 
 // BenchmarkTailRead is a consumer (or follower) at the log end: each

@@ -95,18 +95,23 @@ func writeFileAtomic(path string, data []byte) (err error) {
 // syncDir fsyncs a directory so that entries created, renamed or removed in
 // it survive a crash.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := fsyncPath(dir); err != nil {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// fsyncPath opens path, fsyncs and closes it.
+func fsyncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // corruptCheckpointf returns an error wrapping ErrCorruptCheckpoint that

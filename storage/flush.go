@@ -141,15 +141,7 @@ func (l *Log) syncDirIfNeeded(created uint64) error {
 
 // syncFile fsyncs the file at path.
 func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := fsyncPath(path); err != nil {
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
 	return nil
