@@ -156,6 +156,20 @@ func TestFollowerFetchesInASession(t *testing.T) {
 	c.createAssigned("s", []int32{2, testNodeID}, []int32{2, testNodeID})
 
 	full := leader.next(t)
+	// Both partitions followed before the first answer, so that the next
+	// fetch names the one the first may have missed.
+	waitFor(t, "both partitions followed", 5*time.Second, func() bool {
+		fs := c.broker.fetchers
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		n := 0
+		for _, f := range fs.byKey {
+			f.mu.Lock()
+			n += len(f.parts)
+			f.mu.Unlock()
+		}
+		return n == 2
+	})
 	if full.SessionID != 0 || full.SessionEpoch != 0 || len(fetchedPartitions(full)) == 0 {
 		t.Fatalf("first fetch: session %d epoch %d partitions %v, want a full fetch (0, 0)",
 			full.SessionID, full.SessionEpoch, fetchedPartitions(full))
@@ -165,12 +179,13 @@ func TestFollowerFetchesInASession(t *testing.T) {
 	}
 	leader.answers <- answer(full, 42, 0, nil, 0)
 	epoch := int32(1)
-	if got := fetchedPartitions(full); len(got) == 1 {
-		// The second partition was followed after the first fetch left:
+	if first := fetchedPartitions(full); len(first) == 1 {
+		// The other partition was followed after the first fetch left:
 		// it joins the session in an incremental fetch.
+		other := map[string]string{"0@0": "1@0", "1@0": "0@0"}[first[0]]
 		add := leader.next(t)
-		if got := fetchedPartitions(add); add.SessionID != 42 || add.SessionEpoch != 1 || len(got) != 1 || got[0] != "1@0" {
-			t.Fatalf("fetch adding partition 1: session %d epoch %d partitions %v, want (42, 1) [1@0]", add.SessionID, add.SessionEpoch, got)
+		if got := fetchedPartitions(add); add.SessionID != 42 || add.SessionEpoch != 1 || len(got) != 1 || got[0] != other {
+			t.Fatalf("fetch adding the other partition: session %d epoch %d partitions %v, want (42, 1) [%s]", add.SessionID, add.SessionEpoch, got, other)
 		}
 		leader.answers <- answer(add, 42, 0, nil, 0)
 		epoch++
