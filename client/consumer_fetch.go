@@ -410,6 +410,7 @@ func decodeFetchedRecords(topic string, p *kmsg.FetchResponseTopicPartition, fet
 				Partition:     p.Partition,
 				Offset:        r.Offset,
 				Timestamp:     time.UnixMilli(r.Timestamp),
+				TimestampType: TimestampType(h.TimestampType()),
 				Key:           r.Key,
 				Value:         r.Value,
 				Headers:       r.Headers,

@@ -111,8 +111,9 @@ func (b *batch) complete(p *Producer, baseOffset, logAppendTime int64, err error
 			if baseOffset >= 0 {
 				r.Offset = baseOffset + int64(i)
 			}
+			r.TimestampType = CreateTime
 			if logAppendTime >= 0 {
-				r.Timestamp = time.UnixMilli(logAppendTime)
+				r.Timestamp, r.TimestampType = time.UnixMilli(logAppendTime), LogAppendTime
 			}
 		}
 		if br.cb != nil {

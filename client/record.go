@@ -25,9 +25,15 @@ type Record struct {
 	Partition int32
 	Offset    int64
 	Timestamp time.Time
-	Key       []byte
-	Value     []byte
-	Headers   []Header
+	// TimestampType says whose Timestamp is: the producer's (CreateTime)
+	// or the broker's, stamped at append (LogAppendTime, a topic with
+	// message.timestamp.type=LogAppendTime), as Kafka's
+	// ConsumerRecord.timestampType(). Set on consumed records, and on
+	// produced ones once acknowledged.
+	TimestampType TimestampType
+	Key           []byte
+	Value         []byte
+	Headers       []Header
 	// LeaderEpoch is the leader epoch of the batch the record was in
 	// (consumed records; -1 when unknown).
 	LeaderEpoch int32
@@ -35,6 +41,24 @@ type Record struct {
 	// transactional producer that wrote a consumed record (-1 if none).
 	ProducerID    int64
 	ProducerEpoch int16
+}
+
+// TimestampType is a record timestamp's type.
+type TimestampType int8
+
+const (
+	// CreateTime: the producer set the timestamp (Kafka's default).
+	CreateTime TimestampType = 0
+	// LogAppendTime: the broker set it when it appended the batch.
+	LogAppendTime TimestampType = 1
+)
+
+// String is Kafka's name for the type.
+func (t TimestampType) String() string {
+	if t == LogAppendTime {
+		return "LogAppendTime"
+	}
+	return "CreateTime"
 }
 
 // KeyString and ValueString are conveniences for examples and tools.

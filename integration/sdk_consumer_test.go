@@ -573,3 +573,43 @@ func sdkcBenchConsume(b *testing.B, c *Cluster, topic string, partitions int32, 
 	b.StopTimer()
 	return float64(records) / sdkBest.Seconds(), sdkAllocs, float64(records) / kgoBest.Seconds(), kgoAllocs
 }
+
+// The SDK reports a record's timestamp type as Kafka's clients do: on a
+// topic with message.timestamp.type=LogAppendTime the acknowledged and the
+// consumed record carry the broker's append time and LogAppendTime, on a
+// default topic the producer's time and CreateTime.
+func TestSDKRecordTimestampTypeOnKeel(t *testing.T) {
+	c, _, adm := sdkcCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")}, "appendtime"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	sdkcTopic(t, adm, "createtime", 1)
+	prod, err := client.NewProducer(ctx, client.SeedBrokers(c.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(context.Background())
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		topic string
+		want  client.TimestampType
+	}{{"appendtime", client.LogAppendTime}, {"createtime", client.CreateTime}} {
+		start := time.Now().Add(-time.Second)
+		res := prod.ProduceSync(ctx, &client.Record{Topic: tc.topic, Value: []byte("v"), Timestamp: old})
+		if err := res.FirstErr(); err != nil {
+			t.Fatalf("%s: produce: %v", tc.topic, err)
+		}
+		cons := sdkcConsumer(t, c, client.ConsumePartitions(map[string]map[int32]int64{tc.topic: {0: 0}}))
+		got := sdkcPollN(t, cons, 1, 20*time.Second)[0]
+		for what, r := range map[string]*client.Record{"acknowledged": res[0].Record, "consumed": got} {
+			if r.TimestampType != tc.want {
+				t.Errorf("%s: %s record: timestamp type %v, want %v", tc.topic, what, r.TimestampType, tc.want)
+			}
+			if appended := r.Timestamp.After(start); appended != (tc.want == client.LogAppendTime) || (!appended && !r.Timestamp.Equal(old)) {
+				t.Errorf("%s: %s record: timestamp %v (produced with %v)", tc.topic, what, r.Timestamp, old)
+			}
+		}
+	}
+}

@@ -526,8 +526,20 @@ func TestCLIFormatterPrintsLikeKafkaConsoleConsumer(t *testing.T) {
 			t.Errorf("%v: %q, want %q", tc.props, b.String(), tc.want)
 		}
 	}
+	// A topic with message.timestamp.type=LogAppendTime prints the broker's
+	// time under that name, as kafka-console-consumer does.
+	appended := *rec
+	appended.TimestampType = client.LogAppendTime
+	f, err := newMessageFormatter(map[string]string{"print.timestamp": "true"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lb bytes.Buffer
+	if err := f.write(&lb, &appended); err != nil || lb.String() != "LogAppendTime:1700000000123\tv\n" {
+		t.Errorf("LogAppendTime record: %q, %v", lb.String(), err)
+	}
 	keyless := &client.Record{Topic: "t", Value: []byte{0xff, 0x00}, Timestamp: time.UnixMilli(1)}
-	f, _ := newMessageFormatter(nil, true)
+	f, _ = newMessageFormatter(nil, true)
 	var b bytes.Buffer
 	if err := f.write(&b, keyless); err != nil {
 		t.Fatal(err)

@@ -158,9 +158,7 @@ func (f *messageFormatter) write(w io.Writer, r *client.Record) error {
 		return string(v)
 	}
 	if f.timestamp {
-		// The SDK does not expose the timestamp type; Kafka's default
-		// (and what producers send) is CreateTime.
-		fmt.Fprintf(&b, "CreateTime:%d", r.Timestamp.UnixMilli())
+		fmt.Fprintf(&b, "%s:%d", r.TimestampType, r.Timestamp.UnixMilli())
 		sep(f.partition || f.offset || f.headers || f.key || f.value)
 	}
 	if f.partition {
