@@ -121,16 +121,16 @@ func (n *Node) start() (err error) {
 
 	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames}
 	n.server, err = network.NewServer(network.Config{
-		Listeners:             listeners,
-		Handler:               router,
-		Logger:                logger.Named("network"),
-		MaxConnections:        cfg.MaxConnections,
-		ConnectionsMaxIdle:    cfg.ConnectionsMaxIdle,
-		SocketRequestMaxBytes: cfg.SocketRequestMaxBytes,
-		SocketSendBufferBytes: cfg.SocketSendBufferBytes,
-		SocketRecvBufferBytes: cfg.SocketReceiveBufferBytes,
-		ConnClassifier:        raftlog.IsRaftMarker,
-		HandoffRaft:           n.handoffRaft,
+		Listeners:                listeners,
+		Handler:                  router,
+		Logger:                   logger.Named("network"),
+		MaxConnections:           cfg.MaxConnections,
+		ConnectionsMaxIdle:       cfg.ConnectionsMaxIdle,
+		SocketRequestMaxBytes:    cfg.SocketRequestMaxBytes,
+		SocketSendBufferBytes:    cfg.SocketSendBufferBytes,
+		SocketReceiveBufferBytes: cfg.SocketReceiveBufferBytes,
+		ConnClassifier:           raftlog.IsRaftMarker,
+		HandoffRaft:              n.handoffRaft,
 	})
 	if err != nil {
 		return err

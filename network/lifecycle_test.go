@@ -323,7 +323,7 @@ func TestNewServerValidatesConfig(t *testing.T) {
 // and SO_RCVBUF of accepted connections (Linux reports twice the value).
 func TestSocketBufferSizesAreApplied(t *testing.T) {
 	const snd, rcv = 64 << 10, 48 << 10
-	ts := startServer(t, nil, func(c *Config) { c.SocketSendBufferBytes, c.SocketRecvBufferBytes = snd, rcv })
+	ts := startServer(t, nil, func(c *Config) { c.SocketSendBufferBytes, c.SocketReceiveBufferBytes = snd, rcv })
 	rc := dialRaw(t, ts.addr)
 	corr := rc.send(kmsg.NewPtrApiVersionsRequest(), 3)
 	rc.read(kmsg.NewPtrApiVersionsResponse(), 3, corr)

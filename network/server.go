@@ -143,9 +143,9 @@ type Config struct {
 	// accepted connections. Zero or negative keeps the OS default (on
 	// Linux, autotuned).
 	SocketSendBufferBytes int
-	// SocketRecvBufferBytes is socket.receive.buffer.bytes: their
+	// SocketReceiveBufferBytes is socket.receive.buffer.bytes: their
 	// SO_RCVBUF, likewise.
-	SocketRecvBufferBytes int
+	SocketReceiveBufferBytes int
 }
 
 // boundListener is a bound listener with its accept state.
@@ -365,7 +365,7 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 		if n := s.cfg.SocketSendBufferBytes; n > 0 {
 			_ = tc.SetWriteBuffer(n)
 		}
-		if n := s.cfg.SocketRecvBufferBytes; n > 0 {
+		if n := s.cfg.SocketReceiveBufferBytes; n > 0 {
 			_ = tc.SetReadBuffer(n)
 		}
 	}
