@@ -378,6 +378,40 @@ func (a *Admin) DeleteOffsets(ctx context.Context, group string, parts ...TopicP
 	return out, nil
 }
 
+// AlterGroupOffsets commits offsets for group as Kafka's
+// Admin.alterConsumerGroupOffsets does (kafka-consumer-groups.sh
+// --reset-offsets --execute): an OffsetCommit outside any generation
+// (member id "", generation -1), which the coordinator accepts only while
+// the group has no members. The map holds each partition's result (nil:
+// committed; UNKNOWN_MEMBER_ID while the group is active); a request that
+// failed as a whole is the error.
+func (a *Admin) AlterGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) (map[TopicPartition]error, error) {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	byTopic := map[string][]kmsg.OffsetCommitRequestTopicPartition{}
+	for tp, off := range offsets {
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset = tp.Partition, off
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
+	}
+	for _, t := range sortedTopics(byTopic) {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic, rt.Partitions = t, byTopic[t]
+		req.Topics = append(req.Topics, rt)
+	}
+	kresp, err := a.cl.CoordinatorRequest(ctx, GroupCoordinator, group, req)
+	if err != nil {
+		return nil, fmt.Errorf("alter offsets of %s: %w", group, err)
+	}
+	out := make(map[TopicPartition]error, len(offsets))
+	for _, t := range kresp.(*kmsg.OffsetCommitResponse).Topics {
+		for _, p := range t.Partitions {
+			out[TopicPartition{t.Topic, p.Partition}] = ErrorForCode(p.ErrorCode)
+		}
+	}
+	return out, nil
+}
+
 // CommittedOffset is a group's committed offset for one partition.
 type CommittedOffset struct {
 	Offset      int64

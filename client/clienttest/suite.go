@@ -559,20 +559,12 @@ func AdminOperations(t *testing.T, tgt Target) {
 		t.Fatalf("start offsets %+v: %v", starts, err)
 	}
 
-	// Groups: commit an offset (as a simple, generation-less consumer
-	// does), then describe, lag, delete.
+	// Groups: commit an offset outside any generation (Kafka's
+	// Admin.alterConsumerGroupOffsets), then describe, lag, delete.
 	group := "g-" + topic
-	commit := kmsg.NewPtrOffsetCommitRequest()
-	commit.Group, commit.Generation = group, -1
-	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = topic
-	cp := kmsg.NewOffsetCommitRequestTopicPartition()
-	cp.Partition, cp.Offset = 0, 7
-	ct.Partitions = append(ct.Partitions, cp)
-	commit.Topics = append(commit.Topics, ct)
-	kresp, err := a.Client().CoordinatorRequest(ctx, client.GroupCoordinator, group, commit)
-	if err != nil || kresp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("commit: %v %+v", err, kresp)
+	alt, err := a.AlterGroupOffsets(ctx, group, map[client.TopicPartition]int64{tp0: 7})
+	if err != nil || len(alt) != 1 || alt[tp0] != nil {
+		t.Fatalf("alter group offsets %+v: %v", alt, err)
 	}
 	groups, err := a.ListGroups(ctx)
 	if err != nil {

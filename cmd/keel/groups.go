@@ -577,7 +577,7 @@ func groupsResetOffsets(c *cli.Context) error {
 		}
 		return latest[tp] // Kafka's tool falls back on the log end
 	}
-	newOffsets := map[string]map[int32]int64{}
+	newOffsets := map[client.TopicPartition]int64{}
 	var rows []resetJSON
 	for _, tp := range tps {
 		var o int64
@@ -598,15 +598,23 @@ func groupsResetOffsets(c *cli.Context) error {
 				o = latest[tp]
 			}
 		}
-		if newOffsets[tp.Topic] == nil {
-			newOffsets[tp.Topic] = map[int32]int64{}
-		}
-		newOffsets[tp.Topic][tp.Partition] = o
+		newOffsets[tp] = o
 		rows = append(rows, resetJSON{group, tp.Topic, tp.Partition, o})
 	}
 	if c.Bool("execute") {
-		if err := commitGroupOffsets(ctx, c, group, newOffsets); err != nil {
-			return err
+		// As Kafka's tool: a commit outside any generation, which the
+		// coordinator takes only while the group is empty.
+		res, err := adm.AlterGroupOffsets(ctx, group, newOffsets)
+		if err != nil {
+			return fmt.Errorf("reset offsets of group %s: %w", group, err)
+		}
+		for _, tp := range tps {
+			if perr, ok := res[tp]; !ok || perr != nil {
+				if !ok {
+					perr = errors.New("no answer for this partition")
+				}
+				return fmt.Errorf("reset offsets of group %s: %s-%d: %w", group, tp.Topic, tp.Partition, perr)
+			}
 		}
 	}
 	if asJSON {
@@ -622,24 +630,4 @@ func printResetRows(w io.Writer, rows []resetJSON) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Group, r.Topic, r.Partition, r.NewOffset)
 	}
 	return tw.Flush()
-}
-
-// commitGroupOffsets commits offsets for an inactive group the way Kafka's
-// tool does: as a consumer outside the group's generation (the group is
-// only an offset store), which the coordinator accepts while the group is
-// empty.
-func commitGroupOffsets(ctx context.Context, c *cli.Context, group string, offsets map[string]map[int32]int64) error {
-	opts, err := clientOptions(c, roleConsumer, nil)
-	if err != nil {
-		return err
-	}
-	cons, err := client.NewConsumer(ctx, append(opts, client.ConsumerGroup(group), client.AutoCommit(false))...)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
-	}
-	defer cons.Close(context.Background())
-	if err := cons.CommitOffsetsSync(ctx, offsets); err != nil {
-		return fmt.Errorf("reset offsets of group %s: %w", group, err)
-	}
-	return nil
 }
