@@ -29,7 +29,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network/record"
 	"github.com/keelstream/keel/storage"
 )
@@ -473,7 +472,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 	sess := &f.session
 	full := sess.epoch == initialSessionEpoch
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
-	byKey := map[[2]any]*followerFetch{}
+	byKey := make(map[sessionKey]*followerFetch, len(parts))
 	want := make(map[sessionKey]sessionState, len(parts))
 	for _, ff := range parts {
 		l := ff.p.log
@@ -484,7 +483,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 			st.lastFetchedEpoch = e
 		}
 		want[key] = st
-		byKey[[2]any{ff.p.topicID, ff.p.tp.Partition}] = ff
+		byKey[key] = ff
 		if prev, ok := sess.sent[key]; !full && ok && prev == st {
 			continue // the leader has it
 		}
@@ -541,7 +540,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			ff := byKey[[2]any{metadata.Uuid(rt.TopicID), rp.Partition}]
+			ff := byKey[sessionKey{rt.TopicID, rp.Partition}]
 			if ff == nil || !f.current(ff) || ff.p.removed.Load() {
 				continue
 			}
