@@ -54,6 +54,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -94,13 +99,12 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 	img := b.currentImage()
 	acks := m.Acks
 	validAcks := acks == 0 || acks == 1 || acks == -1
-	failed := false
-	var pending []producePending
-	var leaders map[int32]bool
-	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(m.Topics))
+	var jobs []produceJob
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(m.Topics))
 	for i := range m.Topics {
 		rt := &m.Topics[i]
-		t := kmsg.NewProduceResponseTopic()
+		t := &resp.Topics[i]
+		*t = kmsg.NewProduceResponseTopic()
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
 		name, topicCode := rt.Topic, int16(0)
 		if m.Version >= 13 {
@@ -121,28 +125,30 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 			case topicCode != 0:
 				rp.ErrorCode = topicCode
 			default:
-				p, required := b.appendToPartition(m, name, rt.Partitions[j], rp)
-				if rp.ErrorCode == kerr.NotLeaderForPartition.Code && m.Version >= 10 {
-					if leaders == nil {
-						leaders = map[int32]bool{}
-					}
-					b.setCurrentLeader(img, name, rp, leaders)
-				}
-				if p != nil && produceMustWait(p, acks, required) {
-					pending = append(pending, producePending{p: p, resp: rp, requiredOffset: required, acks: acks})
-				}
-			}
-			if rp.ErrorCode != 0 {
-				failed = true
+				jobs = append(jobs, produceJob{topic: name, in: &rt.Partitions[j], rp: rp})
 			}
 		}
-		resp.Topics = append(resp.Topics, t)
+	}
+	b.runProduceJobs(m, jobs)
+	var pending []producePending
+	var leaders map[int32]bool
+	for i := range jobs {
+		j := &jobs[i]
+		if j.rp.ErrorCode == kerr.NotLeaderForPartition.Code && m.Version >= 10 {
+			if leaders == nil {
+				leaders = map[int32]bool{}
+			}
+			b.setCurrentLeader(img, j.topic, j.rp, leaders)
+		}
+		if j.p != nil && produceMustWait(j.p, acks, j.required) {
+			pending = append(pending, producePending{p: j.p, resp: j.rp, requiredOffset: j.required, acks: acks})
+		}
 	}
 	if len(leaders) > 0 {
 		b.addProduceBrokers(img, req.Conn.Listener, resp, leaders)
 	}
 	if acks == 0 {
-		if failed {
+		if produceFailed(resp) {
 			return &network.Response{CloseConnection: true}
 		}
 		return nil
@@ -151,6 +157,116 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 		return respond(resp)
 	}
 	return b.parkProduce(ctx, resp, pending, time.Duration(max(m.TimeoutMillis, 0))*time.Millisecond)
+}
+
+// produceFailed reports whether any partition of a produce response has
+// an error.
+func produceFailed(resp *kmsg.ProduceResponse) bool {
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if resp.Topics[i].Partitions[j].ErrorCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// produceJob is one partition of a produce request to append; p and
+// required are appendToPartition's results.
+type produceJob struct {
+	topic    string
+	in       *kmsg.ProduceRequestTopicPartition
+	rp       *kmsg.ProduceResponseTopicPartition
+	p        *partition
+	required int64
+}
+
+// parallelProduceWork is the estimated work (record bytes, plus
+// produceRecordWork per record for parsing it) above which a produce
+// request's partitions are validated and appended in parallel. Below it a
+// request is cheaper done in line than handed to other threads, which
+// must be woken (the latency of a small request is mostly that).
+const (
+	parallelProduceWork = 64 << 10
+	produceRecordWork   = 32
+)
+
+// runProduceJobs appends a produce request's partitions. Each partition's
+// validation (decompressing and parsing every record) is the broker's
+// main cost per record, and the request's response waits for all of them:
+// a large request's partitions run on up to GOMAXPROCS goroutines, so its
+// round trip — which bounds a producer's throughput, its buffer divided by
+// the round trip — is not the sum of its partitions. (Kafka's request
+// handler appends them one after the other; the partitions are
+// independent logs, so the order between them is not observable.) A
+// request naming a partition twice runs in order.
+func (b *Broker) runProduceJobs(m *kmsg.ProduceRequest, jobs []produceJob) {
+	workers := min(len(jobs), runtime.GOMAXPROCS(0))
+	if workers < 2 || !worthParallel(jobs) {
+		for i := range jobs {
+			j := &jobs[i]
+			j.p, j.required = b.appendToPartition(m, j.topic, *j.in, j.rp)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var panicked atomic.Value
+	work := func() {
+		defer func() {
+			// The connection's dispatch recovers a handler's panic; one
+			// in a helper goroutine would kill the process, so it is
+			// carried back to the handler.
+			if r := recover(); r != nil {
+				panicked.CompareAndSwap(nil, fmt.Sprintf("%v\n%s", r, debug.Stack()))
+			}
+		}()
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(jobs) {
+				return
+			}
+			j := &jobs[i]
+			j.p, j.required = b.appendToPartition(m, j.topic, *j.in, j.rp)
+		}
+	}
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	if r := panicked.Load(); r != nil {
+		panic(r)
+	}
+}
+
+// worthParallel reports whether a produce request's partitions are worth
+// appending in parallel: enough work, and no partition named twice.
+func worthParallel(jobs []produceJob) bool {
+	work := 0
+	for i := range jobs {
+		work += len(jobs[i].in.Records)
+		if h, err := record.ParseHeader(jobs[i].in.Records); err == nil {
+			work += produceRecordWork * int(max(h.RecordCount, 0))
+		}
+	}
+	if work < parallelProduceWork {
+		return false
+	}
+	type key struct {
+		topic     string
+		partition int32
+	}
+	seen := make(map[key]struct{}, len(jobs))
+	for i := range jobs {
+		k := key{jobs[i].topic, jobs[i].in.Partition}
+		if _, dup := seen[k]; dup {
+			return false
+		}
+		seen[k] = struct{}{}
+	}
+	return true
 }
 
 // appendToPartition appends one partition's batches as leader and fills in

@@ -422,3 +422,103 @@ func TestProducePurgatory(t *testing.T) {
 		t.Fatalf("high watermark %d, want 4", hw)
 	}
 }
+
+// TestProduceLargeRequestInParallel sends one produce request large enough
+// for its partitions to be appended in parallel (runProduceJobs), mixing
+// partitions that succeed with ones that fail each their own way: every
+// partition gets its own answer and only the good batches are appended. A
+// partition named twice is appended in request order.
+func TestProduceLargeRequestInParallel(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("par", 4, nil)
+	c.meta.registerBroker(2, "127.0.0.1", 1)
+	c.createAssigned("elsewhere", []int32{2})
+	leo := func(p int32) int64 { return c.broker.lookup(tp("par", p)).log.LogEndOffset() }
+
+	const perBatch = 2000
+	batch := func() []byte { return buildBatch(t, perBatch, 50) }
+	type part struct {
+		topic     string
+		partition int32
+		records   []byte
+		want      *kerr.Error
+		base      int64
+	}
+	parts := []part{
+		{"par", 0, batch(), nil, 0},
+		{"par", 1, batch(), nil, 0},
+		{"par", 2, corruptCRC(batch()), kerr.CorruptMessage, 0},
+		{"par", 3, batch(), nil, 0},
+		{"par", 9, batch(), kerr.UnknownTopicOrPartition, 0},
+		{"elsewhere", 0, batch(), kerr.NotLeaderForPartition, 0},
+	}
+	jobs := make([]produceJob, len(parts))
+	for i, p := range parts {
+		in := kmsg.NewProduceRequestTopicPartition()
+		in.Partition, in.Records = p.partition, p.records
+		jobs[i] = produceJob{topic: p.topic, in: &in}
+	}
+	if !worthParallel(jobs) {
+		t.Fatal("the request is not large enough to take the parallel path")
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 12, -1, 5000
+	for _, p := range parts {
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != p.topic {
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = p.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p.partition, p.records
+		req.Topics[len(req.Topics)-1].Partitions = append(req.Topics[len(req.Topics)-1].Partitions, rp)
+	}
+	resp := roundTrip[*kmsg.ProduceResponse](c.dialRaw(t), req)
+	i := 0
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			p := parts[i]
+			i++
+			if rt.Topic != p.topic || rp.Partition != p.partition {
+				t.Fatalf("answer %d is %s/%d, want %s/%d", i, rt.Topic, rp.Partition, p.topic, p.partition)
+			}
+			want := int16(0)
+			if p.want != nil {
+				want = p.want.Code
+			}
+			if rp.ErrorCode != want || (want == 0 && rp.BaseOffset != p.base) {
+				t.Fatalf("%s/%d: %v at %d, want %v at %d", p.topic, p.partition, kerr.ErrorForCode(rp.ErrorCode), rp.BaseOffset, p.want, p.base)
+			}
+			if p.topic == "elsewhere" && rp.CurrentLeader.LeaderID != 2 {
+				t.Fatalf("elsewhere: leader hint %+v", rp.CurrentLeader)
+			}
+		}
+	}
+	if i != len(parts) || len(resp.Brokers) != 1 {
+		t.Fatalf("%d answers, brokers %+v", i, resp.Brokers)
+	}
+	for p, want := range []int64{perBatch, perBatch, 0, perBatch} {
+		if got := leo(int32(p)); got != want {
+			t.Fatalf("par/%d: log end offset %d, want %d", p, got, want)
+		}
+	}
+
+	// Partition 0 twice, then 1: in order, each batch after the one before.
+	req.Topics = req.Topics[:1]
+	rt := &req.Topics[0]
+	rt.Partitions = rt.Partitions[:0]
+	for _, p := range []int32{0, 0, 1} {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batch()
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	resp = roundTrip[*kmsg.ProduceResponse](c.dialRaw(t), req)
+	for i, want := range []int64{perBatch, 2 * perBatch, perBatch} {
+		if rp := resp.Topics[0].Partitions[i]; rp.ErrorCode != 0 || rp.BaseOffset != want {
+			t.Fatalf("partition named twice, answer %d: %v at %d, want %d", i, kerr.ErrorForCode(rp.ErrorCode), rp.BaseOffset, want)
+		}
+	}
+	if got := leo(0); got != 3*perBatch {
+		t.Fatalf("par/0: log end offset %d, want %d", got, 3*perBatch)
+	}
+}
