@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -39,6 +41,12 @@ import (
 // rounds; the table shows each figure's median over the rounds, since
 // other work on a shared 2-core machine moves single runs a lot.
 //
+// A third column runs the same kfake in a process of its own (this test
+// binary, re-executed): a broker that does no work, across the same
+// process boundary as Keel. What Keel loses against it is Keel's; what
+// kfake loses against itself in-process is the boundary's — on a 2-core
+// machine, every request then wakes another process's threads.
+//
 // Knobs: KEEL_BENCH_RECORDS (default 3,000,000), KEEL_BENCH_E2E_SECONDS
 // (default 10), KEEL_BENCH_ROUNDS, KEEL_BENCH_BROKER_ENV (space-separated
 // KEY=value for the keel process, e.g. GOMAXPROCS=1), and
@@ -72,9 +80,12 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 		t.Fatalf("kfake: %v (add it with go get github.com/twmb/franz-go/pkg/kfake)", err)
 	}
 	t.Cleanup(fake.Close)
+	fakeProc := startKfakeProcess(t)
+	fakeProcTarget := &perfTarget{name: "kfake (process)", short: "kfake proc", seeds: fakeProc.addrs, pid: fakeProc.cmd.Process.Pid}
 	targets := []*perfTarget{
-		{name: "Keel (process)", short: "Keel", seeds: keel.BootstrapServers(), pid: keel.Pid(1)},
+		{name: "Keel (process)", short: "Keel", seeds: keel.BootstrapServers(), pid: keel.Pid(1), alsoVs: fakeProcTarget},
 		{name: "kfake (in-process)", short: "kfake", seeds: fake.ListenAddrs(), reference: true},
+		fakeProcTarget,
 	}
 	if os.Getenv("KEEL_BENCH_INPROCESS") != "" {
 		c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
@@ -96,6 +107,60 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 	}
 	printPerfTable(cfg, rounds, targets)
 	fmt.Printf("Load average (1 min) before: %s, after: %s (2 cores; the load itself adds about 2).\n", load0, loadAverage())
+}
+
+// kfakeServeEnv makes this test binary serve a kfake cluster instead of
+// running tests (TestMain): the bench's out-of-process kfake.
+const kfakeServeEnv = "KEEL_KFAKE_SERVE"
+
+// serveKfake runs a one-broker kfake cluster, prints its listen addresses
+// on one line of stdout, and serves until stdin closes (the parent's
+// Cleanup, or the parent dying).
+func serveKfake() {
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kfake:", err)
+		os.Exit(1)
+	}
+	fmt.Println(strings.Join(fake.ListenAddrs(), ","))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	fake.Close()
+}
+
+type kfakeProcess struct {
+	cmd   *exec.Cmd
+	addrs []string
+}
+
+// startKfakeProcess starts serveKfake in a child process, stopped with the
+// test.
+func startKfakeProcess(t *testing.T) *kfakeProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), kfakeServeEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kfake process: %v", err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("kfake process: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("kfake process addresses: %v", err)
+	}
+	return &kfakeProcess{cmd: cmd, addrs: strings.Split(strings.TrimSpace(line), ",")}
 }
 
 // loadAverage is the 1-minute load average: other work on the machine
@@ -120,8 +185,9 @@ type perfTarget struct {
 	name      string
 	short     string // for the ratio column
 	seeds     []string
-	pid       int  // the broker's process; 0 when it runs inside the test
-	reference bool // kfake: the ratios' denominator
+	pid       int         // the broker's process; 0 when it runs inside the test
+	reference bool        // kfake: the ratios' denominator
+	alsoVs    *perfTarget // a second denominator for this target's ratios
 	results   []perfResult
 }
 
@@ -138,6 +204,7 @@ type perfResult struct {
 	consumeBatches     *perfHooks // the consume phase's
 	brokerCPU          float64    // broker CPU seconds in the produce phase; NaN in-process
 	selfCPU            float64    // this process's CPU seconds in the produce phase
+	machineBusy        float64    // share of the machine's CPU time not idle in the produce phase
 }
 
 func (r perfResult) produceRate() float64 { return float64(r.produced) / r.produceTime.Seconds() }
@@ -179,10 +246,13 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	r.produceBatches.reset()
 	lat := newLatencies(cfg.records)
 	cpu0, self0 := procCPU(tg.pid), procCPU(os.Getpid())
+	busy0, all0 := machineCPU()
 	start := time.Now()
 	produceN(ctx, t, prod, topic, value, cfg.records, lat)
 	r.produceTime = time.Since(start)
 	cpu1, self1 := procCPU(tg.pid), procCPU(os.Getpid())
+	busy1, all1 := machineCPU()
+	r.machineBusy = (busy1 - busy0) / (all1 - all0)
 	r.produced, r.produceLat = cfg.records, lat
 	r.brokerCPU, r.selfCPU = cpu1-cpu0, self1-self0
 	if tg.pid == 0 {
@@ -366,6 +436,7 @@ func perfPayload(size int) []byte {
 type perfHooks struct {
 	batches, records atomic.Int64
 	requests         [2]atomic.Int64 // Produce, Fetch
+	roundTrip        [2]atomic.Int64 // their summed write → response read, ns
 }
 
 func (h *perfHooks) reset() {
@@ -373,6 +444,8 @@ func (h *perfHooks) reset() {
 	h.records.Store(0)
 	h.requests[0].Store(0)
 	h.requests[1].Store(0)
+	h.roundTrip[0].Store(0)
+	h.roundTrip[1].Store(0)
 }
 
 func (h *perfHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
@@ -389,6 +462,20 @@ func (h *perfHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ t
 	if err == nil && key >= 0 && int(key) < len(h.requests) {
 		h.requests[key].Add(1)
 	}
+}
+
+// OnBrokerE2E sums the time from writing a request to having read its
+// response: the broker's work plus the wait behind earlier requests on the
+// connection, and the trips across.
+func (h *perfHooks) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if e.Err() == nil && key >= 0 && int(key) < len(h.roundTrip) {
+		h.roundTrip[key].Add(int64(e.DurationE2E()))
+	}
+}
+
+// meanRoundTrip is the mean request round trip of an API key.
+func (h *perfHooks) meanRoundTrip(key int) time.Duration {
+	return time.Duration(h.roundTrip[key].Load() / max(h.requests[key].Load(), 1))
 }
 
 func (h *perfHooks) recordsPerBatch() float64 {
@@ -443,6 +530,32 @@ func procCPU(pid int) float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / clockTicks()
+}
+
+// machineCPU is the machine's busy and total CPU time (clock ticks, all
+// CPUs) from /proc/stat's "cpu" line; idle and iowait count as not busy.
+// A produce phase that leaves the machine idle is waiting, not computing.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return math.NaN(), math.NaN()
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 6 || fields[0] != "cpu" {
+		return math.NaN(), math.NaN()
+	}
+	for i, f := range fields[1:] {
+		if i >= 8 { // guest time is already counted in user
+			break
+		}
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
 }
 
 // clockTicks is getconf CLK_TCK (100 on Linux unless the kernel says
@@ -507,6 +620,7 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 		{"produce latency p99.9 ms (saturated)", pct(prodLat, 0.999), ms, false},
 		{"produce: records per batch", func(r perfResult) float64 { return r.produceBatches.recordsPerBatch() }, num("%.0f"), false},
 		{"produce: requests", func(r perfResult) float64 { return float64(r.produceBatches.requests[0].Load()) }, num("%.0f"), false},
+		{"produce: request round trip ms (mean)", func(r perfResult) float64 { return float64(r.produceBatches.meanRoundTrip(0)) }, ms, false},
 		{"consume records/s", perfResult.consumeRate, num("%.0f"), true},
 		{"consume MiB/s (values)", func(r perfResult) float64 { return r.consumeRate() * float64(cfg.valueSize) / mib }, num("%.1f"), false},
 		{"consume: records per batch", func(r perfResult) float64 { return r.consumeBatches.recordsPerBatch() }, num("%.0f"), false},
@@ -522,6 +636,7 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 		{"baseline: ApiVersions round trip p99 ms", pct(rtt, 0.99), ms, true},
 		{"broker CPU s per M records produced", perM(func(r perfResult) float64 { return r.brokerCPU }), num("%.2f"), false},
 		{"test process CPU s per M records produced", perM(func(r perfResult) float64 { return r.selfCPU }), num("%.2f"), false},
+		{"machine CPU busy % in the produce phase", func(r perfResult) float64 { return 100 * r.machineBusy }, num("%.0f"), false},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nKeel vs kfake: %d-byte values, %d partitions, kgo defaults (idempotent, acks=all, snappy), %d records;\n"+
@@ -534,6 +649,11 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 	for _, tg := range targets {
 		if !tg.reference {
 			fmt.Fprintf(&b, " %19s", tg.short+"/kfake")
+		}
+	}
+	for _, tg := range targets {
+		if tg.alsoVs != nil {
+			fmt.Fprintf(&b, " %19s", tg.short+"/"+tg.alsoVs.short)
 		}
 	}
 	b.WriteString("\n")
@@ -549,6 +669,16 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 			r := ""
 			if f.ratio && ref != nil {
 				r = fmt.Sprintf("%.2f×", tg.median(f.value)/ref.median(f.value))
+			}
+			fmt.Fprintf(&b, " %19s", r)
+		}
+		for _, tg := range targets {
+			if tg.alsoVs == nil {
+				continue
+			}
+			r := ""
+			if f.ratio {
+				r = fmt.Sprintf("%.2f×", tg.median(f.value)/tg.alsoVs.median(f.value))
 			}
 			fmt.Fprintf(&b, " %19s", r)
 		}

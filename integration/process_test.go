@@ -10,6 +10,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(kfakeServeEnv) != "" {
+		serveKfake() // the bench's kfake in its own process (bench_test.go)
+		return
+	}
 	code := m.Run()
 	RemoveBinaryDir()
 	os.Exit(code)
