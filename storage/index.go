@@ -69,12 +69,14 @@ func (x *OffsetIndex) offsetAt(slot int) int64 {
 //
 // Called only by the log's single writer; never blocks on I/O (the page is
 // already mapped, although the first touch of a page may fault it in).
-func (x *OffsetIndex) Append(offset int64, position int32) error {
+func (x *OffsetIndex) Append(offset int64, position int32) (err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if err := x.checkWritableLocked(); err != nil {
 		return fmt.Errorf("append to offset index %s: %w", x.path, err)
 	}
+	defer x.faultIsError(&err)
+	defer x.endFaults(x.guardFaults()) // reading the last entry
 	if x.entries > 0 && offset <= x.offsetAt(x.entries-1) {
 		return fmt.Errorf("append offset %d to offset index %s: not above last offset %d: %w",
 			offset, x.path, x.offsetAt(x.entries-1), ErrInvalidIndexEntry)
@@ -111,6 +113,11 @@ func (x *OffsetIndex) Append(offset int64, position int32) error {
 func (x *OffsetIndex) Lookup(target int64) (offset int64, position int32) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	offset, position = x.baseOffset, 0 // also a faulted index's answer
+	if x.faulted() {
+		return
+	}
+	defer x.endFaults(x.guardFaults())
 	slot := x.largestLowerBound(target, x.offsetAt)
 	if slot < 0 {
 		return x.baseOffset, 0
@@ -129,6 +136,10 @@ func (x *OffsetIndex) Lookup(target int64) (offset int64, position int32) {
 func (x *OffsetIndex) LookupPosition(maxPosition, maxOffset int64) (offset int64, position int32, ok bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	if x.faulted() {
+		return 0, 0, false
+	}
+	defer x.endFaults(x.guardFaults())
 	slot := min(x.largestLowerBound(maxPosition, func(i int) int64 { return int64(x.position(i)) }),
 		x.largestLowerBound(maxOffset, x.offsetAt))
 	if slot < 0 {
@@ -145,6 +156,10 @@ func (x *OffsetIndex) LookupPosition(maxPosition, maxOffset int64) (offset int64
 func (x *OffsetIndex) TruncateTo(offset int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.faulted() {
+		return
+	}
+	defer x.endFaults(x.guardFaults())
 	x.truncateEntriesLocked(x.firstSlotAtOrAbove(offset, x.offsetAt))
 }
 
@@ -155,19 +170,21 @@ func (x *OffsetIndex) TruncateTo(offset int64) {
 func (x *OffsetIndex) IsFull() bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return x.entries >= x.capacity()
+	return x.entries >= x.capacity() || x.faulted()
 }
 
 // LastOffset returns the offset of the last entry, or baseOffset when the
 // index is empty.
 //
 // Safe to call from any goroutine.
-func (x *OffsetIndex) LastOffset() int64 {
+func (x *OffsetIndex) LastOffset() (offset int64) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if x.entries == 0 {
-		return x.baseOffset
+	offset = x.baseOffset // also a faulted index's answer
+	if x.entries == 0 || x.faulted() {
+		return
 	}
+	defer x.endFaults(x.guardFaults())
 	return x.offsetAt(x.entries - 1)
 }
 
@@ -184,9 +201,11 @@ func (x *OffsetIndex) BaseOffset() int64 { return x.baseOffset }
 // wrapping ErrCorruptIndex; the caller then rebuilds the index from the log.
 //
 // Safe to call from any goroutine; the log calls it while loading.
-func (x *OffsetIndex) SanityCheck() error {
+func (x *OffsetIndex) SanityCheck() (err error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	defer x.faultIsError(&err)
+	defer x.endFaults(x.guardFaults())
 	if x.tornTail {
 		return fmt.Errorf("offset index %s: length is not a multiple of %d: %w", x.path, offsetIndexEntrySize, ErrCorruptIndex)
 	}

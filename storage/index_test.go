@@ -625,3 +625,96 @@ func TestIndexAppendFaultIsAnError(t *testing.T) {
 		t.Fatalf("lookup after a failed append: %d, want the last entry %d", off, wantX-1)
 	}
 }
+
+// Reading a page of the mapping that the file no longer backs (cut under
+// it, or a disk that fails the read with EIO) faults with SIGBUS. Every
+// reader must survive it: the index records the fault, answers as if it
+// were empty (a reader scans the segment from the start), reports itself
+// full so an active segment rolls, and refuses appends; Reset gives it new
+// pages and it works again.
+func TestIndexReadFaultDegrades(t *testing.T) {
+	dir := t.TempDir()
+	x, err := OpenOffsetIndex(filepath.Join(dir, "00000000000000000100.index"), 100, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	ti, err := OpenTimeIndex(filepath.Join(dir, "00000000000000000100.timeindex"), 100, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ti.Close()
+	for i := range 1000 { // several pages of each
+		mustAppend(t, x, int64(100+i), int32(10*i))
+		if err := ti.MaybeAppend(int64(5000+i), int64(100+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if off, _ := x.Lookup(600); off != 600 || x.Fault() != nil {
+		t.Fatalf("before the cut: lookup %d, fault %v", off, x.Fault())
+	}
+	for _, p := range []string{x.Path(), ti.Path()} {
+		if err := os.Truncate(p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The offset index: the first read faults and is recorded.
+	if off, pos := x.Lookup(600); off != 100 || pos != 0 {
+		t.Fatalf("lookup of a faulted index: (%d, %d), want the segment start (100, 0)", off, pos)
+	}
+	if err := x.Fault(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("fault after a faulting lookup: %v, want ErrStorage", err)
+	}
+	if _, _, ok := x.LookupPosition(1<<30, 1<<40); ok {
+		t.Fatal("LookupPosition of a faulted index found an entry")
+	}
+	if got := x.LastOffset(); got != 100 {
+		t.Fatalf("LastOffset of a faulted index: %d, want the base offset", got)
+	}
+	if !x.IsFull() {
+		t.Fatal("a faulted index must report full, so that an active segment rolls")
+	}
+	if err := x.Append(2000, 20000); !errors.Is(err, ErrStorage) {
+		t.Fatalf("append to a faulted index: %v, want ErrStorage", err)
+	}
+	if err := x.SanityCheck(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("sanity check of a faulted index: %v, want ErrStorage (the log then rebuilds it)", err)
+	}
+	x.TruncateTo(500)
+
+	// The time index: the fault comes from the sanity check this time.
+	if err := ti.SanityCheck(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("sanity check of a cut time index: %v, want ErrStorage", err)
+	}
+	if ts, off := ti.Lookup(5500); ts != noTimestamp || off != 100 {
+		t.Fatalf("time lookup of a faulted index: (%d, %d), want (-1, 100)", ts, off)
+	}
+	if ts, off := ti.LastEntry(); ts != noTimestamp || off != 100 {
+		t.Fatalf("last entry of a faulted index: (%d, %d), want (-1, 100)", ts, off)
+	}
+	if err := ti.MaybeAppend(9000, 2000); !errors.Is(err, ErrStorage) {
+		t.Fatalf("append to a faulted time index: %v, want ErrStorage", err)
+	}
+	if !ti.IsFull() {
+		t.Fatal("a faulted time index must report full")
+	}
+	ti.TruncateTo(500)
+
+	// Reset (the log's rebuild) gives new pages: the index works again.
+	x.Reset()
+	ti.Reset()
+	if x.Fault() != nil || ti.Fault() != nil || x.IsFull() || ti.IsFull() {
+		t.Fatalf("after Reset: faults %v, %v", x.Fault(), ti.Fault())
+	}
+	mustAppend(t, x, 150, 500)
+	if err := ti.MaybeAppend(7000, 150); err != nil {
+		t.Fatal(err)
+	}
+	if off, pos := x.Lookup(160); off != 150 || pos != 500 {
+		t.Fatalf("lookup after Reset: (%d, %d)", off, pos)
+	}
+	if ts, off := ti.Lookup(7001); ts != 7000 || off != 150 {
+		t.Fatalf("time lookup after Reset: (%d, %d)", ts, off)
+	}
+}

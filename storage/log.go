@@ -652,6 +652,18 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	return info, nil
 }
 
+// reportIndexFault logs, once per segment, that reading one of its indexes
+// faulted (an I/O error, or the file cut under the mapping): the broker
+// goes on, reading that segment by scanning it and rolling it if active.
+//
+// Safe to call from any goroutine.
+func (l *Log) reportIndexFault(s *segment) {
+	if err := s.indexFault(); err != nil && s.faultLogged.CompareAndSwap(false, true) {
+		l.logger.Error("cannot read a segment index; reads scan the segment instead and an active segment rolls",
+			"partition", l.tp, "segment", s.baseOffset, "error", err)
+	}
+}
+
 // appendLocked rolls if needed, writes, and applies flush policy. l.mu is held.
 func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush bool) error {
 	if err := l.maybeRollLocked(len(batches), info.FirstOffset, info.LastOffset, info.MaxTimestamp); err != nil {
@@ -660,6 +672,7 @@ func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush boo
 	if err := l.active().append(batches); err != nil {
 		return fmt.Errorf("append to %s: %w", l.tp, err)
 	}
+	l.reportIndexFault(l.active())
 	l.unflushedMessages += int64(info.Records)
 	if sync || (!deferFlush && l.unflushedMessages >= l.cfg.FlushMessages) {
 		if err := l.flushLocked(); err != nil {
@@ -819,7 +832,9 @@ func (l *Log) Read(startOffset int64, maxBytes int, upperBound int64, minOneBatc
 		// such entry (at most index.interval.bytes plus a batch) is
 		// scanned header by header.
 		if limit := start + int64(maxBytes); limit > start {
-			if off, jump, ok := s.index.LookupPosition(limit, upperBound); ok && int64(jump) > start && off > h.BaseOffset {
+			off, jump, ok := s.index.LookupPosition(limit, upperBound)
+			l.reportIndexFault(s)
+			if ok && int64(jump) > start && off > h.BaseOffset {
 				end = int64(jump)
 				if h, err = s.headerAt(end, buf); err != nil {
 					if !errors.Is(err, io.EOF) {

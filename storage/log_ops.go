@@ -72,6 +72,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (OffsetAndTimestamp, error) {
 			continue
 		}
 		_, from := s.timeIndex.Lookup(ts)
+		l.reportIndexFault(s)
 		res, err := l.firstRecordAtOrAfter(s, max(from, l.logStartOffset), ts)
 		if err != nil || res.Offset >= 0 {
 			return res, err

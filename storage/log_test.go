@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/keelstream/keel/network/record"
 )
@@ -423,6 +426,79 @@ func TestLogAppendTimeRewritesTimestampsWithAValidCRC(t *testing.T) {
 	}
 	if got, _ := l.OffsetForTimestamp(now - 1000); got.Offset != 0 {
 		t.Fatalf("lookup before the append time: %+v", got)
+	}
+	checkLogInvariants(t, l)
+}
+
+// A segment index the disk can no longer read back (the file cut under its
+// mapping here; an EIO in production) must not crash the broker: reads of
+// every offset stay correct (the segment is scanned instead), the active
+// segment rolls to a new index on the next append, the fault is logged
+// once, and the log reopens and rebuilds the index.
+func TestLogSurvivesIndexReadFault(t *testing.T) {
+	dir := partitionDir(t)
+	var logged bytes.Buffer
+	logger := hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Error})
+	cfg := LogConfig{SegmentBytes: 64 << 10, IndexIntervalBytes: 256}
+	l, err := OpenLog(dir, OpenOptions{Config: cfg, Logger: logger, Now: newFakeClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	appendSome := func(n int) {
+		for i := range n {
+			b := buildBatch(t, record.CompressionNone, tsRange(testEpochMs+int64(i), 3), 100)
+			appendOK(t, l, b, 0)
+			all = append(all, b...)
+		}
+	}
+	appendSome(200) // two segments or more, each with many index entries
+	segments := l.NumSegments()
+	if segments < 2 {
+		t.Fatalf("%d segments, want several", segments)
+	}
+	l.mu.RLock()
+	first, active := l.segments[0], l.active()
+	l.mu.RUnlock()
+	for _, p := range []string{first.index.Path(), first.timeIndex.Path(), active.index.Path(), active.timeIndex.Path()} {
+		if err := os.Truncate(p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if got := readAll(t, l, 0, l.LogEndOffset()); !bytes.Equal(got, all) {
+		t.Fatalf("reading a log with cut indexes returned %d bytes, want %d", len(got), len(all))
+	}
+	for off := int64(0); off < l.LogEndOffset(); off += 7 {
+		hs := batchHeaders(t, readBytes(t, l, off, 1, 1<<40, true))
+		if len(hs) != 1 || hs[0].BaseOffset > off || hs[0].LastOffset() < off {
+			t.Fatalf("read at %d returned %+v", off, hs)
+		}
+	}
+	if first.indexFault() == nil || active.indexFault() == nil {
+		t.Fatalf("faults not recorded: %v, %v", first.indexFault(), active.indexFault())
+	}
+	if n := strings.Count(logged.String(), "cannot read a segment index"); n != 2 {
+		t.Fatalf("%d fault log lines, want one per segment:\n%s", n, logged.String())
+	}
+	appendSome(5)
+	if l.NumSegments() <= segments {
+		t.Fatalf("%d segments after appending to a faulted active segment, want a roll past %d", l.NumSegments(), segments)
+	}
+	if got := readAll(t, l, 0, l.LogEndOffset()); !bytes.Equal(got, all) {
+		t.Fatal("reads after the roll differ")
+	}
+	end := l.LogEndOffset()
+	if err := l.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	l = openTestLog(t, dir, OpenOptions{Config: cfg})
+	if l.LogEndOffset() != end {
+		t.Fatalf("reopened at %d, want %d", l.LogEndOffset(), end)
+	}
+	if got := readAll(t, l, 0, end); !bytes.Equal(got, all) {
+		t.Fatal("reads after reopening differ")
 	}
 	checkLogInvariants(t, l)
 }

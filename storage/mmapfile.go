@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,6 +50,83 @@ type mmapIndex struct {
 	// tornTail records that the file length found at open was not a multiple
 	// of the entry size: a partial entry was written when the process died.
 	tornTail bool
+
+	// fault is the first fault reading the mapping (guardFaults): the file
+	// cut under it, or an I/O error reading a page back. The index then
+	// answers every lookup as if it were empty (a reader scans from the
+	// segment start: slower, never wrong), refuses appends and reports
+	// full, so an active segment rolls to a new index. Reset, which
+	// recreates the file's pages, clears it.
+	fault atomic.Pointer[error]
+}
+
+// guardFaults begins a section that touches the mapping: a memory fault in
+// it (SIGBUS, which would kill the process — Kafka's JVM turns it into an
+// InternalError) panics instead. Defer endFaults or endWriteFaults with its
+// result:
+//
+//	defer m.endFaults(m.guardFaults())
+func (m *mmapIndex) guardFaults() (old bool) { return debug.SetPanicOnFault(true) }
+
+// endFaults ends a guardFaults section that reads the mapping: a memory
+// fault's panic is recovered and recorded as the index's fault. Any other
+// panic is a bug and goes on. Caller holds mu, shared or exclusive.
+func (m *mmapIndex) endFaults(old bool) {
+	debug.SetPanicOnFault(old)
+	if r := recover(); r != nil {
+		m.recordFault(r)
+	}
+}
+
+// recordFault keeps a recovered panic as the index's fault if it is a
+// memory fault, and panics again with anything else.
+func (m *mmapIndex) recordFault(r any) {
+	err := m.memoryFault(r)
+	m.fault.CompareAndSwap(nil, &err)
+}
+
+// endWriteFaults ends a guardFaults section that writes an entry: a memory
+// fault becomes *err, and the index stays readable (a write faults when the
+// disk has no block for a sparse page, which says nothing about the pages
+// already written).
+func (m *mmapIndex) endWriteFaults(old bool, err *error) {
+	debug.SetPanicOnFault(old)
+	if r := recover(); r != nil {
+		*err = m.memoryFault(r)
+	}
+}
+
+// memoryFault turns a recovered memory fault into an ErrStorage error; nil
+// for no panic. It panics again with anything else.
+func (m *mmapIndex) memoryFault(r any) error {
+	if r == nil {
+		return nil
+	}
+	if _, fault := r.(interface{ Addr() uintptr }); !fault {
+		panic(r)
+	}
+	return fmt.Errorf("index %s: %w: %v", m.path, ErrStorage, r)
+}
+
+// faultIsError sets *err to the index's fault when the section it was
+// deferred around (before endFaults) faulted and returned no error.
+func (m *mmapIndex) faultIsError(err *error) {
+	if *err == nil {
+		*err = m.Fault()
+	}
+}
+
+// faulted reports whether reading the mapping has faulted.
+func (m *mmapIndex) faulted() bool { return m.fault.Load() != nil }
+
+// Fault returns the first fault met reading the index (see fault), or nil.
+//
+// Safe to call from any goroutine.
+func (m *mmapIndex) Fault() error {
+	if e := m.fault.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // open opens or creates the index file and maps it at max(maxIndexBytes
@@ -196,7 +274,7 @@ func (m *mmapIndex) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	used := m.entries * m.entrySize
-	if used <= resetZeroBytes || !m.isOpen {
+	if (used <= resetZeroBytes && !m.faulted()) || !m.isOpen {
 		m.truncateEntriesLocked(0)
 		return
 	}
@@ -204,10 +282,14 @@ func (m *mmapIndex) Reset() {
 	// index "holds" its whole zero-filled preallocation, and clearing it
 	// would dirty (and write back) megabytes per recovered segment.
 	// Truncating to 0 frees the blocks; re-extending leaves a sparse hole.
+	// A faulted index gets new pages the same way, and is read again.
 	size := int64(len(m.data))
 	m.entries = 0
 	if err := m.remapLocked(0); err == nil {
-		_ = m.remapLocked(size) // on failure the index is empty and full: safe
+		// On failure the index is empty and full: safe.
+		if err := m.remapLocked(size); err == nil {
+			m.fault.Store(nil)
+		}
 	}
 }
 
@@ -221,8 +303,10 @@ func (m *mmapIndex) truncateEntriesLocked(n int) {
 	if n >= m.entries {
 		return
 	}
-	clear(m.data[n*m.entrySize : m.entries*m.entrySize])
-	m.entries = n
+	used := m.entries
+	m.entries = n // even if zeroing faults: the entries are gone
+	defer m.endFaults(m.guardFaults())
+	clear(m.data[n*m.entrySize : used*m.entrySize])
 }
 
 // TrimToValidSize shrinks the file and its mapping to exactly the entries in
@@ -330,30 +414,22 @@ func (m *mmapIndex) Discard() error {
 
 // storeLocked writes entry into slot of the mapping. The file is sparse, so
 // the slot's page may have no disk block yet: on a full disk the kernel
-// cannot give it one and the write faults with SIGBUS, which would kill the
-// process (Kafka's JVM dies the same way). Here the fault becomes an
-// ErrStorage error; the segment then goes without that sparse entry, which
-// only lengthens the scan from the one before. Caller holds mu exclusively.
+// cannot give it one and the write faults with SIGBUS. Here the fault
+// becomes an ErrStorage error (guardFaults); the segment goes without that
+// sparse entry, which only lengthens a scan. Caller holds mu exclusively.
 func (m *mmapIndex) storeLocked(slot int, entry []byte) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if _, fault := r.(interface{ Addr() uintptr }); !fault {
-				panic(r) // a bug, not the disk
-			}
-			err = fmt.Errorf("write index %s: %w: %v", m.path, ErrStorage, r)
-		}
-	}()
+	defer m.endWriteFaults(m.guardFaults(), &err)
 	copy(m.data[slot*m.entrySize:(slot+1)*m.entrySize], entry)
 	return nil
 }
 
-// checkWritableLocked returns an error if the index is closed. Caller holds mu.
+// checkWritableLocked returns an error if the index is closed or faulted.
+// Caller holds mu.
 func (m *mmapIndex) checkWritableLocked() error {
 	if !m.isOpen {
 		return os.ErrClosed
 	}
-	return nil
+	return m.Fault()
 }
 
 // largestLowerBound returns the last slot whose key is <= target, or -1 when

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelstream/keel/network/record"
@@ -52,6 +53,8 @@ type segment struct {
 	file       *os.File
 	index      *OffsetIndex
 	timeIndex  *TimeIndex
+	// faultLogged is set once the log has reported an index fault.
+	faultLogged atomic.Bool
 
 	// size is the number of valid bytes in file; appends write at size.
 	size int64
@@ -265,6 +268,18 @@ func (s *segment) append(batches []byte) error {
 	return nil
 }
 
+// indexFault returns the faults met reading the segment's indexes (an I/O
+// error, or a file cut under its mapping), nil when there were none. A
+// faulted index answers lookups as if empty and makes the segment roll.
+//
+// Safe to call from any goroutine.
+func (s *segment) indexFault() error {
+	if !s.index.faulted() && !s.timeIndex.faulted() {
+		return nil
+	}
+	return errors.Join(s.index.Fault(), s.timeIndex.Fault())
+}
+
 // indexBatch updates the in-memory trackers and the sparse indexes for the
 // batch h at pos, as Kafka's LogSegment.append does: an index entry once
 // index.interval.bytes have accumulated since the previous one.
@@ -362,6 +377,9 @@ func (s *segment) loadTail() error {
 	}
 	lastIndexed, pos := s.index.Lookup(int64(^uint64(0) >> 1))
 	_ = lastIndexed
+	if err := s.indexFault(); err != nil {
+		return err // the caller rebuilds the indexes from the log
+	}
 	p := int64(pos)
 	s.nextOffset = s.baseOffset
 	for {

@@ -81,12 +81,14 @@ func (x *TimeIndex) lastEntryLocked() (int64, int64) {
 // reserve).
 //
 // Called only by the log's single writer.
-func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64) error {
+func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64) (err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if err := x.checkWritableLocked(); err != nil {
 		return fmt.Errorf("append to time index %s: %w", x.path, err)
 	}
+	defer x.faultIsError(&err)
+	defer x.endFaults(x.guardFaults())
 	lastTimestamp, lastOffset := x.lastEntryLocked()
 	if x.entries > 0 && offset < lastOffset {
 		return fmt.Errorf("append (%d, %d) to time index %s: offset below last offset %d: %w",
@@ -127,6 +129,11 @@ func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64) error {
 func (x *TimeIndex) Lookup(target int64) (timestamp int64, offset int64) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	timestamp, offset = noTimestamp, x.baseOffset // also a faulted index's answer
+	if x.faulted() {
+		return
+	}
+	defer x.endFaults(x.guardFaults())
 	slot := x.largestLowerBound(target, x.timestampAt)
 	if slot < 0 {
 		return noTimestamp, x.baseOffset
@@ -141,6 +148,11 @@ func (x *TimeIndex) Lookup(target int64) (timestamp int64, offset int64) {
 func (x *TimeIndex) LastEntry() (timestamp int64, offset int64) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	timestamp, offset = noTimestamp, x.baseOffset // also a faulted index's answer
+	if x.faulted() {
+		return
+	}
+	defer x.endFaults(x.guardFaults())
 	return x.lastEntryLocked()
 }
 
@@ -151,6 +163,10 @@ func (x *TimeIndex) LastEntry() (timestamp int64, offset int64) {
 func (x *TimeIndex) TruncateTo(offset int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.faulted() {
+		return
+	}
+	defer x.endFaults(x.guardFaults())
 	x.truncateEntriesLocked(x.firstSlotAtOrAbove(offset, x.offsetAt))
 }
 
@@ -163,7 +179,7 @@ func (x *TimeIndex) TruncateTo(offset int64) {
 func (x *TimeIndex) IsFull() bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return x.entries >= x.capacity()-1
+	return x.entries >= x.capacity()-1 || x.faulted()
 }
 
 // BaseOffset returns the base offset of the segment the index belongs to.
@@ -180,9 +196,11 @@ func (x *TimeIndex) BaseOffset() int64 { return x.baseOffset }
 // wrapping ErrCorruptIndex; the caller then rebuilds the index from the log.
 //
 // Safe to call from any goroutine; the log calls it while loading.
-func (x *TimeIndex) SanityCheck() error {
+func (x *TimeIndex) SanityCheck() (err error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	defer x.faultIsError(&err)
+	defer x.endFaults(x.guardFaults())
 	if x.tornTail {
 		return fmt.Errorf("time index %s: length is not a multiple of %d: %w", x.path, timeIndexEntrySize, ErrCorruptIndex)
 	}
