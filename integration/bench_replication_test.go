@@ -30,8 +30,9 @@ import (
 // half of its own full speed (latency percentiles: the p99 target is 10 ms
 // there), twice: with kgo's defaults, whose linger.ms=10 and one produce
 // request in flight per broker alone put a record's p99 above 10 ms
-// whatever the brokers do, and with the Java producer's defaults (Kafka
-// 4: linger.ms=5, max.in.flight.requests.per.connection=5).
+// whatever the brokers do, with the Java producer's defaults (Kafka 4:
+// linger.ms=5, max.in.flight.requests.per.connection=5), and with
+// linger.ms=0 (its default before Kafka 4.0, KIP-1030), 5 in flight.
 // Rounds alternate the order; the table gives medians.
 //
 // Knobs: KEEL_BENCH_RECORDS (default 1,000,000), KEEL_BENCH_ROUNDS (3),
@@ -59,6 +60,7 @@ func TestReplicationPerf(t *testing.T) {
 		fullLat []*latencies
 		halfLat []*latencies
 		halfJ   []*latencies // at half rate with the Java producer's defaults
+		half0   []*latencies // at half rate with linger.ms=0
 	}
 	keel := c.BootstrapServers()
 	variants := []*variant{
@@ -121,6 +123,13 @@ func TestReplicationPerf(t *testing.T) {
 			produceN(ctx, t, prodJ, topic, value, 50_000, nil) // connections, producer id
 			v.halfJ = append(v.halfJ, produceAtRate(ctx, t, prodJ, topic, value, half, rateFor))
 			prodJ.Close()
+			prod0, err := kgo.NewClient(append(slices.Clone(optsJ), kgo.ProducerLinger(0))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			produceN(ctx, t, prod0, topic, value, 50_000, nil)
+			v.half0 = append(v.half0, produceAtRate(ctx, t, prod0, topic, value, half, rateFor))
+			prod0.Close()
 			t.Logf("%s round %d: %.0f records/s, p99 %v; at half rate p99 %v, with Java's defaults %v", v.name, round+1, rate,
 				lat.pct(0.99), v.halfLat[len(v.halfLat)-1].pct(0.99), v.halfJ[len(v.halfJ)-1].pct(0.99))
 			if _, err := adm.DeleteTopics(ctx, topic); err != nil {
@@ -155,6 +164,10 @@ func TestReplicationPerf(t *testing.T) {
 	fmt.Printf("At half rate with the Java producer's defaults (linger.ms=5, 5 requests in flight):\n%-24s %12s %12s %12s\n", "variant", "p50", "p99", "p99.9")
 	for _, v := range variants {
 		fmt.Printf("%-24s %12v %12v %12v\n", v.name, medLat(v.halfJ, 0.5), medLat(v.halfJ, 0.99), medLat(v.halfJ, 0.999))
+	}
+	fmt.Printf("At half rate with linger.ms=0 (the Java producer's default before Kafka 4.0), 5 requests in flight:\n%-24s %12s %12s %12s\n", "variant", "p50", "p99", "p99.9")
+	for _, v := range variants {
+		fmt.Printf("%-24s %12v %12v %12v\n", v.name, medLat(v.half0, 0.5), medLat(v.half0, 0.99), medLat(v.half0, 0.999))
 	}
 	fmt.Printf("Load average (1 min) at the end: %s\n", loadAverage())
 }
