@@ -903,6 +903,13 @@ func TestGroupAdminAPIs(t *testing.T) {
 	startConsumer(t, c, "active", topic, kgo.ClientID("active-client"))
 	waitSplit(t, adm, "active", topic, 1, 2, 30*time.Second)
 
+	// An admin commit (no member, generation -1: Admin.alterConsumerGroupOffsets,
+	// kafka-consumer-groups.sh --reset-offsets) is taken only while the group
+	// is empty; with a member it is UNKNOWN_MEMBER_ID, as in Kafka.
+	if resp, err := adm.CommitOffsets(ctx, "active", os); err != nil || !errors.Is(resp.Error(), kerr.UnknownMemberID) {
+		t.Fatalf("admin commit to an active group: %v %v, want UNKNOWN_MEMBER_ID", err, resp.Error())
+	}
+
 	listed, err := adm.ListGroups(ctx)
 	if err != nil {
 		t.Fatal(err)
