@@ -53,8 +53,9 @@ var kafkaActions = map[string]map[string]string{
 // topics --bootstrap-server b:9092 --list` runs `keel topics list
 // --bootstrap-server b:9092`, `keel groups --describe --group g` runs
 // `keel groups describe --group g`. It rewrites only a command given flags
-// and no subcommand, with exactly one action flag among them; anything
-// else is left for the parser to accept or explain.
+// and no subcommand, with exactly one action flag among them, or a
+// subcommand after the flags (subcommandFirst); anything else is left for
+// the parser to accept or explain.
 func kafkaStyleArgs(args []string) []string {
 	if len(args) < 3 || !strings.HasPrefix(args[2], "-") {
 		return args
@@ -73,10 +74,40 @@ func kafkaStyleArgs(args []string) []string {
 		}
 	}
 	if at < 0 {
-		return args
+		return subcommandFirst(args, actions)
 	}
 	out := make([]string, 0, len(args))
 	out = append(out, args[0], args[1], actions[args[at]])
 	out = append(out, args[2:at]...)
 	return append(out, args[at+1:]...)
+}
+
+// subcommandFirst moves a subcommand typed after the command's flags to
+// the front of them: `keel topics --bootstrap-server b:9092 create --topic
+// t` runs `keel topics create --bootstrap-server b:9092 --topic t` (the
+// parser only knows a subcommand's flags after its name). A subcommand
+// name right after a flag is that flag's value (`--topic list`), not a
+// subcommand, unless the flag carries its value (`--bootstrap-server=b`).
+func subcommandFirst(args []string, actions map[string]string) []string {
+	isSubcommand := func(a string) bool {
+		for _, sub := range actions {
+			if sub == a {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 3; i < len(args); i++ {
+		if !isSubcommand(args[i]) {
+			continue
+		}
+		if prev := args[i-1]; strings.HasPrefix(prev, "-") && !strings.Contains(prev, "=") {
+			return args // a flag's value, or a bool flag we cannot tell apart
+		}
+		out := make([]string, 0, len(args))
+		out = append(out, args[0], args[1], args[i])
+		out = append(out, args[2:i]...)
+		return append(out, args[i+1:]...)
+	}
+	return args
 }

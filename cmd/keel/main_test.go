@@ -175,6 +175,10 @@ func TestKafkaStyleArgs(t *testing.T) {
 		{"keel topics --list --delete --topic t", "keel topics --list --delete --topic t"}, // two actions: untouched
 		{"keel topics --help", "keel topics --help"},
 		{"keel produce --topic t --list", "keel produce --topic t --list"}, // not a Kafka-script command
+		{"keel topics --bootstrap-server b:9092 create --topic t", "keel topics create --bootstrap-server b:9092 --topic t"},
+		{"keel groups -b b describe --group g", "keel groups describe -b b --group g"},
+		{"keel topics --bootstrap-server=b list", "keel topics list --bootstrap-server=b"},
+		{"keel topics --topic list describe", "keel topics --topic list describe"}, // "list" is --topic's value
 		{"keel", "keel"},
 	} {
 		if got := strings.Join(kafkaStyleArgs(strings.Fields(tc.in)), " "); got != tc.want {

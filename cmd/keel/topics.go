@@ -20,7 +20,8 @@ func topicsCommand() *cli.Command {
 		Name:  "topics",
 		Usage: "create, list, describe, alter and delete topics (like kafka-topics.sh)",
 		Description: "Each action is a subcommand; kafka-topics.sh's flag form works too:\n" +
-			"keel topics --bootstrap-server localhost:9092 --list runs keel topics list.",
+			"keel topics --bootstrap-server localhost:9092 --list runs keel topics list, and so does\n" +
+			"keel topics --bootstrap-server localhost:9092 list.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "create",
