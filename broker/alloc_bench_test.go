@@ -76,8 +76,9 @@ func BenchmarkLargeProduceRequest(b *testing.B) {
 	}
 	req.Topics = append(req.Topics, rt)
 	rc := c.dialRaw(b)
+	frame := encodeFrame(req)
 	for b.Loop() {
-		resp := roundTrip[*kmsg.ProduceResponse](rc, req)
+		resp := rc.receive(req, rc.sendFrame(frame)).(*kmsg.ProduceResponse)
 		for _, p := range resp.Topics[0].Partitions {
 			if p.ErrorCode != 0 {
 				b.Fatalf("partition %d: error %d", p.Partition, p.ErrorCode)

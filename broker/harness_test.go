@@ -393,21 +393,33 @@ func (c *testCluster) dialRaw(t testing.TB) *rawClient {
 // send writes req (at req's version) and returns its correlation id.
 func (r *rawClient) send(req kmsg.Request) int32 {
 	r.t.Helper()
+	return r.sendFrame(encodeFrame(req))
+}
+
+// sendFrame writes a frame encodeFrame made, with the next correlation id,
+// and returns that id: a benchmark encodes its request once.
+func (r *rawClient) sendFrame(frame []byte) int32 {
+	r.t.Helper()
 	r.corr++
+	binary.BigEndian.PutUint32(frame[8:], uint32(r.corr))
+	if _, err := r.conn.Write(frame); err != nil {
+		r.t.Fatalf("write request: %v", err)
+	}
+	return r.corr
+}
+
+// encodeFrame is req as a size-prefixed request frame, correlation id 0.
+func encodeFrame(req kmsg.Request) []byte {
 	frame := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
 	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
-	frame = binary.BigEndian.AppendUint32(frame, uint32(r.corr))
+	frame = binary.BigEndian.AppendUint32(frame, 0)
 	frame = binary.BigEndian.AppendUint16(frame, 4)
 	frame = append(frame, "test"...)
 	if req.IsFlexible() {
 		frame = append(frame, 0) // no header tags
 	}
 	frame = req.AppendTo(frame)
-	out := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
-	if _, err := r.conn.Write(append(out, frame...)); err != nil {
-		r.t.Fatalf("write %s: %v", kmsg.NameForKey(req.Key()), err)
-	}
-	return r.corr
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)
 }
 
 // receive reads the response to req.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"testing"
 
@@ -396,5 +397,73 @@ func TestVarintMatchesBinaryVarint(t *testing.T) {
 			check(b[:2])
 			check(b)
 		}
+	}
+}
+
+// skimRecord, validation's fast path, agrees with the careful decoder
+// whenever it accepts a record: same deltas, null key and size. (When it
+// does not, the careful decoder runs anyway.)
+func FuzzSkimRecord(f *testing.F) {
+	bb := NewBatchBuilder(DefaultBatchOptions())
+	bb.Append(1000, nil, []byte("value"), nil)
+	bb.Append(999, []byte("key"), nil, []RecordHeader{{Key: "h", Value: []byte("v")}, {Key: "", Value: nil}})
+	bb.Append(5000, []byte("k"), bytes.Repeat([]byte{'x'}, 300), nil)
+	bb.Append(1001, []byte{}, []byte{}, nil)
+	batch, err := bb.Build(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for rest := RecordsBytes(batch); len(rest) > 0; {
+		_, next, err := splitRecord(rest)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(rest[:len(rest)-len(next)])
+		rest = next
+	}
+	f.Add([]byte{0x02, 0x00})                   // length 1: attributes only
+	f.Add([]byte{0x0e, 0, 0, 0, 1, 1, 0, 0x02}) // a null key, then a cut
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, off, nullKey, size, ok := skimRecord(b)
+		if !ok {
+			return
+		}
+		body, rest, err := splitRecord(b)
+		if err != nil {
+			t.Fatalf("skimRecord accepted %x, splitRecord: %v", b, err)
+		}
+		var r Record
+		if err := decodeRecord(body, &r, false); err != nil {
+			t.Fatalf("skimRecord accepted %x, decodeRecord: %v", b, err)
+		}
+		if ts != r.TimestampDelta || off != int64(r.OffsetDelta) || nullKey != (r.Key == nil) || size != len(b)-len(rest) {
+			t.Fatalf("%x: skim (%d, %d, %t, %d), careful (%d, %d, %t, %d)", b, ts, off, nullKey, size,
+				r.TimestampDelta, r.OffsetDelta, r.Key == nil, len(b)-len(rest))
+		}
+	})
+}
+
+// The records producers send take validation's fast path: a batch of
+// ordinary records never falls back to the careful decoder.
+func TestSkimRecordTakesOrdinaryRecords(t *testing.T) {
+	bb := NewBatchBuilder(DefaultBatchOptions())
+	for i := range 100 {
+		bb.Append(int64(1000+i), []byte(fmt.Sprint("key-", i)), bytes.Repeat([]byte{'v'}, 100+i*50),
+			[]RecordHeader{{Key: "trace", Value: []byte("abc")}})
+	}
+	batch, err := bb.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := RecordsBytes(batch)
+	for i := range 100 {
+		ts, off, nullKey, size, ok := skimRecord(rest)
+		if !ok || ts != int64(i) || off != int64(i) || nullKey {
+			t.Fatalf("record %d (value %d bytes): skim (%d, %d, %t, %d, %t)", i, 100+i*50, ts, off, nullKey, size, ok)
+		}
+		rest = rest[size:]
+	}
+	if len(rest) != 0 {
+		t.Fatalf("%d bytes left", len(rest))
 	}
 }

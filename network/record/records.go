@@ -103,6 +103,88 @@ func (it *RecordIterator) Next(r *Record) bool {
 // Err is the error that stopped iteration, or nil at a clean end.
 func (it *RecordIterator) Err() error { return it.err }
 
+// short2 decodes a zigzag varint of one or two bytes at b[p:], returning
+// the position after it, or -1 when b holds no such varint there (a longer
+// or a cut encoding: skimRecord then leaves the record to the careful
+// decoder). Small enough to be inlined.
+func short2(b []byte, p int) (int64, int) {
+	var u uint64
+	switch {
+	case p < len(b) && b[p] < 0x80:
+		u = uint64(b[p])
+		p++
+	case p+1 < len(b) && b[p+1] < 0x80:
+		u = uint64(b[p]&0x7f) | uint64(b[p+1])<<7
+		p += 2
+	default:
+		return 0, -1
+	}
+	return int64(u>>1) ^ -int64(u&1), p
+}
+
+// skimRecord is validation's fast path over the length-prefixed record at
+// the start of b, for the records producers send: every varint of one or
+// two bytes (lengths and deltas under 8192). It checks what splitRecord and
+// decodeRecord (without headers) check and returns the record's timestamp
+// and offset deltas, whether its key is null, and the bytes the record
+// takes with its length. ok is false for a record of another shape and for
+// a malformed one alike: the caller then decodes it the careful way, which
+// accepts the former and names what is wrong with the latter. When ok, the
+// careful way gives the same answer (FuzzSkimRecord).
+func skimRecord(b []byte) (tsDelta, offDelta int64, nullKey bool, size int, ok bool) {
+	length, p := short2(b, 0)
+	if p < 0 || length <= 0 || length > int64(len(b)-p) {
+		return
+	}
+	end := p + int(length)
+	body := b[:end]
+	p++ // attributes
+	if tsDelta, p = short2(body, p); p < 0 {
+		return
+	}
+	if offDelta, p = short2(body, p); p < 0 || offDelta < 0 {
+		return
+	}
+	var n int64
+	for field := 0; field < 2; field++ { // key, value
+		if n, p = short2(body, p); p < 0 {
+			return
+		}
+		if n == -1 {
+			nullKey = nullKey || field == 0
+			continue
+		}
+		if n < 0 || n > int64(end-p) {
+			return
+		}
+		p += int(n)
+	}
+	var headers int64
+	if headers, p = short2(body, p); p < 0 || headers < 0 {
+		return
+	}
+	for ; headers > 0; headers-- {
+		// A header key is never null; its value may be.
+		if n, p = short2(body, p); p < 0 || n < 0 || n > int64(end-p) {
+			return
+		}
+		p += int(n)
+		if n, p = short2(body, p); p < 0 {
+			return
+		}
+		if n != -1 {
+			if n < 0 || n > int64(end-p) {
+				return
+			}
+			p += int(n)
+		}
+	}
+	if p != end {
+		return
+	}
+	return tsDelta, offDelta, nullKey, end, true
+}
+
 // splitRecord cuts the length-prefixed record at the start of b.
 func splitRecord(b []byte) (body, rest []byte, err error) {
 	length, n := varint(b)
@@ -234,27 +316,33 @@ func ValidateRecords(batch []byte, h BatchHeader, scratch []byte, maxUncompresse
 	}
 	var r Record
 	for i := int32(0); i < h.RecordCount; i++ {
-		body, rest, err := splitRecord(records)
-		if err != nil {
-			return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+		tsDelta, offDelta, nullKey, size, ok := skimRecord(records)
+		if !ok {
+			// Not the common shape, or malformed: the careful decoder
+			// takes it and names what is wrong.
+			body, rest, err := splitRecord(records)
+			if err != nil {
+				return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+			}
+			if err := decodeRecord(body, &r, false); err != nil {
+				return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+			}
+			tsDelta, offDelta, nullKey, size = r.TimestampDelta, int64(r.OffsetDelta), r.Key == nil, len(records)-len(rest)
 		}
-		if err := decodeRecord(body, &r, false); err != nil {
-			return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+		if offDelta != int64(i) {
+			return stats, scratch, fmt.Errorf("record %d has offset delta %d: %w", i, offDelta, ErrInvalidRecord)
 		}
-		if r.OffsetDelta != i {
-			return stats, scratch, fmt.Errorf("record %d has offset delta %d: %w", i, r.OffsetDelta, ErrInvalidRecord)
-		}
-		ts := h.BaseTimestamp + r.TimestampDelta
+		ts := h.BaseTimestamp + tsDelta
 		if ts > stats.MaxTimestamp {
 			stats.MaxTimestamp = ts
 		}
 		if i == 0 || ts < stats.MinTimestamp {
 			stats.MinTimestamp = ts
 		}
-		if r.Key == nil {
+		if nullKey {
 			stats.NullKeys++
 		}
-		records = rest
+		records = records[size:]
 	}
 	if len(records) != 0 {
 		return stats, scratch, fmt.Errorf("%d bytes after record %d of %d: %w", len(records), h.RecordCount, h.RecordCount, ErrInvalidRecord)
