@@ -20,7 +20,9 @@ func serverCommand() *cli.Command {
 			"broker+controller, PLAINTEXT on localhost:9092, CONTROLLER on localhost:9093,\n" +
 			"data under ./data (formatted on first start); without controller.quorum.voters a\n" +
 			"controller is the sole voter at its own controller listener. Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
-			"it shuts down cleanly, moving leaderships away first.",
+			"it shuts down cleanly, moving leaderships away first.\n\n" +
+			"Memory: the Go garbage collector's heap goal is kept at 64 MiB or more (a broker's live heap\n" +
+			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},
@@ -42,6 +44,9 @@ func serverCommand() *cli.Command {
 			} else if limit < 100_000 {
 				logger.Warn("the open file limit is low for a broker (Kafka recommends 100000 or more): each partition holds a file open",
 					"limit", limit)
+			}
+			if startGCFloor(gcFloorBytes) {
+				logger.Debug("garbage collector: heap goal kept at or above 64 MiB (set GOGC to choose yourself)")
 			}
 			node, err := broker.StartNode(cfg, logger)
 			if err != nil {
