@@ -64,7 +64,13 @@ func ParseTopicPartitionDir(name string) (TopicPartition, error) {
 // the rename itself is durable (Kafka's CheckpointFile does the same through
 // Utils.atomicMoveWithFallback). A stale .tmp from an earlier crash is simply
 // overwritten.
-func writeFileAtomic(path string, data []byte) (err error) {
+func writeFileAtomic(path string, data []byte) error {
+	return replaceFile(path, data, true)
+}
+
+// replaceFile writes data to path+".tmp" and renames it over path; with
+// durable, it fsyncs the file before the rename and the directory after.
+func replaceFile(path string, data []byte, durable bool) (err error) {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -79,15 +85,20 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		f.Close()
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", tmp, err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("fsync %s: %w", tmp, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	return syncDir(filepath.Dir(path))
 }

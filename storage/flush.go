@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"slices"
 )
 
 // The background flush of rolled segments (Kafka's "flush-log" task that
@@ -79,10 +77,7 @@ func (l *Log) flushRolled() {
 		}
 
 		rollFlushSlots <- struct{}{}
-		errs := make([]error, len(dirty))
-		for i, s := range dirty {
-			errs[i] = s.flush()
-		}
+		errs := flushSegments(dirty)
 		for _, off := range snapshots {
 			// A snapshot deleted meanwhile (a truncation) is not missed;
 			// one that cannot be made durable is only a slower recovery.
@@ -94,14 +89,7 @@ func (l *Log) flushRolled() {
 		<-rollFlushSlots
 
 		l.mu.Lock()
-		var err error
-		for i, e := range errs {
-			// A segment deleted or truncated away meanwhile (its file
-			// closed) is not a failure of the log; one still in it is.
-			if e != nil && slices.Contains(l.segments, dirty[i]) {
-				err = errors.Join(err, e)
-			}
-		}
+		err := l.liveFlushErrorLocked(dirty, errs)
 		if dirErr != nil {
 			err = errors.Join(err, fmt.Errorf("flush rolled segments of %s: %w: %w", l.tp, ErrStorage, dirErr))
 		}
@@ -148,17 +136,9 @@ func syncFile(path string) error {
 }
 
 // writeFileNoSync replaces path with data through a temporary file and a
-// rename, without fsync: a reader sees the old file or the new one, never a
-// mix, but a crash may leave either or a torn one.
+// rename, as writeFileAtomic does but without its fsyncs: a reader sees
+// the old file or the new one, never a mix, but a crash may leave either
+// or a torn one.
 func writeFileNoSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return replaceFile(path, data, false)
 }

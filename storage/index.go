@@ -75,8 +75,7 @@ func (x *OffsetIndex) Append(offset int64, position int32) (err error) {
 	if err := x.checkWritableLocked(); err != nil {
 		return fmt.Errorf("append to offset index %s: %w", x.path, err)
 	}
-	defer x.faultIsError(&err)
-	defer x.endFaults(x.guardFaults()) // reading the last entry
+	defer x.endFaultsInto(x.guardFaults(), &err) // reading the last entry
 	if x.entries > 0 && offset <= x.offsetAt(x.entries-1) {
 		return fmt.Errorf("append offset %d to offset index %s: not above last offset %d: %w",
 			offset, x.path, x.offsetAt(x.entries-1), ErrInvalidIndexEntry)
@@ -204,8 +203,7 @@ func (x *OffsetIndex) BaseOffset() int64 { return x.baseOffset }
 func (x *OffsetIndex) SanityCheck() (err error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	defer x.faultIsError(&err)
-	defer x.endFaults(x.guardFaults())
+	defer x.endFaultsInto(x.guardFaults(), &err)
 	if x.tornTail {
 		return fmt.Errorf("offset index %s: length is not a multiple of %d: %w", x.path, offsetIndexEntrySize, ErrCorruptIndex)
 	}

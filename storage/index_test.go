@@ -586,17 +586,7 @@ func TestLookupPositionFindsTheLastBoundaryWithinBothBounds(t *testing.T) {
 // append must fail with ErrStorage, not kill the process, and leave the
 // index as it was.
 func TestIndexAppendFaultIsAnError(t *testing.T) {
-	dir := t.TempDir()
-	x, err := OpenOffsetIndex(filepath.Join(dir, "00000000000000000000.index"), 0, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	ti, err := OpenTimeIndex(filepath.Join(dir, "00000000000000000000.timeindex"), 0, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ti.Close()
+	x, ti := openIndexPair(t, 0)
 	page := os.Getpagesize()
 	for i := range page / offsetIndexEntrySize { // the first page, full
 		mustAppend(t, x, int64(i), int32(i))
@@ -633,17 +623,7 @@ func TestIndexAppendFaultIsAnError(t *testing.T) {
 // full so an active segment rolls, and refuses appends; Reset gives it new
 // pages and it works again.
 func TestIndexReadFaultDegrades(t *testing.T) {
-	dir := t.TempDir()
-	x, err := OpenOffsetIndex(filepath.Join(dir, "00000000000000000100.index"), 100, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	ti, err := OpenTimeIndex(filepath.Join(dir, "00000000000000000100.timeindex"), 100, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ti.Close()
+	x, ti := openIndexPair(t, 100)
 	for i := range 1000 { // several pages of each
 		mustAppend(t, x, int64(100+i), int32(10*i))
 		if err := ti.MaybeAppend(int64(5000+i), int64(100+i)); err != nil {
@@ -717,4 +697,22 @@ func TestIndexReadFaultDegrades(t *testing.T) {
 	if ts, off := ti.Lookup(7001); ts != 7000 || off != 150 {
 		t.Fatalf("time lookup after Reset: (%d, %d)", ts, off)
 	}
+}
+
+// openIndexPair opens a segment's offset and time indexes (1 MiB each) in a
+// fresh directory, closed when the test ends.
+func openIndexPair(t *testing.T, base int64) (*OffsetIndex, *TimeIndex) {
+	t.Helper()
+	dir := t.TempDir()
+	x, err := OpenOffsetIndex(filepath.Join(dir, segmentFileName(base, indexSuffix)), base, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	ti, err := OpenTimeIndex(filepath.Join(dir, segmentFileName(base, timeIndexSuffix)), base, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ti.Close() })
+	return x, ti
 }

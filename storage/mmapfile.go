@@ -62,8 +62,8 @@ type mmapIndex struct {
 
 // guardFaults begins a section that touches the mapping: a memory fault in
 // it (SIGBUS, which would kill the process — Kafka's JVM turns it into an
-// InternalError) panics instead. Defer endFaults or endWriteFaults with its
-// result:
+// InternalError) panics instead. Defer endFaults, endFaultsInto or
+// endWriteFaults with its result:
 //
 //	defer m.endFaults(m.guardFaults())
 func (m *mmapIndex) guardFaults() (old bool) { return debug.SetPanicOnFault(true) }
@@ -108,9 +108,14 @@ func (m *mmapIndex) memoryFault(r any) error {
 	return fmt.Errorf("index %s: %w: %v", m.path, ErrStorage, r)
 }
 
-// faultIsError sets *err to the index's fault when the section it was
-// deferred around (before endFaults) faulted and returned no error.
-func (m *mmapIndex) faultIsError(err *error) {
+// endFaultsInto ends a guardFaults section that reads the mapping and
+// returns an error, as endFaults does; when the section returned none,
+// *err becomes the index's fault, if it has one.
+func (m *mmapIndex) endFaultsInto(old bool, err *error) {
+	debug.SetPanicOnFault(old)
+	if r := recover(); r != nil {
+		m.recordFault(r)
+	}
 	if *err == nil {
 		*err = m.Fault()
 	}

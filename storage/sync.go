@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -56,10 +57,7 @@ func (l *Log) syncOnce() (again bool, err error) {
 	version := l.structureVersion
 	l.mu.RUnlock()
 
-	errs := make([]error, len(dirty))
-	for i, s := range dirty {
-		errs[i] = s.flush()
-	}
+	errs := flushSegments(dirty)
 	// A segment rolled since the directory was last synced: its entry
 	// must be durable too, or a crash loses the file with what it holds.
 	var dirErr error
@@ -72,12 +70,8 @@ func (l *Log) syncOnce() (again bool, err error) {
 	if l.closed {
 		return false, ErrLogClosed
 	}
-	for i, err := range errs {
-		// A segment deleted or truncated away meanwhile (its file closed)
-		// is not a failure of the log; one still in it is.
-		if err != nil && slices.Contains(l.segments, dirty[i]) {
-			return false, err
-		}
+	if err := l.liveFlushErrorLocked(dirty, errs); err != nil {
+		return false, err
 	}
 	if dirErr != nil {
 		return false, fmt.Errorf("sync %s: %w: %w", l.tp, ErrStorage, dirErr)
@@ -92,4 +86,28 @@ func (l *Log) syncOnce() (again bool, err error) {
 	}
 	l.lastFlush = l.now()
 	return false, nil
+}
+
+// flushSegments fsyncs segments the caller chose under l.mu, without it
+// (fsyncs must not stall appends and reads), and returns each one's error;
+// liveFlushErrorLocked judges them once the lock is taken again.
+func flushSegments(segments []*segment) []error {
+	errs := make([]error, len(segments))
+	for i, s := range segments {
+		errs[i] = s.flush()
+	}
+	return errs
+}
+
+// liveFlushErrorLocked joins the flushSegments errors of segments still in
+// the log: one deleted or truncated away meanwhile (its file closed) is not
+// a failure of the log. l.mu is held.
+func (l *Log) liveFlushErrorLocked(segments []*segment, errs []error) error {
+	var err error
+	for i, e := range errs {
+		if e != nil && slices.Contains(l.segments, segments[i]) {
+			err = errors.Join(err, e)
+		}
+	}
+	return err
 }

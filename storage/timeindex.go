@@ -87,8 +87,7 @@ func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64) (err error) {
 	if err := x.checkWritableLocked(); err != nil {
 		return fmt.Errorf("append to time index %s: %w", x.path, err)
 	}
-	defer x.faultIsError(&err)
-	defer x.endFaults(x.guardFaults())
+	defer x.endFaultsInto(x.guardFaults(), &err)
 	lastTimestamp, lastOffset := x.lastEntryLocked()
 	if x.entries > 0 && offset < lastOffset {
 		return fmt.Errorf("append (%d, %d) to time index %s: offset below last offset %d: %w",
@@ -199,8 +198,7 @@ func (x *TimeIndex) BaseOffset() int64 { return x.baseOffset }
 func (x *TimeIndex) SanityCheck() (err error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	defer x.faultIsError(&err)
-	defer x.endFaults(x.guardFaults())
+	defer x.endFaultsInto(x.guardFaults(), &err)
 	if x.tornTail {
 		return fmt.Errorf("time index %s: length is not a multiple of %d: %w", x.path, timeIndexEntrySize, ErrCorruptIndex)
 	}
