@@ -110,12 +110,7 @@ type followerSession struct {
 	id    int32 // 0: none
 	epoch int32 // of the next fetch; 0 (initialSessionEpoch) means a full fetch
 	// sent is the state the leader holds for each partition in the session.
-	sent map[sessionKey]sessionState
-}
-
-type sessionKey struct {
-	topicID   [16]byte
-	partition int32
+	sent map[fetchKey]sessionState // by topic id, as followers fetch
 }
 
 // sessionState is a partition's fetch state as a Fetch sends it.
@@ -230,7 +225,7 @@ func (f *replicaFetcher) backoff(ff *followerFetch) {
 	// state changed: the leader's answer may (an unknown topic id becomes
 	// known). Until then it is forgotten from the session, so the leader
 	// uses no fetch state of it the follower did not just send.
-	key := sessionKey{ff.p.topicID, ff.p.tp.Partition}
+	key := fetchKey{id: ff.p.topicID, partition: ff.p.tp.Partition}
 	if st, ok := f.session.sent[key]; ok {
 		st.fetchOffset = -1 // never a fetch offset sent
 		f.session.sent[key] = st
@@ -472,11 +467,11 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 	sess := &f.session
 	full := sess.epoch == initialSessionEpoch
 	req.SessionID, req.SessionEpoch = sess.id, sess.epoch
-	byKey := make(map[sessionKey]*followerFetch, len(parts))
-	want := make(map[sessionKey]sessionState, len(parts))
+	byKey := make(map[fetchKey]*followerFetch, len(parts))
+	want := make(map[fetchKey]sessionState, len(parts))
 	for _, ff := range parts {
 		l := ff.p.log
-		key := sessionKey{ff.p.topicID, ff.p.tp.Partition}
+		key := fetchKey{id: ff.p.topicID, partition: ff.p.tp.Partition}
 		st := sessionState{fetchOffset: l.LogEndOffset(), logStartOffset: l.LogStartOffset(),
 			leaderEpoch: ff.leaderEpoch, lastFetchedEpoch: -1, partitionMaxBytes: int32(cfg.ReplicaFetchMaxBytes)}
 		if e, ok := l.LeaderEpochCache().LatestEpoch(); ok {
@@ -505,7 +500,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 		for key := range sess.sent {
 			if _, ok := want[key]; !ok {
 				ft := kmsg.NewFetchRequestForgottenTopic()
-				ft.TopicID, ft.Partitions = key.topicID, []int32{key.partition}
+				ft.TopicID, ft.Partitions = key.id, []int32{key.partition}
 				req.ForgottenTopics = append(req.ForgottenTopics, ft)
 			}
 		}
@@ -540,7 +535,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			ff := byKey[sessionKey{rt.TopicID, rp.Partition}]
+			ff := byKey[fetchKey{id: rt.TopicID, partition: rp.Partition}]
 			if ff == nil || !f.current(ff) || ff.p.removed.Load() {
 				continue
 			}
