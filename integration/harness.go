@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -162,23 +163,41 @@ func (c *Cluster) StartExtra(spec NodeSpec, clusterID string) (*broker.Node, err
 // Stop shuts node id down cleanly.
 func (c *Cluster) Stop(id int32) {
 	c.t.Helper()
-	if n := c.Nodes[id]; n != nil {
-		if err := n.Close(); err != nil {
-			c.t.Logf("close node %d: %v", id, err)
-		}
-		delete(c.Nodes, id)
-	}
+	c.shut(id, "close", (*broker.Node).Close)
 }
 
 // Kill stops node id abruptly: no controlled shutdown, no Raft leadership
 // hand-off (Node.Abort), so the cluster sees it vanish.
 func (c *Cluster) Kill(id int32) {
 	c.t.Helper()
-	if n := c.Nodes[id]; n != nil {
-		if err := n.Abort(); err != nil {
-			c.t.Logf("abort node %d: %v", id, err)
+	c.shut(id, "abort", (*broker.Node).Abort)
+}
+
+// nodeShutdownLimit bounds Stop and Kill: a node's Close bounds each of its
+// own waits by a few seconds, so a minute means a goroutine that never
+// ends.
+const nodeShutdownLimit = time.Minute
+
+// shut runs how on node id and forgets the node. A shutdown that does not
+// return within nodeShutdownLimit fails the test with the node's
+// goroutines instead of hanging the package until go test's timeout.
+func (c *Cluster) shut(id int32, what string, how func(*broker.Node) error) {
+	c.t.Helper()
+	n := c.Nodes[id]
+	if n == nil {
+		return
+	}
+	delete(c.Nodes, id)
+	done := make(chan error, 1)
+	go func() { done <- how(n) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			c.t.Logf("%s node %d: %v", what, id, err)
 		}
-		delete(c.Nodes, id)
+	case <-time.After(nodeShutdownLimit):
+		c.t.Errorf("%s node %d has not returned after %v; the goroutines of keel's packages:\n%s",
+			what, id, nodeShutdownLimit, GoroutineStacks("github.com/keelstream/keel/"))
 	}
 }
 
@@ -219,6 +238,27 @@ func (c *Cluster) WaitReady(timeout time.Duration) {
 			c.t.Fatalf("node %d: %v", id, err)
 		}
 	}
+}
+
+// GoroutineStacks returns the stacks of every goroutine whose stack
+// mentions substr: what a test prints when something it waits for hangs.
+func GoroutineStacks(substr string) string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, substr) {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // logSink sends node logs to the test log until the cluster is closed

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -14,9 +16,36 @@ func TestMain(m *testing.M) {
 		serveKfake() // the bench's kfake in its own process (bench_test.go)
 		return
 	}
+	flag.Parse()
+	stopWatchdog := startHangWatchdog()
 	code := m.Run()
+	stopWatchdog()
 	RemoveBinaryDir()
 	os.Exit(code)
+}
+
+// startHangWatchdog ends a hung run shortly before go test's -timeout would,
+// printing every goroutine and then, last, those running tests: the panic
+// of -timeout names the running tests first, and CI keeps only an output's
+// tail. The returned func disarms it.
+func startHangWatchdog() (stop func()) {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return func() {}
+	}
+	timeout, _ := f.Value.(flag.Getter).Get().(time.Duration)
+	if timeout <= 0 {
+		return func() {}
+	}
+	margin := min(timeout/10, 90*time.Second)
+	timer := time.AfterFunc(timeout-margin, func() {
+		fmt.Fprintf(os.Stderr, "hang watchdog: tests still running after %v; every goroutine:\n\n%s\n\n",
+			timeout-margin, GoroutineStacks(""))
+		fmt.Fprintf(os.Stderr, "hang watchdog: the goroutines running tests (the hung step is in them):\n\n%s\n",
+			GoroutineStacks("testing.tRunner"))
+		os.Exit(2)
+	})
+	return func() { timer.Stop() }
 }
 
 // procClient is a kgo client of a process cluster, closed with the test.
