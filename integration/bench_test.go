@@ -50,9 +50,10 @@ import (
 // Knobs: KEEL_BENCH_RECORDS (default 3,000,000), KEEL_BENCH_E2E_SECONDS
 // (default 10), KEEL_BENCH_ROUNDS, KEEL_BENCH_BROKER_ENV (space-separated
 // KEY=value for the keel process, e.g. GOMAXPROCS=1), and
-// KEEL_BENCH_INPROCESS=1, which adds an in-process Keel node (the
-// integration harness) as a third broker: run with -cpuprofile to see where
-// the broker's time goes.
+// KEEL_BENCH_INPROCESS=0, which drops the fourth column: the same Keel code
+// hosted in this test process (the integration harness, real segments in a
+// temporary directory), measured as the in-process kfake reference is —
+// like for like. Run with -cpuprofile to see where its time goes.
 func TestKeelPerfAgainstKfake(t *testing.T) {
 	if os.Getenv("KEEL_BENCH") == "" {
 		t.Skip("a load test: set KEEL_BENCH=1 (make bench) to run it")
@@ -87,7 +88,7 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 		{name: "kfake (in-process)", short: "kfake", seeds: fake.ListenAddrs(), reference: true},
 		fakeProcTarget,
 	}
-	if os.Getenv("KEEL_BENCH_INPROCESS") != "" {
+	if os.Getenv("KEEL_BENCH_INPROCESS") != "0" {
 		c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
 		c.WaitReady(30 * time.Second)
 		targets = append(targets, &perfTarget{name: "Keel (in-process)", short: "Keel in-proc", seeds: c.BootstrapServers()})
