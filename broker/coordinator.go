@@ -578,7 +578,11 @@ func (s *offsetsShard) append(recs []group.Record, now int64) (int64, int16) {
 		s.b.log.Error("building an offsets batch failed", "partition", p.tp, "error", err)
 		return 0, kerr.UnknownServerError.Code
 	}
-	info, err := p.log.AppendAsLeader(batch, storage.AppendOptions{LeaderEpoch: st.leaderEpoch})
+	// The durable mode group-commits, as for produce (durable.go): the
+	// flusher fsyncs, and its high watermark move wakes this shard's
+	// listener, which answers the commit. Appending with the fsync inline
+	// held every group of the shard for each commit's fsync.
+	info, err := p.log.AppendAsLeader(batch, storage.AppendOptions{LeaderEpoch: st.leaderEpoch, DeferFlush: st.durable})
 	if err != nil {
 		s.b.log.Warn("appending to an offsets partition failed", "partition", p.tp, "error", err)
 		switch storage.ErrorCode(err) {
@@ -588,6 +592,9 @@ func (s *offsetsShard) append(recs []group.Record, now int64) (int64, int16) {
 			return 0, kerr.NotCoordinator.Code
 		}
 		return 0, kerr.CoordinatorNotAvailable.Code
+	}
+	if st.durable {
+		s.b.flusher.mark(p)
 	}
 	s.b.maybeAdvanceHighWatermark(p)
 	p.fetchWatch.completeAll() // followers' long polls

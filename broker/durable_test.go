@@ -1,9 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -55,4 +59,79 @@ func TestDurableModeAcksOnlyWhatIsFsynced(t *testing.T) {
 // requests sharing fsyncs.
 func BenchmarkProduceDurable(b *testing.B) {
 	benchmarkProduce(b, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
+}
+
+// TestDurableModeAcksOffsetCommitsOnlyOnceFsynced: with
+// log.flush.interval.messages=1 the offsets topic is durable too. Groups
+// committing at once on one offsets partition are each answered only once
+// their commit is below the partition's recovery point: whatever the
+// partition's log end was before a commit, the recovery point is past it
+// when the commit is acknowledged.
+func TestDurableModeAcksOffsetCommitsOnlyOnceFsynced(t *testing.T) {
+	c := groupTestCluster(t, "log.flush.interval.messages=1")
+	c.createTopic("t", 1, nil)
+	adm := c.admin()
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		group := fmt.Sprintf("g%d", g)
+		l := c.broker.lookup(tp(offsetsTopic, c.broker.groups.partitionFor(group))).log
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int64(1); i <= 50; i++ {
+				before := l.LogEndOffset()
+				var os kadm.Offsets
+				os.AddOffset("t", 0, i, -1)
+				resp, err := adm.CommitOffsets(ctx, group, os)
+				if err == nil {
+					err = resp.Error()
+				}
+				if err != nil {
+					t.Errorf("commit %d of %s: %v", i, group, err)
+					return
+				}
+				if rp := l.RecoveryPoint(); rp <= before {
+					t.Errorf("commit %d of %s acknowledged with the recovery point at %d; the log end was %d before it", i, group, rp, before)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkOffsetCommitDurable: 16 groups on one offsets partition commit
+// at once, each synchronously, with log.flush.interval.messages=1; every
+// commit is fsynced before it is answered, concurrent commits sharing
+// fsyncs.
+func BenchmarkOffsetCommitDurable(b *testing.B) {
+	c := groupTestCluster(b, "log.flush.interval.messages=1", "offsets.topic.num.partitions=1")
+	c.createTopic("t", 1, nil)
+	adm := c.admin()
+	ctx := testCtx(b)
+	const groups = 16
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				var os kadm.Offsets
+				os.AddOffset("t", 0, next.Load(), -1)
+				resp, err := adm.CommitOffsets(ctx, fmt.Sprintf("g%d", g), os)
+				if err == nil {
+					err = resp.Error()
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
 }

@@ -11,11 +11,12 @@ import (
 )
 
 // groupTestCluster is a one-node test cluster whose offsets topic exists
-// (FindCoordinator created it) and is loaded.
-func groupTestCluster(t *testing.T) *testCluster {
+// (FindCoordinator created it) and is loaded; extra are more server
+// properties (key=value).
+func groupTestCluster(t testing.TB, extra ...string) *testCluster {
 	t.Helper()
-	c := newTestCluster(t, withConfig("offsets.topic.num.partitions=3", "group.min.session.timeout.ms=100",
-		"group.initial.rebalance.delay.ms=0"))
+	c := newTestCluster(t, withConfig(append([]string{"offsets.topic.num.partitions=3", "group.min.session.timeout.ms=100",
+		"group.initial.rebalance.delay.ms=0"}, extra...)...))
 	cl := c.client()
 	waitFor(t, "a group coordinator", 10*time.Second, func() bool {
 		req := kmsg.NewPtrFindCoordinatorRequest()
@@ -27,7 +28,7 @@ func groupTestCluster(t *testing.T) *testCluster {
 		return resp.ErrorCode == 0
 	})
 	waitFor(t, "the offsets partitions loaded", 10*time.Second, func() bool {
-		return len(c.broker.groups.loadedShards()) == 3
+		return len(c.broker.groups.loadedShards()) == int(c.cfg.OffsetsTopicNumPartitions)
 	})
 	return c
 }
