@@ -221,7 +221,7 @@ func configKeys(c *Config) map[string]configKey {
 		"auto.create.topics.enable":                {"true", b(&c.AutoCreateTopicsEnable), ""},
 		"auto.leader.rebalance.enable":             {"true", b(&c.AutoLeaderRebalanceEnable), ""},
 		"leader.imbalance.check.interval.seconds":  {"300", secs(&c.LeaderImbalanceCheckInterval), "how often the controller moves leaderships back to preferred replicas"},
-		"offsets.topic.replication.factor":         {"3", i16(&c.OffsetsTopicReplicationFactor), ""},
+		"offsets.topic.replication.factor":         {"3", i16(&c.OffsetsTopicReplicationFactor), "replicas of __consumer_offsets, which is not created while fewer brokers are alive; 1 in the single-node development default (controller.quorum.voters unset)"},
 		"offsets.topic.num.partitions":             {"50", i32(&c.OffsetsTopicNumPartitions), ""},
 		"transaction.state.log.replication.factor": {"3", i16(&c.TransactionStateLogReplicationFactor), ""},
 		"transaction.state.log.min.isr":            {"2", i(&c.TransactionStateLogMinISR), ""},
@@ -356,6 +356,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 	sort.Strings(c.Unknown)
 	sort.Strings(c.Ignored)
 	c.defaultVoters()
+	c.defaultOffsetsReplication()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -434,6 +435,18 @@ func (c *Config) defaultVoters() {
 		}
 		c.ControllerQuorumVoters = fmt.Sprintf("%d@%s", c.NodeID, net.JoinHostPort(host, port))
 		return
+	}
+}
+
+// defaultOffsetsReplication gives the single-node development default
+// (controller.quorum.voters not set) offsets.topic.replication.factor=1, as
+// Kafka's shipped config/server.properties does. Anywhere else Kafka's
+// default of 3 stands, and it is enforced: __consumer_offsets is not
+// created while fewer brokers are alive (KIP-115), lest a cluster still
+// starting up keep an unreplicated offsets topic for good.
+func (c *Config) defaultOffsetsReplication() {
+	if !c.Explicit["offsets.topic.replication.factor"] && !c.Explicit["controller.quorum.voters"] {
+		c.OffsetsTopicReplicationFactor = 1
 	}
 }
 

@@ -86,6 +86,30 @@ func TestDefaultVotersFollowTheControllerListener(t *testing.T) {
 	}
 }
 
+// offsets.topic.replication.factor is 1 in the single-node development
+// default, as in Kafka's shipped server.properties, and Kafka's 3 once
+// the quorum is configured; an explicit value always wins.
+func TestOffsetsReplicationDefault(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		want      int16
+	}{
+		{nil, 1},
+		{[]string{"listeners=PLAINTEXT://:19092,CONTROLLER://:19093"}, 1},
+		{[]string{"controller.quorum.voters=1@h:9093,2@h2:9093,3@h3:9093"}, 3},
+		{[]string{"controller.quorum.voters=1@h:9093", "offsets.topic.replication.factor=2"}, 2},
+		{[]string{"offsets.topic.replication.factor=3"}, 3},
+	} {
+		c, err := LoadConfig(nil, tc.overrides)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.overrides, err)
+		}
+		if c.OffsetsTopicReplicationFactor != tc.want {
+			t.Errorf("%v: offsets.topic.replication.factor %d, want %d", tc.overrides, c.OffsetsTopicReplicationFactor, tc.want)
+		}
+	}
+}
+
 func TestLoadConfigFinerRetentionKeysWin(t *testing.T) {
 	c, err := LoadConfig(map[string]string{"log.retention.hours": "1", "log.retention.minutes": "2"}, []string{"log.retention.ms=3"})
 	if err != nil {

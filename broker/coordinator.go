@@ -45,6 +45,9 @@ type groupCoordinator struct {
 	mu       sync.Mutex
 	shards   map[int32]*offsetsShard
 	creating atomic.Bool // an offsets topic creation is in flight
+	// shortWarned is when (unix ns) the log last said too few brokers are
+	// alive to create the offsets topic: every FindCoordinator retry asks.
+	shortWarned atomic.Int64
 }
 
 func newGroupCoordinator(b *Broker) *groupCoordinator {
@@ -151,8 +154,11 @@ func (gc *groupCoordinator) partitionRemoved(p *partition) {
 
 // ensureOffsetsTopic creates __consumer_offsets through the controller, in
 // the background, once at a time: offsets.topic.num.partitions partitions,
-// offsets.topic.replication.factor replicas capped at the live brokers,
-// compacted (Kafka's AutoTopicCreationManager for internal topics).
+// offsets.topic.replication.factor replicas, compacted (Kafka's
+// AutoTopicCreationManager for internal topics). While fewer brokers than
+// that are alive it creates nothing and FindCoordinator keeps answering
+// COORDINATOR_NOT_AVAILABLE, as Kafka does since KIP-115: a topic created
+// then with fewer replicas would stay unreplicated after the cluster is up.
 func (gc *groupCoordinator) ensureOffsetsTopic() {
 	if !gc.creating.CompareAndSwap(false, true) {
 		return
@@ -164,9 +170,15 @@ func (gc *groupCoordinator) ensureOffsetsTopic() {
 			live++
 		}
 	}
-	rf := min(int(b.cfg.OffsetsTopicReplicationFactor), live)
-	if rf < 1 {
+	rf := int(b.cfg.OffsetsTopicReplicationFactor)
+	if live < rf {
 		gc.creating.Store(false)
+		if now := time.Now().UnixNano(); now-gc.shortWarned.Load() > int64(10*time.Second) {
+			gc.shortWarned.Store(now)
+			b.log.Warn("not creating the offsets topic: fewer brokers alive than offsets.topic.replication.factor; "+
+				"consumer groups wait (COORDINATOR_NOT_AVAILABLE) until enough brokers are up, or lower the setting",
+				"alive_brokers", live, "offsets.topic.replication.factor", rf)
+		}
 		return
 	}
 	started := b.spawn(func() {

@@ -6,8 +6,9 @@ package broker
 // leader of __consumer_offsets partition abs(javaHashCode(group)) %
 // partitions (DESIGN §6). While the topic does not exist, the first request
 // creates it through the controller (offsets.topic.num.partitions,
-// offsets.topic.replication.factor capped at the live brokers, compacted)
-// and the answer is COORDINATOR_NOT_AVAILABLE, as Kafka's; so is a
+// offsets.topic.replication.factor, compacted; not while fewer brokers are
+// alive, KIP-115) and the answer is COORDINATOR_NOT_AVAILABLE, as Kafka's;
+// so is a
 // partition without a live leader, or a leader without an endpoint on the
 // request's listener. An empty group id is INVALID_REQUEST.
 //

@@ -829,6 +829,59 @@ func groupClusterB(b *testing.B, n int, extra ...string) *Cluster {
 	return c
 }
 
+// offsets.topic.replication.factor is enforced (KIP-115): with one broker
+// of three down, a group's FindCoordinator is COORDINATOR_NOT_AVAILABLE and
+// __consumer_offsets is not created with two replicas (it would stay so
+// after the cluster is whole); once the broker is back it is created with
+// three and commits work.
+func TestOffsetsTopicWaitsForItsReplicationFactor(t *testing.T) {
+	c := groupCluster(t, 3, "offsets.topic.replication.factor=3")
+	c.Stop(3)
+	waitFor(t, 20*time.Second, "node 3 fenced", func() bool {
+		br, ok := c.Nodes[1].Raft().Image().Broker(3)
+		return ok && br.Fenced
+	})
+	cl, adm := newClient(t, c)
+	createTopic(t, adm, "t", 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	findCoordinator := func() int16 {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g"}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("FindCoordinator: %v", err)
+		}
+		return resp.Coordinators[0].ErrorCode
+	}
+	for range 5 {
+		if code := findCoordinator(); code != kerr.CoordinatorNotAvailable.Code {
+			t.Fatalf("FindCoordinator with 2 of 3 brokers: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for id, n := range c.Nodes {
+		if _, ok := n.Raft().Image().Topic("__consumer_offsets"); ok {
+			t.Fatalf("node %d: __consumer_offsets created with 2 of its 3 brokers alive", id)
+		}
+	}
+
+	c.Start(3)
+	c.WaitReady(30 * time.Second)
+	waitFor(t, 30*time.Second, "a group coordinator", func() bool { return findCoordinator() == 0 })
+	var os kadm.Offsets
+	os.AddOffset("t", 0, 7, -1)
+	if resp, err := adm.CommitOffsets(ctx, "g", os); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	tp, _ := c.Nodes[1].Raft().Image().Topic("__consumer_offsets")
+	for _, p := range tp.Partitions {
+		if len(p.Replicas) != 3 {
+			t.Fatalf("__consumer_offsets partition with replicas %v, want 3", p.Replicas)
+		}
+	}
+}
+
 // The admin side of groups through kadm: commits of a simple consumer,
 // FetchOffsets, ListGroups (with a state filter), DescribeGroups,
 // OffsetDelete and DeleteGroups, with Kafka's errors for active groups.

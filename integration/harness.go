@@ -105,6 +105,19 @@ func (c *Cluster) spec(id int32) NodeSpec {
 	return NodeSpec{}
 }
 
+// offsetsReplication is offsets.topic.replication.factor for a test
+// cluster of specs: Kafka's 3, or every broker of a smaller cluster (Keel,
+// like Kafka, does not create __consumer_offsets with fewer replicas).
+func offsetsReplication(specs []NodeSpec) string {
+	brokers := 0
+	for _, s := range specs {
+		if strings.Contains(s.Roles, "broker") {
+			brokers++
+		}
+	}
+	return fmt.Sprint(max(1, min(3, brokers)))
+}
+
 func (c *Cluster) config(s NodeSpec) *broker.Config {
 	return c.configAt(s, c.dirs[s.ID], c.ports[s.ID])
 }
@@ -118,15 +131,16 @@ func (c *Cluster) configAt(s NodeSpec, dir string, p [2]int) *broker.Config {
 		listeners = append(listeners, fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p[1]))
 	}
 	props := map[string]string{
-		"process.roles":                  s.Roles,
-		"node.id":                        fmt.Sprint(s.ID),
-		"controller.quorum.voters":       c.voters,
-		"controller.listener.names":      "CONTROLLER",
-		"listeners":                      strings.Join(listeners, ","),
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"log.dirs":                       dir,
-		"broker.heartbeat.interval.ms":   "500",
-		"broker.session.timeout.ms":      "3000",
+		"process.roles":                    s.Roles,
+		"node.id":                          fmt.Sprint(s.ID),
+		"controller.quorum.voters":         c.voters,
+		"controller.listener.names":        "CONTROLLER",
+		"listeners":                        strings.Join(listeners, ","),
+		"listener.security.protocol.map":   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"log.dirs":                         dir,
+		"broker.heartbeat.interval.ms":     "500",
+		"broker.session.timeout.ms":        "3000",
+		"offsets.topic.replication.factor": offsetsReplication(c.Specs),
 	}
 	cfg, err := broker.LoadConfig(props, c.overrides)
 	if err != nil {
