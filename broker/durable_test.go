@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -81,13 +82,7 @@ func TestDurableModeAcksOffsetCommitsOnlyOnceFsynced(t *testing.T) {
 			defer wg.Done()
 			for i := int64(1); i <= 50; i++ {
 				before := l.LogEndOffset()
-				var os kadm.Offsets
-				os.AddOffset("t", 0, i, -1)
-				resp, err := adm.CommitOffsets(ctx, group, os)
-				if err == nil {
-					err = resp.Error()
-				}
-				if err != nil {
+				if err := commitOffset(ctx, adm, group, i); err != nil {
 					t.Errorf("commit %d of %s: %v", i, group, err)
 					return
 				}
@@ -118,14 +113,8 @@ func BenchmarkOffsetCommitDurable(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				var os kadm.Offsets
-				os.AddOffset("t", 0, next.Load(), -1)
-				resp, err := adm.CommitOffsets(ctx, fmt.Sprintf("g%d", g), os)
-				if err == nil {
-					err = resp.Error()
-				}
-				if err != nil {
+			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+				if err := commitOffset(ctx, adm, fmt.Sprintf("g%d", g), n); err != nil {
 					b.Error(err)
 					return
 				}
@@ -134,4 +123,15 @@ func BenchmarkOffsetCommitDurable(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+}
+
+// commitOffset commits offset for partition 0 of topic "t" in group.
+func commitOffset(ctx context.Context, adm *kadm.Client, group string, offset int64) error {
+	var os kadm.Offsets
+	os.AddOffset("t", 0, offset, -1)
+	resp, err := adm.CommitOffsets(ctx, group, os)
+	if err != nil {
+		return err
+	}
+	return resp.Error()
 }
