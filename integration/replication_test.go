@@ -152,7 +152,7 @@ func TestReplicationSurvivesLeaderCrash(t *testing.T) {
 	c.WaitReady(30 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	_, adm := newClient(t, c)
+	admClient, adm := newClient(t, c)
 	const topic = "replicated"
 	minISR := "2"
 	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, topic); err != nil {
@@ -226,14 +226,13 @@ func TestReplicationSurvivesLeaderCrash(t *testing.T) {
 	// does), and kgo's idempotent producer, which cannot know whether such
 	// a batch was written, retries it without limit: it hung the package
 	// twice. So first probe the leader until it refuses without appending.
-	probe, _ := newClient(t, c)
 	waitFor(t, 20*time.Second, "the leader to refuse acks=all before appending", func() bool {
 		req := produceRequest(small, badBatch(t, nil)) // nil: a well-formed batch
 		req.Acks = -1
 		if tp, ok := c.Nodes[sp.Leader].Raft().Image().Topic(small); ok {
 			req.Topics[0].TopicID = tp.ID // Produce v13 names topics by id
 		}
-		resp, err := probe.Broker(int(sp.Leader)).Request(ctx, req)
+		resp, err := admClient.Broker(int(sp.Leader)).Request(ctx, req)
 		if err != nil {
 			t.Logf("probe: %v", err)
 			return false
