@@ -15,15 +15,21 @@ import (
 )
 
 func (b *Broker) handleDeleteTopics(ctx context.Context, m *kmsg.DeleteTopicsRequest) network.Result {
+	// Forwarding re-encodes the request at the newest version, where names
+	// travel as Topics entries: v0–v5's TopicNames would not reach the
+	// controller (and the client would hear of no topic at all).
+	for _, n := range m.TopicNames {
+		t := kmsg.NewDeleteTopicsRequestTopic()
+		t.Topic = kmsg.StringPtr(n)
+		m.Topics = append(m.Topics, t)
+	}
+	m.TopicNames = nil
 	return b.forward(ctx, m, millis(m.TimeoutMillis), func(code int16, msg string) kmsg.Response {
 		resp := m.ResponseKind().(*kmsg.DeleteTopicsResponse)
 		add := func(name *string, id [16]byte) {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
 			rt.Topic, rt.TopicID, rt.ErrorCode, rt.ErrorMessage = name, id, code, kmsg.StringPtr(msg)
 			resp.Topics = append(resp.Topics, rt)
-		}
-		for _, n := range m.TopicNames {
-			add(kmsg.StringPtr(n), [16]byte{})
 		}
 		for _, t := range m.Topics {
 			add(t.Topic, t.TopicID)
