@@ -131,6 +131,9 @@ type Broker struct {
 	sessions *fetchSessionCache
 	// producerIDs is the block of producer ids InitProducerId hands out.
 	producerIDs producerIDBlock
+	// txnRefusedLogged is when (unix ns) the log last said a transactional
+	// client was refused (refuseTransactions).
+	txnRefusedLogged atomic.Int64
 	// groups is the group coordinator (coordinator.go).
 	groups *groupCoordinator
 
@@ -315,7 +318,7 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 	case *kmsg.DescribeClusterRequest:
 		return respond(b.handleDescribeCluster(req, m))
 	case *kmsg.InitProducerIDRequest:
-		return b.handleInitProducerID(ctx, m)
+		return b.handleInitProducerID(ctx, req, m)
 	case *kmsg.ElectLeadersRequest:
 		return b.handleElectLeaders(ctx, m)
 	case *kmsg.DescribeQuorumRequest:

@@ -11,9 +11,9 @@ package broker
 //     id. A block that cannot be had in time answers
 //     COORDINATOR_LOAD_IN_PROGRESS (retriable), as Kafka's
 //     RPCProducerIdManager does.
-//   - With a transactional id: an empty one is INVALID_REQUEST; otherwise
-//     COORDINATOR_NOT_AVAILABLE, since there is no transaction coordinator
-//     yet (FindCoordinator is not served either).
+//   - With a transactional id: INVALID_REQUEST, not retriable (an empty
+//     one is invalid anyway): there is no transaction coordinator
+//     (refuseTransactions; FindCoordinator answers the same).
 
 import (
 	"context"
@@ -29,14 +29,11 @@ import (
 // producerIDAllocTimeout bounds a producer id block allocation.
 const producerIDAllocTimeout = 10 * time.Second
 
-func (b *Broker) handleInitProducerID(ctx context.Context, m *kmsg.InitProducerIDRequest) network.Result {
+func (b *Broker) handleInitProducerID(ctx context.Context, req *network.Request, m *kmsg.InitProducerIDRequest) network.Result {
 	resp := m.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if m.TransactionalID != nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		if *m.TransactionalID == "" {
-			resp.ErrorCode = kerr.InvalidRequest.Code
-		}
+		resp.ErrorCode, _ = b.refuseTransactions(req, *m.TransactionalID)
 		return respond(resp)
 	}
 	if id, ok := b.producerIDs.tryNext(); ok {

@@ -924,8 +924,8 @@ func TestGroupAdminAPIs(t *testing.T) {
 	if r := find(0, ""); r.ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("FindCoordinator of an empty group: %v, want INVALID_REQUEST", kerr.ErrorForCode(r.ErrorCode))
 	}
-	if r := find(1, "txn"); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
-		t.Errorf("FindCoordinator of a transactional id: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(r.ErrorCode))
+	if r := find(1, "txn"); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("FindCoordinator of a transactional id: %v, want INVALID_REQUEST (no transactions)", kerr.ErrorForCode(r.ErrorCode))
 	}
 	md, err := adm.Metadata(ctx, "__consumer_offsets")
 	if err != nil {
