@@ -106,19 +106,6 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 	}
 }
 
-// dynamicBrokerConfigNames are the broker configs that may change at
-// runtime (Kafka's DynamicBrokerConfig): the broker synonyms of topic
-// configs. DescribeConfigs reports the others read-only.
-var dynamicBrokerConfigNames = func() map[string]bool {
-	out := map[string]bool{}
-	for _, n := range metadata.TopicConfigNames() {
-		if d, _ := metadata.TopicConfigDef(n); d.BrokerSynonym != "" {
-			out[d.BrokerSynonym] = true
-		}
-	}
-	return out
-}()
-
 // configType maps a metadata config type to the wire's.
 func configType(t metadata.ConfigValueType) kmsg.ConfigType {
 	switch t {

@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -190,6 +192,27 @@ func TestBrokerConfigs(t *testing.T) {
 	req.Resources = append(req.Resources, r)
 	if got := roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0]; got.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("other broker: %v", kerr.ErrorForCode(got.ErrorCode))
+	}
+	// Read-only are the configs AlterConfigs refuses to change.
+	values := map[string]string{"log.retention.ms": "604800000", "max.connections": "1000", "num.replica.fetchers": "2",
+		"listeners": "PLAINTEXT://localhost:1", "node.id": "7"}
+	req.Resources[0].ResourceName = strconv.Itoa(testNodeID)
+	req.Resources[0].ConfigNames = slices.Sorted(maps.Keys(values))
+	readOnly := map[string]bool{}
+	for _, cfg := range roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0].Configs {
+		readOnly[cfg.Name] = cfg.ReadOnly
+	}
+	if want := map[string]bool{"log.retention.ms": false, "max.connections": false, "num.replica.fetchers": false, "listeners": true, "node.id": true}; !maps.Equal(readOnly, want) {
+		t.Fatalf("read-only %v, want %v", readOnly, want)
+	}
+	for name, ro := range readOnly {
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: name, Value: kmsgStr(values[name])}}, testNodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refused := resp[0].Err != nil; refused != ro {
+			t.Errorf("%s: read-only %v, but AlterConfigs refused: %v", name, ro, resp[0].Err)
+		}
 	}
 }
 

@@ -15,8 +15,8 @@ package broker
 //   - Broker resources: this broker's id gives every static broker config
 //     Keel knows with the dynamic ones overlaid; the empty name gives only
 //     the cluster-wide dynamic configs; another id is INVALID_REQUEST (the
-//     request belongs on that broker), as in Kafka. Configs other than the
-//     broker synonyms of topic configs are read-only.
+//     request belongs on that broker), as in Kafka. Configs AlterConfigs
+//     cannot change (metadata.IsDynamicBrokerConfig) are read-only.
 //   - Other resource types (broker loggers, client metrics, groups):
 //     INVALID_REQUEST.
 //   - v0: IsDefault. v1+: Source, and ConfigSynonyms when IncludeSynonyms,
@@ -113,7 +113,7 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		c.Name, c.Value, c.ConfigType = name, value, typ
 		c.Source = kmsg.ConfigSource(syns[0].source)
 		c.IsDefault = syns[0].source == sourceDefault
-		c.ReadOnly = !dynamicBrokerConfigNames[name]
+		c.ReadOnly = !metadata.IsDynamicBrokerConfig(name)
 		if m.IncludeSynonyms && m.Version >= 1 {
 			for _, s := range syns {
 				cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()

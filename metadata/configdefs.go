@@ -259,6 +259,14 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 	return indexDefs(defs)
 }()
 
+// IsDynamicBrokerConfig reports whether AlterConfigs and
+// IncrementalAlterConfigs accept a broker config by its definition (Kafka's
+// DynamicBrokerConfig): DescribeConfigs reports the others read-only.
+func IsDynamicBrokerConfig(name string) bool {
+	_, ok := brokerDynamicConfigDefs[name]
+	return ok
+}
+
 // brokerStaticConfigs are broker configs that cannot change at runtime:
 // setting one dynamically is refused ("Cannot update these configs
 // dynamically"). Names not listed and not dynamic are accepted as custom
