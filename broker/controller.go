@@ -258,21 +258,26 @@ func setOffsetTag(resp kmsg.Response, offset int64) {
 	}
 }
 
-// offsetFromTag reads the committing offset back, -1 if absent.
-func offsetFromTag(resp kmsg.Response) int64 {
+// takeOffsetTag reads the committing offset back, -1 if absent, and removes
+// the tag: it is for the forwarding broker, not the client.
+func takeOffsetTag(resp kmsg.Response) int64 {
 	tags := unknownTags(resp)
 	if tags == nil {
 		return -1
 	}
 	offset := int64(-1)
+	var rest kmsg.Tags
 	tags.Each(func(k uint32, v []byte) {
-		if k == offsetTag && len(v) == 8 {
-			offset = 0
-			for _, c := range v {
-				offset = offset<<8 | int64(c)
-			}
+		if k != offsetTag || len(v) != 8 {
+			rest.Set(k, v)
+			return
+		}
+		offset = 0
+		for _, c := range v {
+			offset = offset<<8 | int64(c)
 		}
 	})
+	*tags = rest
 	return offset
 }
 

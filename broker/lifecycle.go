@@ -107,7 +107,7 @@ func (f *controllerForwarder) Forward(ctx context.Context, req kmsg.Request) (km
 	if err != nil {
 		return nil, err
 	}
-	if offset := offsetFromTag(resp); offset >= 0 {
+	if offset := takeOffsetTag(resp); offset >= 0 {
 		if err := f.raft.WaitForOffset(ctx, offset); err != nil {
 			return nil, fmt.Errorf("wait for metadata offset %d: %w", offset, err)
 		}
