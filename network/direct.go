@@ -2,6 +2,7 @@ package network
 
 import (
 	"errors"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -145,11 +146,19 @@ func (c *conn) tryDirect(p *pending, resp *Response) bool {
 	}
 	var n int
 	var werr error
-	c.writing.Store(true)
-	cerr := rc.Write(func(fd uintptr) bool {
+	writev := func(fd uintptr) bool {
 		n, werr = unix.Writev(int(fd), out.iov)
 		return true // never wait: a full socket is the writer's business
-	})
+	}
+	c.writing.Store(true)
+	cerr := rc.Write(writev)
+	if errors.Is(cerr, os.ErrDeadlineExceeded) {
+		// The deadline the writer goroutine set for its own last (blocking)
+		// write has passed; a write that never waits needs none. Setting
+		// it for every direct write would cost a timer update each.
+		_ = c.nc.SetWriteDeadline(time.Time{})
+		cerr = rc.Write(writev)
+	}
 	c.writing.Store(false)
 	if cerr != nil {
 		werr = cerr

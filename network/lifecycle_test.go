@@ -69,6 +69,25 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		corr := rc.send(metadataRequest(), 1)
 		rc.read(kmsg.NewPtrMetadataResponse(), 1, corr)
 	})
+	t.Run("busy connection outlives the writer's deadline", func(t *testing.T) {
+		// An answer queued behind a long poll is written by the writer
+		// goroutine, which bounds its write by the idle timeout. Answers
+		// written directly afterwards must not trip over that deadline
+		// once it has passed: the connection is busy, not idle.
+		rc := dialRaw(t, ts.addr)
+		plain := rc.fmt
+		rc.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID("slow"))
+		slow := rc.send(metadataRequest(), 1)
+		rc.fmt = plain
+		queued := rc.send(metadataRequest(), 1)
+		rc.read(kmsg.NewPtrMetadataResponse(), 1, slow)
+		rc.read(kmsg.NewPtrMetadataResponse(), 1, queued)
+		for range 8 { // 8 × idle/4: past the writer's deadline
+			time.Sleep(idle / 4)
+			corr := rc.send(metadataRequest(), 1)
+			rc.read(kmsg.NewPtrMetadataResponse(), 1, corr)
+		}
+	})
 }
 
 // gate holds deferred responses until released.
