@@ -8,15 +8,19 @@ package broker
 //   - Consumers (replica id -1) must ask the leader; the debug replica id
 //     (-2) and followers may ask any replica. current_leader_epoch (v4+) is
 //     checked as in Fetch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
-//   - -2 (earliest) and -4 (earliest local, v8+; no tiered storage, so the
+//   - -2 (earliest) and -4 (earliest local; no tiered storage, so the
 //     same): the log start offset and the epoch of its batch.
 //   - -1 (latest): the high watermark for read_uncommitted consumers, the
 //     last stable offset for read_committed (v2+; equal without
 //     transactions), the log end offset for replicas; the epoch is the
 //     current leader epoch.
-//   - -3 (max timestamp, v7+, KIP-734): the record with the largest
-//     timestamp; -5 (latest tiered, v9+) and -6 (earliest pending upload,
-//     v11+, KIP-1023): offset -1, as Kafka answers without remote storage.
+//   - -3 (max timestamp, KIP-734): the record with the largest timestamp;
+//     -5 (latest tiered) and -6 (earliest pending upload, KIP-1023): offset
+//     -1, as Kafka answers without remote storage. These came with v7, v8,
+//     v9 and v11, but, as in Kafka's log, mean the same at any version:
+//     clients gate them, not the broker (sarama sends -3 at v6).
+//   - other negative timestamps are searched for like any timestamp: the
+//     first record.
 //   - a timestamp: the first record at or after it. Answers at or past
 //     the fetchable end (high watermark) are hidden (-1), as Kafka hides
 //     them.
@@ -115,13 +119,12 @@ func (b *Broker) listOffset(m *kmsg.ListOffsetsRequest, topic string, rp kmsg.Li
 		}
 		out.Offset, out.Timestamp, out.LeaderEpoch = lastFetchable, -1, st.leaderEpoch
 		return
-	case ts == storage.EarliestTimestamp || (ts == earliestLocalTimestamp && m.Version >= 8):
+	case ts == storage.EarliestTimestamp || ts == earliestLocalTimestamp:
 		ts = storage.EarliestTimestamp
-	case ts == latestTieredTimestamp && m.Version >= 9,
-		ts == earliestPendingUploadTimestamp && m.Version >= 11:
+	case ts == latestTieredTimestamp, ts == earliestPendingUploadTimestamp:
 		out.Offset, out.Timestamp, out.LeaderEpoch = -1, -1, -1
 		return
-	case ts == storage.MaxTimestamp && m.Version >= 7:
+	case ts == storage.MaxTimestamp:
 	case ts < 0:
 		ts = 0 // Kafka searches for it like any timestamp: the first record
 	}

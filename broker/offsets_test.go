@@ -24,11 +24,16 @@ func batchAt(t testing.TB, ts int64) []byte {
 	return b
 }
 
-// listOffsets asks one partition at one timestamp with a raw v10 request.
+// listOffsets asks one partition at one timestamp with a raw v11 request.
 func listOffsets(t testing.TB, rc *rawClient, topic string, partition int32, ts int64, isolation int8, replicaID int32) kmsg.ListOffsetsResponseTopicPartition {
 	t.Helper()
+	return listOffsetsAt(t, rc, 11, topic, partition, ts, isolation, replicaID)
+}
+
+func listOffsetsAt(t testing.TB, rc *rawClient, version int16, topic string, partition int32, ts int64, isolation int8, replicaID int32) kmsg.ListOffsetsResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.Version, req.IsolationLevel, req.ReplicaID = 11, isolation, replicaID
+	req.Version, req.IsolationLevel, req.ReplicaID = version, isolation, replicaID
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -66,12 +71,16 @@ func TestListOffsets(t *testing.T) {
 		{"by timestamp, after all", 10_000, -1, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := listOffsets(t, rc, "lo", 0, tc.ts, 0, -1)
-			if r.ErrorCode != 0 || r.Offset != tc.wantOffset || r.Timestamp != tc.wantTS {
-				t.Fatalf("got %v offset %d ts %d, want offset %d ts %d", kerr.ErrorForCode(r.ErrorCode), r.Offset, r.Timestamp, tc.wantOffset, tc.wantTS)
-			}
-			if r.Offset >= 0 && r.LeaderEpoch != epoch {
-				t.Fatalf("leader epoch %d, want %d", r.LeaderEpoch, epoch)
+			// The special timestamps mean the same at every version, as in
+			// Kafka's log (only clients gate them by version).
+			for _, v := range []int16{11, 1} {
+				r := listOffsetsAt(t, rc, v, "lo", 0, tc.ts, 0, -1)
+				if r.ErrorCode != 0 || r.Offset != tc.wantOffset || r.Timestamp != tc.wantTS {
+					t.Fatalf("v%d: got %v offset %d ts %d, want offset %d ts %d", v, kerr.ErrorForCode(r.ErrorCode), r.Offset, r.Timestamp, tc.wantOffset, tc.wantTS)
+				}
+				if v >= 4 && r.Offset >= 0 && r.LeaderEpoch != epoch {
+					t.Fatalf("v%d: leader epoch %d, want %d", v, r.LeaderEpoch, epoch)
+				}
 			}
 		})
 	}
