@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -45,15 +47,24 @@ var handedOut = struct {
 }{ports: map[int]bool{}}
 
 // FreePort returns a loopback port that was free a moment ago and that it
-// has not returned before.
+// has not returned before. It is not taken from the kernel's ephemeral
+// range (ip_local_port_range), where every outgoing connection, of this
+// process or any other, takes its local port: a node started a moment
+// later could find its port taken by a client's connection. Outside that
+// range a port stays free unless something binds it on purpose.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	lo, hi := portWindow()
 	for range 1000 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+		port := 0 // the kernel's choice, when there is no window
+		if hi > lo {
+			port = lo + rand.IntN(hi-lo)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use
+		}
+		port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 		handedOut.Lock()
 		fresh := !handedOut.ports[port]
@@ -66,6 +77,27 @@ func FreePort(t testing.TB) int {
 	t.Fatal("no fresh loopback port")
 	return 0
 }
+
+// portWindow is the range [lo, hi) FreePort picks from: the 10,000 ports
+// below the ephemeral range, or above it if that leaves too few; empty
+// (lo == hi) when neither does or the range cannot be read.
+var portWindow = sync.OnceValues(func() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	var first, last int
+	if _, err := fmt.Sscan(string(b), &first, &last); err != nil {
+		return 0, 0
+	}
+	switch {
+	case first-10_000 >= 1024:
+		return first - 10_000, first
+	case last+10_000 <= 65_536:
+		return last + 1, last + 10_001
+	}
+	return 0, 0
+})
 
 // StartCluster formats and starts the nodes. overrides are server
 // properties applied to every node (key=value).
