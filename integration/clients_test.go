@@ -18,8 +18,9 @@ import (
 // kcat and python3-kafka) where it can.
 
 // TestKcat drives the broker with librdkafka through kcat: a topic's
-// metadata, produce with each codec, and a balanced consumer group that
-// reads everything back and commits where it stopped.
+// metadata, produce with each codec, a balanced consumer group that reads
+// everything back and commits where it stopped, and a static member that
+// restarts.
 func TestKcat(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -87,6 +88,20 @@ func TestKcat(t *testing.T) {
 			t.Errorf("partition %d: committed %+v, end %d", o.Partition, got, o.Offset)
 		}
 	})
+
+	// A static member (KIP-345) that restarts rejoins a stable group with
+	// its instance id and is handed its assignment back; librdkafka's
+	// cooperative-sticky assignor crashed the process when the JoinGroup
+	// answer (v5) named the new member leader of a group of no members.
+	static := []string{"-G", "kcat-static", topic, "-e", "-f", `%k=%s\n`, "-X", "group.instance.id=kcat-1",
+		"-X", "partition.assignment.strategy=cooperative-sticky", "-X", "session.timeout.ms=30000",
+		"-X", "auto.offset.reset=earliest"}
+	if out := run("", static...); strings.Count(out, "\n") != len(got) {
+		t.Fatalf("static member read %d records, want %d", strings.Count(out, "\n"), len(got))
+	}
+	if out := run("", static...); out != "" { // from its committed offsets
+		t.Fatalf("restarted static member read %d records, want none", strings.Count(out, "\n"))
+	}
 }
 
 // kafkaPythonScript runs against the broker at sys.argv[1]; it exits

@@ -259,6 +259,7 @@ func (m *Manager) replaceStaticMember(now int64, g *Group, req JoinRequest, oldI
 	mem.heartbeatDeadline = now + req.SessionTimeoutMs
 	g.Members[newID] = &mem
 	g.staticMembers[req.InstanceID] = newID
+	oldLeader := g.Leader
 	if g.Leader == oldID {
 		g.Leader = newID
 	}
@@ -268,11 +269,19 @@ func (m *Manager) replaceStaticMember(now int64, g *Group, req JoinRequest, oldI
 		// restarted consumer's metadata differs anyway (its owned
 		// partitions and generation are gone).
 		if g.selectProtocol() == g.Protocol {
-			isLeader := g.Leader == newID
 			r := JoinReply{Waiter: req.Waiter, Generation: g.Generation, ProtocolType: g.ProtocolType,
 				Protocol: g.Protocol, Leader: g.Leader, MemberID: newID}
-			if isLeader && req.Version >= 9 {
-				r.SkipAssignment, r.Members = true, g.joinMembers()
+			if req.Version >= 9 {
+				if g.Leader == newID {
+					r.SkipAssignment, r.Members = true, g.joinMembers()
+				}
+			} else {
+				// Before v9 a member told it leads would assign, to a
+				// stable group that sends no one the result: the answer
+				// names the leader as it was before the replacement,
+				// never the new member id (Kafka's currentLeader).
+				// librdkafka, told it leads with no members, crashes.
+				r.Leader = oldLeader
 			}
 			eff.storeGroup(g, now)
 			eff.Joins = append(eff.Joins, r)
