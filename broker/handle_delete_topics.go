@@ -26,13 +26,10 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, m *kmsg.DeleteTopicsReq
 	m.TopicNames = nil
 	return b.forward(ctx, m, millis(m.TimeoutMillis), func(code int16, msg string) kmsg.Response {
 		resp := m.ResponseKind().(*kmsg.DeleteTopicsResponse)
-		add := func(name *string, id [16]byte) {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode, rt.ErrorMessage = name, id, code, kmsg.StringPtr(msg)
-			resp.Topics = append(resp.Topics, rt)
-		}
 		for _, t := range m.Topics {
-			add(t.Topic, t.TopicID)
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode, rt.ErrorMessage = t.Topic, t.TopicID, code, kmsg.StringPtr(msg)
+			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
 	})
