@@ -131,9 +131,8 @@ type Broker struct {
 	sessions *fetchSessionCache
 	// producerIDs is the block of producer ids InitProducerId hands out.
 	producerIDs producerIDBlock
-	// txnRefusedLogged is when (unix ns) the log last said a transactional
-	// client was refused (refuseTransactions).
-	txnRefusedLogged atomic.Int64
+	// txnRefusedLog throttles refuseTransactions' log line.
+	txnRefusedLog logThrottle
 	// groups is the group coordinator (coordinator.go).
 	groups *groupCoordinator
 
@@ -354,6 +353,18 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 
 // respond wraps a ready response.
 func respond(msg kmsg.Response) network.Result { return &network.Response{Msg: msg} }
+
+// logThrottle lets a log line about a condition that every client retry
+// meets again through at most once per interval. Safe for concurrent use.
+type logThrottle struct {
+	last atomic.Int64 // unix ns of the last line let through
+}
+
+// allow reports whether a line may be logged now.
+func (t *logThrottle) allow(every time.Duration) bool {
+	now, last := time.Now().UnixNano(), t.last.Load()
+	return now-last > int64(every) && t.last.CompareAndSwap(last, now)
+}
 
 // currentImage is the image the handlers answer from: the last one
 // ApplyMetadata published (so a partition is advertised only once its log

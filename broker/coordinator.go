@@ -45,9 +45,9 @@ type groupCoordinator struct {
 	mu       sync.Mutex
 	shards   map[int32]*offsetsShard
 	creating atomic.Bool // an offsets topic creation is in flight
-	// shortWarned is when (unix ns) the log last said too few brokers are
-	// alive to create the offsets topic: every FindCoordinator retry asks.
-	shortWarned atomic.Int64
+	// shortLog throttles the line saying too few brokers are alive to
+	// create the offsets topic: every FindCoordinator retry asks.
+	shortLog logThrottle
 }
 
 func newGroupCoordinator(b *Broker) *groupCoordinator {
@@ -173,8 +173,7 @@ func (gc *groupCoordinator) ensureOffsetsTopic() {
 	rf := int(b.cfg.OffsetsTopicReplicationFactor)
 	if live < rf {
 		gc.creating.Store(false)
-		if now := time.Now().UnixNano(); now-gc.shortWarned.Load() > int64(10*time.Second) {
-			gc.shortWarned.Store(now)
+		if gc.shortLog.allow(10 * time.Second) {
 			b.log.Warn("not creating the offsets topic: fewer brokers alive than offsets.topic.replication.factor; "+
 				"consumer groups wait (COORDINATOR_NOT_AVAILABLE) until enough brokers are up, or lower the setting",
 				"alive_brokers", live, "offsets.topic.replication.factor", rf)

@@ -87,8 +87,7 @@ func (b *Broker) findCoordinator(req *network.Request, keyType int8, key string)
 // client, at most every 10 s.
 func (b *Broker) refuseTransactions(req *network.Request, transactionalID string) (code int16, msg *string) {
 	const why = "transactions are not supported by this broker (Keel): use the idempotent producer without a transactional.id"
-	if now := time.Now().UnixNano(); now-b.txnRefusedLogged.Load() > int64(10*time.Second) {
-		b.txnRefusedLogged.Store(now)
+	if b.txnRefusedLog.allow(10 * time.Second) {
 		b.log.Warn("refusing a transactional client: transactions are not supported", "client_id", req.Header.ClientID,
 			"remote", req.Conn.RemoteAddr.String(), "transactional_id", transactionalID, "api", kmsg.NameForKey(req.Header.APIKey))
 	}
