@@ -33,11 +33,22 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		return i64(n)
 	}
 	b := func(v bool) *string { return str(strconv.FormatBool(v)) }
+	// explicit is a key as server.properties wrote it, else its default
+	// (nil if none): the time keys, which Kafka keeps in their own units
+	// (log.retention.hours=168, log.retention.ms unset).
+	explicit := func(key, def string) *string {
+		if v, ok := c.Explicit[key]; ok {
+			return str(v)
+		}
+		if def == "" {
+			return nil
+		}
+		return str(def)
+	}
 	list := func(v []string) *string { return str(strings.Join(v, ",")) }
 	const (
 		tb, ts, ti, tsh, tl, tli = kmsg.ConfigTypeBoolean, kmsg.ConfigTypeString, kmsg.ConfigTypeInt,
 			kmsg.ConfigTypeShort, kmsg.ConfigTypeLong, kmsg.ConfigTypeList
-		week = "604800000"
 		long = "9223372036854775807"
 	)
 	return []brokerConfigEntry{
@@ -75,8 +86,11 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.message.timestamp.type", str(c.LogMessageTimestampType), ts, "CreateTime"},
 		{"log.retention.bytes", i64(c.LogRetentionBytes), tl, "-1"},
 		{"log.retention.check.interval.ms", ms(c.LogRetentionCheckInterval), tl, "300000"},
-		{"log.retention.ms", i64(c.LogRetentionMs), tl, week},
-		{"log.roll.ms", i64(c.LogRollMs), tl, week},
+		{"log.retention.hours", explicit("log.retention.hours", "168"), ti, "168"},
+		{"log.retention.minutes", explicit("log.retention.minutes", ""), ti, ""},
+		{"log.retention.ms", explicit("log.retention.ms", ""), tl, ""},
+		{"log.roll.hours", explicit("log.roll.hours", "168"), ti, "168"},
+		{"log.roll.ms", explicit("log.roll.ms", ""), tl, ""},
 		{"log.segment.bytes", i64(c.LogSegmentBytes), ti, "1073741824"},
 		{"log.segment.delete.delay.ms", i64(c.LogSegmentDeleteDelayMs), tl, "60000"},
 		{"max.connections", i(c.MaxConnections), ti, "2147483647"},

@@ -95,9 +95,10 @@ type Config struct {
 	ProducerIDExpirationCheckInterval time.Duration // producer.id.expiration.check.interval.ms
 
 	// Explicit holds the known keys that server.properties or an override
-	// set (whatever their value): DescribeConfigs reports those as
-	// STATIC_BROKER_CONFIG and the rest as DEFAULT_CONFIG, as Kafka does.
-	Explicit map[string]bool
+	// set (whatever their value), with the value as written: DescribeConfigs
+	// reports those as STATIC_BROKER_CONFIG and the rest as DEFAULT_CONFIG,
+	// as Kafka does.
+	Explicit map[string]string
 	// Unknown lists keys this build does not know; the caller warns about
 	// them (a user's server.properties should mostly just work).
 	Unknown []string
@@ -341,10 +342,10 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 			return nil, fmt.Errorf("invalid value %q for %s: %w", v, k, err)
 		}
 	}
-	c.Explicit = map[string]bool{}
-	for k := range merged {
+	c.Explicit = map[string]string{}
+	for k, v := range merged {
 		if _, known := keys[k]; known {
-			c.Explicit[k] = true
+			c.Explicit[k] = strings.TrimSpace(v)
 			continue
 		}
 		if ignoredKeys[k] {
@@ -418,7 +419,7 @@ func (c *Config) HasRole(role string) bool {
 // no default voters at all; this default is Keel's.) An ephemeral port (0)
 // cannot be a voter address, so the default stays then.
 func (c *Config) defaultVoters() {
-	if c.Explicit["controller.quorum.voters"] || !c.HasRole("controller") {
+	if _, set := c.Explicit["controller.quorum.voters"]; set || !c.HasRole("controller") {
 		return
 	}
 	for _, l := range splitList(c.Listeners) {
@@ -445,7 +446,8 @@ func (c *Config) defaultVoters() {
 // created while fewer brokers are alive (KIP-115), lest a cluster still
 // starting up keep an unreplicated offsets topic for good.
 func (c *Config) defaultOffsetsReplication() {
-	if !c.Explicit["offsets.topic.replication.factor"] && !c.Explicit["controller.quorum.voters"] {
+	_, rfSet := c.Explicit["offsets.topic.replication.factor"]
+	if _, votersSet := c.Explicit["controller.quorum.voters"]; !rfSet && !votersSet {
 		c.OffsetsTopicReplicationFactor = 1
 	}
 }

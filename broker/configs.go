@@ -22,7 +22,7 @@ const (
 // broker configs that set topic defaults (log.retention.ms for retention.ms,
 // message.max.bytes for max.message.bytes, ...), by broker config name:
 // those the file (or an override) set, and any whose value differs from
-// Kafka's default (log.retention.hours sets log.retention.ms). The node
+// Kafka's default. The node
 // passes the same map to the controller
 // (metadata.ControllerConfig.StaticBrokerConfigs), so that CreateTopics and
 // DescribeConfigs agree.
@@ -34,19 +34,26 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 		return out
 	}
 	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
+	explicit := func(key string) bool { _, ok := cfg.Explicit[key]; return ok }
 	set := func(synonym, value string, present bool) {
 		if !present {
 			return
 		}
 		for _, name := range metadata.TopicConfigNames() {
-			if d, _ := metadata.TopicConfigDef(name); d.BrokerSynonym == synonym && (d.Default != value || cfg.Explicit[synonym]) {
+			if d, _ := metadata.TopicConfigDef(name); d.BrokerSynonym == synonym && (d.Default != value || explicit(synonym)) {
 				out[synonym] = value
 			}
 		}
 	}
+	// Times keep the units they were written in (log.retention.hours=48):
+	// metadata.ConfigDef.BrokerDefault resolves them as Kafka does, finest
+	// unit first, also against dynamic values in other units.
+	for _, key := range []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.roll.ms", "log.roll.hours"} {
+		if v, ok := cfg.Explicit[key]; ok {
+			out[key] = v
+		}
+	}
 	set("log.segment.bytes", i64(cfg.LogSegmentBytes), cfg.LogSegmentBytes > 0)
-	set("log.roll.ms", i64(cfg.LogRollMs), cfg.LogRollMs > 0)
-	set("log.retention.ms", i64(cfg.LogRetentionMs), cfg.LogRetentionMs != 0)
 	set("log.retention.bytes", i64(cfg.LogRetentionBytes), cfg.LogRetentionBytes != 0)
 	set("log.index.size.max.bytes", i64(int64(cfg.LogIndexSizeMaxBytes)), cfg.LogIndexSizeMaxBytes > 0)
 	set("log.index.interval.bytes", i64(int64(cfg.LogIndexIntervalBytes)), cfg.LogIndexIntervalBytes > 0)
@@ -56,10 +63,10 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 	set("message.max.bytes", i64(int64(cfg.MessageMaxBytes)), cfg.MessageMaxBytes > 0)
 	set("log.message.timestamp.type", cfg.LogMessageTimestampType, cfg.LogMessageTimestampType != "")
 	set("log.cleanup.policy", cfg.LogCleanupPolicy, cfg.LogCleanupPolicy != "")
-	set("log.cleaner.delete.retention.ms", i64(cfg.LogCleanerDeleteRetentionMs), cfg.Explicit["log.cleaner.delete.retention.ms"])
-	set("log.cleaner.min.cleanable.ratio", strconv.FormatFloat(cfg.LogCleanerMinCleanableRatio, 'f', -1, 64), cfg.Explicit["log.cleaner.min.cleanable.ratio"])
-	set("log.cleaner.min.compaction.lag.ms", i64(cfg.LogCleanerMinCompactionLagMs), cfg.Explicit["log.cleaner.min.compaction.lag.ms"])
-	set("log.cleaner.max.compaction.lag.ms", i64(cfg.LogCleanerMaxCompactionLagMs), cfg.Explicit["log.cleaner.max.compaction.lag.ms"])
+	set("log.cleaner.delete.retention.ms", i64(cfg.LogCleanerDeleteRetentionMs), explicit("log.cleaner.delete.retention.ms"))
+	set("log.cleaner.min.cleanable.ratio", strconv.FormatFloat(cfg.LogCleanerMinCleanableRatio, 'f', -1, 64), explicit("log.cleaner.min.cleanable.ratio"))
+	set("log.cleaner.min.compaction.lag.ms", i64(cfg.LogCleanerMinCompactionLagMs), explicit("log.cleaner.min.compaction.lag.ms"))
+	set("log.cleaner.max.compaction.lag.ms", i64(cfg.LogCleanerMaxCompactionLagMs), explicit("log.cleaner.max.compaction.lag.ms"))
 	set("min.insync.replicas", i64(int64(cfg.MinInsyncReplicas)), cfg.MinInsyncReplicas > 0)
 	set("unclean.leader.election.enable", strconv.FormatBool(cfg.UncleanLeaderElectionEnable), true)
 	return out
@@ -67,53 +74,44 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 
 // configSynonym is one layer a config's value may come from, in Kafka's
 // order of precedence.
-type configSynonym struct {
-	name   string
-	value  string
-	source int8
-}
+type configSynonym = metadata.ConfigSynonym
 
-// topicConfigSynonyms lists where topic config name may take its value
-// from for topic, highest precedence first, as Kafka's
-// DescribeConfigs reports synonyms: the topic's own dynamic config, the
-// per-broker then cluster-wide dynamic value of its broker synonym, the
-// server.properties value, and Kafka's default (named after the broker
-// synonym when there is one, as Kafka names it). The first entry is the
-// effective value. ok is false for an unknown config.
-func (b *Broker) topicConfigSynonyms(img *metadata.Image, topic, name string) ([]configSynonym, bool) {
+// topicConfigSynonyms returns the effective value of topic config name for
+// topic and its source, and every place it may take its value from,
+// highest precedence first, as Kafka's DescribeConfigs reports synonyms:
+// the topic's own dynamic config, then its broker synonyms (in every unit:
+// log.retention.ms, .minutes, .hours) set per broker, cluster-wide and in
+// server.properties, and Kafka's default (named after a broker synonym when
+// there is one, as Kafka names it; metadata.ConfigDef.BrokerDefault). ok is
+// false for an unknown config.
+func (b *Broker) topicConfigSynonyms(img *metadata.Image, topic, name string) (value string, source int8, syns []configSynonym, ok bool) {
 	d, ok := metadata.TopicConfigDef(name)
 	if !ok {
-		return nil, false
+		return "", 0, nil, false
 	}
-	var out []configSynonym
 	if v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: topic}, name); ok {
-		out = append(out, configSynonym{name, v, sourceDynamicTopic})
+		syns = append(syns, configSynonym{Name: name, Value: v, Source: sourceDynamicTopic})
 	}
-	defName := name
-	if s := d.BrokerSynonym; s != "" {
-		defName = s
-		if v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}, s); ok {
-			out = append(out, configSynonym{s, v, sourceDynamicBroker})
-		}
-		if v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, s); ok {
-			out = append(out, configSynonym{s, v, sourceDynamicDefaultBroker})
-		}
-		if v, ok := b.staticTopicDefaults[s]; ok {
-			out = append(out, configSynonym{s, v, sourceStaticBroker})
-		}
+	v, src, brokerSyns, ok := d.BrokerDefault(
+		metadata.ConfigLayer{Configs: img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}), Source: sourceDynamicBroker},
+		metadata.ConfigLayer{Configs: img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}), Source: sourceDynamicDefaultBroker},
+		metadata.ConfigLayer{Configs: b.staticTopicDefaults, Source: sourceStaticBroker},
+	)
+	if !ok {
+		v, src, brokerSyns = d.Default, sourceDefault, []configSynonym{{Name: name, Value: d.Default, Source: sourceDefault}}
 	}
-	out = append(out, configSynonym{defName, d.Default, sourceDefault})
-	return out, true
+	syns = append(syns, brokerSyns...)
+	if syns[0].Source == sourceDynamicTopic {
+		return syns[0].Value, sourceDynamicTopic, syns, true
+	}
+	return v, src, syns, true
 }
 
 // topicConfigValue is a topic config's effective value and its source; ""
 // and 0 for an unknown config.
 func (b *Broker) topicConfigValue(img *metadata.Image, topic, name string) (string, int8) {
-	syn, ok := b.topicConfigSynonyms(img, topic, name)
-	if !ok {
-		return "", 0
-	}
-	return syn[0].value, syn[0].source
+	v, src, _, _ := b.topicConfigSynonyms(img, topic, name)
+	return v, src
 }
 
 // logConfig is the storage configuration of a topic's partitions: every

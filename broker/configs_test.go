@@ -311,3 +311,92 @@ func TestMetadataAutoCreateAndErrors(t *testing.T) {
 		t.Fatalf("by id: %+v", r.Topics)
 	}
 }
+
+// Retention and roll times may be set in hours and minutes, in
+// server.properties and dynamically (kafka-configs --entity-default
+// --add-config log.retention.hours=24), and take effect on every topic
+// without its own value, as in Kafka: the finest unit set wins, and
+// DescribeConfigs names the key each value came from.
+func TestRetentionInHoursAndMinutes(t *testing.T) {
+	c := newTestCluster(t, withConfig("log.retention.hours=48"))
+	adm := c.admin()
+	ctx := testCtx(t)
+	c.createTopic("h", 1, nil)
+	const hour = int64(3_600_000)
+	check := func(what string, retention, roll int64, source kmsg.ConfigSource, synonyms ...string) {
+		t.Helper()
+		if l := c.broker.lookup(tp("h", 0)).log.Config(); l.RetentionMs != retention || l.SegmentMs != roll {
+			t.Fatalf("%s: log has retention.ms %d, segment.ms %d; want %d, %d", what, l.RetentionMs, l.SegmentMs, retention, roll)
+		}
+		rcs, err := adm.DescribeTopicConfigs(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, _ := rcs.On("h", nil)
+		cfg := findConfig(t, rc, "retention.ms")
+		var got []string
+		for _, s := range cfg.Synonyms {
+			got = append(got, s.Source.String()+":"+s.Key+"="+*s.Value)
+		}
+		if cfg.MaybeValue() != strconv.FormatInt(retention, 10) || cfg.Source != source || !slices.Equal(got, synonyms) {
+			t.Fatalf("%s: retention.ms=%s %v %v; want %d %v %v", what, cfg.MaybeValue(), cfg.Source, got, retention, source, synonyms)
+		}
+	}
+	alter := func(op kadm.IncrementalOp, name, value string) {
+		t.Helper()
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: kmsgStr(value)}})
+		if err == nil {
+			err = resp[0].Err
+		}
+		if err != nil {
+			t.Fatalf("%v %s=%s: %v", op, name, value, err)
+		}
+	}
+	week := 168 * hour
+	check("server.properties", 48*hour, week, kmsg.ConfigSourceStaticBrokerConfig,
+		"STATIC_BROKER_CONFIG:log.retention.hours=48", "DEFAULT_CONFIG:log.retention.hours=168")
+
+	alter(kadm.SetConfig, "log.retention.minutes", "90")
+	check("cluster-wide minutes", 90*60_000, week, kmsg.ConfigSourceDynamicDefaultBrokerConfig,
+		"DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.minutes=90", "STATIC_BROKER_CONFIG:log.retention.hours=48", "DEFAULT_CONFIG:log.retention.hours=168")
+
+	alter(kadm.DeleteConfig, "log.retention.minutes", "")
+	alter(kadm.SetConfig, "log.retention.hours", "-1")
+	alter(kadm.SetConfig, "log.roll.hours", "1")
+	check("cluster-wide hours", -1, hour, kmsg.ConfigSourceDynamicDefaultBrokerConfig,
+		"DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=-1", "STATIC_BROKER_CONFIG:log.retention.hours=48", "DEFAULT_CONFIG:log.retention.hours=168")
+
+	// A topic's own retention.ms still beats them all.
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsgStr("1000")}}, "h"); err != nil {
+		t.Fatal(err)
+	}
+	check("topic", 1000, hour, kmsg.ConfigSourceDynamicTopicConfig,
+		"DYNAMIC_TOPIC_CONFIG:retention.ms=1000", "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=-1",
+		"STATIC_BROKER_CONFIG:log.retention.hours=48", "DEFAULT_CONFIG:log.retention.hours=168")
+
+	// A bad value is refused, as Kafka's INT would be.
+	resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.roll.hours", Value: kmsgStr("0")}})
+	if err == nil && resp[0].Err == nil {
+		t.Fatal("log.roll.hours=0 accepted")
+	}
+
+	// The broker's own configs list each unit as written, the unset ones null.
+	rcs, err := adm.DescribeBrokerConfigs(ctx, testNodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := rcs.On(strconv.Itoa(testNodeID), nil)
+	for name, want := range map[string]string{"log.retention.hours": "-1", "log.retention.minutes": "<nil>", "log.retention.ms": "<nil>", "log.roll.hours": "1", "log.roll.ms": "<nil>"} {
+		cfg := findConfig(t, rc, name)
+		got := "<nil>"
+		if cfg.Value != nil {
+			got = *cfg.Value
+		}
+		if got != want {
+			t.Errorf("broker %s=%s, want %s", name, got, want)
+		}
+	}
+	if cfg := findConfig(t, rc, "log.retention.hours"); cfg.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Errorf("broker log.retention.hours source %v", cfg.Source)
+	}
+}

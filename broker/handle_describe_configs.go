@@ -80,19 +80,15 @@ func (b *Broker) describeTopicConfigs(img *metadata.Image, m *kmsg.DescribeConfi
 			continue
 		}
 		def, _ := metadata.TopicConfigDef(name)
-		syns, _ := b.topicConfigSynonyms(img, topic, name)
+		value, source, syns, _ := b.topicConfigSynonyms(img, topic, name)
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
 		c.Name = name
-		c.Value = kmsg.StringPtr(syns[0].value)
-		c.Source = kmsg.ConfigSource(syns[0].source)
-		c.IsDefault = syns[0].source == sourceDefault
+		c.Value = kmsg.StringPtr(value)
+		c.Source = kmsg.ConfigSource(source)
+		c.IsDefault = source == sourceDefault
 		c.ConfigType = configType(def.Type)
 		if m.IncludeSynonyms && m.Version >= 1 {
-			for _, s := range syns {
-				cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				cs.Name, cs.Value, cs.Source = s.name, kmsg.StringPtr(s.value), kmsg.ConfigSource(s.source)
-				c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
-			}
+			c.ConfigSynonyms = wireSynonyms(syns)
 		}
 		if m.IncludeDocumentation {
 			if doc, ok := topicConfigDocs[name]; ok {
@@ -111,22 +107,18 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		}
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
 		c.Name, c.Value, c.ConfigType = name, value, typ
-		c.Source = kmsg.ConfigSource(syns[0].source)
-		c.IsDefault = syns[0].source == sourceDefault
+		c.Source = kmsg.ConfigSource(syns[0].Source)
+		c.IsDefault = syns[0].Source == sourceDefault
 		c.ReadOnly = !metadata.IsDynamicBrokerConfig(name)
 		if m.IncludeSynonyms && m.Version >= 1 {
-			for _, s := range syns {
-				cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				cs.Name, cs.Value, cs.Source = s.name, kmsg.StringPtr(s.value), kmsg.ConfigSource(s.source)
-				c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
-			}
+			c.ConfigSynonyms = wireSynonyms(syns)
 		}
 		rr.Configs = append(rr.Configs, c)
 	}
 	if rr.ResourceName == "" {
 		for _, name := range sortedKeys(clusterDefaults) {
 			v := clusterDefaults[name]
-			add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{name, v, sourceDynamicDefaultBroker}})
+			add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{Name: name, Value: v, Source: sourceDynamicDefaultBroker}})
 		}
 		return
 	}
@@ -141,23 +133,23 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		seen[e.name] = true
 		var syns []configSynonym
 		if v, ok := perBroker[e.name]; ok {
-			syns = append(syns, configSynonym{e.name, v, sourceDynamicBroker})
+			syns = append(syns, configSynonym{Name: e.name, Value: v, Source: sourceDynamicBroker})
 		}
 		if v, ok := clusterDefaults[e.name]; ok {
-			syns = append(syns, configSynonym{e.name, v, sourceDynamicDefaultBroker})
+			syns = append(syns, configSynonym{Name: e.name, Value: v, Source: sourceDynamicDefaultBroker})
 		}
 		if e.value != nil && *e.value != e.def {
-			syns = append(syns, configSynonym{e.name, *e.value, sourceStaticBroker})
+			syns = append(syns, configSynonym{Name: e.name, Value: *e.value, Source: sourceStaticBroker})
 		}
 		if e.def != "" {
-			syns = append(syns, configSynonym{e.name, e.def, sourceDefault})
+			syns = append(syns, configSynonym{Name: e.name, Value: e.def, Source: sourceDefault})
 		}
 		if len(syns) == 0 { // no default and no value: a null default
-			syns = append(syns, configSynonym{e.name, "", sourceDefault})
+			syns = append(syns, configSynonym{Name: e.name, Value: "", Source: sourceDefault})
 			add(e.name, nil, e.typ, syns)
 			continue
 		}
-		add(e.name, kmsg.StringPtr(syns[0].value), e.typ, syns)
+		add(e.name, kmsg.StringPtr(syns[0].Value), e.typ, syns)
 	}
 	for _, dyn := range []struct {
 		configs map[string]string
@@ -167,8 +159,19 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 			if !seen[name] {
 				seen[name] = true
 				v := dyn.configs[name]
-				add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{name, v, dyn.source}})
+				add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{Name: name, Value: v, Source: dyn.source}})
 			}
 		}
 	}
+}
+
+// wireSynonyms is DescribeConfigs' encoding of a config's synonyms.
+func wireSynonyms(syns []configSynonym) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	out := make([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym, 0, len(syns))
+	for _, s := range syns {
+		cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		cs.Name, cs.Value, cs.Source = s.Name, kmsg.StringPtr(s.Value), kmsg.ConfigSource(s.Source)
+		out = append(out, cs)
+	}
+	return out
 }

@@ -256,8 +256,117 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 			defs = append(defs, b)
 		}
 	}
+	// The coarser units are dynamic too (KAFKA-17584): INTs, as Kafka
+	// declares them.
+	// Retention may be -1 (unlimited) in any unit.
+	for topicConfig, coarse := range coarseBrokerSynonyms {
+		for _, c := range coarse {
+			d := ConfigDef{Name: c.Name, Type: ConfigInt}
+			if topicConfig == "segment.ms" {
+				d.check = atLeast(1)
+			}
+			defs = append(defs, d)
+		}
+	}
 	return indexDefs(defs)
 }()
+
+// A BrokerSynonym is a broker config that sets the cluster default of a
+// topic config, and how many of the topic config's units one of its units
+// is (log.retention.hours: 3600000, for retention.ms).
+type BrokerSynonym struct {
+	Name  string
+	Scale int64
+}
+
+// coarseBrokerSynonyms are the broker configs Kafka also accepts for a
+// topic config's default in coarser units than its BrokerSynonym, finest
+// first (Kafka's ServerTopicConfigSynonyms).
+var coarseBrokerSynonyms = map[string][]BrokerSynonym{
+	"retention.ms": {{"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}},
+	"segment.ms":   {{"log.roll.hours", 3_600_000}},
+}
+
+// BrokerSynonyms returns every broker config that sets the cluster default
+// of topic config d, finest unit first; none if it has no broker synonym.
+func (d *ConfigDef) BrokerSynonyms() []BrokerSynonym {
+	if d.BrokerSynonym == "" {
+		return nil
+	}
+	return append([]BrokerSynonym{{d.BrokerSynonym, 1}}, coarseBrokerSynonyms[d.Name]...)
+}
+
+// ConfigLayer is one place broker configs come from (a broker's dynamic
+// configs, the cluster-wide ones, server.properties) and the source
+// DescribeConfigs reports for its values.
+type ConfigLayer struct {
+	Configs map[string]string
+	Source  int8
+}
+
+// ConfigSynonym is one value a config may take, as DescribeConfigs lists
+// synonyms.
+type ConfigSynonym struct {
+	Name, Value string
+	Source      int8
+}
+
+// BrokerDefault resolves the cluster default of topic config d from the
+// broker config layers given, highest precedence first, and Kafka's own
+// default after them. It returns the value in the topic config's unit
+// with its source, and every synonym set, layer by layer (finest unit
+// first within a layer), ending with Kafka's default, which (as in Kafka)
+// the coarsest synonym carries: DEFAULT_CONFIG log.retention.hours=168.
+//
+// As Kafka overlays the layers key by key and then takes the finest unit
+// set, the finest synonym set in any layer wins, from the highest layer
+// that sets it: a dynamic log.retention.hours does not override a
+// log.retention.ms in server.properties. A negative retention in any unit
+// is -1 (unlimited). ok is false if d has no broker synonym.
+func (d *ConfigDef) BrokerDefault(layers ...ConfigLayer) (value string, source int8, synonyms []ConfigSynonym, ok bool) {
+	syns := d.BrokerSynonyms()
+	if len(syns) == 0 {
+		return "", 0, nil, false
+	}
+	for _, l := range layers {
+		for _, s := range syns {
+			if v, ok := l.Configs[s.Name]; ok {
+				synonyms = append(synonyms, ConfigSynonym{s.Name, v, l.Source})
+			}
+		}
+	}
+	coarsest := syns[len(syns)-1]
+	synonyms = append(synonyms, ConfigSynonym{coarsest.Name, d.Default, ConfigSourceDefault})
+	if coarsest.Scale != 1 {
+		n, _ := strconv.ParseInt(d.Default, 10, 64)
+		synonyms[len(synonyms)-1].Value = strconv.FormatInt(n/coarsest.Scale, 10)
+	}
+	for _, s := range syns {
+		for _, syn := range synonyms {
+			if syn.Name == s.Name {
+				return scaleConfig(syn.Value, s.Scale), syn.Source, synonyms, true
+			}
+		}
+	}
+	return d.Default, ConfigSourceDefault, synonyms, true // not reached: the default names a synonym
+}
+
+// scaleConfig turns a value in a coarser unit into the finer one (a
+// negative time is -1, unlimited); a value that is not a number is left as
+// it is, for the topic config's own validation to reject.
+func scaleConfig(v string, scale int64) string {
+	if scale == 1 {
+		return v
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return v
+	}
+	if n < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(n*scale, 10)
+}
 
 // IsDynamicBrokerConfig reports whether AlterConfigs and
 // IncrementalAlterConfigs accept a broker config by its definition (Kafka's

@@ -26,8 +26,8 @@ const configResourceBrokerLogger int8 = 8
 
 // effectiveTopicConfig is the value of a topic config and where it comes
 // from: the topic's own dynamic config, else the cluster-wide dynamic
-// broker config of its synonym, else the static broker config
-// (server.properties), else Kafka's default.
+// broker configs of its synonyms, else the static broker configs
+// (server.properties), else Kafka's default (ConfigDef.BrokerDefault).
 func (c *ClusterControl) effectiveTopicConfig(img *Image, topic, name string) (string, int8) {
 	if v, ok := img.Config(ConfigResource{Type: ConfigResourceTopic, Name: topic}, name); ok {
 		return v, ConfigSourceDynamicTopic
@@ -36,13 +36,11 @@ func (c *ClusterControl) effectiveTopicConfig(img *Image, topic, name string) (s
 	if !ok {
 		return "", 0
 	}
-	if d.BrokerSynonym != "" {
-		if v, ok := img.Config(ConfigResource{Type: ConfigResourceBroker}, d.BrokerSynonym); ok {
-			return v, ConfigSourceDynamicDefaultBroker
-		}
-		if v, ok := c.cfg.StaticBrokerConfigs[d.BrokerSynonym]; ok {
-			return v, ConfigSourceStaticBroker
-		}
+	if v, src, _, ok := d.BrokerDefault(
+		ConfigLayer{img.configs[ConfigResource{Type: ConfigResourceBroker}], ConfigSourceDynamicDefaultBroker},
+		ConfigLayer{c.cfg.StaticBrokerConfigs, ConfigSourceStaticBroker},
+	); ok && src != ConfigSourceDefault {
+		return v, src
 	}
 	switch {
 	case name == "unclean.leader.election.enable" && c.cfg.UncleanLeaderElectionEnable:

@@ -1,0 +1,84 @@
+package metadata
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// BrokerDefault resolves a topic config's cluster default from broker
+// configs in any unit as Kafka does: the layers overlaid key by key, then
+// the finest unit set wins, scaled to the topic config's unit; Kafka's
+// default is carried by the coarsest unit (log.retention.hours=168).
+func TestBrokerDefaultResolvesEveryUnit(t *testing.T) {
+	const dynBroker, dynDefault, static = ConfigSourceDynamicBroker, ConfigSourceDynamicDefaultBroker, ConfigSourceStaticBroker
+	layers := func(broker, cluster, file map[string]string) []ConfigLayer {
+		return []ConfigLayer{{broker, dynBroker}, {cluster, dynDefault}, {file, static}}
+	}
+	for _, tc := range []struct {
+		name, config        string
+		broker, cluster, fl map[string]string
+		value               string
+		source              int8
+		synonyms            []ConfigSynonym
+	}{
+		{name: "nothing set", config: "retention.ms", value: "604800000", source: ConfigSourceDefault,
+			synonyms: []ConfigSynonym{{"log.retention.hours", "168", ConfigSourceDefault}}},
+		{name: "hours in the file", config: "retention.ms", fl: map[string]string{"log.retention.hours": "48"},
+			value: "172800000", source: static,
+			synonyms: []ConfigSynonym{{"log.retention.hours", "48", static}, {"log.retention.hours", "168", ConfigSourceDefault}}},
+		{name: "dynamic minutes over static hours", config: "retention.ms",
+			cluster: map[string]string{"log.retention.minutes": "90"}, fl: map[string]string{"log.retention.hours": "48"},
+			value: "5400000", source: dynDefault,
+			synonyms: []ConfigSynonym{{"log.retention.minutes", "90", dynDefault}, {"log.retention.hours", "48", static}, {"log.retention.hours", "168", ConfigSourceDefault}}},
+		{name: "a finer unit in a lower layer still wins", config: "retention.ms",
+			broker: map[string]string{"log.retention.hours": "2"}, fl: map[string]string{"log.retention.ms": "1000"},
+			value: "1000", source: static,
+			synonyms: []ConfigSynonym{{"log.retention.hours", "2", dynBroker}, {"log.retention.ms", "1000", static}, {"log.retention.hours", "168", ConfigSourceDefault}}},
+		{name: "per broker over cluster in the same unit", config: "retention.ms",
+			broker: map[string]string{"log.retention.hours": "2"}, cluster: map[string]string{"log.retention.hours": "3"},
+			value: "7200000", source: dynBroker,
+			synonyms: []ConfigSynonym{{"log.retention.hours", "2", dynBroker}, {"log.retention.hours", "3", dynDefault}, {"log.retention.hours", "168", ConfigSourceDefault}}},
+		{name: "unlimited in hours", config: "retention.ms", cluster: map[string]string{"log.retention.hours": "-1"},
+			value: "-1", source: dynDefault,
+			synonyms: []ConfigSynonym{{"log.retention.hours", "-1", dynDefault}, {"log.retention.hours", "168", ConfigSourceDefault}}},
+		{name: "roll hours", config: "segment.ms", cluster: map[string]string{"log.roll.hours": "1"},
+			value: "3600000", source: dynDefault,
+			synonyms: []ConfigSynonym{{"log.roll.hours", "1", dynDefault}, {"log.roll.hours", "168", ConfigSourceDefault}}},
+		{name: "one unit only", config: "retention.bytes", fl: map[string]string{"log.retention.bytes": "1024", "log.retention.hours": "1"},
+			value: "1024", source: static,
+			synonyms: []ConfigSynonym{{"log.retention.bytes", "1024", static}, {"log.retention.bytes", "-1", ConfigSourceDefault}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _ := TopicConfigDef(tc.config)
+			v, src, syns, ok := d.BrokerDefault(layers(tc.broker, tc.cluster, tc.fl)...)
+			if !ok || v != tc.value || src != tc.source || !slices.Equal(syns, tc.synonyms) {
+				t.Fatalf("got %s (source %d) %v, want %s (source %d) %v", v, src, syns, tc.value, tc.source, tc.synonyms)
+			}
+		})
+	}
+	if d, _ := TopicConfigDef("follower.replication.throttled.replicas"); len(d.BrokerSynonyms()) != 0 {
+		t.Fatal("a topic-only config has no broker synonyms")
+	} else if _, _, _, ok := d.BrokerDefault(); ok {
+		t.Fatal("BrokerDefault of a topic-only config")
+	}
+}
+
+// The coarser units are dynamic broker configs, validated as Kafka's INTs.
+func TestCoarseTimeUnitsAreDynamicBrokerConfigs(t *testing.T) {
+	for _, name := range []string{"log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.retention.ms", "log.roll.ms"} {
+		if !IsDynamicBrokerConfig(name) {
+			t.Errorf("%s is not dynamic", name)
+		}
+	}
+	for cfg, ok := range map[string]bool{
+		"log.retention.hours=24": true, "log.retention.hours=-1": true, "log.retention.minutes=90": true,
+		"log.roll.hours=1": true, "log.roll.hours=0": false, "log.retention.hours=a day": false,
+		"log.retention.hours=4294967296": false,
+	} {
+		name, value, _ := strings.Cut(cfg, "=")
+		if err := ValidateBrokerConfigs(map[string]string{name: value}); (err == nil) != ok {
+			t.Errorf("%s: %v, want accepted %v", cfg, err, ok)
+		}
+	}
+}
