@@ -90,6 +90,8 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.retention.minutes", explicit("log.retention.minutes", ""), ti, ""},
 		{"log.retention.ms", explicit("log.retention.ms", ""), tl, ""},
 		{"log.roll.hours", explicit("log.roll.hours", "168"), ti, "168"},
+		{"log.roll.jitter.hours", explicit("log.roll.jitter.hours", "0"), ti, "0"},
+		{"log.roll.jitter.ms", explicit("log.roll.jitter.ms", ""), tl, ""},
 		{"log.roll.ms", explicit("log.roll.ms", ""), tl, ""},
 		{"log.segment.bytes", i64(c.LogSegmentBytes), ti, "1073741824"},
 		{"log.segment.delete.delay.ms", i64(c.LogSegmentDeleteDelayMs), tl, "60000"},

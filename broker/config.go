@@ -66,6 +66,7 @@ type Config struct {
 	// Log defaults (log.* keys); topic configs override them per topic.
 	LogSegmentBytes                  int64
 	LogRollMs                        int64
+	LogRollJitterMs                  int64
 	LogRetentionMs                   int64
 	LogRetentionBytes                int64
 	LogRetentionCheckInterval        time.Duration
@@ -251,6 +252,8 @@ func configKeys(c *Config) map[string]configKey {
 		"log.segment.bytes":                   {"1073741824", i64(&c.LogSegmentBytes), ""},
 		"log.roll.hours":                      {"168", scaled(&c.LogRollMs, hour), ""},
 		"log.roll.ms":                         {"", i64(&c.LogRollMs), "overrides log.roll.hours"},
+		"log.roll.jitter.hours":               {"0", scaled(&c.LogRollJitterMs, hour), ""},
+		"log.roll.jitter.ms":                  {"", i64(&c.LogRollJitterMs), "overrides log.roll.jitter.hours"},
 		"log.retention.hours":                 {"168", scaled(&c.LogRetentionMs, hour), ""},
 		"log.retention.minutes":               {"", scaled(&c.LogRetentionMs, minute), "overrides log.retention.hours"},
 		"log.retention.ms":                    {"", i64(&c.LogRetentionMs), "overrides log.retention.minutes"},
@@ -368,7 +371,8 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 func keyOrder(keys map[string]configKey) []string {
 	rank := map[string]int{
 		"log.retention.hours": 0, "log.retention.minutes": 1, "log.retention.ms": 2,
-		"log.roll.hours": 0, "log.roll.ms": 1, "log.dirs": 0, "log.dir": 1,
+		"log.roll.hours": 0, "log.roll.ms": 1, "log.roll.jitter.hours": 0, "log.roll.jitter.ms": 1,
+		"log.dirs": 0, "log.dir": 1,
 	}
 	out := make([]string, 0, len(keys))
 	for k := range keys {

@@ -156,6 +156,27 @@ func TestStaticTopicDefaultsFollowWhatTheFileSet(t *testing.T) {
 	}
 }
 
+// Roll jitter is read in either unit, the finer winning, and reaches the
+// default log configuration.
+func TestLoadConfigRollJitter(t *testing.T) {
+	for _, tc := range []struct {
+		props map[string]string
+		want  int64
+	}{
+		{nil, 0},
+		{map[string]string{"log.roll.jitter.hours": "2"}, 7_200_000},
+		{map[string]string{"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "5000"}, 5000},
+	} {
+		c, err := LoadConfig(tc.props, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.LogConfig().SegmentJitterMs; got != tc.want || len(c.Unknown) != 0 {
+			t.Errorf("%v: segment jitter %d (unknown keys %v), want %d", tc.props, got, c.Unknown, tc.want)
+		}
+	}
+}
+
 // socket.*.buffer.bytes are applied (network.Config), not ignored; -1 (the
 // OS's autotuned buffers) by default.
 func TestSocketBufferConfigs(t *testing.T) {

@@ -48,7 +48,8 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 	// Times keep the units they were written in (log.retention.hours=48):
 	// metadata.ConfigDef.BrokerDefault resolves them as Kafka does, finest
 	// unit first, also against dynamic values in other units.
-	for _, key := range []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.roll.ms", "log.roll.hours"} {
+	for _, key := range []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours",
+		"log.roll.ms", "log.roll.hours", "log.roll.jitter.ms", "log.roll.jitter.hours"} {
 		if v, ok := cfg.Explicit[key]; ok {
 			out[key] = v
 		}
@@ -131,6 +132,7 @@ func (b *Broker) logConfig(img *metadata.Image, topic string) storage.LogConfig 
 	}
 	long("segment.bytes", &cfg.SegmentBytes)
 	long("segment.ms", &cfg.SegmentMs)
+	long("segment.jitter.ms", &cfg.SegmentJitterMs)
 	integer("segment.index.bytes", &cfg.SegmentIndexBytes)
 	integer("index.interval.bytes", &cfg.IndexIntervalBytes)
 	long("retention.ms", &cfg.RetentionMs)

@@ -366,6 +366,11 @@ func TestRetentionInHoursAndMinutes(t *testing.T) {
 	check("cluster-wide hours", -1, hour, kmsg.ConfigSourceDynamicDefaultBrokerConfig,
 		"DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=-1", "STATIC_BROKER_CONFIG:log.retention.hours=48", "DEFAULT_CONFIG:log.retention.hours=168")
 
+	alter(kadm.SetConfig, "log.roll.jitter.hours", "1")
+	if l := c.broker.lookup(tp("h", 0)).log.Config(); l.SegmentJitterMs != hour {
+		t.Fatalf("log.roll.jitter.hours=1: segment.jitter.ms %d", l.SegmentJitterMs)
+	}
+
 	// A topic's own retention.ms still beats them all.
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsgStr("1000")}}, "h"); err != nil {
 		t.Fatal(err)
@@ -386,7 +391,8 @@ func TestRetentionInHoursAndMinutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc, _ := rcs.On(strconv.Itoa(testNodeID), nil)
-	for name, want := range map[string]string{"log.retention.hours": "-1", "log.retention.minutes": "<nil>", "log.retention.ms": "<nil>", "log.roll.hours": "1", "log.roll.ms": "<nil>"} {
+	for name, want := range map[string]string{"log.retention.hours": "-1", "log.retention.minutes": "<nil>", "log.retention.ms": "<nil>",
+		"log.roll.hours": "1", "log.roll.ms": "<nil>", "log.roll.jitter.hours": "1", "log.roll.jitter.ms": "<nil>"} {
 		cfg := findConfig(t, rc, name)
 		got := "<nil>"
 		if cfg.Value != nil {

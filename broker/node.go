@@ -315,6 +315,7 @@ func (c *Config) LogConfig() storage.LogConfig {
 	return storage.LogConfig{
 		SegmentBytes:         c.LogSegmentBytes,
 		SegmentMs:            c.LogRollMs,
+		SegmentJitterMs:      c.LogRollJitterMs,
 		SegmentIndexBytes:    c.LogIndexSizeMaxBytes,
 		IndexIntervalBytes:   c.LogIndexIntervalBytes,
 		RetentionMs:          c.LogRetentionMs,

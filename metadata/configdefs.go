@@ -262,8 +262,11 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 	for topicConfig, coarse := range coarseBrokerSynonyms {
 		for _, c := range coarse {
 			d := ConfigDef{Name: c.Name, Type: ConfigInt}
-			if topicConfig == "segment.ms" {
+			switch topicConfig {
+			case "segment.ms":
 				d.check = atLeast(1)
+			case "segment.jitter.ms":
+				d.check = atLeast(0)
 			}
 			defs = append(defs, d)
 		}
@@ -283,8 +286,9 @@ type BrokerSynonym struct {
 // topic config's default in coarser units than its BrokerSynonym, finest
 // first (Kafka's ServerTopicConfigSynonyms).
 var coarseBrokerSynonyms = map[string][]BrokerSynonym{
-	"retention.ms": {{"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}},
-	"segment.ms":   {{"log.roll.hours", 3_600_000}},
+	"retention.ms":      {{"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}},
+	"segment.ms":        {{"log.roll.hours", 3_600_000}},
+	"segment.jitter.ms": {{"log.roll.jitter.hours", 3_600_000}},
 }
 
 // BrokerSynonyms returns every broker config that sets the cluster default

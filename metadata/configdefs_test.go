@@ -45,6 +45,9 @@ func TestBrokerDefaultResolvesEveryUnit(t *testing.T) {
 		{name: "roll hours", config: "segment.ms", cluster: map[string]string{"log.roll.hours": "1"},
 			value: "3600000", source: dynDefault,
 			synonyms: []ConfigSynonym{{"log.roll.hours", "1", dynDefault}, {"log.roll.hours", "168", ConfigSourceDefault}}},
+		{name: "roll jitter", config: "segment.jitter.ms", fl: map[string]string{"log.roll.jitter.hours": "2"},
+			value: "7200000", source: static,
+			synonyms: []ConfigSynonym{{"log.roll.jitter.hours", "2", static}, {"log.roll.jitter.hours", "0", ConfigSourceDefault}}},
 		{name: "one unit only", config: "retention.bytes", fl: map[string]string{"log.retention.bytes": "1024", "log.retention.hours": "1"},
 			value: "1024", source: static,
 			synonyms: []ConfigSynonym{{"log.retention.bytes", "1024", static}, {"log.retention.bytes", "-1", ConfigSourceDefault}}},
@@ -66,7 +69,8 @@ func TestBrokerDefaultResolvesEveryUnit(t *testing.T) {
 
 // The coarser units are dynamic broker configs, validated as Kafka's INTs.
 func TestCoarseTimeUnitsAreDynamicBrokerConfigs(t *testing.T) {
-	for _, name := range []string{"log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.retention.ms", "log.roll.ms"} {
+	for _, name := range []string{"log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.retention.ms", "log.roll.ms",
+		"log.roll.jitter.hours", "log.roll.jitter.ms"} {
 		if !IsDynamicBrokerConfig(name) {
 			t.Errorf("%s is not dynamic", name)
 		}
@@ -74,6 +78,7 @@ func TestCoarseTimeUnitsAreDynamicBrokerConfigs(t *testing.T) {
 	for cfg, ok := range map[string]bool{
 		"log.retention.hours=24": true, "log.retention.hours=-1": true, "log.retention.minutes=90": true,
 		"log.roll.hours=1": true, "log.roll.hours=0": false, "log.retention.hours=a day": false,
+		"log.roll.jitter.hours=0": true, "log.roll.jitter.hours=-1": false,
 		"log.retention.hours=4294967296": false,
 	} {
 		name, value, _ := strings.Cut(cfg, "=")

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -15,6 +16,11 @@ type LogConfig struct {
 	// SegmentMs is segment.ms: roll a segment whose first batch is older
 	// than this, even if it is not full. Default 7 days.
 	SegmentMs int64
+	// SegmentJitterMs is segment.jitter.ms: each segment rolls up to this
+	// much (drawn at random when the segment is created or opened) before
+	// segment.ms, so that partitions created together do not all roll, and
+	// fsync their rolled segments, at the same moment. Default 0.
+	SegmentJitterMs int64
 	// SegmentIndexBytes is segment.index.bytes: the size each .index and
 	// .timeindex is preallocated to. Default 10 MiB.
 	SegmentIndexBytes int
@@ -166,4 +172,16 @@ func (c LogConfig) rollMs() int64 {
 		return min(c.SegmentMs, c.MaxCompactionLagMs)
 	}
 	return c.SegmentMs
+}
+
+// randomSegmentJitter is a new segment's share of segment.jitter.ms
+// (Kafka's LogConfig.randomSegmentJitter): uniform below the smaller of
+// the jitter and the roll interval. (Kafka bounds it by segment.ms alone,
+// which on a compacted log with a shorter max.compaction.lag.ms can make
+// a segment roll on every append.)
+func (c LogConfig) randomSegmentJitter() int64 {
+	if bound := min(c.SegmentJitterMs, c.rollMs()); bound > 0 {
+		return rand.Int64N(bound)
+	}
+	return 0
 }

@@ -683,7 +683,8 @@ func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush boo
 }
 
 // maybeRollLocked starts a new segment when the active one cannot take
-// size more bytes (segment.bytes), spans more than segment.ms, has a full
+// size more bytes (segment.bytes), spans more than segment.ms (less its
+// share of segment.jitter.ms), has a full
 // index, or cannot express lastOffset as a 4-byte relative offset.
 //
 // Like Kafka's LogSegment.shouldRoll, the segment.ms age is measured in
@@ -701,7 +702,7 @@ func (l *Log) maybeRollLocked(size int, firstOffset, lastOffset, maxTimestamp in
 		age = maxTimestamp - s.rollingTimestamp
 	}
 	if s.size > l.cfg.SegmentBytes-int64(size) ||
-		age > l.cfg.rollMs() ||
+		age > l.cfg.rollMs()-s.rollJitterMs ||
 		s.index.IsFull() || s.timeIndex.IsFull() ||
 		lastOffset-s.baseOffset > int64(^uint32(0)>>1) {
 		return l.rollLocked(firstOffset)

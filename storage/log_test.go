@@ -285,6 +285,37 @@ func TestSegmentsRoll(t *testing.T) {
 	}
 }
 
+// segment.jitter.ms: each segment rolls its own random share of the jitter
+// before segment.ms (Kafka's randomSegmentJitter), so partitions created
+// together spread their rolls.
+func TestSegmentJitter(t *testing.T) {
+	day := 24 * time.Hour
+	clock := newFakeClock()
+	cfg := LogConfig{SegmentMs: day.Milliseconds(), SegmentJitterMs: (day / 2).Milliseconds()}
+	l := openTestLog(t, partitionDir(t), OpenOptions{Config: cfg, Now: clock.Now})
+	jitters := map[int64]bool{}
+	for i := range 200 {
+		l.mu.RLock()
+		s := l.active()
+		jitter := s.rollJitterMs
+		due := s.size > 0 && clock.Now().UnixMilli()-s.rollingTimestamp > cfg.SegmentMs-jitter
+		l.mu.RUnlock()
+		if jitter < 0 || jitter >= cfg.SegmentJitterMs {
+			t.Fatalf("segment jitter %d outside [0, %d)", jitter, cfg.SegmentJitterMs)
+		}
+		jitters[jitter] = true
+		before := l.NumSegments()
+		appendOK(t, l, buildBatch(t, record.CompressionNone, []int64{clock.Now().UnixMilli()}, 10), 0)
+		if rolled := l.NumSegments() > before; rolled != due {
+			t.Fatalf("append %d: rolled %v, want %v (jitter %d)", i, rolled, due, jitter)
+		}
+		clock.Advance(time.Hour + time.Minute)
+	}
+	if len(jitters) < 3 {
+		t.Fatalf("%d distinct jitters over %d segments", len(jitters), l.NumSegments())
+	}
+}
+
 func TestReopenAfterCloseKeepsTheLog(t *testing.T) {
 	for _, clean := range []bool{true, false} {
 		t.Run(map[bool]string{true: "clean shutdown", false: "unclean shutdown"}[clean], func(t *testing.T) {

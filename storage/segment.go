@@ -71,6 +71,9 @@ type segment struct {
 	// created is when this process created or opened the segment: the
 	// fallback clock for segment.ms when batches carry no timestamps.
 	created time.Time
+	// rollJitterMs is how much earlier than segment.ms this segment rolls
+	// (LogConfig.SegmentJitterMs).
+	rollJitterMs int64
 
 	indexIntervalBytes       int
 	bytesSinceLastIndexEntry int
@@ -107,7 +110,8 @@ func createSegment(dir string, baseOffset int64, cfg LogConfig, now time.Time) (
 		}
 	}
 	s := &segment{baseOffset: baseOffset, dir: dir, file: f, nextOffset: baseOffset, created: now,
-		maxTimestamp: -1, offsetOfMaxTimestamp: -1, rollingTimestamp: -1, indexIntervalBytes: cfg.IndexIntervalBytes}
+		maxTimestamp: -1, offsetOfMaxTimestamp: -1, rollingTimestamp: -1, indexIntervalBytes: cfg.IndexIntervalBytes,
+		rollJitterMs: cfg.randomSegmentJitter()}
 	if err := s.openIndexes(cfg); err != nil {
 		f.Close()
 		return nil, err
@@ -129,7 +133,8 @@ func openSegment(dir string, baseOffset int64, cfg LogConfig, now time.Time) (*s
 		return nil, fmt.Errorf("stat segment %s: %w", path, err)
 	}
 	s := &segment{baseOffset: baseOffset, dir: dir, file: f, size: st.Size(), nextOffset: baseOffset, created: now,
-		maxTimestamp: -1, offsetOfMaxTimestamp: -1, rollingTimestamp: -1, indexIntervalBytes: cfg.IndexIntervalBytes}
+		maxTimestamp: -1, offsetOfMaxTimestamp: -1, rollingTimestamp: -1, indexIntervalBytes: cfg.IndexIntervalBytes,
+		rollJitterMs: cfg.randomSegmentJitter()}
 	if err := s.openIndexes(cfg); err != nil {
 		f.Close()
 		return nil, err
