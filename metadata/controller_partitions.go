@@ -44,6 +44,9 @@ type partitionChange struct {
 	targetISR []int32
 	// targetLRS is the leader recovery state asked for.
 	targetLRS int8
+	// replicas, adding and removing are the replica set and reassignment
+	// asked for; they start as the current ones.
+	replicas, adding, removing []int32
 }
 
 func newPartitionChange(img *Image, k PartitionKey, p *Partition) *partitionChange {
@@ -52,25 +55,52 @@ func newPartitionChange(img *Image, k PartitionKey, p *Partition) *partitionChan
 		acceptable: func(id int32) bool { return isActive(img, id) },
 		targetISR:  p.ISR,
 		targetLRS:  p.LeaderRecoveryState,
+		replicas:   p.Replicas, adding: p.AddingReplicas, removing: p.RemovingReplicas,
 	}
+}
+
+// completeReassignment finishes a reassignment whose adding replicas have
+// all joined the ISR (Kafka's PartitionReassignmentReplicas
+// .maybeCompleteReassignment): the removing replicas leave the replica set
+// and the ISR. It leaves the reassignment going if that would empty the
+// ISR.
+func (pc *partitionChange) completeReassignment() {
+	if len(pc.adding) == 0 && len(pc.removing) == 0 {
+		return
+	}
+	for _, r := range pc.adding {
+		if !slices.Contains(pc.targetISR, r) {
+			return
+		}
+	}
+	removed := func(r int32) bool { return slices.Contains(pc.removing, r) }
+	isr := slices.DeleteFunc(slices.Clone(pc.targetISR), removed)
+	if len(isr) == 0 {
+		return
+	}
+	pc.targetISR = isr
+	pc.replicas = slices.DeleteFunc(slices.Clone(pc.replicas), removed)
+	pc.adding, pc.removing = nil, nil
 }
 
 // electLeader returns the new leader and whether the election is unclean.
 func (pc *partitionChange) electLeader() (int32, bool) {
-	valid := func(r int32) bool { return slices.Contains(pc.targetISR, r) && pc.acceptable(r) }
-	if pc.election == electPreferred && len(pc.p.Replicas) > 0 && valid(pc.p.Replicas[0]) {
-		return pc.p.Replicas[0], false
+	valid := func(r int32) bool {
+		return slices.Contains(pc.targetISR, r) && slices.Contains(pc.replicas, r) && pc.acceptable(r)
+	}
+	if pc.election == electPreferred && len(pc.replicas) > 0 && valid(pc.replicas[0]) {
+		return pc.replicas[0], false
 	}
 	if pc.p.Leader >= 0 && valid(pc.p.Leader) {
 		return pc.p.Leader, false // the current leader meets every constraint
 	}
-	for _, r := range pc.p.Replicas {
+	for _, r := range pc.replicas {
 		if valid(r) {
 			return r, false
 		}
 	}
 	if pc.election == electUnclean {
-		for _, r := range pc.p.Replicas {
+		for _, r := range pc.replicas {
 			if pc.acceptable(r) {
 				return r, true
 			}
@@ -92,6 +122,11 @@ func (pc *partitionChange) build() (*PartitionChangeRecord, bool) {
 		TopicID: pc.key.TopicID, PartitionID: pc.key.Partition,
 		Leader: NoLeaderChange, LeaderRecoveryState: pc.p.LeaderRecoveryState,
 	}
+	pc.completeReassignment()
+	if !slices.Equal(pc.replicas, pc.p.Replicas) || !slices.Equal(pc.adding, pc.p.AddingReplicas) || !slices.Equal(pc.removing, pc.p.RemovingReplicas) {
+		rec.Replicas = slices.Clone(pc.replicas)
+		rec.AddingReplicas, rec.RemovingReplicas = slices.Clone(pc.adding), slices.Clone(pc.removing)
+	}
 	lrs := pc.targetLRS
 	leader, unclean := pc.electLeader()
 	if leader != pc.p.Leader {
@@ -107,7 +142,7 @@ func (pc *partitionChange) build() (*PartitionChangeRecord, bool) {
 		rec.ISR = slices.Clone(pc.targetISR)
 	}
 	rec.LeaderRecoveryState = lrs
-	if rec.Leader == NoLeaderChange && rec.ISR == nil && lrs == pc.p.LeaderRecoveryState {
+	if rec.Leader == NoLeaderChange && rec.ISR == nil && rec.Replicas == nil && lrs == pc.p.LeaderRecoveryState {
 		return nil, false
 	}
 	return rec, true
@@ -120,7 +155,7 @@ func merge(p *Partition, rec *PartitionChangeRecord) *Partition {
 		n.ISR = rec.ISR
 	}
 	if rec.Replicas != nil {
-		n.Replicas = rec.Replicas
+		n.Replicas, n.AddingReplicas, n.RemovingReplicas = rec.Replicas, rec.AddingReplicas, rec.RemovingReplicas
 	}
 	if rec.Leader != NoLeaderChange {
 		n.Leader = rec.Leader

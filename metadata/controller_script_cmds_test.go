@@ -247,6 +247,53 @@ func (h *harness) elect(a args) string {
 	return out
 }
 
+// reassign topic=T partition=N replicas=1,2 (or cancel) [no-rf-change]
+func (h *harness) reassign(a args) string {
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.Version = 1
+	req.AllowReplicationFactorChange = !a.has("no-rf-change")
+	rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	rt.Topic, _ = a.get("topic")
+	rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	rp.Partition = int32(h.int(a, "partition", 0))
+	if v, ok := a.get("replicas"); ok {
+		rp.Replicas = h.ints(v)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	recs, resp := h.controller().AlterPartitionReassignments(req)
+	out := h.commit(recs)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out += fmt.Sprintf("\n%s-%d: %s", t.Topic, p.Partition, errName(p.ErrorCode))
+		}
+	}
+	return out
+}
+
+// list-reassignments [topic=T partitions=0,1]
+func (h *harness) listReassignments(a args) string {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	if topic, ok := a.get("topic"); ok {
+		rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+		rt.Topic = topic
+		ps, _ := a.get("partitions")
+		rt.Partitions = h.ints(ps)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := ListPartitionReassignments(h.img, req)
+	var lines []string
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			lines = append(lines, fmt.Sprintf("%s-%d replicas=%s adding=%s removing=%s", t.Topic, p.Partition, ids(p.Replicas), ids(p.AddingReplicas), ids(p.RemovingReplicas)))
+		}
+	}
+	if len(lines) == 0 {
+		return "none"
+	}
+	return strings.Join(lines, "\n")
+}
+
 func (h *harness) allocPIDs(a args) string {
 	broker := int32(h.int(a, "broker", 0))
 	req := kmsg.NewPtrAllocateProducerIDsRequest()

@@ -266,6 +266,10 @@ func (h *harness) run(line string) string {
 		return h.alterPartition(a)
 	case "elect":
 		return h.elect(a)
+	case "reassign":
+		return h.reassign(a)
+	case "list-reassignments":
+		return h.listReassignments(a)
 	case "alloc-pids":
 		return h.allocPIDs(a)
 	case "incr-alter-configs":
@@ -384,6 +388,12 @@ func (h *harness) describeRecord(r Record) string {
 		}
 		if r.Replicas != nil {
 			s += " replicas=" + ids(r.Replicas)
+			if len(r.AddingReplicas) > 0 {
+				s += " adding=" + ids(r.AddingReplicas)
+			}
+			if len(r.RemovingReplicas) > 0 {
+				s += " removing=" + ids(r.RemovingReplicas)
+			}
 		}
 		if _, p, ok := partitionOf(h.img, PartitionKey{r.TopicID, r.PartitionID}); ok && p.LeaderRecoveryState != r.LeaderRecoveryState {
 			s += fmt.Sprintf(" leader-recovery-state=%s", lrsName(r.LeaderRecoveryState))

@@ -222,6 +222,24 @@ func checkInvariants(t testing.TB, img *Image) {
 			if p.LeaderRecoveryState == LeaderRecovering && len(p.ISR) != 1 {
 				t.Fatalf("%s: recovering with ISR %v", where, p.ISR)
 			}
+			for i, r := range p.Replicas {
+				if slices.Contains(p.Replicas[:i], r) {
+					t.Fatalf("%s: replica %d twice", where, r)
+				}
+			}
+			for _, r := range p.AddingReplicas {
+				if !slices.Contains(p.Replicas, r) || slices.Contains(p.RemovingReplicas, r) {
+					t.Fatalf("%s: adding replica %d not a replica, or also removing", where, r)
+				}
+			}
+			for _, r := range p.RemovingReplicas {
+				if !slices.Contains(p.Replicas, r) {
+					t.Fatalf("%s: removing replica %d not a replica", where, r)
+				}
+			}
+			if len(p.RemovingReplicas) >= len(p.Replicas) {
+				t.Fatalf("%s: every replica is leaving", where)
+			}
 		}
 	}
 }
@@ -234,6 +252,7 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 	if testing.Short() {
 		steps = 500
 	}
+	started, finished := 0, 0 // reassignments
 	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		cfg := DefaultControllerConfig()
@@ -254,7 +273,7 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				epoch = b.Epoch
 			}
 			var recs []Record
-			op := rng.IntN(12)
+			op := rng.IntN(13)
 			lastOp = fmt.Sprintf("step %d op %d broker %d", step, op, id)
 			switch op {
 			case 0:
@@ -310,6 +329,30 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 					req.TopicNames = []string{fmt.Sprintf("t%d", rng.IntN(30))}
 					recs, _ = c.cc.DeleteTopics(req)
 				}
+			case 12:
+				req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+				rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+				rt.Topic = fmt.Sprintf("t%d", rng.IntN(30))
+				rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+				rp.Partition = int32(rng.IntN(3))
+				if rng.IntN(4) != 0 { // else cancel
+					rp.Replicas = []int32{}
+					for _, b := range rng.Perm(5)[:rng.IntN(3)+1] {
+						rp.Replicas = append(rp.Replicas, int32(b+1))
+					}
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				recs, _ = c.cc.AlterPartitionReassignments(req)
+			}
+			for _, r := range recs {
+				if pc, ok := r.(*PartitionChangeRecord); ok && pc.Replicas != nil {
+					if len(pc.AddingReplicas) > 0 {
+						started++
+					} else if _, p, ok := partitionOf(c.img, PartitionKey{pc.TopicID, pc.PartitionID}); ok && len(p.AddingReplicas) > 0 {
+						finished++ // completed or cancelled
+					}
+				}
 			}
 			c.commit(recs)
 			if t.Failed() {
@@ -317,6 +360,9 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 			}
 			checkInvariants(t, c.img)
 		}
+	}
+	if started == 0 || finished == 0 {
+		t.Errorf("%d reassignments started, %d finished: the sequences exercised none", started, finished)
 	}
 }
 
@@ -393,6 +439,13 @@ func FuzzControllerRequests(f *testing.F) {
 	seed(7, 0, kmsg.NewPtrAllocateProducerIDsRequest())
 	seed(8, 3, kmsg.NewPtrBrokerRegistrationRequest())
 	seed(9, 1, kmsg.NewPtrBrokerHeartbeatRequest())
+	apa := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	apaTopic := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	apaPart := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	apaTopic.Topic, apaPart.Replicas = "a", []int32{2, 3}
+	apaTopic.Partitions = append(apaTopic.Partitions, apaPart)
+	apa.Topics = append(apa.Topics, apaTopic)
+	seed(10, 1, apa)
 
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
 		cfg := DefaultControllerConfig()
@@ -412,6 +465,7 @@ func FuzzControllerRequests(f *testing.F) {
 			kmsg.NewPtrAlterConfigsRequest(), kmsg.NewPtrAlterPartitionRequest(),
 			kmsg.NewPtrElectLeadersRequest(), kmsg.NewPtrAllocateProducerIDsRequest(),
 			kmsg.NewPtrBrokerRegistrationRequest(), kmsg.NewPtrBrokerHeartbeatRequest(),
+			kmsg.NewPtrAlterPartitionAssignmentsRequest(),
 		}
 		req := reqs[int(api)%len(reqs)]
 		if version < 0 || version > req.MaxVersion() {
@@ -442,6 +496,8 @@ func FuzzControllerRequests(f *testing.F) {
 			recs, _ = c.cc.RegisterBroker(c.now, r)
 		case *kmsg.BrokerHeartbeatRequest:
 			recs, _ = c.cc.Heartbeat(c.now, r)
+		case *kmsg.AlterPartitionAssignmentsRequest:
+			recs, _ = c.cc.AlterPartitionReassignments(r)
 		}
 		data, err := EncodeBatch(recs)
 		if err != nil {

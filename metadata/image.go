@@ -333,6 +333,8 @@ func (b *builder) replay(r Record) error {
 		}
 		if r.Replicas != nil {
 			p.Replicas = slices.Clone(r.Replicas)
+			p.AddingReplicas = slices.Clone(r.AddingReplicas)
+			p.RemovingReplicas = slices.Clone(r.RemovingReplicas)
 		}
 		if r.Leader != NoLeaderChange {
 			p.Leader = r.Leader

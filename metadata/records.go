@@ -140,15 +140,18 @@ type PartitionRecord struct {
 }
 
 // PartitionChangeRecord changes a partition's leader, ISR or replicas.
-// Nil slices and Leader == NoLeaderChange leave the field as it is. Every
-// change bumps the partition epoch; a leader change also bumps the leader
-// epoch.
+// Nil slices and Leader == NoLeaderChange leave the field as it is, but a
+// record that sets Replicas sets the partition's whole reassignment state:
+// its AddingReplicas and RemovingReplicas (none when absent). Every change
+// bumps the partition epoch; a leader change also bumps the leader epoch.
 type PartitionChangeRecord struct {
-	PartitionID int32   `json:"partitionId"`
-	TopicID     Uuid    `json:"topicId"`
-	ISR         []int32 `json:"isr,omitempty"`
-	Leader      int32   `json:"leader"`
-	Replicas    []int32 `json:"replicas,omitempty"`
+	PartitionID      int32   `json:"partitionId"`
+	TopicID          Uuid    `json:"topicId"`
+	ISR              []int32 `json:"isr,omitempty"`
+	Leader           int32   `json:"leader"`
+	Replicas         []int32 `json:"replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
+	AddingReplicas   []int32 `json:"addingReplicas,omitempty"`
 	// LeaderRecoveryState: 0 recovered, 1 recovering (unclean election, KIP-704).
 	LeaderRecoveryState int8 `json:"leaderRecoveryState"`
 }
