@@ -48,6 +48,8 @@ var apiTable = func() []apiSpec {
 		{42, 0, 2}, // DeleteGroups
 		{43, 0, 2}, // ElectLeaders (forwarded)
 		{44, 0, 1}, // IncrementalAlterConfigs (forwarded)
+		{45, 0, 1}, // AlterPartitionReassignments (forwarded)
+		{46, 0, 0}, // ListPartitionReassignments
 		{47, 0, 0}, // OffsetDelete
 		{55, 0, 2}, // DescribeQuorum (forwarded)
 		{60, 0, 2}, // DescribeCluster

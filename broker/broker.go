@@ -320,6 +320,10 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return b.handleInitProducerID(ctx, req, m)
 	case *kmsg.ElectLeadersRequest:
 		return b.handleElectLeaders(ctx, m)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return b.handleAlterPartitionReassignments(ctx, m)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return respond(b.handleListPartitionReassignments(m))
 	case *kmsg.DescribeQuorumRequest:
 		return b.handleDescribeQuorum(ctx, m)
 	case *kmsg.FindCoordinatorRequest:

@@ -213,6 +213,8 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		recs, resp = control.AlterPartition(r)
 	case *kmsg.ElectLeadersRequest:
 		recs, resp = control.ElectLeaders(r)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		recs, resp = control.AlterPartitionReassignments(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		recs, resp = control.AllocateProducerIds(r)
 	default:
@@ -371,6 +373,8 @@ func errorFields(resp kmsg.Response) []*int16 {
 	case *kmsg.AllocateProducerIDsResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.ElectLeadersResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.AlterPartitionAssignmentsResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.DescribeQuorumResponse:
 		out = append(out, &r.ErrorCode)

@@ -405,6 +405,8 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		// Before the leadership is published, so that no follower state
 		// of an earlier leadership ever counts toward the high watermark.
 		b.resetFollowers(p, st)
+	} else if st.isLeader && !slices.Equal(prev.replicas, st.replicas) {
+		b.updateFollowers(p, st)
 	}
 	p.state.Store(st)
 	if topic == offsetsTopic {

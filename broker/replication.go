@@ -58,6 +58,27 @@ func (b *Broker) resetFollowers(p *partition, st *partitionState) {
 	p.replicasMu.Unlock()
 }
 
+// updateFollowers follows a replica set change within a leadership (a
+// reassignment starting, completing or cancelled): new replicas start
+// unknown and out of sync, departed ones are forgotten, the others keep
+// their state. applyMu is held.
+func (b *Broker) updateFollowers(p *partition, st *partitionState) {
+	p.replicasMu.Lock()
+	defer p.replicasMu.Unlock()
+	fs := make(map[int32]*followerState, len(st.replicas))
+	for _, id := range st.replicas {
+		if id == b.nodeID {
+			continue
+		}
+		if f := p.followers[id]; f != nil {
+			fs[id] = f
+		} else {
+			fs[id] = &followerState{logEndOffset: -1, lastFetchLeaderLEO: -1, brokerEpoch: -1}
+		}
+	}
+	p.followers = fs
+}
+
 // recordFollowerFetch updates a follower's state from a fetch at
 // fetchOffset and advances the high watermark. Called by the fetch path of
 // a leader for every follower fetch (and its re-checks while parked).

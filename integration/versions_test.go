@@ -174,6 +174,28 @@ func TestForwardedRequestsWorkAtEveryVersion(t *testing.T) {
 		}
 	}
 
+	// AlterPartitionReassignments: to the replicas it has (nothing to do),
+	// then a cancel with nothing going, answered as such.
+	for _, v := range versions(kmsg.AlterPartitionAssignments) {
+		for _, target := range [][]int32{{1}, nil} {
+			req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+			rt.Topic = topics[0]
+			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			rp.Replicas = target
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp := send(req, v).(*kmsg.AlterPartitionAssignmentsResponse)
+			want := int16(0)
+			if target == nil {
+				want = kerr.NoReassignmentInProgress.Code
+			}
+			if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != want {
+				t.Fatalf("AlterPartitionReassignments v%d to %v: %+v", v, target, resp)
+			}
+		}
+	}
+
 	// DeleteTopics by name, at every version: one topic that exists and one
 	// that does not; both must be answered, and the first must be gone.
 	deleteVersions := versions(kmsg.DeleteTopics)
