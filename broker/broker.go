@@ -103,6 +103,9 @@ type Broker struct {
 	// staticTopicDefaults are the server.properties values of the broker
 	// synonyms of topic configs (log.retention.ms, ...), by synonym name.
 	staticTopicDefaults map[string]string
+	// leaderQuota and followerQuota are the replication throttles
+	// (quota.go).
+	leaderQuota, followerQuota *replicationQuota
 
 	// applyMu serialises ApplyMetadata; initialized is guarded by it.
 	applyMu     sync.Mutex
@@ -194,6 +197,8 @@ func New(opts Options) (*Broker, error) {
 		cancel:              cancel,
 		applied:             make(chan struct{}),
 		isrNudge:            make(chan struct{}, 1),
+		leaderQuota:         newReplicationQuota(),
+		followerQuota:       newReplicationQuota(),
 	}
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)

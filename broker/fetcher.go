@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -271,9 +272,16 @@ func (f *replicaFetcher) run() {
 					continue
 				}
 			}
-			if f.current(ff) {
-				fetchable = append(fetchable, ff)
+			if !f.current(ff) {
+				continue
 			}
+			if f.throttled(ff) {
+				// Kafka's shouldFollowerThrottle: left out of the fetch
+				// until the rate is back under the bound.
+				f.backoff(ff)
+				continue
+			}
+			fetchable = append(fetchable, ff)
 		}
 		if len(fetchable) > 0 {
 			if err := f.fetch(fetchable); err != nil {
@@ -287,6 +295,14 @@ func (f *replicaFetcher) run() {
 			}
 		}
 	}
+}
+
+// throttled reports whether ff's partition is under this broker's follower
+// replication throttle, out of the ISR, with the rate over its bound
+// (quota.go).
+func (f *replicaFetcher) throttled(ff *followerFetch) bool {
+	st := ff.p.state.Load()
+	return st != nil && st.followerThrottled && !slices.Contains(st.isr, f.b.nodeID) && f.b.followerQuota.exceeded(f.b.now())
 }
 
 // idle waits for a change, the next backed-off partition (next, if not
@@ -573,6 +589,9 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 		if len(rp.RecordBatches) > 0 {
 			if err := f.appendFetched(p, rp.RecordBatches); err != nil {
 				return err
+			}
+			if st := p.state.Load(); st != nil && st.followerThrottled {
+				b.followerQuota.record(int64(len(rp.RecordBatches)), b.now())
 			}
 		}
 		// The follower's high watermark: the leader's, bounded by what

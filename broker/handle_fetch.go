@@ -16,7 +16,9 @@ package broker
 //     aborted-transactions list. Followers (replica id ≥ 0; v15+ in
 //     ReplicaState, KIP-903) read up to the log end offset; their fetch
 //     offset is their log end offset for the high watermark and the ISR
-//     (replication.go).
+//     (replication.go). Over leader.replication.throttled.rate, a
+//     follower outside the ISR gets no records of the partitions
+//     leader.replication.throttled.replicas names here (quota.go).
 //   - Only the leader serves: NOT_LEADER_OR_FOLLOWER otherwise, and
 //     current_leader_epoch (v9+) is checked first: FENCED_LEADER_EPOCH when
 //     older than the leader's, UNKNOWN_LEADER_EPOCH when newer. With v12+
@@ -43,6 +45,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -75,6 +78,9 @@ type partRead struct {
 	info           storage.ReadInfo
 	diverging      *network.FetchEpochEndOffset
 	leader         *network.FetchLeader
+	// leaderThrottled: a follower read of a partition under this broker's
+	// leader replication throttle, whose bytes count toward it.
+	leaderThrottled bool
 }
 
 func (b *Broker) handleFetch(ctx context.Context, req *network.Request, m *kmsg.FetchRequest) network.Result {
@@ -164,6 +170,17 @@ func (op *fetchOp) check(final bool) *network.Response {
 	if !final && !urgent && len(parts) > 0 && m.MaxWaitMillis > 0 && total < int64(m.MinBytes) {
 		return nil
 	}
+	if op.follower {
+		var throttled int64
+		for i := range reads {
+			if reads[i].leaderThrottled {
+				throttled += reads[i].info.Bytes
+			}
+		}
+		if throttled > 0 {
+			op.b.leaderQuota.record(throttled, op.b.now())
+		}
+	}
 	return op.respond(parts, reads)
 }
 
@@ -225,6 +242,12 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 		// A valid follower fetch offset is the follower's log end offset
 		// (replication.go); not a diverging or out-of-range one (Kafka).
 		b.recordFollowerFetch(p, op.replicaID, op.replicaEpoch, fp.fetchOffset)
+		if st.leaderThrottled {
+			r.leaderThrottled = true
+			if !slices.Contains(st.isr, op.replicaID) && b.leaderQuota.exceeded(b.now()) {
+				info.Regions, info.Bytes = nil, 0 // Kafka's shouldLeaderThrottle
+			}
+		}
 	}
 	r.info = info
 	r.highWatermark, r.lastStable, r.logStartOffset = info.HighWatermark, info.HighWatermark, info.LogStartOffset

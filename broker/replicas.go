@@ -80,6 +80,10 @@ type partitionState struct {
 	policy recordPolicy
 	// durable is the topic's durable mode (flush.messages=1, durable.go).
 	durable bool
+	// leaderThrottled and followerThrottled: the topic's
+	// leader/follower.replication.throttled.replicas name this partition
+	// on this broker (quota.go).
+	leaderThrottled, followerThrottled bool
 }
 
 // onlyLeaderInISR reports ISR == {leader}: the high watermark is then the
@@ -238,6 +242,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 			}
 		}
 		b.initialized = true
+		b.updateReplicationQuotas(img)
 	}
 	for k, mp := range keys {
 		t, ok := img.TopicByID(k.TopicID)
@@ -309,6 +314,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 			}
 		case metadata.ConfigResourceBroker:
 			if res.Name == "" || res.Name == strconv.Itoa(int(b.nodeID)) {
+				b.updateReplicationQuotas(img)
 				for _, p := range next {
 					b.refreshConfig(p, img)
 				}
@@ -392,7 +398,7 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		isr:            mp.ISR,
 		isLeader:       mp.Leader == b.nodeID,
 	}
-	b.fillTopicState(st, img, topic)
+	b.fillTopicState(st, img, topic, p.tp.Partition)
 	following := !st.isLeader && st.leader >= 0 && slices.Contains(st.replicas, b.nodeID)
 	if !following {
 		// Before the leadership is published: once unfollow returns, the
@@ -429,7 +435,7 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 }
 
 // fillTopicState copies the topic configs the request path reads into st.
-func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic string) {
+func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic string, partition int32) {
 	st.minISR = 1
 	if v, _ := b.topicConfigValue(img, topic, "min.insync.replicas"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
@@ -444,6 +450,10 @@ func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic s
 	st.policy.setCompression(codec)
 	tsType, _ := b.topicConfigValue(img, topic, "message.timestamp.type")
 	st.policy.createTime = strings.TrimSpace(tsType) != "LogAppendTime"
+	leaderThrottled, _ := b.topicConfigValue(img, topic, "leader.replication.throttled.replicas")
+	followerThrottled, _ := b.topicConfigValue(img, topic, "follower.replication.throttled.replicas")
+	st.leaderThrottled = throttledReplica(leaderThrottled, partition, b.nodeID)
+	st.followerThrottled = throttledReplica(followerThrottled, partition, b.nodeID)
 	st.policy.beforeMaxMs, st.policy.afterMaxMs = math.MaxInt64, math.MaxInt64
 	for name, dst := range map[string]*int64{
 		"message.timestamp.before.max.ms": &st.policy.beforeMaxMs,
@@ -462,7 +472,7 @@ func (b *Broker) refreshConfig(p *partition, img *metadata.Image) {
 	p.log.SetConfig(b.logConfig(img, p.tp.Topic))
 	if prev := p.state.Load(); prev != nil {
 		st := *prev
-		b.fillTopicState(&st, img, p.tp.Topic)
+		b.fillTopicState(&st, img, p.tp.Topic, p.tp.Partition)
 		p.state.Store(&st)
 	}
 	p.produceWatch.wakeAll()

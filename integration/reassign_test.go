@@ -163,3 +163,78 @@ func TestPartitionReassignment(t *testing.T) {
 		t.Fatalf("still listed: %+v %v", ls, err)
 	}
 }
+
+// TestReassignmentThrottle is kafka-reassign-partitions --throttle on the
+// follower side (KIP-73): the new replica's broker, with
+// follower.replication.throttled.rate set and the partition named in
+// follower.replication.throttled.replicas, copies the partition no faster
+// than the rate allows (one fetch's worth of burst); without the throttle
+// the move completes.
+func TestReassignmentThrottle(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		"replica.fetch.max.bytes=65536")
+	c.WaitReady(30 * time.Second)
+	cl, adm := newClient(t, c, kgo.DefaultProduceTopic("thr"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(16<<10)) // batches well below a fetch's 64 KiB
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	createAssigned(t, cl, "thr", 1, 2)
+	value := make([]byte, 1000)
+	recs := make([]*kgo.Record, 2000) // 2 MB
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: value}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	const rate = 10_000 // bytes a second
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "follower.replication.throttled.replicas", Value: kmsgStr("0:3")}}, "thr"); err != nil {
+		t.Fatal(err)
+	}
+	throttle := func(op kadm.IncrementalOp) {
+		t.Helper()
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "follower.replication.throttled.rate", Value: kmsgStr(fmt.Sprint(rate))}}, 3)
+		if err == nil {
+			err = resp[0].Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	throttle(kadm.SetConfig)
+	req := kadm.AlterPartitionAssignmentsReq{}
+	req.Assign("thr", 0, []int32{2, 3})
+	if resp, err := adm.AlterPartitionAssignments(ctx, req); err != nil || resp.Error() != nil {
+		t.Fatalf("reassign: %v %v", err, resp.Error())
+	}
+
+	// Allowed in 3 s: the quota's 10-window burst (100 KB) and one fetch
+	// past it (64 KiB) at most, of the 2 MB there are.
+	start := time.Now()
+	time.Sleep(3 * time.Second)
+	var copied int64
+	if l := c.Nodes[3].PartitionLog("thr", 0); l != nil {
+		copied = l.Size()
+	}
+	if limit := int64(rate*(quotaWindows+time.Since(start).Seconds())) + 65536; copied > limit {
+		t.Fatalf("the throttled replica copied %d bytes in %v, over the %d the throttle allows", copied, time.Since(start), limit)
+	}
+	ls, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"thr": {0: {}}})
+	if err != nil || len(ls["thr"][0].AddingReplicas) != 1 {
+		t.Fatalf("the move is not listed as going: %+v %v", ls, err)
+	}
+
+	throttle(kadm.DeleteConfig)
+	waitFor(t, 30*time.Second, "the move to complete without the throttle", func() bool {
+		p, ok := partitionState(c, "thr", 0)
+		return ok && slices.Equal(p.Replicas, []int32{2, 3}) && len(p.AddingReplicas) == 0
+	})
+	t.Logf("copied %d bytes in the first %v under a %d bytes/s throttle", copied, 3*time.Second, rate)
+}
+
+// quotaWindows is the replication quota's burst allowance in seconds
+// (broker/quota.go: Kafka's 11 windows, divided by at least 10).
+const quotaWindows = 10
+
+func kmsgStr(s string) *string { return &s }

@@ -1,0 +1,131 @@
+package broker
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelstream/keel/metadata"
+)
+
+// Replication throttling (KIP-73), as kafka-reassign-partitions --throttle
+// sets it up: the broker configs leader.replication.throttled.rate and
+// follower.replication.throttled.rate bound, in bytes a second, what this
+// broker sends to and fetches from other replicas of the partitions the
+// topic configs leader.replication.throttled.replicas and
+// follower.replication.throttled.replicas name for it ("partition:broker"
+// pairs, or "*"). As in Kafka, a replica in the ISR is never throttled: the
+// throttle slows down replicas catching up (a reassignment's new ones), not
+// acks=all. Over its rate, a leader leaves a throttled partition's records
+// out of a follower's fetch (Kafka's shouldLeaderThrottle) and a follower
+// leaves the partition out of its fetches (shouldFollowerThrottle).
+
+// Kafka's replication.quota.window.num and .window.size.seconds defaults.
+const (
+	quotaSamples = 11
+	quotaWindow  = time.Second
+)
+
+// replicationQuota is Kafka's ReplicationQuotaManager: a byte rate measured
+// over quotaSamples windows and its bound.
+//
+// Concurrency: safe for any goroutine.
+type replicationQuota struct {
+	limit atomic.Int64 // bytes a second; math.MaxInt64: unlimited
+
+	mu      sync.Mutex
+	samples [quotaSamples]struct {
+		window int64 // the window's index since the epoch
+		bytes  int64
+	}
+}
+
+func newReplicationQuota() *replicationQuota {
+	q := &replicationQuota{}
+	q.limit.Store(math.MaxInt64)
+	return q
+}
+
+func windowOf(now time.Time) int64 { return now.UnixNano() / int64(quotaWindow) }
+
+// record counts n bytes sent or fetched at now.
+func (q *replicationQuota) record(n int64, now time.Time) {
+	w := windowOf(now)
+	q.mu.Lock()
+	s := &q.samples[w%quotaSamples]
+	if s.window != w {
+		s.window, s.bytes = w, 0
+	}
+	s.bytes += n
+	q.mu.Unlock()
+}
+
+// rate is the measured bytes a second at now. Like Kafka's Rate, it divides
+// by at least quotaSamples-1 windows, so a quota that was idle allows a
+// burst of that many windows' worth before it throttles.
+func (q *replicationQuota) rate(now time.Time) float64 {
+	w := windowOf(now)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var total int64
+	for _, s := range q.samples {
+		if s.window > w-quotaSamples && s.window <= w {
+			total += s.bytes
+		}
+	}
+	windows := float64(quotaSamples - 1)
+	return float64(total) / (windows * quotaWindow.Seconds())
+}
+
+// exceeded reports whether the rate is over the bound.
+func (q *replicationQuota) exceeded(now time.Time) bool {
+	limit := q.limit.Load()
+	return limit != math.MaxInt64 && q.rate(now) > float64(limit)
+}
+
+// updateReplicationQuotas takes the throttle rates from the image: this
+// broker's dynamic config, else the cluster-wide one, else unlimited.
+// applyMu is held.
+func (b *Broker) updateReplicationQuotas(img *metadata.Image) {
+	for name, q := range map[string]*replicationQuota{
+		"leader.replication.throttled.rate":   b.leaderQuota,
+		"follower.replication.throttled.rate": b.followerQuota,
+	} {
+		limit := int64(math.MaxInt64)
+		v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}, name)
+		if !ok {
+			v, ok = img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, name)
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && n >= 0 {
+			limit = n
+		}
+		if q.limit.Swap(limit) != limit {
+			b.log.Info("replication throttle", "config", name, "bytes_per_second", limit)
+		}
+	}
+}
+
+// throttledReplica reports whether a throttled-replicas topic config
+// (validated by metadata: "*" or partition:broker pairs) names this
+// partition on broker.
+func throttledReplica(value string, partition, broker int32) bool {
+	value = strings.TrimSpace(value)
+	if value == "*" {
+		return true
+	}
+	for _, pair := range strings.Split(value, ",") {
+		p, bk, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		if !ok {
+			continue
+		}
+		pn, err1 := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		bn, err2 := strconv.ParseInt(strings.TrimSpace(bk), 10, 32)
+		if err1 == nil && err2 == nil && int32(pn) == partition && int32(bn) == broker {
+			return true
+		}
+	}
+	return false
+}
