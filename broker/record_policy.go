@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,15 +29,23 @@ type recordPolicy struct {
 	// a key.
 	compacted bool
 	// recompress is a compression.type naming a codec (not "producer"):
-	// batches in another codec are recompressed with compression.
+	// batches in another codec are recompressed with compression, at
+	// level (the topic's compression.<codec>.level, KIP-390).
 	recompress  bool
 	compression record.Compression
+	level       int
 }
 
-// setCompression applies a topic's compression.type.
-func (rp *recordPolicy) setCompression(v string) {
+// setCompression applies a topic's compression.type; level is the value
+// of its compression.<codec>.level for that codec ("" for none).
+func (rp *recordPolicy) setCompression(v string, level func(codec string) string) {
 	c, err := record.ParseCompression(strings.TrimSpace(v))
-	rp.recompress, rp.compression = err == nil, c
+	rp.recompress, rp.compression, rp.level = err == nil, c, record.DefaultLevel
+	if rp.recompress {
+		if n, err := strconv.Atoi(strings.TrimSpace(level(c.String()))); err == nil {
+			rp.level = n
+		}
+	}
 }
 
 // recompressed returns batch (one validated batch) in the topic's codec
@@ -50,7 +59,7 @@ func (rp recordPolicy) recompressed(batch []byte, maxUncompressed int) (out []by
 	if err != nil || h.Compression() == rp.compression {
 		return batch, false, nil
 	}
-	out, _, err = record.Recompress(make([]byte, 0, len(batch)), batch, h, rp.compression, nil, maxUncompressed)
+	out, _, err = record.Recompress(make([]byte, 0, len(batch)), batch, h, rp.compression, rp.level, nil, maxUncompressed)
 	if err != nil {
 		return nil, false, fmt.Errorf("compression.type %s: %w", rp.compression, err)
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,41 @@ func TestProduceToInternalTopicRefused(t *testing.T) {
 	r := c.produceRaw(t, "__consumer_offsets", 0, 1, time.Second, batchAt(t, time.Now().UnixMilli()))
 	if r.ErrorCode != kerr.InvalidTopicException.Code {
 		t.Fatalf("produce to __consumer_offsets: %v, want INVALID_TOPIC_EXCEPTION", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// The topic's compression.<codec>.level (KIP-390) is the level the broker
+// recompresses at: the same records stored gzip at level 9 are smaller
+// than at level 1, and a consumer reads both back.
+func TestProduceTopicCompressionLevel(t *testing.T) {
+	c := newTestCluster(t)
+	for _, level := range []string{"1", "9"} {
+		c.createTopic("gzip-"+level, 1, map[string]*string{"compression.type": kmsg.StringPtr("gzip"), "compression.gzip.level": kmsg.StringPtr(level)})
+	}
+	bb := record.NewBatchBuilder(record.DefaultBatchOptions())
+	for i := range 500 {
+		bb.Append(time.Now().UnixMilli(), nil, fmt.Appendf(nil, `{"order":%d,"status":"%s","amount":%d}`, i*7919%10007, []string{"new", "paid", "shipped"}[i%3], i*31%997), nil)
+	}
+	batch, err := bb.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string]int64{}
+	for _, level := range []string{"1", "9"} {
+		if r := c.produceRaw(t, "gzip-"+level, 0, 1, time.Second, batch); r.ErrorCode != 0 {
+			t.Fatalf("level %s: %v", level, kerr.ErrorForCode(r.ErrorCode))
+		}
+		sizes[level] = c.broker.lookup(tp("gzip-"+level, 0)).log.Size()
+	}
+	if sizes["9"] >= sizes["1"] {
+		t.Fatalf("stored %d bytes at gzip level 9, %d at level 1", sizes["9"], sizes["1"])
+	}
+	cl := c.client(kgo.ConsumeTopics("gzip-1", "gzip-9"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for n := 0; n < 1000; {
+		fs := cl.PollFetches(testCtx(t))
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		n += fs.NumRecords()
 	}
 }

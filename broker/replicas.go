@@ -447,7 +447,10 @@ func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic s
 	st.policy.compacted = slices.Contains(splitList(cleanup), "compact")
 	st.durable = b.logConfig(img, topic).Durable()
 	codec, _ := b.topicConfigValue(img, topic, "compression.type")
-	st.policy.setCompression(codec)
+	st.policy.setCompression(codec, func(c string) string {
+		v, _ := b.topicConfigValue(img, topic, "compression."+c+".level")
+		return v
+	})
 	tsType, _ := b.topicConfigValue(img, topic, "message.timestamp.type")
 	st.policy.createTime = strings.TrimSpace(tsType) != "LogAppendTime"
 	leaderThrottled, _ := b.topicConfigValue(img, topic, "leader.replication.throttled.replicas")

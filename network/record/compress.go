@@ -33,17 +33,31 @@ import (
 // On error dst is returned as it was passed. Compress is safe for concurrent
 // use; its encoders are pooled.
 func Compress(c Compression, dst, src []byte) ([]byte, error) {
+	return CompressLevel(c, DefaultLevel, dst, src)
+}
+
+// DefaultLevel is each codec's default compression level (Kafka's defaults
+// of compression.gzip.level, .lz4.level and .zstd.level).
+const DefaultLevel = 0
+
+// CompressLevel is Compress at a compression level, as a topic's
+// compression.<codec>.level sets it (KIP-390): gzip 1–9, lz4 1–17 (Kafka's
+// default 9 is the fast compressor, others the high-compression one, at
+// most its level 9 here), zstd -131072–22 (in klauspost's four speeds:
+// fastest below 2, default to 5, better to 10, best above). Snappy has no
+// levels; DefaultLevel, or a level out of a codec's range, is its default.
+func CompressLevel(c Compression, level int, dst, src []byte) ([]byte, error) {
 	switch c {
 	case CompressionNone:
 		return append(dst, src...), nil
 	case CompressionGzip:
-		return compressGzip(dst, src)
+		return compressGzip(level, dst, src)
 	case CompressionSnappy:
 		return appendXerial(dst, src), nil
 	case CompressionLZ4:
-		return compressLZ4(dst, src)
+		return compressLZ4(level, dst, src)
 	case CompressionZstd:
-		e, err := zstdEncoder()
+		e, err := zstdEncoder(level)
 		if err != nil {
 			return dst, fmt.Errorf("compress zstd: new encoder: %w", err)
 		}
@@ -219,15 +233,30 @@ type gzipEncoder struct {
 
 var (
 	gzipDecoders = sync.Pool{New: func() any { return new(gzipDecoder) }}
-	gzipEncoders = sync.Pool{New: func() any {
-		e := new(gzipEncoder)
-		e.w, _ = gzip.NewWriterLevel(&e.out, gzip.DefaultCompression)
-		return e
-	}}
+	// gzipEncoders are by level: [0] the default, [1..9] the levels.
+	gzipEncoders = func() *[10]sync.Pool {
+		pools := new([10]sync.Pool)
+		for i := range pools {
+			level := i
+			if level == 0 {
+				level = gzip.DefaultCompression
+			}
+			pools[i].New = func() any {
+				e := new(gzipEncoder)
+				e.w, _ = gzip.NewWriterLevel(&e.out, level)
+				return e
+			}
+		}
+		return pools
+	}()
 )
 
-func compressGzip(dst, src []byte) ([]byte, error) {
-	e := gzipEncoders.Get().(*gzipEncoder)
+func compressGzip(level int, dst, src []byte) ([]byte, error) {
+	if level < 1 || level > 9 {
+		level = 0
+	}
+	pool := &gzipEncoders[level]
+	e := pool.Get().(*gzipEncoder)
 	e.out.b = dst
 	e.w.Reset(&e.out)
 	_, err := e.w.Write(src)
@@ -236,7 +265,7 @@ func compressGzip(dst, src []byte) ([]byte, error) {
 	}
 	out := e.out.b
 	e.out.b = nil
-	gzipEncoders.Put(e)
+	pool.Put(e)
 	if err != nil {
 		return dst, fmt.Errorf("compress gzip: %w", err)
 	}
@@ -412,25 +441,45 @@ var (
 		_ = d.r.Apply(lz4.ConcurrencyOption(1))
 		return d
 	}}
-	lz4Encoders = sync.Pool{New: func() any {
-		e := new(lz4Encoder)
-		e.w = lz4.NewWriter(&e.out)
-		// Kafka's Lz4BlockOutputStream descriptor: 64 KiB independent
-		// blocks, no checksums (recent Java readers verify a content
-		// checksum in a way that differs from the LZ4 frame spec for
-		// multi-block frames, so writing none is the safe choice).
-		_ = e.w.Apply(
-			lz4.BlockSizeOption(lz4.Block64Kb),
-			lz4.BlockChecksumOption(false),
-			lz4.ChecksumOption(false),
-			lz4.ConcurrencyOption(1),
-		)
-		return e
-	}}
+	// lz4Encoders are by level: [0] the fast compressor (Kafka's
+	// default), [1..9] the high-compression levels.
+	lz4Encoders = func() *[10]sync.Pool {
+		pools := new([10]sync.Pool)
+		levels := [10]lz4.CompressionLevel{lz4.Fast, lz4.Level1, lz4.Level2, lz4.Level3, lz4.Level4,
+			lz4.Level5, lz4.Level6, lz4.Level7, lz4.Level8, lz4.Level9}
+		for i := range pools {
+			level := levels[i]
+			pools[i].New = func() any {
+				e := new(lz4Encoder)
+				e.w = lz4.NewWriter(&e.out)
+				// Kafka's Lz4BlockOutputStream descriptor: 64 KiB
+				// independent blocks, no checksums (recent Java readers
+				// verify a content checksum in a way that differs from
+				// the LZ4 frame spec for multi-block frames, so writing
+				// none is the safe choice).
+				_ = e.w.Apply(
+					lz4.BlockSizeOption(lz4.Block64Kb),
+					lz4.BlockChecksumOption(false),
+					lz4.ChecksumOption(false),
+					lz4.ConcurrencyOption(1),
+					lz4.CompressionLevelOption(level),
+				)
+				return e
+			}
+		}
+		return pools
+	}()
 )
 
-func compressLZ4(dst, src []byte) ([]byte, error) {
-	e := lz4Encoders.Get().(*lz4Encoder)
+// lz4DefaultLevel is Kafka's compression.lz4.level default.
+const lz4DefaultLevel = 9
+
+func compressLZ4(level int, dst, src []byte) ([]byte, error) {
+	if level < 1 || level > 17 || level == lz4DefaultLevel {
+		level = 0
+	}
+	pool := &lz4Encoders[min(level, 9)]
+	e := pool.Get().(*lz4Encoder)
 	e.out.b = dst
 	e.w.Reset(&e.out)
 	_, err := e.w.Write(src)
@@ -439,7 +488,7 @@ func compressLZ4(dst, src []byte) ([]byte, error) {
 	}
 	out := e.out.b
 	e.out.b = nil
-	lz4Encoders.Put(e)
+	pool.Put(e)
 	if err != nil {
 		return dst, fmt.Errorf("compress lz4: %w", err)
 	}
@@ -508,15 +557,30 @@ var (
 		return &zstdDecoder{d: d, window: zstdMinWindowLimit}
 	}}
 
-	// zstdEncoder is shared: EncodeAll is safe for concurrent use and
-	// keeps its own pool of block encoders.
-	zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
-		return zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.SpeedDefault),
-			zstd.WithZeroFrames(true), // empty input still yields a valid frame
-		)
-	})
+	// zstdEncoders are shared, one per speed: EncodeAll is safe for
+	// concurrent use and keeps its own pool of block encoders.
+	zstdEncoders = func() map[zstd.EncoderLevel]func() (*zstd.Encoder, error) {
+		m := map[zstd.EncoderLevel]func() (*zstd.Encoder, error){}
+		for _, l := range []zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault, zstd.SpeedBetterCompression, zstd.SpeedBestCompression} {
+			m[l] = sync.OnceValues(func() (*zstd.Encoder, error) {
+				return zstd.NewWriter(nil,
+					zstd.WithEncoderLevel(l),
+					zstd.WithZeroFrames(true), // empty input still yields a valid frame
+				)
+			})
+		}
+		return m
+	}()
 )
+
+// zstdEncoder is the encoder for a zstd level (DefaultLevel: 3, Kafka's).
+func zstdEncoder(level int) (*zstd.Encoder, error) {
+	speed := zstd.SpeedDefault
+	if level != DefaultLevel && level >= -131072 && level <= 22 {
+		speed = zstd.EncoderLevelFromZstd(level)
+	}
+	return zstdEncoders[speed]()
+}
 
 func decompressZstd(dst, src []byte, maxSize int) ([]byte, error) {
 	v := zstdDecoders.Get()

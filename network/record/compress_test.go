@@ -524,3 +524,43 @@ func BenchmarkDecompress(b *testing.B) {
 		})
 	}
 }
+
+// Compression levels (KIP-390): a higher level compresses compressible
+// records smaller, every level decompresses to the input, and a level out
+// of the codec's range is its default.
+func TestCompressLevels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := []string{"order", "customer", "shipped", "pending", "amount", "currency", "EUR", "USD", "warehouse", "id"}
+	var src []byte
+	for len(src) < 256<<10 {
+		src = fmt.Appendf(src, `{"%s":%d,"%s":"%s"}`, words[rng.IntN(len(words))], rng.IntN(100000), words[rng.IntN(len(words))], words[rng.IntN(len(words))])
+	}
+	for _, tc := range []struct {
+		c                  Compression
+		low, high, outside int
+	}{
+		{CompressionGzip, 1, 9, 10},
+		{CompressionLZ4, 9, 17, 18}, // 9: Kafka's default, the fast compressor
+		{CompressionZstd, 1, 19, 23},
+	} {
+		size := func(level int) int {
+			out, err := CompressLevel(tc.c, level, nil, src)
+			if err != nil {
+				t.Fatalf("%v level %d: %v", tc.c, level, err)
+			}
+			back, err := Decompress(tc.c, nil, out, len(src))
+			if err != nil || !bytes.Equal(back, src) {
+				t.Fatalf("%v level %d: does not round-trip: %v", tc.c, level, err)
+			}
+			return len(out)
+		}
+		low, high := size(tc.low), size(tc.high)
+		if high >= low {
+			t.Errorf("%v: level %d gives %d bytes, level %d %d", tc.c, tc.high, high, tc.low, low)
+		}
+		if def, out := size(DefaultLevel), size(tc.outside); out != def {
+			t.Errorf("%v: level %d (out of range) gives %d bytes, the default %d", tc.c, tc.outside, out, def)
+		}
+		t.Logf("%v: %d bytes at level %d, %d at %d (of %d)", tc.c, low, tc.low, high, tc.high, len(src))
+	}
+}

@@ -12,8 +12,9 @@ import (
 // CRC is kept, and the uncompressed records are byte for byte the same
 // (offsets deltas, timestamps, keys, values and headers), so sequence
 // numbers and timestamps survive. Decompression is bounded by
-// maxUncompressed. It returns dst, and scratch (grown, for reuse).
-func Recompress(dst, b []byte, h BatchHeader, target Compression, scratch []byte, maxUncompressed int) ([]byte, []byte, error) {
+// maxUncompressed. The records are compressed at level (CompressLevel).
+// It returns dst, and scratch (grown, for reuse).
+func Recompress(dst, b []byte, h BatchHeader, target Compression, level int, scratch []byte, maxUncompressed int) ([]byte, []byte, error) {
 	records := RecordsBytes(b)
 	if c := h.Compression(); c != CompressionNone {
 		var err error
@@ -28,7 +29,7 @@ func Recompress(dst, b []byte, h BatchHeader, target Compression, scratch []byte
 		dst = append(dst, records...)
 	} else {
 		var err error
-		if dst, err = Compress(target, dst, records); err != nil {
+		if dst, err = CompressLevel(target, level, dst, records); err != nil {
 			return dst[:start], scratch, fmt.Errorf("recompress to %s: %w", target, err)
 		}
 	}

@@ -24,7 +24,7 @@ func TestRecompressKeepsEveryRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, _, err := Recompress([]byte("prefix"), orig, h, to, nil, 1<<20)
+			out, _, err := Recompress([]byte("prefix"), orig, h, to, DefaultLevel, nil, 1<<20)
 			if err != nil {
 				t.Fatalf("%v -> %v: %v", from, to, err)
 			}
