@@ -53,6 +53,7 @@ var apiTable = func() []apiSpec {
 		{47, 0, 0}, // OffsetDelete
 		{55, 0, 2}, // DescribeQuorum (forwarded)
 		{60, 0, 2}, // DescribeCluster
+		{64, 0, 0}, // UnregisterBroker (forwarded)
 	}
 	var maxKey int16
 	for _, r := range ranges {

@@ -325,6 +325,8 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return b.handleInitProducerID(ctx, req, m)
 	case *kmsg.ElectLeadersRequest:
 		return b.handleElectLeaders(ctx, m)
+	case *kmsg.UnregisterBrokerRequest:
+		return b.handleUnregisterBroker(ctx, m)
 	case *kmsg.AlterPartitionAssignmentsRequest:
 		return b.handleAlterPartitionReassignments(ctx, m)
 	case *kmsg.ListPartitionReassignmentsRequest:

@@ -215,6 +215,8 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		recs, resp = control.ElectLeaders(r)
 	case *kmsg.AlterPartitionAssignmentsRequest:
 		recs, resp = control.AlterPartitionReassignments(r)
+	case *kmsg.UnregisterBrokerRequest:
+		recs, resp = control.UnregisterBroker(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		recs, resp = control.AllocateProducerIds(r)
 	default:
@@ -375,6 +377,8 @@ func errorFields(resp kmsg.Response) []*int16 {
 	case *kmsg.ElectLeadersResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.AlterPartitionAssignmentsResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.UnregisterBrokerResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.DescribeQuorumResponse:
 		out = append(out, &r.ErrorCode)

@@ -44,3 +44,15 @@ func (b *Broker) handleDescribeQuorum(ctx context.Context, m *kmsg.DescribeQuoru
 		return resp
 	})
 }
+
+// UnregisterBroker (key 64), v0: forwarded to the active controller
+// (metadata.ClusterControl.UnregisterBroker), as kafka-cluster.sh
+// unregister --bootstrap-server expects of a KRaft broker, to remove a
+// decommissioned broker's registration.
+func (b *Broker) handleUnregisterBroker(ctx context.Context, m *kmsg.UnregisterBrokerRequest) network.Result {
+	return b.forward(ctx, m, defaultForwardTimeout, func(code int16, msg string) kmsg.Response {
+		resp := m.ResponseKind().(*kmsg.UnregisterBrokerResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+		return resp
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestPartitionReassignment is kafka-reassign-partitions' path through
@@ -22,7 +23,8 @@ import (
 // new replica's broker is down (listed as adding 3, removing 1), can be
 // cancelled and asked for again, and completes once 3 is back and caught
 // up: the leadership leaves 1, node 1 deletes its copy, and every
-// acknowledged record is on 2 and 3 at its offset.
+// acknowledged record is on 2 and 3 at its offset. Node 1, empty, is then
+// stopped and unregistered (kafka-cluster.sh unregister).
 func TestPartitionReassignment(t *testing.T) {
 	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}})
 	c.WaitReady(30 * time.Second)
@@ -161,6 +163,33 @@ func TestPartitionReassignment(t *testing.T) {
 	consumeAll(t, c, topic, n)
 	if ls, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}}); err != nil || len(ls) != 0 {
 		t.Fatalf("still listed: %+v %v", ls, err)
+	}
+
+	// Node 1 holds nothing now: decommission it (kafka-cluster.sh
+	// unregister, after stopping the broker).
+	c.Stop(1)
+	unregister := func() error {
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = 1
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err := unregister(); err != nil {
+		t.Fatalf("unregister 1: %v", err)
+	}
+	waitFor(t, 10*time.Second, "every node to forget broker 1", func() bool {
+		for _, n := range c.Nodes {
+			if _, ok := n.Raft().Image().Broker(1); ok {
+				return false
+			}
+		}
+		return true
+	})
+	if err := unregister(); !errors.Is(err, kerr.BrokerIDNotRegistered) {
+		t.Fatalf("unregister 1 again: %v, want BROKER_ID_NOT_REGISTERED", err)
 	}
 }
 

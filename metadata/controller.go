@@ -226,6 +226,11 @@ func (c *ClusterControl) SetImage(img *Image) {
 	c.img = img
 	c.index = nil
 	c.nextProducerID = max(c.nextProducerID, img.NextProducerID())
+	for id := range c.sessions {
+		if _, ok := img.Broker(id); !ok {
+			delete(c.sessions, id) // unregistered
+		}
+	}
 	for _, b := range img.Brokers() {
 		s := c.sessions[b.ID]
 		switch {

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -222,6 +223,25 @@ func (c *ClusterControl) lowestActiveOffset(img *Image) int64 {
 		}
 	}
 	return low
+}
+
+// UnregisterBroker handles UnregisterBroker (API 64, KIP-631:
+// kafka-cluster.sh unregister), which removes a decommissioned broker's
+// registration, as Kafka's handleBrokerUnregistered: the broker leaves
+// every ISR it is not the last member of and its leaderships move (as when
+// it is fenced), then its registration goes. Replicas still assigned to it
+// are offline until a reassignment moves them; should the broker come back
+// it registers anew. An unknown id is BROKER_ID_NOT_REGISTERED.
+func (c *ClusterControl) UnregisterBroker(req *kmsg.UnregisterBrokerRequest) ([]Record, *kmsg.UnregisterBrokerResponse) {
+	resp := req.ResponseKind().(*kmsg.UnregisterBrokerResponse)
+	b, ok := c.img.Broker(req.BrokerID)
+	if !ok {
+		resp.ErrorCode = kerr.BrokerIDNotRegistered.Code
+		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("broker %d is not registered", req.BrokerID))
+		return nil, resp
+	}
+	recs := c.leaderAndISRUpdates(c.img, b.ID, NoLeader, c.partitions().inISR[b.ID])
+	return append(recs, &UnregisterBrokerRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch}), resp
 }
 
 // fenceRecords is Kafka's handleBrokerFenced: the broker leaves every ISR

@@ -247,6 +247,14 @@ func (h *harness) elect(a args) string {
 	return out
 }
 
+// unregister id=N
+func (h *harness) unregister(a args) string {
+	req := kmsg.NewPtrUnregisterBrokerRequest()
+	req.BrokerID = int32(h.int(a, "id", 0))
+	recs, resp := h.controller().UnregisterBroker(req)
+	return h.commit(recs) + "\nresponse: " + errName(resp.ErrorCode)
+}
+
 // reassign topic=T partition=N replicas=1,2 (or cancel) [no-rf-change]
 func (h *harness) reassign(a args) string {
 	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()

@@ -266,6 +266,8 @@ func (h *harness) run(line string) string {
 		return h.alterPartition(a)
 	case "elect":
 		return h.elect(a)
+	case "unregister":
+		return h.unregister(a)
 	case "reassign":
 		return h.reassign(a)
 	case "list-reassignments":
@@ -369,6 +371,8 @@ func (h *harness) describeRecord(r Record) string {
 		return s
 	case *FenceBrokerRecord:
 		return fmt.Sprintf("fence broker=%d epoch=%d", r.ID, r.Epoch)
+	case *UnregisterBrokerRecord:
+		return fmt.Sprintf("unregister broker=%d epoch=%d", r.BrokerID, r.BrokerEpoch)
 	case *UnfenceBrokerRecord:
 		return fmt.Sprintf("unfence broker=%d epoch=%d", r.ID, r.Epoch)
 	case *BrokerRegistrationChangeRecord:

@@ -265,6 +265,7 @@ func (b *builder) replay(r Record) error {
 			return err
 		}
 		delete(b.img.brokers, r.BrokerID)
+		b.changes.Brokers = append(b.changes.Brokers, r.BrokerID)
 	case *FenceBrokerRecord:
 		br, err := b.mutBroker(r.ID, r.Epoch)
 		if err != nil {
