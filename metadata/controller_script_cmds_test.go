@@ -247,6 +247,87 @@ func (h *harness) elect(a args) string {
 	return out
 }
 
+// alter-quotas entity=user:alice,client-id:<default> set=KEY:VALUE remove=KEY [validate-only]
+// (entity may repeat: one entry each, with the same ops)
+func (h *harness) alterQuotas(a args) string {
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	req.ValidateOnly = a.has("validate-only")
+	for _, ent := range a.all("entity") {
+		entry := kmsg.NewAlterClientQuotasRequestEntry()
+		for _, c := range strings.Split(ent, ",") {
+			typ, name, _ := strings.Cut(c, ":")
+			en := kmsg.NewAlterClientQuotasRequestEntryEntity()
+			en.Type = typ
+			if name != "<default>" {
+				en.Name = kmsg.StringPtr(name)
+			}
+			entry.Entity = append(entry.Entity, en)
+		}
+		for _, kv := range a.all("set") {
+			k, v, _ := strings.Cut(kv, ":")
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				h.t.Fatalf("set=%s: %v", kv, err)
+			}
+			entry.Ops = append(entry.Ops, kmsg.AlterClientQuotasRequestEntryOp{Key: k, Value: f})
+		}
+		for _, k := range a.all("remove") {
+			entry.Ops = append(entry.Ops, kmsg.AlterClientQuotasRequestEntryOp{Key: k, Remove: true})
+		}
+		req.Entries = append(req.Entries, entry)
+	}
+	recs, resp := h.controller().AlterClientQuotas(req)
+	out := h.commit(recs)
+	for i, e := range resp.Entries {
+		out += fmt.Sprintf("\n%s: %s", a.all("entity")[i], errName(e.ErrorCode))
+		if e.ErrorMessage != nil {
+			out += " (" + *e.ErrorMessage + ")"
+		}
+	}
+	return out
+}
+
+// describe-quotas [filter=TYPE:exact:NAME|TYPE:default|TYPE:any ...] [strict]
+func (h *harness) describeQuotas(a args) string {
+	req := kmsg.NewPtrDescribeClientQuotasRequest()
+	req.Strict = a.has("strict")
+	for _, f := range a.all("filter") {
+		parts := strings.SplitN(f, ":", 3)
+		c := kmsg.NewDescribeClientQuotasRequestComponent()
+		c.EntityType = parts[0]
+		switch parts[1] {
+		case "exact":
+			c.MatchType, c.Match = kmsg.QuotasMatchTypeExact, kmsg.StringPtr(parts[2])
+		case "default":
+			c.MatchType = kmsg.QuotasMatchTypeDefault
+		default:
+			c.MatchType = kmsg.QuotasMatchTypeAny
+		}
+		req.Components = append(req.Components, c)
+	}
+	resp := DescribeClientQuotas(h.img, req)
+	if resp.ErrorCode != 0 {
+		return "response: " + errName(resp.ErrorCode) + " (" + *resp.ErrorMessage + ")"
+	}
+	var lines []string
+	for _, e := range resp.Entries {
+		var parts []QuotaEntityPart
+		for _, en := range e.Entity {
+			parts = append(parts, QuotaEntityPart{EntityType: en.Type, EntityName: en.Name})
+		}
+		ent, _ := QuotaEntityFromParts(parts)
+		line := ent.String() + ":"
+		for _, v := range e.Values {
+			line += fmt.Sprintf(" %s=%s", v.Key, quotaValue(v.Value))
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return "none"
+	}
+	return strings.Join(lines, "\n")
+}
+
 // unregister id=N
 func (h *harness) unregister(a args) string {
 	req := kmsg.NewPtrUnregisterBrokerRequest()

@@ -268,6 +268,10 @@ func (h *harness) run(line string) string {
 		return h.elect(a)
 	case "unregister":
 		return h.unregister(a)
+	case "alter-quotas":
+		return h.alterQuotas(a)
+	case "describe-quotas":
+		return h.describeQuotas(a)
 	case "reassign":
 		return h.reassign(a)
 	case "list-reassignments":
@@ -371,6 +375,12 @@ func (h *harness) describeRecord(r Record) string {
 		return s
 	case *FenceBrokerRecord:
 		return fmt.Sprintf("fence broker=%d epoch=%d", r.ID, r.Epoch)
+	case *ClientQuotaRecord:
+		e, _ := QuotaEntityFromParts(r.Entity)
+		if r.Remove {
+			return fmt.Sprintf("client-quota %s remove %s", e, r.Key)
+		}
+		return fmt.Sprintf("client-quota %s %s=%s", e, r.Key, quotaValue(r.Value))
 	case *UnregisterBrokerRecord:
 		return fmt.Sprintf("unregister broker=%d epoch=%d", r.BrokerID, r.BrokerEpoch)
 	case *UnfenceBrokerRecord:
@@ -458,6 +468,8 @@ func errWithMessage(code int16, msg *string) string {
 
 // describeImage prints the image compactly: brokers, partitions, configs
 // and how many partitions each broker leads.
+func quotaValue(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
 func (h *harness) describeImage() string {
 	img := h.img
 	lines := []string{fmt.Sprintf("offset=%d next-producer-id=%d", img.Offset(), img.NextProducerID())}
@@ -498,6 +510,13 @@ func (h *harness) describeImage() string {
 	}
 	for k, v := range sortedMap(img.Configs(ConfigResource{Type: ConfigResourceBroker})) {
 		lines = append(lines, fmt.Sprintf("cluster %s=%s", k, v))
+	}
+	for _, e := range img.ClientQuotaEntities() {
+		for _, key := range []string{QuotaProducerByteRate, QuotaConsumerByteRate} {
+			if v, ok := img.ClientQuota(e, key); ok {
+				lines = append(lines, fmt.Sprintf("quota %s %s=%s", e, key, quotaValue(v)))
+			}
+		}
 	}
 	if len(leaders) > 0 {
 		keys := make([]int32, 0, len(leaders))

@@ -446,6 +446,12 @@ func FuzzControllerRequests(f *testing.F) {
 	apaTopic.Partitions = append(apaTopic.Partitions, apaPart)
 	apa.Topics = append(apa.Topics, apaTopic)
 	seed(10, 1, apa)
+	acq := kmsg.NewPtrAlterClientQuotasRequest()
+	acqEntry := kmsg.NewAlterClientQuotasRequestEntry()
+	acqEntry.Entity = []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "user", Name: kmsg.StringPtr("u")}, {Type: "client-id"}}
+	acqEntry.Ops = []kmsg.AlterClientQuotasRequestEntryOp{{Key: QuotaProducerByteRate, Value: 1024}}
+	acq.Entries = append(acq.Entries, acqEntry)
+	seed(11, 1, acq)
 
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
 		cfg := DefaultControllerConfig()
@@ -465,7 +471,7 @@ func FuzzControllerRequests(f *testing.F) {
 			kmsg.NewPtrAlterConfigsRequest(), kmsg.NewPtrAlterPartitionRequest(),
 			kmsg.NewPtrElectLeadersRequest(), kmsg.NewPtrAllocateProducerIDsRequest(),
 			kmsg.NewPtrBrokerRegistrationRequest(), kmsg.NewPtrBrokerHeartbeatRequest(),
-			kmsg.NewPtrAlterPartitionAssignmentsRequest(),
+			kmsg.NewPtrAlterPartitionAssignmentsRequest(), kmsg.NewPtrAlterClientQuotasRequest(),
 		}
 		req := reqs[int(api)%len(reqs)]
 		if version < 0 || version > req.MaxVersion() {
@@ -498,6 +504,8 @@ func FuzzControllerRequests(f *testing.F) {
 			recs, _ = c.cc.Heartbeat(c.now, r)
 		case *kmsg.AlterPartitionAssignmentsRequest:
 			recs, _ = c.cc.AlterPartitionReassignments(r)
+		case *kmsg.AlterClientQuotasRequest:
+			recs, _ = c.cc.AlterClientQuotas(r)
 		}
 		data, err := EncodeBatch(recs)
 		if err != nil {

@@ -67,6 +67,7 @@ type Image struct {
 	configs        map[ConfigResource]map[string]string
 	nextProducerID int64
 	features       map[string]int16
+	quotas         map[QuotaEntity]map[string]float64
 }
 
 // EmptyImage is the image before the first record.
@@ -171,11 +172,13 @@ type Changes struct {
 	Brokers []int32
 	// Configs whose values changed.
 	Configs []ConfigResource
+	// ClientQuotas: a client quota was set or removed.
+	ClientQuotas bool
 }
 
 // Empty reports whether nothing changed.
 func (c *Changes) Empty() bool {
-	return len(c.Partitions) == 0 && len(c.DeletedTopics) == 0 && len(c.Brokers) == 0 && len(c.Configs) == 0
+	return len(c.Partitions) == 0 && len(c.DeletedTopics) == 0 && len(c.Brokers) == 0 && len(c.Configs) == 0 && !c.ClientQuotas
 }
 
 // builder copies the parts of an image it changes, once each.
@@ -389,6 +392,8 @@ func (b *builder) replay(r Record) error {
 	case *FeatureLevelRecord:
 		b.img.features = cloneMap(b.img.features)
 		b.img.features[r.Name] = r.FeatureLevel
+	case *ClientQuotaRecord:
+		return b.applyClientQuota(r)
 	case *NoOpRecord:
 	default:
 		return fmt.Errorf("unhandled record type %T", r)

@@ -81,6 +81,8 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 		&ConfigRecord{ResourceType: ConfigResourceTopic, ResourceName: "t", Name: "retention.ms", Value: &v},
 		&ProducerIdsRecord{BrokerID: 2, BrokerEpoch: 3, NextProducerID: 1000},
 		&FeatureLevelRecord{Name: "metadata.version", FeatureLevel: 1},
+		&ClientQuotaRecord{Entity: []QuotaEntityPart{{EntityType: QuotaUser, EntityName: &v}, {EntityType: QuotaClientID}},
+			Key: QuotaProducerByteRate, Value: 4096},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +105,10 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 	}
 	if again.Configs(ConfigResource{ConfigResourceTopic, "t"})["retention.ms"] != "1000" || again.NextProducerID() != 1000 {
 		t.Fatal("configs or producer ids lost")
+	}
+	quota := QuotaEntity{User: QuotaEntityName{Set: true, Name: "1000"}, ClientID: QuotaEntityName{Set: true, Default: true}}
+	if q, ok := again.ClientQuota(quota, QuotaProducerByteRate); !ok || q != 4096 {
+		t.Fatalf("client quota lost: %v %v", q, ok)
 	}
 }
 

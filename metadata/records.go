@@ -24,6 +24,7 @@ const (
 	UnfenceBrokerType            RecordType = 8
 	RemoveTopicType              RecordType = 9
 	FeatureLevelType             RecordType = 12
+	ClientQuotaType              RecordType = 14
 	ProducerIdsType              RecordType = 15
 	BrokerRegistrationChangeType RecordType = 17
 	NoOpType                     RecordType = 20
@@ -40,6 +41,7 @@ var recordTypeNames = map[RecordType]string{
 	UnfenceBrokerType:            "UNFENCE_BROKER_RECORD",
 	RemoveTopicType:              "REMOVE_TOPIC_RECORD",
 	FeatureLevelType:             "FEATURE_LEVEL_RECORD",
+	ClientQuotaType:              "CLIENT_QUOTA_RECORD",
 	ProducerIdsType:              "PRODUCER_IDS_RECORD",
 	BrokerRegistrationChangeType: "BROKER_REGISTRATION_CHANGE_RECORD",
 	NoOpType:                     "NO_OP_RECORD",
@@ -191,6 +193,23 @@ type FeatureLevelRecord struct {
 	FeatureLevel int16  `json:"featureLevel"`
 }
 
+// QuotaEntityPart is one component of a client quota entity: its type
+// ("user", "client-id", "ip") and name, nil for the type's default entity
+// (<default> in kafka-configs).
+type QuotaEntityPart struct {
+	EntityType string  `json:"entityType"`
+	EntityName *string `json:"entityName"`
+}
+
+// ClientQuotaRecord sets (or, with Remove, deletes) one quota of a client
+// quota entity (KIP-546).
+type ClientQuotaRecord struct {
+	Entity []QuotaEntityPart `json:"entity"`
+	Key    string            `json:"key"`
+	Value  float64           `json:"value"`
+	Remove bool              `json:"remove,omitempty"`
+}
+
 // NoOpRecord advances the log (the active controller writes one on
 // election, so the new leader commits an entry of its own term).
 type NoOpRecord struct{}
@@ -207,6 +226,7 @@ func (*RemoveTopicRecord) Type() RecordType              { return RemoveTopicTyp
 func (*ConfigRecord) Type() RecordType                   { return ConfigType }
 func (*ProducerIdsRecord) Type() RecordType              { return ProducerIdsType }
 func (*FeatureLevelRecord) Type() RecordType             { return FeatureLevelType }
+func (*ClientQuotaRecord) Type() RecordType              { return ClientQuotaType }
 func (*NoOpRecord) Type() RecordType                     { return NoOpType }
 
 func (*RegisterBrokerRecord) Version() int16           { return 0 }
@@ -221,6 +241,7 @@ func (*RemoveTopicRecord) Version() int16              { return 0 }
 func (*ConfigRecord) Version() int16                   { return 0 }
 func (*ProducerIdsRecord) Version() int16              { return 0 }
 func (*FeatureLevelRecord) Version() int16             { return 0 }
+func (*ClientQuotaRecord) Version() int16              { return 0 }
 func (*NoOpRecord) Version() int16                     { return 0 }
 
 // newRecord returns an empty record of type t, or nil for an unknown type.
@@ -250,6 +271,8 @@ func newRecord(t RecordType) Record {
 		return &ProducerIdsRecord{}
 	case FeatureLevelType:
 		return &FeatureLevelRecord{}
+	case ClientQuotaType:
+		return &ClientQuotaRecord{}
 	case NoOpType:
 		return &NoOpRecord{}
 	}

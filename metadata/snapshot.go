@@ -5,7 +5,7 @@ import "sort"
 // SnapshotRecords returns records that rebuild this image when applied to
 // EmptyImage: the content of a metadata snapshot, as KRaft writes them. The
 // order is deterministic (brokers, topics with their partitions, configs,
-// producer ids, features), so equal images give byte-equal snapshots.
+// client quotas, producer ids, features), so equal images give byte-equal snapshots.
 func (img *Image) SnapshotRecords() []Record {
 	var out []Record
 	for _, b := range img.Brokers() {
@@ -42,6 +42,16 @@ func (img *Image) SnapshotRecords() []Record {
 		for _, k := range names {
 			v := img.configs[r][k]
 			out = append(out, &ConfigRecord{ResourceType: r.Type, ResourceName: r.Name, Name: k, Value: &v})
+		}
+	}
+	for _, e := range img.ClientQuotaEntities() {
+		keys := make([]string, 0, len(img.quotas[e]))
+		for k := range img.quotas[e] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, &ClientQuotaRecord{Entity: e.Parts(), Key: k, Value: img.quotas[e][k]})
 		}
 	}
 	if img.nextProducerID > 0 {

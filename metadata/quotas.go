@@ -1,0 +1,307 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Client quotas (KIP-13, KIP-55, KIP-546): byte-rate quotas of users and
+// client ids, stored in the metadata log as ClientQuotaRecords and set and
+// read with AlterClientQuotas and DescribeClientQuotas (kafka-configs
+// --entity-type users/clients). Keel enforces producer_byte_rate and
+// consumer_byte_rate (broker/client_quota.go); the other keys Kafka has
+// (request_percentage, controller_mutation_rate, connection_creation_rate)
+// are refused with INVALID_REQUEST rather than stored and ignored.
+
+// Client quota entity types.
+const (
+	QuotaUser     = "user"
+	QuotaClientID = "client-id"
+	QuotaIP       = "ip"
+)
+
+// Client quota keys Keel enforces.
+const (
+	QuotaProducerByteRate = "producer_byte_rate"
+	QuotaConsumerByteRate = "consumer_byte_rate"
+)
+
+// QuotaEntity is a client quota entity: a user, a client id, a user and a
+// client id, or an IP. It is comparable, a map key.
+type QuotaEntity struct {
+	User, ClientID, IP QuotaEntityName
+}
+
+// QuotaEntityName is one component of a QuotaEntity: absent (Set false),
+// the type's default entity (<default>), or a name.
+type QuotaEntityName struct {
+	Set, Default bool
+	Name         string
+}
+
+func (n QuotaEntityName) String() string {
+	if n.Default {
+		return "<default>"
+	}
+	return n.Name
+}
+
+// String is the entity as kafka-configs names it, e.g.
+// "user=alice,client-id=<default>".
+func (e QuotaEntity) String() string {
+	var parts []string
+	for _, c := range e.components() {
+		if c.n.Set {
+			parts = append(parts, c.typ+"="+c.n.String())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+type entityComponent struct {
+	typ string
+	n   *QuotaEntityName
+}
+
+func (e *QuotaEntity) components() []entityComponent {
+	return []entityComponent{{QuotaUser, &e.User}, {QuotaClientID, &e.ClientID}, {QuotaIP, &e.IP}}
+}
+
+// Parts is the entity as records and responses carry it.
+func (e QuotaEntity) Parts() []QuotaEntityPart {
+	var out []QuotaEntityPart
+	for _, c := range e.components() {
+		if !c.n.Set {
+			continue
+		}
+		p := QuotaEntityPart{EntityType: c.typ}
+		if !c.n.Default {
+			p.EntityName = &c.n.Name
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// QuotaEntityFromParts validates an entity as Kafka's
+// ClientQuotaControlManager does: known types, each at most once, a user
+// and/or a client id or an IP alone, and names non-empty.
+func QuotaEntityFromParts(parts []QuotaEntityPart) (QuotaEntity, error) {
+	var e QuotaEntity
+	if len(parts) == 0 {
+		return e, errors.New("the entity has no components")
+	}
+	for _, p := range parts {
+		var n *QuotaEntityName
+		for _, c := range e.components() {
+			if c.typ == p.EntityType {
+				n = c.n
+			}
+		}
+		switch {
+		case n == nil:
+			return e, fmt.Errorf("unknown entity type %q", p.EntityType)
+		case n.Set:
+			return e, fmt.Errorf("entity type %q given twice", p.EntityType)
+		case p.EntityName != nil && *p.EntityName == "":
+			return e, fmt.Errorf("empty %s name", p.EntityType)
+		}
+		n.Set = true
+		if p.EntityName == nil {
+			n.Default = true
+		} else {
+			n.Name = *p.EntityName
+		}
+	}
+	if e.IP.Set && (e.User.Set || e.ClientID.Set) {
+		return e, errors.New("an ip entity cannot be combined with a user or client-id")
+	}
+	if e.IP.Set {
+		return e, errors.New("ip quotas (connection_creation_rate) are not supported by Keel")
+	}
+	return e, nil
+}
+
+// validateQuotaOp checks one key and value: the byte rates Keel enforces,
+// whole and non-negative, as Kafka's LONG quota keys.
+func validateQuotaOp(key string, value float64, remove bool) error {
+	switch key {
+	case QuotaProducerByteRate, QuotaConsumerByteRate:
+	case "request_percentage", "controller_mutation_rate", "connection_creation_rate":
+		return fmt.Errorf("quota %s is not supported by Keel (only %s and %s are enforced)", key, QuotaProducerByteRate, QuotaConsumerByteRate)
+	default:
+		return fmt.Errorf("unknown quota key %q", key)
+	}
+	if remove {
+		return nil
+	}
+	if value != math.Trunc(value) || value < 0 || math.IsInf(value, 0) {
+		return fmt.Errorf("invalid value %v for %s: a whole number of bytes a second, at least 0", value, key)
+	}
+	return nil
+}
+
+// HasClientQuotas reports whether any client quota is set (the request
+// path's fast check).
+func (img *Image) HasClientQuotas() bool { return len(img.quotas) > 0 }
+
+// ClientQuota returns one quota of an entity.
+func (img *Image) ClientQuota(e QuotaEntity, key string) (float64, bool) {
+	v, ok := img.quotas[e][key]
+	return v, ok
+}
+
+// ClientQuotaEntities returns every entity with a quota, sorted by name.
+func (img *Image) ClientQuotaEntities() []QuotaEntity {
+	out := make([]QuotaEntity, 0, len(img.quotas))
+	for e := range img.quotas {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// applyClientQuota replays a ClientQuotaRecord.
+func (b *builder) applyClientQuota(r *ClientQuotaRecord) error {
+	e, err := QuotaEntityFromParts(r.Entity)
+	if err != nil {
+		return err
+	}
+	if b.img.quotas = cloneMap(b.img.quotas); b.img.quotas == nil {
+		b.img.quotas = map[QuotaEntity]map[string]float64{}
+	}
+	vals := cloneMap(b.img.quotas[e])
+	if vals == nil {
+		vals = map[string]float64{}
+	}
+	if r.Remove {
+		delete(vals, r.Key)
+	} else {
+		vals[r.Key] = r.Value
+	}
+	if len(vals) == 0 {
+		delete(b.img.quotas, e)
+	} else {
+		b.img.quotas[e] = vals
+	}
+	b.changes.ClientQuotas = true
+	return nil
+}
+
+// AlterClientQuotas handles AlterClientQuotas (API 49, v0–v1): each entry
+// is validated whole (entity, then every op) and either all its ops are
+// recorded or none; INVALID_REQUEST with the reason otherwise. ValidateOnly
+// records nothing.
+func (c *ClusterControl) AlterClientQuotas(req *kmsg.AlterClientQuotasRequest) ([]Record, *kmsg.AlterClientQuotasResponse) {
+	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	var out []Record
+	for _, entry := range req.Entries {
+		re := kmsg.NewAlterClientQuotasResponseEntry()
+		parts := make([]QuotaEntityPart, 0, len(entry.Entity))
+		for _, en := range entry.Entity {
+			re.Entity = append(re.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: en.Type, Name: en.Name})
+			parts = append(parts, QuotaEntityPart{EntityType: en.Type, EntityName: en.Name})
+		}
+		e, err := QuotaEntityFromParts(parts)
+		var recs []Record
+		seen := map[string]bool{}
+		for _, op := range entry.Ops {
+			if err != nil {
+				break
+			}
+			if seen[op.Key] {
+				err = fmt.Errorf("quota %s given twice", op.Key)
+				break
+			}
+			seen[op.Key] = true
+			if err = validateQuotaOp(op.Key, op.Value, op.Remove); err == nil {
+				recs = append(recs, &ClientQuotaRecord{Entity: e.Parts(), Key: op.Key, Value: op.Value, Remove: op.Remove})
+			}
+		}
+		if err != nil {
+			re.ErrorCode = kerr.InvalidRequest.Code
+			re.ErrorMessage = kmsg.StringPtr(err.Error())
+		} else if !req.ValidateOnly {
+			out = append(out, recs...)
+		}
+		resp.Entries = append(resp.Entries, re)
+	}
+	return out, resp
+}
+
+// DescribeClientQuotas answers DescribeClientQuotas (API 48, v0–v1) from an
+// image: the entities matching every component of the filter (a name, the
+// default entity, or any entity with a component of that type) and, with
+// Strict, no component of another type; each with its quotas.
+func DescribeClientQuotas(img *Image, req *kmsg.DescribeClientQuotasRequest) *kmsg.DescribeClientQuotasResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	types := map[string]bool{}
+	for _, f := range req.Components {
+		if types[f.EntityType] || !slices.Contains([]string{QuotaUser, QuotaClientID, QuotaIP}, f.EntityType) {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("invalid or repeated entity type %q in the filter", f.EntityType))
+			return resp
+		}
+		types[f.EntityType] = true
+		if f.MatchType == kmsg.QuotasMatchTypeExact && (f.Match == nil || *f.Match == "") {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			resp.ErrorMessage = kmsg.StringPtr("an exact match needs a name")
+			return resp
+		}
+	}
+	for _, e := range img.ClientQuotaEntities() {
+		if !quotaFilterMatches(e, req) {
+			continue
+		}
+		re := kmsg.NewDescribeClientQuotasResponseEntry()
+		for _, p := range e.Parts() {
+			re.Entity = append(re.Entity, kmsg.DescribeClientQuotasResponseEntryEntity{Type: p.EntityType, Name: p.EntityName})
+		}
+		keys := make([]string, 0, len(img.quotas[e]))
+		for k := range img.quotas[e] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			re.Values = append(re.Values, kmsg.DescribeClientQuotasResponseEntryValue{Key: k, Value: img.quotas[e][k]})
+		}
+		resp.Entries = append(resp.Entries, re)
+	}
+	return resp
+}
+
+func quotaFilterMatches(e QuotaEntity, req *kmsg.DescribeClientQuotasRequest) bool {
+	filtered := map[string]bool{}
+	for _, f := range req.Components {
+		filtered[f.EntityType] = true
+		var n QuotaEntityName
+		for _, c := range e.components() {
+			if c.typ == f.EntityType {
+				n = *c.n
+			}
+		}
+		switch {
+		case !n.Set:
+			return false
+		case f.MatchType == kmsg.QuotasMatchTypeExact && (n.Default || n.Name != *f.Match):
+			return false
+		case f.MatchType == kmsg.QuotasMatchTypeDefault && !n.Default:
+			return false
+		}
+	}
+	if req.Strict {
+		for _, c := range e.components() {
+			if c.n.Set && !filtered[c.typ] {
+				return false
+			}
+		}
+	}
+	return true
+}
