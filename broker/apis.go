@@ -51,6 +51,8 @@ var apiTable = func() []apiSpec {
 		{45, 0, 1}, // AlterPartitionReassignments (forwarded)
 		{46, 0, 0}, // ListPartitionReassignments
 		{47, 0, 0}, // OffsetDelete
+		{48, 0, 1}, // DescribeClientQuotas
+		{49, 0, 1}, // AlterClientQuotas (forwarded)
 		{55, 0, 2}, // DescribeQuorum (forwarded)
 		{60, 0, 2}, // DescribeCluster
 		{64, 0, 0}, // UnregisterBroker (forwarded)

@@ -105,7 +105,10 @@ type Broker struct {
 	staticTopicDefaults map[string]string
 	// leaderQuota and followerQuota are the replication throttles
 	// (quota.go).
-	leaderQuota, followerQuota *replicationQuota
+	leaderQuota, followerQuota *rateQuota
+	// producerQuotas and consumerQuotas enforce client quotas
+	// (client_quota.go).
+	producerQuotas, consumerQuotas *clientQuotas
 
 	// applyMu serialises ApplyMetadata; initialized is guarded by it.
 	applyMu     sync.Mutex
@@ -197,8 +200,10 @@ func New(opts Options) (*Broker, error) {
 		cancel:              cancel,
 		applied:             make(chan struct{}),
 		isrNudge:            make(chan struct{}, 1),
-		leaderQuota:         newReplicationQuota(),
-		followerQuota:       newReplicationQuota(),
+		leaderQuota:         newRateQuota(),
+		followerQuota:       newRateQuota(),
+		producerQuotas:      newClientQuotas(metadata.QuotaProducerByteRate),
+		consumerQuotas:      newClientQuotas(metadata.QuotaConsumerByteRate),
 	}
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)
@@ -327,6 +332,10 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return b.handleElectLeaders(ctx, m)
 	case *kmsg.UnregisterBrokerRequest:
 		return b.handleUnregisterBroker(ctx, m)
+	case *kmsg.AlterClientQuotasRequest:
+		return b.handleAlterClientQuotas(ctx, m)
+	case *kmsg.DescribeClientQuotasRequest:
+		return respond(b.handleDescribeClientQuotas(m))
 	case *kmsg.AlterPartitionAssignmentsRequest:
 		return b.handleAlterPartitionReassignments(ctx, m)
 	case *kmsg.ListPartitionReassignmentsRequest:

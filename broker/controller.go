@@ -217,6 +217,8 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		recs, resp = control.AlterPartitionReassignments(r)
 	case *kmsg.UnregisterBrokerRequest:
 		recs, resp = control.UnregisterBroker(r)
+	case *kmsg.AlterClientQuotasRequest:
+		recs, resp = control.AlterClientQuotas(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		recs, resp = control.AllocateProducerIds(r)
 	default:
@@ -346,6 +348,14 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 			r.Resources = append(r.Resources, rr)
 		}
+	case *kmsg.AlterClientQuotasResponse:
+		for _, e := range req.(*kmsg.AlterClientQuotasRequest).Entries {
+			re := kmsg.NewAlterClientQuotasResponseEntry()
+			for _, en := range e.Entity {
+				re.Entity = append(re.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: en.Type, Name: en.Name})
+			}
+			r.Entries = append(r.Entries, re)
+		}
 	}
 	for _, f := range errorFields(resp) {
 		*f = code
@@ -380,6 +390,10 @@ func errorFields(resp kmsg.Response) []*int16 {
 		out = append(out, &r.ErrorCode)
 	case *kmsg.UnregisterBrokerResponse:
 		out = append(out, &r.ErrorCode)
+	case *kmsg.AlterClientQuotasResponse:
+		for i := range r.Entries {
+			out = append(out, &r.Entries[i].ErrorCode)
+		}
 	case *kmsg.DescribeQuorumResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.DescribeClusterResponse:

@@ -24,6 +24,8 @@ func TestNotControllerAnswersAreRecognised(t *testing.T) {
 			r.Resources = append(r.Resources, kmsg.NewIncrementalAlterConfigsRequestResource())
 		case *kmsg.AlterConfigsRequest:
 			r.Resources = append(r.Resources, kmsg.NewAlterConfigsRequestResource())
+		case *kmsg.AlterClientQuotasRequest:
+			r.Entries = append(r.Entries, kmsg.NewAlterClientQuotasRequestEntry())
 		case *kmsg.ApiVersionsRequest:
 			continue // answered locally, never forwarded
 		}

@@ -23,7 +23,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.ApiVersions, kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition,
 	kmsg.AllocateProducerIDs, kmsg.DescribeQuorum, kmsg.CreateTopics, kmsg.DeleteTopics,
 	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
-	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker,
+	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
 }
 
 // controllerHandler serves the controller listener (network.Handler).

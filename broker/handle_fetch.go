@@ -67,6 +67,10 @@ type fetchOp struct {
 	replicaEpoch int64
 	img          *metadata.Image
 	listener     string
+	req          *network.Request
+	// throttle is the consumer_byte_rate throttle of the response
+	// (client_quota.go).
+	throttle time.Duration
 }
 
 // partRead is what reading one partition gave.
@@ -90,7 +94,7 @@ func (b *Broker) handleFetch(ctx context.Context, req *network.Request, m *kmsg.
 		replicaID, replicaEpoch = m.ReplicaState.ID, m.ReplicaState.Epoch
 	}
 	op := &fetchOp{b: b, m: m, follower: replicaID >= 0, replicaID: replicaID, replicaEpoch: replicaEpoch,
-		img: img, listener: req.Conn.Listener}
+		img: img, listener: req.Conn.Listener, req: req}
 	op.fc = b.newFetchContext(m, img, op.follower)
 	if op.fc.kind == sessionError {
 		return op.errorResponse(op.fc.errorCode)
@@ -180,6 +184,15 @@ func (op *fetchOp) check(final bool) *network.Response {
 		if throttled > 0 {
 			op.b.leaderQuota.record(throttled, op.b.now())
 		}
+	} else if d, undo := op.b.consumerQuotas.record(op.img, op.req.Conn.Principal, op.req.Header.ClientID, total, op.b.now()); d > 0 {
+		// Over consumer_byte_rate: an empty response (the bytes are not
+		// delivered, so they do not count) and the client waits.
+		undo()
+		for i := range reads {
+			reads[i].info.Regions, reads[i].info.Bytes = nil, 0
+		}
+		op.throttle = d
+		op.req.Conn.Mute(d)
 	}
 	return op.respond(parts, reads)
 }
@@ -275,7 +288,7 @@ func (op *fetchOp) currentLeader(fp *fetchPartition) *network.FetchLeader {
 // partitions with nothing new and moves those with records to the end of
 // the session (Kafka's FullFetchContext and IncrementalFetchContext).
 func (op *fetchOp) respond(parts []*fetchPartition, reads []partRead) *network.Response {
-	resp := network.FetchResponse{}
+	resp := network.FetchResponse{ThrottleMillis: throttleMillis(op.throttle)}
 	isolationCommitted := op.m.IsolationLevel == 1
 	var regions []network.Region
 	var moved map[*fetchPartition]bool

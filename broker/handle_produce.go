@@ -130,6 +130,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 		}
 	}
 	b.runProduceJobs(m, jobs)
+	resp.ThrottleMillis = throttleMillis(b.produceThrottle(img, req))
 	var pending []producePending
 	var leaders map[int32]bool
 	for i := range jobs {

@@ -23,17 +23,20 @@ import (
 // out of a follower's fetch (Kafka's shouldLeaderThrottle) and a follower
 // leaves the partition out of its fetches (shouldFollowerThrottle).
 
-// Kafka's replication.quota.window.num and .window.size.seconds defaults.
+// Kafka's quota.window.num and .window.size.seconds defaults (the same for
+// replication.quota.*).
 const (
 	quotaSamples = 11
 	quotaWindow  = time.Second
 )
 
-// replicationQuota is Kafka's ReplicationQuotaManager: a byte rate measured
-// over quotaSamples windows and its bound.
+// rateQuota is a byte rate measured over quotaSamples windows, as Kafka's
+// quota sensors measure it, and its bound: the replication throttles
+// (Kafka's ReplicationQuotaManager) and each client quota's sensor
+// (client_quota.go).
 //
 // Concurrency: safe for any goroutine.
-type replicationQuota struct {
+type rateQuota struct {
 	limit atomic.Int64 // bytes a second; math.MaxInt64: unlimited
 
 	mu      sync.Mutex
@@ -43,8 +46,8 @@ type replicationQuota struct {
 	}
 }
 
-func newReplicationQuota() *replicationQuota {
-	q := &replicationQuota{}
+func newRateQuota() *rateQuota {
+	q := &rateQuota{}
 	q.limit.Store(math.MaxInt64)
 	return q
 }
@@ -52,7 +55,7 @@ func newReplicationQuota() *replicationQuota {
 func windowOf(now time.Time) int64 { return now.UnixNano() / int64(quotaWindow) }
 
 // record counts n bytes sent or fetched at now.
-func (q *replicationQuota) record(n int64, now time.Time) {
+func (q *rateQuota) record(n int64, now time.Time) {
 	w := windowOf(now)
 	q.mu.Lock()
 	s := &q.samples[w%quotaSamples]
@@ -66,7 +69,7 @@ func (q *replicationQuota) record(n int64, now time.Time) {
 // rate is the measured bytes a second at now. Like Kafka's Rate, it divides
 // by at least quotaSamples-1 windows, so a quota that was idle allows a
 // burst of that many windows' worth before it throttles.
-func (q *replicationQuota) rate(now time.Time) float64 {
+func (q *rateQuota) rate(now time.Time) float64 {
 	w := windowOf(now)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -81,7 +84,7 @@ func (q *replicationQuota) rate(now time.Time) float64 {
 }
 
 // exceeded reports whether the rate is over the bound.
-func (q *replicationQuota) exceeded(now time.Time) bool {
+func (q *rateQuota) exceeded(now time.Time) bool {
 	limit := q.limit.Load()
 	return limit != math.MaxInt64 && q.rate(now) > float64(limit)
 }
@@ -90,7 +93,7 @@ func (q *replicationQuota) exceeded(now time.Time) bool {
 // broker's dynamic config, else the cluster-wide one, else unlimited.
 // applyMu is held.
 func (b *Broker) updateReplicationQuotas(img *metadata.Image) {
-	for name, q := range map[string]*replicationQuota{
+	for name, q := range map[string]*rateQuota{
 		"leader.replication.throttled.rate":   b.leaderQuota,
 		"follower.replication.throttled.rate": b.followerQuota,
 	} {

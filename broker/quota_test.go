@@ -14,7 +14,7 @@ import (
 // The replication quota measures bytes over Kafka's 11 one-second windows,
 // dividing by at least 10 of them, and forgets windows older than that.
 func TestReplicationQuotaRate(t *testing.T) {
-	q := newReplicationQuota()
+	q := newRateQuota()
 	t0 := time.Unix(1_000_000, 0)
 	q.record(5000, t0)
 	if q.exceeded(t0) {

@@ -177,6 +177,9 @@ func (c *conn) readLoop() (graceful bool) {
 		if !c.q.waitSpace(c.ctx.Done(), c.srv.drain) {
 			return c.srv.draining() && c.ctx.Err() == nil
 		}
+		if !c.waitUnmuted() {
+			return c.srv.draining() && c.ctx.Err() == nil
+		}
 		frame, err := c.readFrame()
 		if err != nil {
 			switch {
@@ -198,6 +201,25 @@ func (c *conn) readLoop() (graceful bool) {
 			c.close(err)
 			return false
 		}
+	}
+}
+
+// waitUnmuted waits out a quota mute (ConnInfo.Mute); false if the
+// connection or the server closes meanwhile.
+func (c *conn) waitUnmuted() bool {
+	d := time.Until(time.Unix(0, c.info.mutedUntil.Load()))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	case <-c.srv.drain:
+		return false
 	}
 }
 

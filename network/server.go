@@ -82,6 +82,24 @@ type ConnInfo struct {
 	// Principal is the authenticated principal: "User:ANONYMOUS" on
 	// PLAINTEXT listeners, as in Kafka, until SASL and mTLS arrive.
 	Principal string
+
+	// mutedUntil is when the connection may read requests again after a
+	// quota throttle (Unix nanoseconds; Mute).
+	mutedUntil atomic.Int64
+}
+
+// Mute stops the connection from reading further requests for d, as
+// Kafka mutes a client's channel for its quota throttle time (KIP-219):
+// responses to requests already read still go out. A longer mute already
+// in force stands. Safe from any goroutine.
+func (c *ConnInfo) Mute(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
 }
 
 // AnonymousPrincipal is the principal of an unauthenticated connection.

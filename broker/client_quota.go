@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
+)
+
+// Client quotas (KIP-13, KIP-55, KIP-219): producer_byte_rate bounds the
+// bytes of a client's produce requests, consumer_byte_rate those of its
+// fetch responses, per broker, as Kafka's ClientQuotaManager does.
+//
+//   - A request's quota is the first of these entities that sets the key
+//     (Kafka's DefaultQuotaCallback order): user and client id, user and
+//     default client, user alone; default user and client id, default user
+//     and default client, default user alone; client id alone, default
+//     client. The user is the principal's name (ANONYMOUS until SASL). The
+//     rate is measured per the components of the entity that matched:
+//     a user quota is shared by all the user's client ids, a client-id
+//     default is each client id's own.
+//   - Bytes are measured over Kafka's 11 one-second windows (rateQuota).
+//     Over the bound, the response carries the time the client must wait
+//     for the rate to come back to it — (rate - bound) / bound × the
+//     measured window, at most quotaMaxThrottle — and the connection reads
+//     no request before that time has passed (KIP-219: the broker mutes
+//     the channel; clients also wait on their side).
+//   - A throttled fetch returns no records (Kafka sends an empty response
+//     so the throttled bytes are not delivered, and unrecords them).
+//   - Followers are never client-quota throttled (replication has its own
+//     throttles, quota.go).
+
+// quotaMaxThrottle bounds one throttle: a window's worth of samples.
+const quotaMaxThrottle = quotaSamples * quotaWindow
+
+// clientQuotaSensorKey is what a rate is measured per: the user and the
+// client id, each "" when the matched entity has no such component.
+type clientQuotaSensorKey struct {
+	user, clientID string
+	set            uint8 // which of user (1) and clientID (2) are part of the key
+}
+
+// clientQuotas measures one quota key (producer_byte_rate or
+// consumer_byte_rate) per sensor.
+//
+// Concurrency: safe for any goroutine.
+type clientQuotas struct {
+	key     string
+	mu      sync.Mutex
+	sensors map[clientQuotaSensorKey]*rateQuota
+}
+
+func newClientQuotas(key string) *clientQuotas {
+	return &clientQuotas{key: key, sensors: map[clientQuotaSensorKey]*rateQuota{}}
+}
+
+// quotaUser is the quota entity name of a principal ("User:alice" →
+// "alice").
+func quotaUser(principal string) string {
+	_, name, ok := strings.Cut(principal, ":")
+	if !ok {
+		return principal
+	}
+	return name
+}
+
+// resolve finds the request's quota: its bound and the sensor it is
+// measured by; ok false when no entity sets the key.
+func (q *clientQuotas) resolve(img *metadata.Image, user, clientID string) (bound float64, sk clientQuotaSensorKey, ok bool) {
+	named := func(n string) metadata.QuotaEntityName { return metadata.QuotaEntityName{Set: true, Name: n} }
+	def := metadata.QuotaEntityName{Set: true, Default: true}
+	u, c := named(user), named(clientID)
+	both := clientQuotaSensorKey{user, clientID, 3}
+	userOnly := clientQuotaSensorKey{user: user, set: 1}
+	clientOnly := clientQuotaSensorKey{clientID: clientID, set: 2}
+	for _, level := range []struct {
+		e  metadata.QuotaEntity
+		sk clientQuotaSensorKey
+	}{
+		{metadata.QuotaEntity{User: u, ClientID: c}, both},
+		{metadata.QuotaEntity{User: u, ClientID: def}, both},
+		{metadata.QuotaEntity{User: u}, userOnly},
+		{metadata.QuotaEntity{User: def, ClientID: c}, both},
+		{metadata.QuotaEntity{User: def, ClientID: def}, both},
+		{metadata.QuotaEntity{User: def}, userOnly},
+		{metadata.QuotaEntity{ClientID: c}, clientOnly},
+		{metadata.QuotaEntity{ClientID: def}, clientOnly},
+	} {
+		if v, ok := img.ClientQuota(level.e, q.key); ok {
+			return v, level.sk, true
+		}
+	}
+	return 0, clientQuotaSensorKey{}, false
+}
+
+// record counts bytes against the request's quota at now and returns how
+// long the client must be throttled (0 if not over the bound, or no quota
+// applies), and an undo that takes the bytes back (a throttled fetch
+// delivers none).
+func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, bytes int64, now time.Time) (time.Duration, func()) {
+	if !img.HasClientQuotas() {
+		return 0, func() {}
+	}
+	bound, sk, ok := q.resolve(img, quotaUser(principal), clientID)
+	if !ok {
+		return 0, func() {}
+	}
+	q.mu.Lock()
+	s := q.sensors[sk]
+	if s == nil {
+		s = newRateQuota()
+		q.sensors[sk] = s
+	}
+	q.mu.Unlock()
+	s.record(bytes, now)
+	undo := func() { s.record(-bytes, now) }
+	rate := s.rate(now)
+	if rate <= bound {
+		return 0, undo
+	}
+	if bound <= 0 {
+		return quotaMaxThrottle, undo
+	}
+	window := float64(quotaSamples-1) * quotaWindow.Seconds() // rateQuota's divisor
+	throttle := time.Duration((rate - bound) / bound * window * float64(time.Second))
+	return min(throttle, quotaMaxThrottle), undo
+}
+
+// throttleMillis is a throttle as a response's ThrottleMillis.
+func throttleMillis(d time.Duration) int32 {
+	return int32(min(d.Milliseconds(), math.MaxInt32))
+}
+
+// produceThrottle applies producer_byte_rate to a produce request of size
+// bytes: it returns the throttle to report and mutes the connection.
+func (b *Broker) produceThrottle(img *metadata.Image, req *network.Request) time.Duration {
+	d, _ := b.producerQuotas.record(img, req.Conn.Principal, req.Header.ClientID, int64(req.Size), b.now())
+	if d > 0 {
+		req.Conn.Mute(d)
+	}
+	return d
+}

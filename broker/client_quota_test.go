@@ -1,0 +1,157 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+)
+
+// The quota of a request is the first entity in Kafka's order that sets the
+// key, measured per the components of that entity.
+func TestClientQuotaResolution(t *testing.T) {
+	name := func(n string) *string { return &n }
+	var recs []metadata.Record
+	set := func(v float64, parts ...metadata.QuotaEntityPart) {
+		recs = append(recs, &metadata.ClientQuotaRecord{Entity: parts, Key: metadata.QuotaProducerByteRate, Value: v})
+	}
+	user := func(n *string) metadata.QuotaEntityPart {
+		return metadata.QuotaEntityPart{EntityType: metadata.QuotaUser, EntityName: n}
+	}
+	client := func(n *string) metadata.QuotaEntityPart {
+		return metadata.QuotaEntityPart{EntityType: metadata.QuotaClientID, EntityName: n}
+	}
+	set(1, user(name("alice")), client(name("app")))
+	set(2, user(name("alice")), client(nil))
+	set(3, user(name("alice")))
+	set(4, user(nil), client(name("app")))
+	set(5, user(nil))
+	set(6, client(name("tool")))
+	set(7, client(nil))
+	img, _, err := metadata.EmptyImage().Apply(1, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newClientQuotas(metadata.QuotaProducerByteRate)
+	for _, tc := range []struct {
+		user, client string
+		bound        float64
+		sk           clientQuotaSensorKey
+	}{
+		{"alice", "app", 1, clientQuotaSensorKey{"alice", "app", 3}},
+		{"alice", "other", 2, clientQuotaSensorKey{"alice", "other", 3}},
+		{"bob", "app", 4, clientQuotaSensorKey{"bob", "app", 3}},
+		{"bob", "tool", 5, clientQuotaSensorKey{user: "bob", set: 1}},
+	} {
+		bound, sk, ok := q.resolve(img, tc.user, tc.client)
+		if !ok || bound != tc.bound || sk != tc.sk {
+			t.Errorf("%s/%s: bound %v sensor %+v, want %v %+v", tc.user, tc.client, bound, sk, tc.bound, tc.sk)
+		}
+	}
+	// Without user quotas, the client-id ones apply, per client id.
+	img, _, _ = metadata.EmptyImage().Apply(1, recs[5:])
+	if bound, sk, _ := q.resolve(img, "bob", "tool"); bound != 6 || sk != (clientQuotaSensorKey{clientID: "tool", set: 2}) {
+		t.Errorf("client tool: %v %+v", bound, sk)
+	}
+	if bound, sk, _ := q.resolve(img, "bob", "x"); bound != 7 || sk != (clientQuotaSensorKey{clientID: "x", set: 2}) {
+		t.Errorf("default client: %v %+v", bound, sk)
+	}
+	if _, _, ok := q.resolve(metadata.EmptyImage(), "bob", "x"); ok {
+		t.Error("a quota without any set")
+	}
+}
+
+// TestClientQuotas: kafka-configs' path (kadm's AlterClientQuotas and
+// DescribeClientQuotas through the broker), then enforcement. Over
+// producer_byte_rate a produce is appended and answered with the throttle
+// time, and the connection reads nothing more until it has passed; over
+// consumer_byte_rate a fetch returns no records and the throttle time;
+// other client ids are not affected; without the quota nothing is
+// throttled.
+func TestClientQuotas(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("q", 1, nil)
+	adm := c.admin()
+	ctx := testCtx(t)
+	const bound = 1800                                                           // bytes a second; a 20 KB request is ~1.4 s over
+	entity := kadm.ClientQuotaEntity{{Type: "client-id", Name: kmsgStr("test")}} // the raw client's id
+	alter := func(remove bool) {
+		t.Helper()
+		ops := []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: bound, Remove: remove}, {Key: "consumer_byte_rate", Value: bound, Remove: remove}}
+		resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: ops}})
+		if err != nil || resp[0].Err != nil {
+			t.Fatalf("alter client quotas: %v %+v", err, resp)
+		}
+	}
+	alter(false)
+	described, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "client-id", MatchName: kmsgStr("test"), MatchType: kmsg.QuotasMatchTypeExact}})
+	if err != nil || len(described) != 1 || len(described[0].Values) != 2 {
+		t.Fatalf("describe client quotas: %v %+v", err, described)
+	}
+	resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 50}}}})
+	if err != nil || resp[0].Err == nil {
+		t.Fatalf("request_percentage accepted: %v %+v", err, resp)
+	}
+
+	produce := func(rc *rawClient, records int) (*kmsg.ProduceResponse, time.Duration) {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 12, 1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "q"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = buildBatch(t, records, 1000)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		start := time.Now()
+		resp := roundTrip[*kmsg.ProduceResponse](rc, req)
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("produce: error %d", code)
+		}
+		return resp, time.Since(start)
+	}
+	rc := c.dialRaw(t)
+	first, _ := produce(rc, 20)
+	throttle := time.Duration(first.ThrottleMillis) * time.Millisecond
+	if throttle < 500*time.Millisecond || throttle > quotaMaxThrottle {
+		t.Fatalf("throttle %v for a 20 KB produce at %d bytes/s", throttle, bound)
+	}
+	if _, took := produce(rc, 1); took < throttle*8/10 {
+		t.Fatalf("the next request on the throttled connection was answered after %v, within its %v throttle", took, throttle)
+	}
+	other := c.client(kgo.ClientID("other"))
+	q, _ := c.meta.Image().Topic("q")
+	if r, err := (&kmsg.ProduceRequest{Acks: 1, TimeoutMillis: 5000, Topics: []kmsg.ProduceRequestTopic{{Topic: "q", TopicID: q.ID,
+		Partitions: []kmsg.ProduceRequestTopicPartition{{Records: buildBatch(t, 20, 1000)}}}}}).RequestWith(ctx, other); err != nil || r.ThrottleMillis != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("another client id: %+v, err %v", r, err)
+	}
+
+	fetch := func(cl kmsg.Requestor) *kmsg.FetchResponse {
+		t.Helper()
+		req := c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"q", 0, 0, 1 << 20, -1})
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"q", 0, 0, 1 << 20, -1}))
+	if n, _ := batchesIn(t, fr.Topics[0].Partitions[0].RecordBatches); n != 0 || fr.ThrottleMillis <= 0 {
+		t.Fatalf("throttled fetch: %d batches, throttle %d ms", n, fr.ThrottleMillis)
+	}
+	if n, _ := batchesIn(t, fetch(other).Topics[0].Partitions[0].RecordBatches); n != 3 {
+		t.Fatalf("another client id fetched %d batches (log end %d)", n, c.broker.lookup(tp("q", 0)).log.LogEndOffset())
+	}
+
+	alter(true)
+	if r, _ := produce(c.dialRaw(t), 20); r.ThrottleMillis != 0 {
+		t.Fatalf("throttled %d ms without a quota", r.ThrottleMillis)
+	}
+	if fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"q", 0, 0, 1 << 20, -1})); fr.ThrottleMillis != 0 {
+		t.Fatalf("fetch throttled %d ms without a quota", fr.ThrottleMillis)
+	}
+}
