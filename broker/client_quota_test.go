@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +156,40 @@ func TestClientQuotas(t *testing.T) {
 	if fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"q", 0, 0, 1 << 20, -1})); fr.ThrottleMillis != 0 {
 		t.Fatalf("fetch throttled %d ms without a quota", fr.ThrottleMillis)
 	}
+}
+
+// A kgo producer under producer_byte_rate, producing as fast as it can for
+// 3 s, delivers about the quota's burst (10 windows) plus 3 s of rate, not
+// the hundreds of MB it would without it.
+func TestClientQuotaBoundsAKgoProducer(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("bounded", 1, nil)
+	ctx := testCtx(t)
+	const bound = 100_000
+	resp, err := c.admin().AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kmsgStr("bulk")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: bound}},
+	}})
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter client quotas: %v %+v", err, resp)
+	}
+	cl := c.client(kgo.ClientID("bulk"), kgo.DefaultProduceTopic("bounded"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := make([]byte, 1000)
+	deadline := time.Now().Add(3 * time.Second)
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var acked atomic.Int64
+	for pctx.Err() == nil {
+		cl.Produce(pctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
+			if err == nil && time.Now().Before(deadline) {
+				acked.Add(int64(len(r.Value)))
+			}
+		})
+	}
+	cl.Close() // what is still buffered or throttled fails
+	// 10 windows of burst and 3 s at the rate, a request or two over.
+	if limit := int64(bound*13 + 2<<20); acked.Load() > limit {
+		t.Fatalf("%d bytes acknowledged in 3 s under a %d bytes/s quota (allowed about %d)", acked.Load(), bound, limit)
+	}
+	t.Logf("%d bytes in 3 s under a %d bytes/s quota", acked.Load(), bound)
 }
