@@ -94,8 +94,8 @@ func (b *Broker) topicConfigSynonyms(img *metadata.Image, topic, name string) (v
 		syns = append(syns, configSynonym{Name: name, Value: v, Source: sourceDynamicTopic})
 	}
 	v, src, brokerSyns, ok := d.BrokerDefault(
-		metadata.ConfigLayer{Configs: img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}), Source: sourceDynamicBroker},
-		metadata.ConfigLayer{Configs: img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}), Source: sourceDynamicDefaultBroker},
+		metadata.ConfigLayer{Configs: img.ConfigsView(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}), Source: sourceDynamicBroker},
+		metadata.ConfigLayer{Configs: img.ConfigsView(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}), Source: sourceDynamicDefaultBroker},
 		metadata.ConfigLayer{Configs: b.staticTopicDefaults, Source: sourceStaticBroker},
 	)
 	if !ok {

@@ -257,8 +257,7 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 		}
 	}
 	// The coarser units are dynamic too (KAFKA-17584): INTs, as Kafka
-	// declares them.
-	// Retention may be -1 (unlimited) in any unit.
+	// declares them; retention may be -1 (unlimited) in any unit.
 	for topicConfig, coarse := range coarseBrokerSynonyms {
 		for _, c := range coarse {
 			d := ConfigDef{Name: c.Name, Type: ConfigInt}
@@ -291,14 +290,21 @@ var coarseBrokerSynonyms = map[string][]BrokerSynonym{
 	"segment.jitter.ms": {{"log.roll.jitter.hours", 3_600_000}},
 }
 
+// brokerSynonyms are BrokerSynonyms' answers, by topic config.
+var brokerSynonyms = func() map[string][]BrokerSynonym {
+	m := map[string][]BrokerSynonym{}
+	for name, d := range topicConfigDefs {
+		if d.BrokerSynonym != "" {
+			m[name] = append([]BrokerSynonym{{d.BrokerSynonym, 1}}, coarseBrokerSynonyms[name]...)
+		}
+	}
+	return m
+}()
+
 // BrokerSynonyms returns every broker config that sets the cluster default
 // of topic config d, finest unit first; none if it has no broker synonym.
-func (d *ConfigDef) BrokerSynonyms() []BrokerSynonym {
-	if d.BrokerSynonym == "" {
-		return nil
-	}
-	return append([]BrokerSynonym{{d.BrokerSynonym, 1}}, coarseBrokerSynonyms[d.Name]...)
-}
+// The slice is shared: read only.
+func (d *ConfigDef) BrokerSynonyms() []BrokerSynonym { return brokerSynonyms[d.Name] }
 
 // ConfigLayer is one place broker configs come from (a broker's dynamic
 // configs, the cluster-wide ones, server.properties) and the source

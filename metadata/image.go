@@ -139,6 +139,11 @@ func (img *Image) Configs(r ConfigResource) map[string]string {
 	return out
 }
 
+// ConfigsView is Configs without the copy, for a caller that only reads
+// it while it holds the image (the request path's config lookups): the
+// map must not be modified.
+func (img *Image) ConfigsView(r ConfigResource) map[string]string { return img.configs[r] }
+
 // Config returns one dynamic config of a resource, without copying the
 // resource's map as Configs does.
 func (img *Image) Config(r ConfigResource, name string) (string, bool) {
