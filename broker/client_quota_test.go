@@ -193,3 +193,29 @@ func TestClientQuotaBoundsAKgoProducer(t *testing.T) {
 	}
 	t.Logf("%d bytes in 3 s under a %d bytes/s quota", acked.Load(), bound)
 }
+
+// BenchmarkClientQuotaRecord is the per-request cost of client quotas:
+// without any quota set (the check every produce and fetch pays), and with
+// a client-id default quota (resolution through Kafka's eight levels and
+// the sensor's record and rate). Compare with BenchmarkSmallProduceRequest,
+// the whole handling of a one-record produce.
+func BenchmarkClientQuotaRecord(b *testing.B) {
+	q := newClientQuotas(metadata.QuotaProducerByteRate)
+	now := time.Now()
+	b.Run("no-quotas", func(b *testing.B) {
+		img := metadata.EmptyImage()
+		for b.Loop() {
+			q.record(img, "User:ANONYMOUS", "app", 1000, now)
+		}
+	})
+	b.Run("client-id-default", func(b *testing.B) {
+		img, _, err := metadata.EmptyImage().Apply(1, []metadata.Record{&metadata.ClientQuotaRecord{
+			Entity: []metadata.QuotaEntityPart{{EntityType: metadata.QuotaClientID}}, Key: metadata.QuotaProducerByteRate, Value: 1 << 40}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			q.record(img, "User:ANONYMOUS", "app", 1000, now)
+		}
+	})
+}
