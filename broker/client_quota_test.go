@@ -219,3 +219,36 @@ func BenchmarkClientQuotaRecord(b *testing.B) {
 		}
 	})
 }
+
+// A fetch answered from the purgatory (a produce satisfied it) and
+// throttled mutes its connection too, although the reader was already
+// waiting for the next request: that request waits out the throttle.
+func TestClientQuotaMutesAfterAParkedFetch(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("pq", 1, nil)
+	ctx := testCtx(t)
+	resp, err := c.admin().AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kmsgStr("test")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 1800}},
+	}})
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter client quotas: %v %+v", err, resp)
+	}
+	rc := c.dialRaw(t)
+	fetch := c.fetchRequest(12, 5*time.Second, 1, 1<<20, fetchPartitionReq{"pq", 0, 0, 1 << 20, -1})
+	corr := rc.send(fetch)
+	time.Sleep(200 * time.Millisecond) // parked at the log end
+	if r := c.produceRaw(t, "pq", 0, 1, time.Second, buildBatch(t, 20, 1000)); r.ErrorCode != 0 {
+		t.Fatalf("produce: error %d", r.ErrorCode)
+	}
+	fr := rc.receive(fetch, corr).(*kmsg.FetchResponse)
+	throttle := time.Duration(fr.ThrottleMillis) * time.Millisecond
+	if throttle < 500*time.Millisecond {
+		t.Fatalf("parked fetch answered with throttle %v", throttle)
+	}
+	start := time.Now()
+	roundTrip[*kmsg.MetadataResponse](rc, kmsg.NewPtrMetadataRequest())
+	if took := time.Since(start); took < throttle*8/10 {
+		t.Fatalf("the next request was answered after %v, within the %v throttle", took, throttle)
+	}
+}

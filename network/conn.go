@@ -197,6 +197,12 @@ func (c *conn) readLoop() (graceful bool) {
 			c.close(err)
 			return false
 		}
+		// A mute may have begun while the reader waited in read (a parked
+		// fetch answered and throttled meanwhile): the request read since
+		// waits it out too, unless the server drains (it is answered).
+		if !c.waitUnmuted() && c.ctx.Err() != nil {
+			return false
+		}
 		if err := c.dispatch(frame); err != nil {
 			c.close(err)
 			return false
