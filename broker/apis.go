@@ -55,6 +55,7 @@ var apiTable = func() []apiSpec {
 		{49, 0, 1}, // AlterClientQuotas (forwarded)
 		{55, 0, 2}, // DescribeQuorum (forwarded)
 		{60, 0, 2}, // DescribeCluster
+		{61, 0, 0}, // DescribeProducers
 		{64, 0, 0}, // UnregisterBroker (forwarded)
 	}
 	var maxKey int16

@@ -332,6 +332,8 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return b.handleElectLeaders(ctx, m)
 	case *kmsg.UnregisterBrokerRequest:
 		return b.handleUnregisterBroker(ctx, m)
+	case *kmsg.DescribeProducersRequest:
+		return respond(b.handleDescribeProducers(m))
 	case *kmsg.AlterClientQuotasRequest:
 		return b.handleAlterClientQuotas(ctx, m)
 	case *kmsg.DescribeClientQuotasRequest:

@@ -154,3 +154,47 @@ func TestPromotedFollowerDeduplicatesRetries(t *testing.T) {
 		t.Fatalf("gap on the new leader: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// DescribeProducers (kafka-transactions.sh describe-producers, through
+// kadm): the leader lists each idempotent producer with its epoch and last
+// sequence; a partition led elsewhere is NOT_LEADER_OR_FOLLOWER, an unknown
+// one UNKNOWN_TOPIC_OR_PARTITION.
+func TestDescribeProducers(t *testing.T) {
+	c := newTestCluster(t)
+	c.meta.registerBroker(2, "127.0.0.1", 1)
+	c.createTopic("described", 1, nil)
+	c.createAssigned("elsewhere", []int32{2})
+	pid := initProducerID(t, c.dialRaw(t)).ProducerID
+	for seq := int32(0); seq < 6; seq += 3 {
+		if r := c.produceRaw(t, "described", 0, -1, time.Second, idempotentBatch(t, pid, 0, seq, 3)); r.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	resp := roundTrip[*kmsg.DescribeProducersResponse](c.dialRaw(t), &kmsg.DescribeProducersRequest{Topics: []kmsg.DescribeProducersRequestTopic{
+		{Topic: "described", Partitions: []int32{0, 5}}, {Topic: "elsewhere", Partitions: []int32{0}}}})
+	byName := map[string][]kmsg.DescribeProducersResponseTopicPartition{}
+	for _, rt := range resp.Topics {
+		byName[rt.Topic] = rt.Partitions
+	}
+	got := byName["described"]
+	if len(got) != 2 || got[0].ErrorCode != 0 || len(got[0].ActiveProducers) != 1 {
+		t.Fatalf("described: %+v", got)
+	}
+	if ap := got[0].ActiveProducers[0]; ap.ProducerID != pid || ap.ProducerEpoch != 0 || ap.LastSequence != 5 || ap.LastTimestamp <= 0 || ap.CurrentTxnStartOffset != -1 {
+		t.Fatalf("producer %+v", ap)
+	}
+	if got[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("partition 5: %v", kerr.ErrorForCode(got[1].ErrorCode))
+	}
+	if e := byName["elsewhere"]; len(e) != 1 || e[0].ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("elsewhere: %+v", e)
+	}
+	// kadm's DescribeProducers finds the leader and decodes it.
+	ds, err := c.admin().DescribeProducers(testCtx(t), map[string]map[int32]struct{}{"described": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := ds.SortedProducers(); len(ps) != 1 || ps[0].ProducerID != pid || ps[0].LastSequence != 5 {
+		t.Fatalf("kadm: %+v", ps)
+	}
+}
