@@ -51,10 +51,41 @@ type clientQuotas struct {
 	key     string
 	mu      sync.Mutex
 	sensors map[clientQuotaSensorKey]*rateQuota
+	// sweepAt is the number of sensors at which a new one first drops the
+	// idle ones (client ids come and go; Kafka expires idle sensors too).
+	sweepAt int
 }
 
+// minSensorSweep is the fewest sensors a sweep waits for.
+const minSensorSweep = 1024
+
 func newClientQuotas(key string) *clientQuotas {
-	return &clientQuotas{key: key, sensors: map[clientQuotaSensorKey]*rateQuota{}}
+	return &clientQuotas{key: key, sensors: map[clientQuotaSensorKey]*rateQuota{}, sweepAt: minSensorSweep}
+}
+
+// sensor returns the sensor of sk, creating it. Creating one when there
+// are sweepAt of them first drops those that measure nothing any more (a
+// dropped sensor recreated later starts at the rate it had: 0), so a
+// broker that sees ever new client ids keeps only the active ones: an
+// amortised O(1) per sensor created.
+func (q *clientQuotas) sensor(sk clientQuotaSensorKey, now time.Time) *rateQuota {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.sensors[sk]
+	if s != nil {
+		return s
+	}
+	if len(q.sensors) >= q.sweepAt {
+		for k, old := range q.sensors {
+			if old.idle(now) {
+				delete(q.sensors, k)
+			}
+		}
+		q.sweepAt = max(minSensorSweep, 2*len(q.sensors))
+	}
+	s = newRateQuota()
+	q.sensors[sk] = s
+	return s
 }
 
 // quotaUser is the quota entity name of a principal ("User:alice" →
@@ -108,13 +139,7 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, b
 	if !ok {
 		return 0, func() {}
 	}
-	q.mu.Lock()
-	s := q.sensors[sk]
-	if s == nil {
-		s = newRateQuota()
-		q.sensors[sk] = s
-	}
-	q.mu.Unlock()
+	s := q.sensor(sk, now)
 	s.record(bytes, now)
 	undo := func() { s.record(-bytes, now) }
 	rate := s.rate(now)

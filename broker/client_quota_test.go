@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -250,5 +251,35 @@ func TestClientQuotaMutesAfterAParkedFetch(t *testing.T) {
 	roundTrip[*kmsg.MetadataResponse](rc, kmsg.NewPtrMetadataRequest())
 	if took := time.Since(start); took < throttle*8/10 {
 		t.Fatalf("the next request was answered after %v, within the %v throttle", took, throttle)
+	}
+}
+
+// Sensors of client ids that went quiet are dropped as new ones come: a
+// broker seeing ever new client ids keeps only the active ones.
+func TestClientQuotaSensorsOfGoneClientsAreDropped(t *testing.T) {
+	img, _, err := metadata.EmptyImage().Apply(1, []metadata.Record{&metadata.ClientQuotaRecord{
+		Entity: []metadata.QuotaEntityPart{{EntityType: metadata.QuotaClientID}}, Key: metadata.QuotaProducerByteRate, Value: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newClientQuotas(metadata.QuotaProducerByteRate)
+	t0 := time.Now()
+	for i := range 3000 {
+		q.record(img, "User:ANONYMOUS", fmt.Sprint("gone-", i), 10, t0)
+	}
+	if n := len(q.sensors); n != 3000 {
+		t.Fatalf("%d sensors of active clients, want all 3000 kept", n)
+	}
+	later := t0.Add(time.Minute)
+	for i := range 3000 {
+		q.record(img, "User:ANONYMOUS", fmt.Sprint("new-", i), 10, later)
+	}
+	if n := len(q.sensors); n > 3100 {
+		t.Fatalf("%d sensors: the quiet clients' were not dropped", n)
+	}
+	// A dropped client comes back with a fresh measure, as it would have
+	// had: nothing in the window.
+	if d, _ := q.record(img, "User:ANONYMOUS", "gone-1", 10, later); d != 0 {
+		t.Fatalf("a returning client throttled %v", d)
 	}
 }

@@ -83,6 +83,20 @@ func (q *rateQuota) rate(now time.Time) float64 {
 	return float64(total) / (windows * quotaWindow.Seconds())
 }
 
+// idle reports whether nothing was recorded in the windows the rate
+// covers: such a quota measures 0, as a new one would.
+func (q *rateQuota) idle(now time.Time) bool {
+	w := windowOf(now)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.samples {
+		if s.window > w-quotaSamples && s.bytes != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // exceeded reports whether the rate is over the bound.
 func (q *rateQuota) exceeded(now time.Time) bool {
 	limit := q.limit.Load()
