@@ -127,11 +127,12 @@ func (q *clientQuotas) resolve(img *metadata.Image, user, clientID string) (boun
 	return 0, clientQuotaSensorKey{}, false
 }
 
-// record counts bytes against the request's quota at now and returns how
-// long the client must be throttled (0 if not over the bound, or no quota
+// record counts bytes against the request's quota and returns how long
+// the client must be throttled (0 if not over the bound, or no quota
 // applies), and an undo that takes the bytes back (a throttled fetch
-// delivers none).
-func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, bytes int64, now time.Time) (time.Duration, func()) {
+// delivers none). clock is read only when a quota applies: without any,
+// a request pays one map-length check.
+func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, bytes int64, clock func() time.Time) (time.Duration, func()) {
 	if !img.HasClientQuotas() {
 		return 0, func() {}
 	}
@@ -139,6 +140,7 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, b
 	if !ok {
 		return 0, func() {}
 	}
+	now := clock()
 	s := q.sensor(sk, now)
 	s.record(bytes, now)
 	undo := func() { s.record(-bytes, now) }
@@ -162,7 +164,7 @@ func throttleMillis(d time.Duration) int32 {
 // produceThrottle applies producer_byte_rate to a produce request of size
 // bytes: it returns the throttle to report and mutes the connection.
 func (b *Broker) produceThrottle(img *metadata.Image, req *network.Request) time.Duration {
-	d, _ := b.producerQuotas.record(img, req.Conn.Principal, req.Header.ClientID, int64(req.Size), b.now())
+	d, _ := b.producerQuotas.record(img, req.Conn.Principal, req.Header.ClientID, int64(req.Size), b.now)
 	if d > 0 {
 		req.Conn.Mute(d)
 	}

@@ -202,7 +202,7 @@ func TestClientQuotaBoundsAKgoProducer(t *testing.T) {
 // the whole handling of a one-record produce.
 func BenchmarkClientQuotaRecord(b *testing.B) {
 	q := newClientQuotas(metadata.QuotaProducerByteRate)
-	now := time.Now()
+	now := time.Now
 	b.Run("no-quotas", func(b *testing.B) {
 		img := metadata.EmptyImage()
 		for b.Loop() {
@@ -265,21 +265,21 @@ func TestClientQuotaSensorsOfGoneClientsAreDropped(t *testing.T) {
 	q := newClientQuotas(metadata.QuotaProducerByteRate)
 	t0 := time.Now()
 	for i := range 3000 {
-		q.record(img, "User:ANONYMOUS", fmt.Sprint("gone-", i), 10, t0)
+		q.record(img, "User:ANONYMOUS", fmt.Sprint("gone-", i), 10, func() time.Time { return t0 })
 	}
 	if n := len(q.sensors); n != 3000 {
 		t.Fatalf("%d sensors of active clients, want all 3000 kept", n)
 	}
 	later := t0.Add(time.Minute)
 	for i := range 3000 {
-		q.record(img, "User:ANONYMOUS", fmt.Sprint("new-", i), 10, later)
+		q.record(img, "User:ANONYMOUS", fmt.Sprint("new-", i), 10, func() time.Time { return later })
 	}
 	if n := len(q.sensors); n > 3100 {
 		t.Fatalf("%d sensors: the quiet clients' were not dropped", n)
 	}
 	// A dropped client comes back with a fresh measure, as it would have
 	// had: nothing in the window.
-	if d, _ := q.record(img, "User:ANONYMOUS", "gone-1", 10, later); d != 0 {
+	if d, _ := q.record(img, "User:ANONYMOUS", "gone-1", 10, func() time.Time { return later }); d != 0 {
 		t.Fatalf("a returning client throttled %v", d)
 	}
 }

@@ -184,7 +184,7 @@ func (op *fetchOp) check(final bool) *network.Response {
 		if throttled > 0 {
 			op.b.leaderQuota.record(throttled, op.b.now())
 		}
-	} else if d, undo := op.b.consumerQuotas.record(op.img, op.req.Conn.Principal, op.req.Header.ClientID, total, op.b.now()); d > 0 {
+	} else if d, undo := op.b.consumerQuotas.record(op.img, op.req.Conn.Principal, op.req.Header.ClientID, total, op.b.now); d > 0 {
 		// Over consumer_byte_rate: an empty response (the bytes are not
 		// delivered, so they do not count) and the client waits.
 		undo()

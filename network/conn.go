@@ -213,7 +213,11 @@ func (c *conn) readLoop() (graceful bool) {
 // waitUnmuted waits out a quota mute (ConnInfo.Mute); false if the
 // connection or the server closes meanwhile.
 func (c *conn) waitUnmuted() bool {
-	d := time.Until(time.Unix(0, c.info.mutedUntil.Load()))
+	until := c.info.mutedUntil.Load()
+	if until == 0 {
+		return true // never muted: no clock read per request
+	}
+	d := time.Until(time.Unix(0, until))
 	if d <= 0 {
 		return true
 	}
