@@ -151,8 +151,7 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, b
 	if bound <= 0 {
 		return quotaMaxThrottle, undo
 	}
-	window := float64(quotaSamples-1) * quotaWindow.Seconds() // rateQuota's divisor
-	throttle := time.Duration((rate - bound) / bound * window * float64(time.Second))
+	throttle := time.Duration((rate - bound) / bound * float64(quotaRateSpan))
 	return min(throttle, quotaMaxThrottle), undo
 }
 

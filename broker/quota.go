@@ -28,6 +28,8 @@ import (
 const (
 	quotaSamples = 11
 	quotaWindow  = time.Second
+	// quotaRateSpan is what a rate divides its bytes by (rateQuota.rate).
+	quotaRateSpan = (quotaSamples - 1) * quotaWindow
 )
 
 // rateQuota is a byte rate measured over quotaSamples windows, as Kafka's
@@ -79,8 +81,7 @@ func (q *rateQuota) rate(now time.Time) float64 {
 			total += s.bytes
 		}
 	}
-	windows := float64(quotaSamples - 1)
-	return float64(total) / (windows * quotaWindow.Seconds())
+	return float64(total) / quotaRateSpan.Seconds()
 }
 
 // idle reports whether nothing was recorded in the windows the rate
