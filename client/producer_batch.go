@@ -21,6 +21,7 @@ type partitionState struct {
 	retries  []*batch // failed while others were in flight; requeued when inflight is 0
 	inflight int      // batches sent and not yet answered
 	failing  bool     // a batch failed: send nothing until inflight drains
+	retrying bool     // the batch in flight is an idempotent retry, sent alone
 	retryAt  time.Time
 
 	// Idempotence: the next base sequence, for the producer id and epoch

@@ -23,6 +23,12 @@ type brokerSink struct {
 	// redialAt (Unix nanoseconds).
 	dialing  atomic.Bool
 	redialAt atomic.Int64
+	// conn is the connection the requests in flight were written to
+	// (sender only). A new connection is not used while any of them is
+	// unsettled: requests left on a dead connection fail first, so a
+	// partition's batches reach the broker, and their outcomes the
+	// partition, in sequence order, as over one connection.
+	conn *brokerConn
 }
 
 type produceInflight struct {
@@ -146,7 +152,8 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 					send = &pendingSend{sink: sink, conn: p.readyConn(leader, sink, now, later)}
 					sends[leader] = send
 				}
-				canSend = send.conn != nil && int(send.sink.inflight.Load()) < p.cfg.maxInFlight
+				inflight := int(send.sink.inflight.Load())
+				canSend = send.conn != nil && inflight < p.cfg.maxInFlight && (inflight == 0 || send.conn == send.sink.conn)
 			}
 			// Whatever blocks the partition now must wake the sender
 			// later: a leaderless partition retries after a metadata
@@ -190,6 +197,19 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 					q.seq = -1
 				}
 			}
+			retry := p.cfg.idempotent && b.seq >= 0
+			if ps.inflight > 0 && (retry || ps.retrying) {
+				// An idempotent retry goes out alone: after every
+				// batch sent before it has settled, and with nothing
+				// behind it until it is answered. The broker remembers
+				// a producer's last five batches only; were new
+				// batches appended behind a retry whose answer is lost
+				// again, its next try would no longer be known for a
+				// duplicate but refused as out of order, and the epoch
+				// bump that follows would write it twice.
+				ps.mu.Unlock()
+				continue // the completion in flight wakes us
+			}
 			if err := p.prepare(b, ps, id); err != nil {
 				ps.queue = ps.queue[1:]
 				expired = append(expired, b) // cannot be encoded: fail it
@@ -200,6 +220,7 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 			ps.queue[0] = nil
 			ps.queue = ps.queue[1:]
 			ps.inflight++
+			ps.retrying = retry
 			send.batches = append(send.batches, b)
 			send.bytes += len(b.built)
 			ps.mu.Unlock()
@@ -335,6 +356,7 @@ func (p *Producer) sendRequest(leader int32, send *pendingSend) {
 	send.batches = send.batches[:0]
 	send.bytes = 0
 	inf.fut, inf.err = send.conn.startRequest(req)
+	send.sink.conn = send.conn
 	send.sink.inflight.Add(1)
 	send.sink.ch <- inf
 }

@@ -3,26 +3,38 @@ package clienttest
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // FaultDialer is a client.Dialer that routes every broker connection
-// through an in-process proxy able to lose one Produce response: the request
-// reaches the broker (which appends the batch) but the client never sees the
-// answer, because the proxy closes the connection instead. That is exactly
-// the failure idempotent producers exist for, and it works against any
-// broker.
+// through an in-process proxy that can spoil Produce responses: the request
+// reaches the broker (which appends the batch) but the client never learns
+// it, because the proxy closes the connection instead of answering
+// (DropNextProduceResponse), or answers with an error (FailProduce). That
+// is exactly the failure idempotent producers exist for, and it works
+// against any broker.
 //
-// Safe for concurrent use. Close stops every proxy goroutine.
+// Safe for concurrent use. Close stops every proxy goroutine; later dials
+// fail.
 type FaultDialer struct {
 	armed   atomic.Bool
 	dropped atomic.Int32
-	mu      sync.Mutex
-	conns   []net.Conn
-	wg      sync.WaitGroup
+	failed  atomic.Int32
+	// FailProduce, when set before the first dial, is asked about every
+	// Produce request: a non-zero error code replaces every partition's
+	// outcome in its response (the broker's work is done either way).
+	FailProduce func(*kmsg.ProduceRequest) (errorCode int16)
+
+	mu     sync.Mutex
+	closed bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
 }
 
 // DropNextProduceResponse arms the proxy: the next Produce response is
@@ -31,6 +43,9 @@ func (f *FaultDialer) DropNextProduceResponse() { f.armed.Store(true) }
 
 // Dropped is how many Produce responses were swallowed.
 func (f *FaultDialer) Dropped() int { return int(f.dropped.Load()) }
+
+// Failed is how many Produce responses FailProduce turned into errors.
+func (f *FaultDialer) Failed() int { return int(f.failed.Load()) }
 
 // Dial connects to address through the proxy.
 func (f *FaultDialer) Dial(ctx context.Context, network, address string) (net.Conn, error) {
@@ -41,11 +56,22 @@ func (f *FaultDialer) Dial(ctx context.Context, network, address string) (net.Co
 	}
 	client, inner := net.Pipe()
 	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		server.Close()
+		return nil, errors.New("fault dialer closed")
+	}
 	f.conns = append(f.conns, server, inner)
-	f.mu.Unlock()
-	var produceCorr sync.Map // correlation ids of Produce requests to drop
-	kill := func() { server.Close(); inner.Close() }
 	f.wg.Add(2)
+	f.mu.Unlock()
+	// What to do with the responses of Produce requests, by correlation id.
+	type fault struct {
+		drop bool
+		code int16
+		ver  int16
+	}
+	var faults sync.Map
+	kill := func() { server.Close(); inner.Close() }
 	go func() { // client -> broker
 		defer f.wg.Done()
 		defer kill()
@@ -54,8 +80,17 @@ func (f *FaultDialer) Dial(ctx context.Context, network, address string) (net.Co
 			if err != nil {
 				return
 			}
-			if len(frame) >= 12 && binary.BigEndian.Uint16(frame[4:]) == 0 && f.armed.CompareAndSwap(true, false) {
-				produceCorr.Store(binary.BigEndian.Uint32(frame[8:]), true)
+			if len(frame) >= 12 && binary.BigEndian.Uint16(frame[4:]) == 0 {
+				corr := binary.BigEndian.Uint32(frame[8:])
+				if f.armed.CompareAndSwap(true, false) {
+					faults.Store(corr, fault{drop: true})
+				} else if f.FailProduce != nil {
+					if req, ver, ok := parseProduce(frame); ok {
+						if code := f.FailProduce(req); code != 0 {
+							faults.Store(corr, fault{code: code, ver: ver})
+						}
+					}
+				}
 			}
 			if _, err := server.Write(frame); err != nil {
 				return
@@ -71,9 +106,15 @@ func (f *FaultDialer) Dial(ctx context.Context, network, address string) (net.Co
 				return
 			}
 			if len(frame) >= 8 {
-				if _, ok := produceCorr.Load(binary.BigEndian.Uint32(frame[4:])); ok {
-					f.dropped.Add(1)
-					return // the batch is appended; its answer is lost
+				if v, ok := faults.LoadAndDelete(binary.BigEndian.Uint32(frame[4:])); ok {
+					ft := v.(fault)
+					if ft.drop {
+						f.dropped.Add(1)
+						return // the batch is appended; its answer is lost
+					}
+					if frame, ok = failProduceResponse(frame, ft.ver, ft.code); ok {
+						f.failed.Add(1)
+					}
 				}
 			}
 			if _, err := inner.Write(frame); err != nil {
@@ -82,6 +123,59 @@ func (f *FaultDialer) Dial(ctx context.Context, network, address string) (net.Co
 		}
 	}()
 	return client, nil
+}
+
+// parseProduce decodes a Produce request frame (size prefix included).
+func parseProduce(frame []byte) (*kmsg.ProduceRequest, int16, bool) {
+	b := frame[4:]
+	ver := int16(binary.BigEndian.Uint16(b[2:]))
+	b = b[8:] // key, version, correlation id
+	if len(b) < 2 {
+		return nil, 0, false
+	}
+	n := int(int16(binary.BigEndian.Uint16(b))) // client id, nullable
+	b = b[2:]
+	if n > 0 {
+		if len(b) < n {
+			return nil, 0, false
+		}
+		b = b[n:]
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = ver
+	if req.IsFlexible() {
+		if len(b) < 1 || b[0] != 0 {
+			return nil, 0, false // tagged header fields: none sent by our clients
+		}
+		b = b[1:]
+	}
+	if err := req.ReadFrom(b); err != nil {
+		return nil, 0, false
+	}
+	return req, ver, true
+}
+
+// failProduceResponse rewrites a Produce response frame so that every
+// partition carries code and no offset.
+func failProduceResponse(frame []byte, ver, code int16) ([]byte, bool) {
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = ver
+	hdr := 8 // size, correlation id
+	if resp.IsFlexible() {
+		hdr++ // empty tagged fields
+	}
+	if len(frame) < hdr || resp.ReadFrom(frame[hdr:]) != nil {
+		return frame, false
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			p.ErrorCode, p.BaseOffset, p.LogAppendTime = code, -1, -1
+		}
+	}
+	out := resp.AppendTo(append([]byte(nil), frame[:hdr]...))
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, true
 }
 
 // readFrame reads one size-prefixed Kafka frame, prefix included.
@@ -100,6 +194,7 @@ func readFrame(r io.Reader) ([]byte, error) {
 // Close closes every proxied connection and waits for the proxy goroutines.
 func (f *FaultDialer) Close() {
 	f.mu.Lock()
+	f.closed = true
 	for _, c := range f.conns {
 		c.Close()
 	}

@@ -9,11 +9,13 @@ package clienttest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +42,7 @@ func Run(t *testing.T, tgt Target) {
 	t.Run("KeyPartitionMatchesMurmur2", func(t *testing.T) { KeyPartitionMatchesMurmur2(t, tgt) })
 	t.Run("IdempotentRetryWritesNoDuplicates", func(t *testing.T) { IdempotentRetryWritesNoDuplicates(t, tgt) })
 	t.Run("IdempotentPipelineSurvivesLostResponses", func(t *testing.T) { IdempotentPipelineSurvivesLostResponses(t, tgt) })
+	t.Run("IdempotentRetryOfAnAppendedBatchIsADuplicate", func(t *testing.T) { IdempotentRetryOfAnAppendedBatchIsADuplicate(t, tgt) })
 	t.Run("AcksLevels", func(t *testing.T) { AcksLevels(t, tgt) })
 	t.Run("FullBufferFailsAfterMaxBlock", func(t *testing.T) { FullBufferFailsAfterMaxBlock(t, tgt) })
 	t.Run("AdminOperations", func(t *testing.T) { AdminOperations(t, tgt) })
@@ -418,6 +421,61 @@ func IdempotentPipelineSurvivesLostResponses(t *testing.T, tgt Target) {
 	}
 	if own := FetchPartition(t, p.Client(), topic, 0); len(own) != n {
 		t.Fatalf("own read: %d records, %d produced (dropped %d responses)", len(own), n, fd.Dropped())
+	}
+}
+
+// IdempotentRetryOfAnAppendedBatchIsADuplicate has the broker append the
+// producer's first batch but answer REQUEST_TIMED_OUT, twice (as an
+// acks=all produce can), while the producer keeps five requests in flight.
+// The batch's third try must still be found a duplicate: the broker
+// remembers a producer's last five batches only, so nothing new may be
+// sent behind a retry, or the batches appended meanwhile push it out of
+// that memory, the broker answers OUT_OF_ORDER_SEQUENCE_NUMBER, and a
+// producer that then bumps its epoch writes the batch twice.
+func IdempotentRetryOfAnAppendedBatchIsADuplicate(t *testing.T, tgt Target) {
+	a := NewAdmin(t, tgt)
+	topic := "idem-retry-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	CreateTopic(t, a, topic, 1)
+	var firstTries atomic.Int32
+	fd := &FaultDialer{FailProduce: func(req *kmsg.ProduceRequest) int16 {
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if rt.Topic == topic && len(rp.Records) >= record.HeaderSize &&
+					binary.BigEndian.Uint32(rp.Records[53:]) == 0 && firstTries.Add(1) <= 2 {
+					return 7 // REQUEST_TIMED_OUT, after the append
+				}
+			}
+		}
+		return 0
+	}}
+	t.Cleanup(fd.Close) // after the producer's close (cleanups run last first)
+	p := NewProducer(t, tgt, client.Dialer(fd.Dial), client.Linger(0), client.BatchSize(300), client.MaxInFlight(5),
+		client.RetryBackoff(5*time.Millisecond, 50*time.Millisecond))
+	ctx := ctxFor(t)
+	const n = 2000
+	recs := make([]*client.Record, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range recs {
+		recs[i] = client.StringRecord(topic, strconv.Itoa(i))
+		p.Produce(ctx, recs[i], func(r *client.Record, err error) {
+			if err != nil {
+				t.Errorf("record %s: %v", r.Value, err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if fd.Failed() != 2 {
+		t.Fatalf("%d responses failed, want 2", fd.Failed())
+	}
+	for i, r := range recs {
+		if r.Offset != int64(i) {
+			t.Fatalf("record %d acknowledged at offset %d", i, r.Offset)
+		}
+	}
+	if got := FetchPartition(t, p.Client(), topic, 0); len(got) != n {
+		t.Fatalf("%d records stored for %d produced", len(got), n)
 	}
 }
 
