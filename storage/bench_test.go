@@ -371,3 +371,33 @@ func BenchmarkTailRead(b *testing.B) {
 	b.Run("append-baseline", func(b *testing.B) { run(b, false) })
 	b.Run("append-then-tail-read", func(b *testing.B) { run(b, true) })
 }
+
+// BenchmarkIncrementLogStartOffset is DeleteRecords (as Kafka Streams sends
+// for its repartition topics) moving the log start one batch at a time:
+// each call moves the leader-epoch cache's first entry, under the log's
+// lock. Appends to the partition wait for it.
+func BenchmarkIncrementLogStartOffset(b *testing.B) {
+	l := openTestLog(b, filepath.Join(benchDir(b), "t-0"), OpenOptions{})
+	const batches = 4096
+	batch := buildBatch(b, record.CompressionNone, tsRange(testEpochMs, 1), 10)
+	for i := 0; i < batches; i++ {
+		appendOK(b, l, slices.Clone(batch), 1)
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := l.IncrementLogStartOffset(int64(i%(batches-1)) + 1); err != nil {
+			b.Fatal(err)
+		}
+		if i%(batches-1) == batches-2 {
+			b.StopTimer()
+			l.Close()
+			l = openTestLog(b, filepath.Join(benchDir(b), "t-0"), OpenOptions{})
+			for j := 0; j < batches; j++ {
+				appendOK(b, l, slices.Clone(batch), 1)
+			}
+			l.SetHighWatermark(l.LogEndOffset())
+			b.StartTimer()
+		}
+	}
+}

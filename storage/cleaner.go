@@ -489,7 +489,7 @@ func (l *Log) replaceSegments(p *cleanPlan, group []cleanSegment, cleaned *segme
 		l.highWatermark = max(l.highWatermark, l.logStartOffset)
 		l.recoveryPoint = max(l.recoveryPoint, l.logStartOffset)
 		l.producerStateLogStartMovedLocked()
-		errs = append(errs, l.epochs.TruncateFromStart(l.logStartOffset))
+		l.epochs.TruncateFromStart(l.logStartOffset)
 	}
 	return errors.Join(errs...)
 }

@@ -31,27 +31,51 @@ type EpochEntry struct {
 // find where their log diverges from the leader's and truncate there instead
 // of at their high watermark (the data-loss scenarios of KIP-101).
 //
-// It is persisted to its leader-epoch-checkpoint file, atomically and
-// synchronously, on every change, so memory is never ahead of disk: a change
-// whose checkpoint write fails is not applied and the error is returned
-// (treat it as a storage failure of the log directory, as Kafka does).
+// It is persisted to its leader-epoch-checkpoint file, atomically. Assign,
+// TruncateFromEnd and Clear write it synchronously, so memory is never ahead
+// of disk for them: a change whose checkpoint write fails is not applied and
+// the error is returned (treat it as a storage failure of the log directory,
+// as Kafka does). TruncateFromStart applies its change at once and leaves
+// the write to a background goroutine, as Kafka does since KAFKA-15046 and
+// KAFKA-16541: the log calls it under its lock for every retention deletion
+// and DeleteRecords, where two fsyncs would stall the partition's appends. A
+// crash before that write leaves the previous entries on disk, which differ
+// only at the start, and the log's loading trims them to its start offset
+// again.
 //
 // Concurrency: any goroutine may call any method. Readers (LatestEpoch,
-// Entries, EndOffsetFor) never wait for disk I/O. Mutations are serialised
-// and block on the checkpoint write (two fsyncs); Assign returns without
-// locking out readers or touching disk when the entry is already known, which
-// is the common case on every append.
+// Entries, EndOffsetFor) never wait for disk I/O. Synchronous mutations are
+// serialised and block on the checkpoint write (two fsyncs); Assign returns
+// without locking out readers or touching disk when the entry is already
+// known, which is the common case on every append.
 //
-// Lock order: writeMu, then mu. writeMu serialises mutations together with
-// their file writes, so the file always holds the latest change; mu guards
-// entries only for the instant a new slice is published.
+// Lock order: writeMu, then fileMu, then mu. writeMu serialises mutations;
+// fileMu serialises file writes, so the file only ever moves to a later
+// state (version); mu guards entries and version only for the instant a new
+// slice is published.
 type LeaderEpochCache struct {
 	path    string
 	writeMu sync.Mutex
+	fileMu  sync.Mutex
 	mu      sync.RWMutex
 	// entries is sorted by epoch and by start offset; a published slice is
-	// never modified, mutations replace it.
+	// never modified, mutations replace it. version counts the published
+	// changes.
 	entries []EpochEntry
+	version uint64
+
+	// written is the version the file holds (fileMu). deferred says a
+	// background write is pending or running (writeMu); writes counts
+	// those goroutines, which Close waits for. deferredErr is the error of
+	// the last background write when none has succeeded since (every write
+	// is of the whole state, so a later one mends it; fileMu).
+	written     uint64
+	deferred    bool
+	writes      sync.WaitGroup
+	deferredErr error
+	// deferredHook, when set (tests), runs at the start of a background
+	// write, before it takes fileMu.
+	deferredHook func()
 }
 
 // OpenLeaderEpochCache loads the cache from the checkpoint file at path (a
@@ -119,13 +143,80 @@ func (c *LeaderEpochCache) update(op string, change func([]EpochEntry) ([]EpochE
 	if !changed {
 		return nil
 	}
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
 	if err := writeEpochCheckpoint(c.path, next); err != nil {
 		return fmt.Errorf("leader epoch cache %s: %w", op, err)
 	}
+	c.publish(next)
+	c.written, c.deferredErr = c.version, nil
+	return nil
+}
+
+// updateDeferred applies change at once and has the file follow in the
+// background (see the type's comment): it never waits for disk I/O unless
+// a synchronous write holds writeMu.
+func (c *LeaderEpochCache) updateDeferred(change func([]EpochEntry) ([]EpochEntry, bool)) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	next, changed := change(c.entries)
+	if !changed {
+		return
+	}
+	c.publish(next)
+	if c.deferred {
+		return // the pending write will find this version
+	}
+	c.deferred = true
+	c.writes.Add(1)
+	go c.writeDeferred()
+}
+
+// writeDeferred is the goroutine of a deferred change: it writes the latest
+// entries unless a synchronous write has done so meanwhile. Owned by the
+// cache; Close waits for it.
+func (c *LeaderEpochCache) writeDeferred() {
+	defer c.writes.Done()
+	if c.deferredHook != nil {
+		c.deferredHook()
+	}
+	c.writeMu.Lock()
+	c.deferred = false
+	c.writeMu.Unlock()
+	// From here a new deferred change starts a new goroutine; fileMu
+	// orders the two, and each writes the latest version it sees.
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	c.mu.RLock()
+	entries, version := c.entries, c.version
+	c.mu.RUnlock()
+	if version <= c.written {
+		return
+	}
+	if err := writeEpochCheckpoint(c.path, entries); err != nil {
+		c.deferredErr = fmt.Errorf("leader epoch cache truncate from start: %w", err)
+		return
+	}
+	c.written, c.deferredErr = version, nil
+}
+
+// publish makes next the current entries. writeMu is held.
+func (c *LeaderEpochCache) publish(next []EpochEntry) {
 	c.mu.Lock()
 	c.entries = next
+	c.version++
 	c.mu.Unlock()
-	return nil
+}
+
+// Close waits for the background checkpoint writes and returns the error
+// of the last one if no write has succeeded since (the file then holds an
+// older state, which loading trims as after a crash). The cache stays
+// usable.
+func (c *LeaderEpochCache) Close() error {
+	c.writes.Wait()
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	return c.deferredErr
 }
 
 // Assign records that epoch starts at startOffset, with Kafka's
@@ -254,10 +345,11 @@ func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {
 // start moved up to startOffset. An entry starting above startOffset is kept
 // as is ("exclusive": TruncateFromStart(6) keeps an entry at 6, moved to 6).
 //
-// Safe to call from any goroutine; the log calls it from its single writer.
-// Blocks on the checkpoint write when the cache changes.
-func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
-	return c.update("truncate from start", func(entries []EpochEntry) ([]EpochEntry, bool) {
+// Safe to call from any goroutine; the log calls it from its single writer,
+// under its lock. The change is in force when it returns; the checkpoint
+// file follows in the background (see the type's comment).
+func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) {
+	c.updateDeferred(func(entries []EpochEntry) ([]EpochEntry, bool) {
 		removed := 0
 		for removed < len(entries) && entries[removed].StartOffset <= startOffset {
 			removed++

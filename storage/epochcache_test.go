@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/keelstream/keel/network/record"
 )
 
 func openTestEpochCache(t *testing.T, entries ...EpochEntry) *LeaderEpochCache {
@@ -15,6 +17,7 @@ func openTestEpochCache(t *testing.T, entries ...EpochEntry) *LeaderEpochCache {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() }) // background writes end before TempDir's removal
 	for _, e := range entries {
 		if err := c.Assign(e.Epoch, e.StartOffset); err != nil {
 			t.Fatal(err)
@@ -172,11 +175,89 @@ func TestLeaderEpochCacheTruncateFromStart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := openTestEpochCache(t, entries...)
-			if err := c.TruncateFromStart(tt.startOffset); err != nil {
+			c.TruncateFromStart(tt.startOffset)
+			if err := c.Close(); err != nil { // the background write
 				t.Fatal(err)
 			}
 			requirePersisted(t, c, tt.want)
 		})
+	}
+}
+
+// TestLeaderEpochCacheTruncateFromStartWritesInTheBackground: the change is
+// in force at once while the file keeps the previous entries (what a crash
+// then leaves) until the background write; a synchronous write meanwhile
+// writes the latest entries, and the background write never takes the file
+// back to an older state.
+func TestLeaderEpochCacheTruncateFromStartWritesInTheBackground(t *testing.T) {
+	c := openTestEpochCache(t, EpochEntry{2, 10}, EpochEntry{4, 20}, EpochEntry{7, 50})
+	release := make(chan struct{})
+	c.deferredHook = func() { <-release }
+	onDisk := func() []EpochEntry {
+		t.Helper()
+		r, err := OpenLeaderEpochCache(c.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Entries()
+	}
+
+	c.TruncateFromStart(25) // returns with its write held back
+	want := []EpochEntry{{4, 25}, {7, 50}}
+	if got := c.Entries(); !slices.Equal(got, want) {
+		t.Fatalf("Entries = %v, want %v", got, want)
+	}
+	if got, old := onDisk(), []EpochEntry{{2, 10}, {4, 20}, {7, 50}}; !slices.Equal(got, old) {
+		t.Fatalf("file before the background write = %v, want %v", got, old)
+	}
+	c.TruncateFromStart(30) // joins the pending write
+	if err := c.Assign(8, 60); err != nil {
+		t.Fatal(err)
+	}
+	want = []EpochEntry{{4, 30}, {7, 50}, {8, 60}}
+	if got := onDisk(); !slices.Equal(got, want) {
+		t.Fatalf("file after Assign = %v, want %v", got, want)
+	}
+	close(release)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	requirePersisted(t, c, want)
+
+	c.deferredHook = nil
+	c.TruncateFromStart(55)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	requirePersisted(t, c, []EpochEntry{{7, 55}, {8, 60}})
+}
+
+// TestLeaderEpochCacheBackgroundWriteErrorIsReported: a background write
+// that fails is reported by Close, and the next synchronous change writes
+// the whole state again.
+func TestLeaderEpochCacheBackgroundWriteErrorIsReported(t *testing.T) {
+	c := openTestEpochCache(t, EpochEntry{2, 10}, EpochEntry{4, 20})
+	dir := filepath.Dir(c.Path())
+	hidden := dir + ".away"
+	c.deferredHook = func() {
+		if err := os.Rename(dir, hidden); err != nil {
+			t.Error(err)
+		}
+	}
+	c.TruncateFromStart(15)
+	if err := c.Close(); err == nil {
+		t.Fatal("Close reported no error for a failed background write")
+	}
+	if err := os.Rename(hidden, dir); err != nil {
+		t.Fatal(err)
+	}
+	c.deferredHook = nil
+	if err := c.Assign(5, 30); err != nil {
+		t.Fatal(err)
+	}
+	requirePersisted(t, c, []EpochEntry{{2, 15}, {4, 20}, {5, 30}})
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close after the state was written again: %v", err)
 	}
 }
 
@@ -311,11 +392,53 @@ func TestLeaderEpochCacheConcurrentReadersAndWriter(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
-	if err := c.TruncateFromStart(55); err != nil {
-		t.Fatal(err)
-	}
+	c.TruncateFromStart(55)
 	entries := c.Entries()
 	if len(entries) == 0 || entries[0].StartOffset != 55 {
 		t.Fatalf("after TruncateFromStart(55): %v", entries)
+	}
+}
+
+// TestLogStartMovedBeforeItsEpochCheckpointIsWritten: DeleteRecords moves
+// the epoch cache's start at once; a crash before the background write
+// leaves the previous checkpoint, and reopening the log gives the same
+// cache again from the log start offset the log manager recorded (or, if
+// that record is older too, the previous cache over the previous start,
+// whose records are all still there).
+func TestLogStartMovedBeforeItsEpochCheckpointIsWritten(t *testing.T) {
+	l := openTestLog(t, partitionDir(t), OpenOptions{})
+	for i, epoch := range []int32{1, 3, 5} {
+		for j := 0; j < 10; j++ {
+			appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(testEpochMs+int64(i*10+j), 1), 10), epoch)
+		}
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	release := make(chan struct{})
+	l.epochs.deferredHook = func() { <-release }
+	if err := l.IncrementLogStartOffset(15); err != nil {
+		t.Fatal(err)
+	}
+	moved := []EpochEntry{{3, 15}, {5, 20}}
+	if got := l.LeaderEpochCache().Entries(); !slices.Equal(got, moved) {
+		t.Fatalf("entries after DeleteRecords = %v, want %v", got, moved)
+	}
+	crashed := crashCopy(t, l)
+	close(release)
+	for _, tc := range []struct {
+		recordedStart int64
+		want          []EpochEntry
+	}{
+		{15, moved},
+		{0, []EpochEntry{{1, 0}, {3, 10}, {5, 20}}},
+	} {
+		dir := filepath.Join(t.TempDir(), filepath.Base(crashed))
+		copyDir(t, crashed, dir)
+		r := openTestLog(t, dir, OpenOptions{LogStartOffset: tc.recordedStart, RecoveryPoint: 0})
+		if r.LogStartOffset() != tc.recordedStart {
+			t.Fatalf("recorded start %d: reopened at %d", tc.recordedStart, r.LogStartOffset())
+		}
+		if got := r.LeaderEpochCache().Entries(); !slices.Equal(got, tc.want) {
+			t.Fatalf("recorded start %d: reopened entries %v, want %v", tc.recordedStart, got, tc.want)
+		}
 	}
 }

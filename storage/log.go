@@ -297,9 +297,7 @@ func (l *Log) load(opts OpenOptions) error {
 	if err := l.epochs.TruncateFromEnd(leo); err != nil {
 		return err
 	}
-	if err := l.epochs.TruncateFromStart(l.logStartOffset); err != nil {
-		return err
-	}
+	l.epochs.TruncateFromStart(l.logStartOffset)
 	return l.loadProducerStateLocked()
 }
 

@@ -240,7 +240,8 @@ func (l *Log) IncrementLogStartOffset(offset int64) error {
 	}
 	l.logStartOffset = offset
 	l.producerStateLogStartMovedLocked()
-	return l.epochs.TruncateFromStart(offset)
+	l.epochs.TruncateFromStart(offset)
+	return nil
 }
 
 // DeleteOldSegments applies retention: whole segments below the log start
@@ -289,9 +290,7 @@ func (l *Log) DeleteOldSegments() (int, error) {
 	if n > 0 {
 		l.logStartOffset = max(l.logStartOffset, l.segments[0].baseOffset)
 		l.producerStateLogStartMovedLocked()
-		if err := l.epochs.TruncateFromStart(l.logStartOffset); err != nil {
-			return n, err
-		}
+		l.epochs.TruncateFromStart(l.logStartOffset)
 	}
 	return n, l.reapDeletedLocked(now, false)
 }
@@ -349,6 +348,9 @@ func (l *Log) Close() error {
 	// the log (its fsyncs of closed files fail harmlessly); nothing of
 	// the log runs after Close returns.
 	l.rollFlushes.Wait()
+	if l.epochs != nil {
+		errs = append(errs, l.epochs.Close())
+	}
 	return errors.Join(errs...)
 }
 
