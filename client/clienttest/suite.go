@@ -384,34 +384,14 @@ func IdempotentPipelineSurvivesLostResponses(t *testing.T, tgt Target) {
 	topic := "idem-pipe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	CreateTopic(t, a, topic, 1)
 	fd := &FaultDialer{}
-	defer fd.Close()
-	p := NewProducer(t, tgt, client.Dialer(fd.Dial), client.Linger(0), client.BatchSize(300), client.MaxInFlight(5),
-		client.RetryBackoff(5*time.Millisecond, 50*time.Millisecond))
-	ctx := ctxFor(t)
 	const n = 3000
-	recs := make([]*client.Record, n)
-	var wg sync.WaitGroup
-	wg.Add(n)
-	for i := range recs {
+	p := producePipelined(t, tgt, fd, topic, n, func(i int) {
 		if i%700 == 350 {
 			fd.DropNextProduceResponse()
 		}
-		recs[i] = client.StringRecord(topic, strconv.Itoa(i))
-		p.Produce(ctx, recs[i], func(r *client.Record, err error) {
-			if err != nil {
-				t.Errorf("record %s: %v", r.Value, err)
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
+	})
 	if fd.Dropped() == 0 {
 		t.Fatal("no response was dropped")
-	}
-	for i, r := range recs {
-		if r.Offset != int64(i) {
-			t.Fatalf("record %d acknowledged at offset %d", i, r.Offset)
-		}
 	}
 	got := ConsumeWithKgo(t, tgt, topic, n)[0]
 	for i, r := range got {
@@ -448,15 +428,34 @@ func IdempotentRetryOfAnAppendedBatchIsADuplicate(t *testing.T, tgt Target) {
 		}
 		return 0
 	}}
+	const n = 2000
+	p := producePipelined(t, tgt, fd, topic, n, nil)
+	if fd.Failed() != 2 {
+		t.Fatalf("%d responses failed, want 2", fd.Failed())
+	}
+	if got := FetchPartition(t, p.Client(), topic, 0); len(got) != n {
+		t.Fatalf("%d records stored for %d produced", len(got), n)
+	}
+}
+
+// producePipelined produces n records ("0", "1", ...) to topic's only
+// partition through fd, with five small batches in flight, calling before
+// (when set) ahead of each record. It waits for every record and checks
+// that each was acknowledged, at its own offset. fd is closed after the
+// producer.
+func producePipelined(t *testing.T, tgt Target, fd *FaultDialer, topic string, n int, before func(i int)) *client.Producer {
+	t.Helper()
 	t.Cleanup(fd.Close) // after the producer's close (cleanups run last first)
 	p := NewProducer(t, tgt, client.Dialer(fd.Dial), client.Linger(0), client.BatchSize(300), client.MaxInFlight(5),
 		client.RetryBackoff(5*time.Millisecond, 50*time.Millisecond))
 	ctx := ctxFor(t)
-	const n = 2000
 	recs := make([]*client.Record, n)
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := range recs {
+		if before != nil {
+			before(i)
+		}
 		recs[i] = client.StringRecord(topic, strconv.Itoa(i))
 		p.Produce(ctx, recs[i], func(r *client.Record, err error) {
 			if err != nil {
@@ -466,17 +465,12 @@ func IdempotentRetryOfAnAppendedBatchIsADuplicate(t *testing.T, tgt Target) {
 		})
 	}
 	wg.Wait()
-	if fd.Failed() != 2 {
-		t.Fatalf("%d responses failed, want 2", fd.Failed())
-	}
 	for i, r := range recs {
 		if r.Offset != int64(i) {
 			t.Fatalf("record %d acknowledged at offset %d", i, r.Offset)
 		}
 	}
-	if got := FetchPartition(t, p.Client(), topic, 0); len(got) != n {
-		t.Fatalf("%d records stored for %d produced", len(got), n)
-	}
+	return p
 }
 
 // AcksLevels produces with acks=0, 1 and all: every record is stored, and
