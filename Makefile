@@ -33,7 +33,8 @@ test-long: vet
 # Hot-path benchmarks, with their same-run baselines; then the live keel
 # process under a kgo producer and consumer next to franz-go's kfake
 # (integration/bench_test.go: a table of records/s, MB/s, latencies, ratios;
-# about 2 minutes; KEEL_BENCH_* variables tune it).
+# about 4 minutes each for the kfake comparison and the replication table;
+# KEEL_BENCH_* variables tune them).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 	KEEL_BENCH=1 $(GO) test -run '^(TestKeelPerfAgainstKfake|TestReplicationPerf)$$' -count=1 -v -timeout 40m ./integration/

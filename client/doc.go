@@ -68,7 +68,9 @@
 // (batch.size) or old enough (linger.ms) into one Produce request per broker.
 // Idempotence is on by default (acks=all, at most 5 requests in flight per
 // broker, ordering preserved across retries, epoch bump after a sequence gap,
-// KIP-360). A broker's responses are read by one goroutine per broker, which
+// KIP-360). As in the Java client, a retried batch goes out alone and a new
+// connection is used only once the dead one's requests have failed, so a
+// retry always stays within the five batches the broker remembers. A broker's responses are read by one goroutine per broker, which
 // runs the callbacks, in order per partition.
 //
 // # Consuming

@@ -119,7 +119,8 @@ func MaxBlock(d time.Duration) Opt {
 
 // MaxInFlight sets max.in.flight.requests.per.connection: Produce requests
 // sent to one broker and not yet answered. With idempotence it must be at
-// most 5 (the broker remembers the last 5 batches per producer). Default 5.
+// most 5 (the broker remembers the last 5 batches per producer), and a
+// partition's retried batch is sent alone. Default 5.
 func MaxInFlight(n int) Opt {
 	return producerOpt{func(c *producerConfig) { c.maxInFlight = n }}
 }
