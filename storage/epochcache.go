@@ -145,11 +145,10 @@ func (c *LeaderEpochCache) update(op string, change func([]EpochEntry) ([]EpochE
 	}
 	c.fileMu.Lock()
 	defer c.fileMu.Unlock()
-	if err := writeEpochCheckpoint(c.path, next); err != nil {
+	if err := c.writeFileLocked(next, c.version+1); err != nil {
 		return fmt.Errorf("leader epoch cache %s: %w", op, err)
 	}
 	c.publish(next)
-	c.written, c.deferredErr = c.version, nil
 	return nil
 }
 
@@ -193,11 +192,20 @@ func (c *LeaderEpochCache) writeDeferred() {
 	if version <= c.written {
 		return
 	}
-	if err := writeEpochCheckpoint(c.path, entries); err != nil {
+	if err := c.writeFileLocked(entries, version); err != nil {
 		c.deferredErr = fmt.Errorf("leader epoch cache truncate from start: %w", err)
-		return
+	}
+}
+
+// writeFileLocked writes entries, the state at version, to the checkpoint
+// file. A write is of the whole state, so its success also mends a failed
+// background write. fileMu is held.
+func (c *LeaderEpochCache) writeFileLocked(entries []EpochEntry, version uint64) error {
+	if err := writeEpochCheckpoint(c.path, entries); err != nil {
+		return err
 	}
 	c.written, c.deferredErr = version, nil
+	return nil
 }
 
 // publish makes next the current entries. writeMu is held.
