@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
 )
 
 func testCtx(t testing.TB) context.Context {
@@ -123,6 +126,53 @@ func TestDescribeCluster(t *testing.T) {
 	resp = request[*kmsg.DescribeClusterResponse](t, cl, req)
 	if resp.ErrorCode != kerr.UnsupportedEndpointType.Code {
 		t.Fatalf("controllers endpoint type: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
+// The controller a broker names to clients (Metadata and DescribeCluster)
+// is the broker itself while it is live: a client's admin requests then go
+// to a broker it has just reached, never to one that died and is not
+// fenced yet (here broker 2, registered at a port nobody listens on, which
+// a random choice would name half of the time). Only a fenced broker names
+// another live one.
+func TestControllerNamedToClientsIsTheAnsweringBroker(t *testing.T) {
+	c := newTestCluster(t)
+	c.meta.registerBroker(2, "127.0.0.1", 1)
+	rc := c.dialRaw(t)
+	controllers := func() (fromMetadata, fromDescribeCluster int32) {
+		mr, dr := kmsg.NewPtrMetadataRequest(), kmsg.NewPtrDescribeClusterRequest()
+		mr.Version, dr.Version = 12, 1
+		md := roundTrip[*kmsg.MetadataResponse](rc, mr)
+		dc := roundTrip[*kmsg.DescribeClusterResponse](rc, dr)
+		return md.ControllerID, dc.ControllerID
+	}
+	for range 50 {
+		if md, dc := controllers(); md != testNodeID || dc != testNodeID {
+			t.Fatalf("controller named: Metadata %d, DescribeCluster %d; want this broker, %d", md, dc, testNodeID)
+		}
+	}
+	// Through a client that knows broker 2: every admin request reaches
+	// this broker at once, with no dial to the dead one to back off from.
+	ctx := testCtx(t)
+	start := time.Now()
+	for i := range 5 {
+		if resp, err := c.admin().CreateTopic(ctx, 1, 1, nil, fmt.Sprintf("t%d", i)); err != nil || resp.Err != nil {
+			t.Fatalf("create topic: %v %v", err, resp.Err)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("5 CreateTopics took %v: a client retried against broker 2", d)
+	}
+
+	self, _ := c.meta.Image().Broker(testNodeID)
+	c.meta.commit(&metadata.FenceBrokerRecord{ID: testNodeID, Epoch: self.Epoch})
+	if md, dc := controllers(); md != 2 || dc != 2 {
+		t.Fatalf("fenced: controller named Metadata %d, DescribeCluster %d; want the live broker 2", md, dc)
+	}
+	two, _ := c.meta.Image().Broker(2)
+	c.meta.commit(&metadata.FenceBrokerRecord{ID: 2, Epoch: two.Epoch})
+	if md, dc := controllers(); md != -1 || dc != -1 {
+		t.Fatalf("no live broker: controller named Metadata %d, DescribeCluster %d; want -1", md, dc)
 	}
 }
 

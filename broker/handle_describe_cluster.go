@@ -7,7 +7,8 @@ package broker
 //     with IncludeFencedBrokers (v2+) the fenced ones too, marked IsFenced.
 //     Type 2 (controllers) is UNSUPPORTED_ENDPOINT_TYPE on a broker
 //     listener, as in Kafka: controllers answer it on their own listener.
-//   - ControllerID: a random live broker, as KRaft tells clients.
+//   - ControllerID: a live broker that forwards admin requests, as Metadata
+//     names it (controllerForClients).
 //   - ClusterAuthorizedOperations when asked: every cluster operation (no
 //     authorizer).
 
@@ -28,7 +29,7 @@ func (b *Broker) handleDescribeCluster(req *network.Request, m *kmsg.DescribeClu
 	}
 	img := b.currentImage()
 	resp.ClusterID = b.clusterID
-	resp.ControllerID = randomLiveBroker(img)
+	resp.ControllerID = b.controllerForClients(img, req.Conn.Listener)
 	if m.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAuthorizedOperations
 	}

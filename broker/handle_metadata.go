@@ -6,7 +6,8 @@ package broker
 //   - Brokers: the registered, unfenced brokers with an endpoint for the
 //     listener the request arrived on, as Kafka's getAliveBrokerNodes.
 //   - ControllerID (v1+): KRaft hides the controllers from clients and
-//     names a random live broker instead; -1 when there is none.
+//     names a live broker instead, which forwards their admin requests:
+//     this broker (see controllerForClients); -1 when there is none.
 //   - ClusterID (v2+).
 //   - Topics: all (v0 with an empty list, v1+ with a null list) or the
 //     requested ones, deduplicated, by name or (v10+) by topic id; an
@@ -89,7 +90,7 @@ func (b *Broker) handleMetadata(req *network.Request, m *kmsg.MetadataRequest) k
 	if b.clusterID != "" {
 		resp.ClusterID = kmsg.StringPtr(b.clusterID)
 	}
-	resp.ControllerID = randomLiveBroker(img)
+	resp.ControllerID = b.controllerForClients(img, listener)
 	if m.IncludeClusterAuthorizedOperations && m.Version >= 8 && m.Version <= 10 {
 		resp.AuthorizedOperations = clusterAuthorizedOperations
 	}
@@ -200,12 +201,26 @@ func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic, m *kmsg.M
 	return mt
 }
 
-// randomLiveBroker is what KRaft reports as the controller to clients: a
-// random registered, unfenced broker, or -1.
-func randomLiveBroker(img *metadata.Image) int32 {
+// controllerForClients is the broker KRaft names to clients as the
+// controller, since they cannot reach the real one: the broker their admin
+// requests go to, which forwards them. Kafka names a random live broker
+// (unfenced, registered) on every answer; Keel names itself when it is
+// live and has an endpoint on the listener the client used, and a random
+// live broker with one only otherwise (itself fenced, as at start-up), -1
+// when there is none. The client has just reached this broker, whereas a
+// random one may have died a moment ago and stay unfenced until
+// broker.session.timeout.ms passes, and a client sends its admin requests
+// to it, with growing backoffs, until a later answer names another: just
+// when an operator runs kafka-topics.sh after losing a broker.
+func (b *Broker) controllerForClients(img *metadata.Image, listener string) int32 {
+	if br, ok := img.Broker(b.nodeID); ok && !br.Fenced {
+		if _, ok := br.Endpoint(listener); ok {
+			return b.nodeID
+		}
+	}
 	var live []int32
 	for _, br := range img.Brokers() {
-		if !br.Fenced {
+		if _, ok := br.Endpoint(listener); ok && !br.Fenced {
 			live = append(live, br.ID)
 		}
 	}
