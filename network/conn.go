@@ -233,8 +233,20 @@ func (c *conn) waitUnmuted() bool {
 	}
 }
 
+// frameChunk is the most of a frame's buffer allocated before its bytes
+// arrive. A larger frame is read into pooled chunks of this size until an
+// eighth of it (at least one chunk) has arrived; only then is its own
+// buffer allocated, what arrived copied in and the rest read in place. A
+// connection that announces a request of socket.request.max.bytes
+// (100 MiB) and sends little so holds about what it sent. Kafka allocates
+// the announced size at once, which lets a few hundred connections that
+// send four bytes each claim tens of gigabytes.
+const frameChunk = 1 << 20
+
+var frameChunks = sync.Pool{New: func() any { return new([frameChunk]byte) }}
+
 // readFrame reads one size-prefixed frame. The size is checked against
-// socket.request.max.bytes before the frame buffer is allocated.
+// socket.request.max.bytes before anything is allocated.
 func (c *conn) readFrame() ([]byte, error) {
 	var size [4]byte
 	if err := c.fill(size[:]); err != nil {
@@ -244,14 +256,41 @@ func (c *conn) readFrame() ([]byte, error) {
 	if n < 0 || n > c.srv.cfg.SocketRequestMaxBytes {
 		return nil, fmt.Errorf("%w: size %d, limit %d", errFrameSize, n, c.srv.cfg.SocketRequestMaxBytes)
 	}
-	frame := make([]byte, n)
-	if err := c.fill(frame); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("frame of %d bytes: %w", n, io.ErrUnexpectedEOF)
-		}
-		return nil, err
+	if n <= frameChunk {
+		frame := make([]byte, n)
+		return frame, c.fillFrame(frame, n)
 	}
-	return frame, nil
+	var chunks []*[frameChunk]byte
+	defer func() {
+		for _, ch := range chunks {
+			frameChunks.Put(ch)
+		}
+	}()
+	got := 0
+	for got < int(n)/8 || got == 0 {
+		ch := frameChunks.Get().(*[frameChunk]byte)
+		chunks = append(chunks, ch)
+		m := min(int(n)-got, frameChunk)
+		if err := c.fillFrame(ch[:m], n); err != nil {
+			return nil, err
+		}
+		got += m
+	}
+	frame := make([]byte, n)
+	for i, ch := range chunks {
+		copy(frame[i*frameChunk:got], ch[:])
+	}
+	return frame, c.fillFrame(frame[got:], n)
+}
+
+// fillFrame fills part of a frame of n bytes; running out of bytes is
+// io.ErrUnexpectedEOF.
+func (c *conn) fillFrame(p []byte, n int32) error {
+	err := c.fill(p)
+	if errors.Is(err, io.EOF) {
+		err = fmt.Errorf("frame of %d bytes: %w", n, io.ErrUnexpectedEOF)
+	}
+	return err
 }
 
 // fill reads len(p) bytes, resuming after read-deadline expiries that

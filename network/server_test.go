@@ -330,17 +330,98 @@ func TestBadInputClosesTheConnectionOnly(t *testing.T) {
 	}
 }
 
+// A connection that announces a request of socket.request.max.bytes and
+// sends a little of it holds memory for what it sent, not for what it
+// announced; frames larger than a chunk, and larger than eight, still
+// arrive whole.
+func TestAnnouncedFrameSizeIsNotAllocatedAhead(t *testing.T) {
+	pattern := func(i int) byte { return byte(i * 7 % 251) }
+	ts := startServer(t, func(_ context.Context, req *Request) (Result, bool) {
+		m, ok := req.Msg.(*kmsg.ProduceRequest)
+		if !ok {
+			return nil, false
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		rt := kmsg.NewProduceResponseTopic()
+		rp := kmsg.NewProduceResponseTopicPartition()
+		records := m.Topics[0].Partitions[0].Records
+		rp.BaseOffset = int64(len(records))
+		for i, b := range records {
+			if b != pattern(i) {
+				rp.BaseOffset = -int64(i) // the first byte that differs
+				break
+			}
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return &Response{Msg: resp}, true
+	}, nil)
+
+	const conns = 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range conns {
+		rc := dialRaw(t, ts.addr)
+		rc.write(append(sizePrefix(DefaultSocketRequestMaxBytes), make([]byte, 4096)...))
+	}
+	waitFor(t, "the connections", func() bool { return ts.NumConnections() == conns })
+	bound := uint64(conns*frameChunk + 32<<20)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		runtime.ReadMemStats(&after)
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > bound {
+			t.Fatalf("%d connections that each sent 4 KiB of a %d MiB request made the server allocate %d MiB",
+				conns, DefaultSocketRequestMaxBytes>>20, grew>>20)
+		}
+	}
+
+	rc := dialRaw(t, ts.addr)
+	for _, size := range []int{frameChunk - 100, frameChunk + 1, 5 * frameChunk, 20*frameChunk + 3} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 1000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = make([]byte, size)
+		for i := range rp.Records {
+			rp.Records[i] = pattern(i)
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		corr := rc.send(req, 9)
+		resp := kmsg.NewPtrProduceResponse()
+		rc.read(resp, 9, corr)
+		if got := resp.Topics[0].Partitions[0].BaseOffset; got != int64(size) {
+			t.Fatalf("a request with %d bytes of records: %d arrived intact (negative: the first byte that differs)", size, got)
+		}
+	}
+}
+
 func TestTruncatedFrameThenClose(t *testing.T) {
 	ts := startServer(t, nil, nil)
-	rc := dialRaw(t, ts.addr)
-	frame, _ := rc.frame(metadataRequest(), 12)
-	rc.write(frame[:len(frame)-3])
-	if err := rc.c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
-		t.Fatal(err)
+	large := append(sizePrefix(3*frameChunk), make([]byte, 3*frameChunk)...)
+	for _, tc := range []struct {
+		name  string
+		bytes func(rc *rawClient) []byte
+	}{
+		{"three bytes short", func(rc *rawClient) []byte {
+			frame, _ := rc.frame(metadataRequest(), 12)
+			return frame[:len(frame)-3]
+		}},
+		{"cut in the first chunk", func(*rawClient) []byte { return large[:frameChunk/2] }},
+		{"cut after the first chunk", func(*rawClient) []byte { return large[:2*frameChunk] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := dialRaw(t, ts.addr)
+			rc.write(tc.bytes(rc))
+			if err := rc.c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			rc.expectClosed()
+			waitFor(t, "log line", func() bool { return strings.Contains(ts.logs.String(), "truncated request") })
+			waitFor(t, "connection gone", func() bool { return ts.NumConnections() == 0 })
+			ts.logs.reset()
+		})
 	}
-	rc.expectClosed()
-	waitFor(t, "log line", func() bool { return strings.Contains(ts.logs.String(), "truncated request") })
-	waitFor(t, "connection gone", func() bool { return ts.NumConnections() == 0 })
 }
 
 func TestRandomBytesNeverHurtTheServer(t *testing.T) {
