@@ -133,8 +133,8 @@ func TestDescribeCluster(t *testing.T) {
 // is the broker itself while it is live: a client's admin requests then go
 // to a broker it has just reached, never to one that died and is not
 // fenced yet (here broker 2, registered at a port nobody listens on, which
-// a random choice would name half of the time). Only a fenced broker names
-// another live one.
+// a random choice would name half of the time). Only a broker in a
+// controlled shutdown or fenced names another live one.
 func TestControllerNamedToClientsIsTheAnsweringBroker(t *testing.T) {
 	c := newTestCluster(t)
 	c.meta.registerBroker(2, "127.0.0.1", 1)
@@ -165,6 +165,10 @@ func TestControllerNamedToClientsIsTheAnsweringBroker(t *testing.T) {
 	}
 
 	self, _ := c.meta.Image().Broker(testNodeID)
+	c.meta.commit(&metadata.BrokerRegistrationChangeRecord{BrokerID: testNodeID, BrokerEpoch: self.Epoch, InControlledShutdown: 1})
+	if md, dc := controllers(); md != 2 || dc != 2 {
+		t.Fatalf("in controlled shutdown: controller named Metadata %d, DescribeCluster %d; want broker 2", md, dc)
+	}
 	c.meta.commit(&metadata.FenceBrokerRecord{ID: testNodeID, Epoch: self.Epoch})
 	if md, dc := controllers(); md != 2 || dc != 2 {
 		t.Fatalf("fenced: controller named Metadata %d, DescribeCluster %d; want the live broker 2", md, dc)

@@ -204,25 +204,34 @@ func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic, m *kmsg.M
 // controllerForClients is the broker KRaft names to clients as the
 // controller, since they cannot reach the real one: the broker their admin
 // requests go to, which forwards them. Kafka names a random live broker
-// (unfenced, registered) on every answer; Keel names itself when it is
-// live and has an endpoint on the listener the client used, and a random
-// live broker with one only otherwise (itself fenced, as at start-up), -1
-// when there is none. The client has just reached this broker, whereas a
-// random one may have died a moment ago and stay unfenced until
-// broker.session.timeout.ms passes, and a client sends its admin requests
-// to it, with growing backoffs, until a later answer names another: just
-// when an operator runs kafka-topics.sh after losing a broker.
+// (registered, unfenced) on every answer. Keel names itself when it is
+// live, has an endpoint on the listener the client used and is not in a
+// controlled shutdown; otherwise a random live broker with one, preferring
+// those not shutting down; -1 when there is none. The client has just
+// reached this broker, whereas a random one may have died a moment ago and
+// stay unfenced until broker.session.timeout.ms passes, and a client sends
+// its admin requests to it, with growing backoffs, until a later answer
+// names another: just when an operator runs kafka-topics.sh after losing
+// a broker.
 func (b *Broker) controllerForClients(img *metadata.Image, listener string) int32 {
-	if br, ok := img.Broker(b.nodeID); ok && !br.Fenced {
-		if _, ok := br.Endpoint(listener); ok {
-			return b.nodeID
+	reachable := func(br *metadata.BrokerRegistration) bool {
+		_, ok := br.Endpoint(listener)
+		return ok && !br.Fenced
+	}
+	if br, ok := img.Broker(b.nodeID); ok && reachable(br) && !br.InControlledShutdown {
+		return b.nodeID
+	}
+	var live, staying []int32
+	for _, br := range img.Brokers() {
+		if reachable(br) {
+			live = append(live, br.ID)
+			if !br.InControlledShutdown {
+				staying = append(staying, br.ID)
+			}
 		}
 	}
-	var live []int32
-	for _, br := range img.Brokers() {
-		if _, ok := br.Endpoint(listener); ok && !br.Fenced {
-			live = append(live, br.ID)
-		}
+	if len(staying) > 0 {
+		live = staying
 	}
 	if len(live) == 0 {
 		return -1
