@@ -275,3 +275,17 @@ func metadataRequest() *kmsg.MetadataRequest {
 	req.Topics = []kmsg.MetadataRequestTopic{}
 	return req
 }
+
+// produceRequest is an acks=1 Produce request of one partition whose
+// records are the given bytes (the network layer does not parse them).
+func produceRequest(records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}

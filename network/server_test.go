@@ -376,18 +376,11 @@ func TestAnnouncedFrameSizeIsNotAllocatedAhead(t *testing.T) {
 
 	rc := dialRaw(t, ts.addr)
 	for _, size := range []int{frameChunk - 100, frameChunk + 1, 5 * frameChunk, 20*frameChunk + 3} {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = 1, 1000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = make([]byte, size)
-		for i := range rp.Records {
-			rp.Records[i] = pattern(i)
+		records := make([]byte, size)
+		for i := range records {
+			records[i] = pattern(i)
 		}
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		corr := rc.send(req, 9)
+		corr := rc.send(produceRequest(records), 9)
 		resp := kmsg.NewPtrProduceResponse()
 		rc.read(resp, 9, corr)
 		if got := resp.Topics[0].Partitions[0].BaseOffset; got != int64(size) {
