@@ -258,7 +258,10 @@ func (c *conn) readFrame() ([]byte, error) {
 	}
 	if n <= frameChunk {
 		frame := make([]byte, n)
-		return frame, c.fillFrame(frame, n)
+		if err := c.fillFrame(frame, n); err != nil {
+			return nil, err
+		}
+		return frame, nil
 	}
 	var chunks []*[frameChunk]byte
 	defer func() {
@@ -267,7 +270,7 @@ func (c *conn) readFrame() ([]byte, error) {
 		}
 	}()
 	got := 0
-	for got < int(n)/8 || got == 0 {
+	for got < int(n)/8 { // n > frameChunk: at least one chunk
 		ch := frameChunks.Get().(*[frameChunk]byte)
 		chunks = append(chunks, ch)
 		m := min(int(n)-got, frameChunk)
@@ -280,7 +283,10 @@ func (c *conn) readFrame() ([]byte, error) {
 	for i, ch := range chunks {
 		copy(frame[i*frameChunk:got], ch[:])
 	}
-	return frame, c.fillFrame(frame[got:], n)
+	if err := c.fillFrame(frame[got:], n); err != nil {
+		return nil, err
+	}
+	return frame, nil
 }
 
 // fillFrame fills part of a frame of n bytes; running out of bytes is
