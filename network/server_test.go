@@ -332,8 +332,8 @@ func TestBadInputClosesTheConnectionOnly(t *testing.T) {
 
 // A connection that announces a request of socket.request.max.bytes and
 // sends a little of it holds memory for what it sent, not for what it
-// announced; frames larger than a chunk, and larger than eight, still
-// arrive whole.
+// announced. Frames larger than a chunk, up to one whose first eighth
+// spans several chunks, still arrive whole.
 func TestAnnouncedFrameSizeIsNotAllocatedAhead(t *testing.T) {
 	pattern := func(i int) byte { return byte(i * 7 % 251) }
 	ts := startServer(t, func(_ context.Context, req *Request) (Result, bool) {
