@@ -132,7 +132,19 @@ func (d *controllerDriver) active(leaderCh <-chan bool) bool {
 	}()
 	// A new leader may have committed entries it has not applied yet.
 	if err := d.raft.Barrier(ctx); err != nil {
+		// A stop cancels the barrier: the driver is closing, whatever
+		// Raft still says. Otherwise try again shortly while leader.
+		select {
+		case <-d.stop:
+			return false
+		default:
+		}
 		d.logger.Warn("barrier on becoming active failed", "error", err)
+		select {
+		case <-d.stop:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
 		return d.raft.IsLeader()
 	}
 	now := time.Now()
