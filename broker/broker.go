@@ -113,9 +113,13 @@ type Broker struct {
 	// applyMu serialises ApplyMetadata; initialized is guarded by it.
 	applyMu     sync.Mutex
 	initialized bool
-	// caughtUp is set (under applyMu) by ReconcileStrayLogs, once the
-	// node's metadata has caught up with the controller's.
-	caughtUp bool
+	// caughtUp is set (under applyMu) by reconcileStrayLogsLocked, once
+	// the image has reached caughtUpAt, the metadata offset at which the
+	// controller said this node had caught up (-1 before it has said so).
+	// ready is closed then.
+	caughtUp   bool
+	caughtUpAt int64
+	ready      chan struct{}
 	// image is the last image ApplyMetadata published (nil before).
 	image atomic.Pointer[metadata.Image]
 	// partitions are the partitions this node hosts, replaced copy-on-write
@@ -185,6 +189,8 @@ func New(opts Options) (*Broker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
+		caughtUpAt:          -1,
+		ready:               make(chan struct{}),
 		nodeID:              opts.NodeID,
 		clusterID:           opts.ClusterID,
 		cfg:                 cfg,

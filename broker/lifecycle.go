@@ -120,15 +120,18 @@ func (f *controllerForwarder) Forward(ctx context.Context, req kmsg.Request) (km
 // controller no longer knows its epoch; at shutdown it asks for a
 // controlled shutdown so leaderships move first. One goroutine owns it.
 type brokerLifecycle struct {
-	ch          *controllerChannel
-	raft        *raftlog.Node
-	nodeID      int32
-	clusterID   string
-	incarnation metadata.Uuid
-	endpoints   []network.Listener
-	rack        string
-	interval    time.Duration
-	logger      hclog.Logger
+	ch *controllerChannel
+	// metadataOffset is the offset of the image the broker answers from,
+	// its heartbeat's CurrentMetadataOffset (Kafka reports its published
+	// image's too): the Raft log's applied offset runs ahead of it.
+	metadataOffset func() int64
+	nodeID         int32
+	clusterID      string
+	incarnation    metadata.Uuid
+	endpoints      []network.Listener
+	rack           string
+	interval       time.Duration
+	logger         hclog.Logger
 
 	epoch      atomic.Int64
 	fenced     atomic.Bool
@@ -136,17 +139,17 @@ type brokerLifecycle struct {
 	once       sync.Once
 	// onCaughtUp is called once, on the lifecycle goroutine, when the
 	// controller first reports this broker caught up with the metadata
-	// log; nil for none.
-	onCaughtUp func()
+	// log, with the offset the heartbeat reported; nil for none.
+	onCaughtUp func(offset int64)
 	caughtUp   bool // run goroutine only
 	stop       chan struct{}
 	shutdown   chan chan struct{}
 	wg         sync.WaitGroup
 }
 
-func newBrokerLifecycle(ch *controllerChannel, raft *raftlog.Node, nodeID int32, clusterID string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(), logger hclog.Logger) *brokerLifecycle {
+func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logger hclog.Logger) *brokerLifecycle {
 	l := &brokerLifecycle{
-		ch: ch, raft: raft, nodeID: nodeID, clusterID: clusterID, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
+		ch: ch, metadataOffset: metadataOffset, nodeID: nodeID, clusterID: clusterID, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
 		endpoints: endpoints, interval: interval, logger: logger.Named("lifecycle"),
 		registered: make(chan struct{}), stop: make(chan struct{}), shutdown: make(chan chan struct{}),
 	}
@@ -236,7 +239,7 @@ func (l *brokerLifecycle) register(ctx context.Context) error {
 func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool {
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.BrokerID, req.BrokerEpoch = l.nodeID, l.epoch.Load()
-	req.CurrentMetadataOffset = l.raft.AppliedOffset()
+	req.CurrentMetadataOffset = l.metadataOffset()
 	req.WantShutdown = wantShutdown
 	hctx, cancel := context.WithTimeout(ctx, max(l.interval, 2*time.Second))
 	defer cancel()
@@ -261,7 +264,7 @@ func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool
 	if r.IsCaughtUp && !l.caughtUp {
 		l.caughtUp = true
 		if l.onCaughtUp != nil {
-			l.onCaughtUp()
+			l.onCaughtUp(req.CurrentMetadataOffset)
 		}
 	}
 	if was := l.fenced.Swap(r.IsFenced); was && !r.IsFenced {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,6 +17,7 @@ import (
 	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/keelstream/keel/storage"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Node is one Keel process: the roles of process.roles assembled over one
@@ -119,7 +121,7 @@ func (n *Node) start() (err error) {
 		return fmt.Errorf("%w (format the log dirs first: keel format --cluster-id ID --config ...)", err)
 	}
 
-	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames}
+	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames, logger: logger}
 	n.server, err = network.NewServer(network.Config{
 		Listeners:                listeners,
 		Handler:                  router,
@@ -231,7 +233,7 @@ func (n *Node) start() (err error) {
 				endpoints = append(endpoints, l)
 			}
 		}
-		n.lifecycle = newBrokerLifecycle(n.channel, n.raft, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
+		n.lifecycle = newBrokerLifecycle(n.channel, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
 	}
 	logger.Info("node started", "node_id", cfg.NodeID, "roles", cfg.ProcessRoles, "cluster_id", n.clusterID,
 		"listeners", fmt.Sprint(bound))
@@ -450,6 +452,8 @@ type listenerRouter struct {
 	controllerListeners []string
 	controller          *controllerHandler
 	broker              *Broker
+	logger              hclog.Logger
+	waitLogged          atomic.Bool
 }
 
 func (r *listenerRouter) handlerFor(listener string) network.Handler {
@@ -474,11 +478,31 @@ func (r *listenerRouter) SupportedVersions(listener string, key int16) (int16, i
 	return h.SupportedVersions(listener, key)
 }
 
-// Handle implements network.Handler.
+// Handle implements network.Handler. A broker's requests wait until it
+// has caught up with the metadata log (Broker.Ready), as Kafka's
+// BrokerServer starts processing requests only after its initial catch-up:
+// the image it would answer from before then can be the one of its last
+// metadata snapshot, and a client told that a topic does not exist gives
+// up on its records (kgo after four such answers). ApiVersions is answered
+// at once, so clients connect meanwhile.
 func (r *listenerRouter) Handle(ctx context.Context, req *network.Request) network.Result {
 	h := r.handlerFor(req.Conn.Listener)
 	if h == nil {
 		return &network.Response{CloseConnection: true}
+	}
+	if _, versions := req.Msg.(*kmsg.ApiVersionsRequest); h == network.Handler(r.broker) && !versions {
+		select {
+		case <-r.broker.Ready():
+		default:
+			if !r.waitLogged.Swap(true) {
+				r.logger.Info("client requests wait until this broker has caught up with the metadata log")
+			}
+			select {
+			case <-r.broker.Ready():
+			case <-ctx.Done():
+				return &network.Response{CloseConnection: true}
+			}
+		}
 	}
 	return h.Handle(ctx, req)
 }

@@ -332,28 +332,54 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		p.fetchWatch.wakeAll()
 		p.produceWatch.wakeAll()
 	}
+	b.reconcileStrayLogsLocked()
 }
 
-// ReconcileStrayLogs is called once the node has caught up with the
-// metadata log (the controller's heartbeat says so): every log on disk that
-// the image does not place here, or that belongs to another incarnation of
-// its topic (another topic id), is a stray of a topic deleted or a replica
-// moved while this node was away, and is deleted (Kafka's
-// LogManager.deleteStrayKRaftReplicas); the partitions the image does place
-// here are then hosted afresh.
+// ReconcileStrayLogs is called once the controller says this node has
+// caught up with the metadata log: its heartbeat reported offset, at or
+// past its registration. Once the image has reached offset (it has, when
+// the offset is MetadataOffset's; otherwise at the ApplyMetadata that
+// brings it there), every log on disk that the image does not
+// place here, or that belongs to another incarnation of its topic (another
+// topic id), is a stray of a topic deleted or a replica moved while this
+// node was away, and is deleted (Kafka's
+// LogManager.deleteStrayKRaftReplicas); the partitions the image does
+// place here are then hosted afresh, and Ready is closed. An older image
+// would take the log of a topic created after it for a stray.
 //
 // Concurrency: any goroutine; serialised with ApplyMetadata by applyMu.
-func (b *Broker) ReconcileStrayLogs() {
+func (b *Broker) ReconcileStrayLogs(offset int64) {
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
-	if b.caughtUp {
+	if b.caughtUpAt < 0 {
+		b.caughtUpAt = offset
+	}
+	b.reconcileStrayLogsLocked()
+}
+
+// MetadataOffset is the offset of the image the broker answers from, -1
+// before the first. Never blocks.
+func (b *Broker) MetadataOffset() int64 {
+	if img := b.image.Load(); img != nil {
+		return img.Offset()
+	}
+	return -1
+}
+
+// Ready is closed once the node has caught up with the metadata log and
+// reconciled its logs with it (ReconcileStrayLogs): the image it answers
+// from is then at least as new as the controller's at its registration.
+func (b *Broker) Ready() <-chan struct{} { return b.ready }
+
+// reconcileStrayLogsLocked is ReconcileStrayLogs' work, once the image has
+// reached caughtUpAt. applyMu is held.
+func (b *Broker) reconcileStrayLogsLocked() {
+	img := b.image.Load()
+	if b.caughtUp || b.caughtUpAt < 0 || img == nil || img.Offset() < b.caughtUpAt {
 		return
 	}
 	b.caughtUp = true
-	img := b.image.Load()
-	if img == nil {
-		return
-	}
+	defer close(b.ready)
 	hosted := b.partitions.Load().byTP
 	strays := 0
 	for _, l := range b.logs.Logs() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Restart tests run the keel binary and a franz-go producer with its
@@ -273,5 +274,49 @@ func TestAcknowledgedRecordsSurviveKill9(t *testing.T) {
 	// guarantee, as with Kafka.)
 	if pid2, epoch2, err := live.ProducerID(ctx); err == nil && pid2 == pid && epoch2 == epoch && dups > 0 {
 		t.Errorf("%d records appended twice by producer %d epoch %d across the crash", dups, pid, epoch)
+	}
+}
+
+// A restarted broker does not answer clients from the image of its last
+// metadata snapshot (for a young cluster: none, no topics at all) before it
+// has caught up with the metadata log: Metadata asked the moment the port
+// accepts either waits or names the topic, never UNKNOWN_TOPIC_OR_PARTITION,
+// which makes kgo fail a producer's records after four such answers. Kafka's
+// broker likewise starts processing requests only after its initial
+// catch-up.
+func TestRestartedBrokerNeverAnswersFromAnImageBehindTheLog(t *testing.T) {
+	const topic = "known"
+	c, cl := startRestartCluster(t, topic)
+	cl.Close()
+	c.Kill(1)
+	c.Start(1)
+	deadline := time.Now().Add(60 * time.Second)
+	answers := 0
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("no Metadata answer within 60 s of the restart (%d answers)\n%s", answers, c.LogTail(1, 30))
+		}
+		probe, err := kgo.NewClient(kgo.SeedBrokers(c.Node(1).PlaintextAddr()), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = false
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, probe)
+		cancel()
+		probe.Close()
+		if err != nil {
+			time.Sleep(10 * time.Millisecond) // not listening yet, or the wait outlasted the probe
+			continue
+		}
+		answers++
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 3 {
+			t.Fatalf("answer %d after the restart: %+v", answers, resp.Topics)
+		}
+		return
 	}
 }

@@ -322,8 +322,7 @@ func (n *Node) Image() *metadata.Image { return n.fsm.image.Load() }
 
 // AppliedOffset is the highest metadata offset this node's FSM has
 // processed: Image().Offset() or beyond (batches the image rejected and
-// Raft configuration entries advance it too). A broker reports it as
-// BrokerHeartbeat's CurrentMetadataOffset. Never blocks.
+// Raft configuration entries advance it too). Never blocks.
 func (n *Node) AppliedOffset() int64 { return n.fsm.applied.Load() }
 
 // WaitForOffset blocks until this node has applied metadata offset offset
