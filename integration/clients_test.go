@@ -174,3 +174,130 @@ func TestKafkaPython(t *testing.T) {
 		t.Fatalf("kafka-python: %v\n%s", err, out)
 	}
 }
+
+// kafkajsDir is where .ci/run installs kafkajs (npm install --prefix);
+// KEEL_KAFKAJS_DIR overrides it.
+func kafkajsDir() string {
+	if d := os.Getenv("KEEL_KAFKAJS_DIR"); d != "" {
+		return d
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(cache, "keel-test-clients")
+}
+
+// TestKafkaJS drives the broker with kafkajs, the Node.js client: admin
+// create, configs, partitions, DeleteRecords and ListOffsets by time, an
+// idempotent producer (gzip and uncompressed, keys and headers), a group
+// of two consumers that share the partitions and commit, and deletes.
+func TestKafkaJS(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	modules := filepath.Join(kafkajsDir(), "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "kafkajs", "package.json")); err != nil {
+		t.Skipf("kafkajs is not installed (npm install --prefix %s kafkajs)", kafkajsDir())
+	}
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(20 * time.Second)
+	script := filepath.Join(t.TempDir(), "client.js")
+	if err := os.WriteFile(script, []byte(kafkajsScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, c.BootstrapServers()[0])
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "KAFKAJS_NO_PARTITIONER_WARNING=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
+		t.Fatalf("kafkajs: %v\n%s", err, out)
+	}
+}
+
+// kafkajsScript runs against the broker at process.argv[2]; it exits
+// non-zero, saying why, on the first difference from what Kafka does.
+const kafkajsScript = `
+const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
+const kafka = new Kafka({ clientId: 'kafkajs-test', brokers: [process.argv[2]], logLevel: logLevel.ERROR });
+const topic = 'js', group = 'js-group', n = 600;
+function fail(msg) { throw new Error(msg); }
+
+async function consumeAll(admin) {
+  // Two members share the topic's partitions; each partition's records
+  // must arrive in the order they were produced.
+  const seen = new Map(), members = new Set(), lastIndex = new Map();
+  const consumers = [kafka.consumer({ groupId: group, maxWaitTimeInMs: 1000 }), kafka.consumer({ groupId: group, maxWaitTimeInMs: 1000 })];
+  let done;
+  const all = new Promise((resolve) => { done = resolve; });
+  for (const [m, consumer] of consumers.entries()) {
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    consumer.run({ eachMessage: async ({ partition, message }) => {
+      const i = parseInt(message.value.toString().slice(1));
+      if (seen.has(i)) fail('record ' + i + ' consumed twice');
+      if ((lastIndex.get(partition) ?? -1) >= i) fail('partition ' + partition + ': record ' + i + ' after ' + lastIndex.get(partition));
+      lastIndex.set(partition, i);
+      seen.set(i, message);
+      members.add(m);
+      if (seen.size === n) done();
+    } });
+  }
+  await Promise.race([all, new Promise((_, reject) => setTimeout(() => reject(new Error('consumed ' + seen.size + ' of ' + n)), 60000).unref())]);
+  for (const consumer of consumers) await consumer.disconnect(); // commits what it consumed
+  if (members.size !== 2) fail('records went to ' + members.size + ' of 2 members');
+  for (let i = 0; i < n; i++) {
+    const r = seen.get(i);
+    if (r.key.toString() !== 'k' + (i % 17) || r.headers.h.toString() !== 'h' + i) fail('record ' + i + ': key ' + r.key + ', headers ' + JSON.stringify(r.headers));
+  }
+}
+
+async function main() {
+  const admin = kafka.admin();
+  await admin.connect();
+  if (!await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: true })) fail('topic not created');
+  const md = await admin.fetchTopicMetadata({ topics: [topic] });
+  if (md.topics[0].partitions.length !== 3) fail('metadata: ' + JSON.stringify(md));
+
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  const before = Date.now();
+  for (let b = 0; b < 6; b++) {
+    const messages = [];
+    for (let i = b * n / 6; i < (b + 1) * n / 6; i++) messages.push({ key: 'k' + (i % 17), value: 'v' + i, headers: { h: 'h' + i } });
+    await producer.send({ topic, messages, acks: -1, compression: b % 2 ? CompressionTypes.GZIP : CompressionTypes.None });
+  }
+  await producer.disconnect();
+  const ends = await admin.fetchTopicOffsets(topic);
+  if (ends.reduce((s, p) => s + Number(p.high), 0) !== n) fail('end offsets: ' + JSON.stringify(ends));
+  const byTime = await admin.fetchTopicOffsetsByTimestamp(topic, before - 60000);
+  if (byTime.some((p) => p.offset !== '0')) fail('offsets by timestamp: ' + JSON.stringify(byTime));
+
+  await consumeAll(admin);
+  const committed = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+  for (const p of committed[0].partitions) {
+    if (p.offset !== ends.find((e) => e.partition === p.partition).high) fail('committed ' + JSON.stringify(committed) + ', ends ' + JSON.stringify(ends));
+  }
+  const described = await admin.describeGroups([group]);
+  if (described.groups[0].state !== 'Empty') fail('group after both left: ' + JSON.stringify(described));
+
+  await admin.alterConfigs({ resources: [{ type: 2, name: topic, configEntries: [{ name: 'retention.ms', value: '3600000' }] }] });
+  const configs = await admin.describeConfigs({ resources: [{ type: 2, name: topic, configNames: ['retention.ms'] }] });
+  const entry = configs.resources[0].configEntries[0];
+  if (entry.configValue !== '3600000' || entry.isDefault) fail('retention.ms after alterConfigs: ' + JSON.stringify(entry));
+
+  await admin.createPartitions({ topicPartitions: [{ topic, count: 5 }] });
+  await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '1' }] });
+  const after = await admin.fetchTopicOffsets(topic);
+  if (after.length !== 5 || after.find((p) => p.partition === 0).low !== '1') fail('offsets after createPartitions and deleteTopicRecords: ' + JSON.stringify(after));
+
+  await admin.deleteGroups([group]);
+  if ((await admin.listGroups()).groups.some((g) => g.groupId === group)) fail('group listed after deleteGroups');
+  await admin.deleteTopics({ topics: [topic] });
+  if ((await admin.listTopics()).includes(topic)) fail('topic listed after deleteTopics');
+  await admin.disconnect();
+}
+main().then(() => console.log('ok'), (e) => { console.error(e); process.exit(1); });
+`
