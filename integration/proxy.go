@@ -191,6 +191,12 @@ func (p *proxy) handle(in net.Conn) {
 	_ = in.SetReadDeadline(time.Time{})
 	out, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
+		// The node is down: reset, as its refused dial would have been.
+		// A clean close reads as an EOF answer to ApiVersions, which kgo
+		// takes for a TLS mismatch and fails records on without retry.
+		if tc, ok := in.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
 		in.Close()
 		return
 	}
