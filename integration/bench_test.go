@@ -37,7 +37,13 @@ import (
 // kgo's producer defaults (idempotent, acks=all, snappy, linger 10 ms, up to
 // 50,000 buffered records) for throughput; then a fixed 10,000 records/s with
 // linger.ms=0 for latency, the value carrying its send time in nanoseconds
-// so the consumer measures end to end. Each broker runs the load
+// so the consumer measures end to end. The latency phase runs twice: in
+// the test process, then with the producer and consumer in a process of
+// their own (this test binary, re-executed) at GOMAXPROCS=1, a lean client
+// as an application would run one. A client at 10,000 records/s needs a
+// fraction of one core; at the default GOMAXPROCS (2 here) its runtime
+// hands goroutines to a second thread, whose wake-ups and spinning compete
+// with the broker's threads for the same 2 vCPUs. Each broker runs the load
 // KEEL_BENCH_ROUNDS times (default 3), the order alternating between
 // rounds; the table shows each figure's median over the rounds, since
 // other work on a shared 2-core machine moves single runs a lot.
@@ -104,8 +110,8 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 		for _, tg := range order {
 			r := runPerf(t, tg, cfg, round)
 			tg.results = append(tg.results, r)
-			t.Logf("%s round %d: produce %.0f rec/s, consume %.0f rec/s, e2e p99 %v",
-				tg.name, round+1, r.produceRate(), r.consumeRate(), r.e2e.pct(0.99))
+			t.Logf("%s round %d: produce %.0f rec/s, consume %.0f rec/s, e2e p99 %v (client process at GOMAXPROCS=1: %v)",
+				tg.name, round+1, r.produceRate(), r.consumeRate(), r.e2e.pct(0.99), r.e2eOneP.pct(0.99))
 		}
 	}
 	printPerfTable(cfg, rounds, targets)
@@ -204,6 +210,7 @@ type perfResult struct {
 	produceLat         *latencies // at saturation, time in the client included
 	rateLat            *latencies // produce latency at the fixed rate
 	e2e                *latencies // send → consume at the fixed rate
+	e2eOneP            *latencies // the same from a client process at GOMAXPROCS=1
 	rtt                *latencies // ApiVersions round trips at the same rate
 	achievedRate       float64
 	produceBatches     *perfHooks // the produce phase's batches and requests
@@ -238,8 +245,9 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	adm := kadm.NewClient(admCl)
 	topic := fmt.Sprintf("perf-%d", round)
 	e2eTopic := fmt.Sprintf("e2e-%d", round)
+	e2eOnePTopic := fmt.Sprintf("e2e1p-%d", round)
 	warmTopic := fmt.Sprintf("warm-%d", round)
-	for _, tp := range []string{topic, e2eTopic, warmTopic} {
+	for _, tp := range []string{topic, e2eTopic, e2eOnePTopic, warmTopic} {
 		if resp, err := adm.CreateTopic(ctx, int32(cfg.partitions), 1, nil, tp); err != nil || resp.Err != nil {
 			t.Fatalf("%s: create %s: %v %v", tg.name, tp, err, resp.Err)
 		}
@@ -298,11 +306,12 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	r.consumed, r.consumeTime = cfg.records, passes[len(passes)/2]
 
 	r.rateLat, r.e2e, r.achievedRate = fixedRate(ctx, t, tg, cfg, e2eTopic)
+	r.e2eOneP = fixedRateFromProcess(ctx, t, tg, cfg, e2eOnePTopic)
 	r.rtt = roundTrips(ctx, t, admCl, cfg.rate, 2*time.Second)
 
 	// Rounds start from the same state: kfake frees the records it keeps
 	// in this process's heap, Keel deletes its segments.
-	if _, err := adm.DeleteTopics(ctx, topic, e2eTopic, warmTopic); err != nil {
+	if _, err := adm.DeleteTopics(ctx, topic, e2eTopic, e2eOnePTopic, warmTopic); err != nil {
 		t.Fatalf("%s: delete topics: %v", tg.name, err)
 	}
 	return r
@@ -352,14 +361,31 @@ func produceN(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, v
 // (UnixNano), so the consumer measures end-to-end latency.
 func fixedRate(ctx context.Context, t *testing.T, tg *perfTarget, cfg perfConfig, topic string) (prodLat, e2e *latencies, rate float64) {
 	t.Helper()
+	prodLat, e2e, rate, err := runFixedRate(ctx, tg.seeds, cfg, topic)
+	if err != nil {
+		t.Fatalf("%s: %v", tg.name, err)
+	}
+	return prodLat, e2e, rate
+}
+
+// runFixedRate is fixedRate's load, for a test or a client process.
+func runFixedRate(ctx context.Context, seeds []string, cfg perfConfig, topic string) (prodLat, e2e *latencies, rate float64, err error) {
 	warm := cfg.rate // records of the first second
 	total := warm + int(cfg.e2eFor.Seconds()*float64(cfg.rate))
 	offsets := map[int32]kgo.Offset{}
 	for p := 0; p < cfg.partitions; p++ {
 		offsets[int32(p)] = kgo.NewOffset().AtStart()
 	}
-	cons := newPerfClient(t, tg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
-	prod := newPerfClient(t, tg, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer prod.Close()
 	pl, el := newLatencies(total), newLatencies(total)
 
 	var consumed sync.WaitGroup
@@ -404,13 +430,66 @@ func fixedRate(ctx context.Context, t *testing.T, tg *perfTarget, cfg perfConfig
 	}
 	rate = float64(total-warm) / time.Since(measuredFrom).Seconds()
 	if err := prod.Flush(ctx); err != nil {
-		t.Fatalf("%s: flush: %v", tg.name, err)
+		return nil, nil, 0, fmt.Errorf("flush: %w", err)
 	}
 	consumed.Wait()
 	if f := failed.Load(); f > 0 || seen.Load() < int64(total) {
-		t.Fatalf("%s: %d records failed, %d of %d consumed", tg.name, f, seen.Load(), total)
+		return nil, nil, 0, fmt.Errorf("%d records failed, %d of %d consumed", f, seen.Load(), total)
 	}
-	return pl, el, rate
+	return pl, el, rate, nil
+}
+
+// e2eClientEnv makes this test binary run runFixedRate as a client process
+// instead of running tests (TestMain): seeds, topic, records/s, seconds,
+// partitions and value size, separated by spaces.
+const e2eClientEnv = "KEEL_E2E_CLIENT"
+
+// fixedRateFromProcess runs fixedRate's load from a client process of its
+// own at GOMAXPROCS=1 and returns its end-to-end latencies.
+func fixedRateFromProcess(ctx context.Context, t *testing.T, tg *perfTarget, cfg perfConfig, topic string) *latencies {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", fmt.Sprintf("%s=%s %s %d %d %d %d", e2eClientEnv,
+		strings.Join(tg.seeds, ","), topic, cfg.rate, int(cfg.e2eFor.Seconds()), cfg.partitions, cfg.valueSize))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: client process: %v", tg.name, err)
+	}
+	lines := strings.Fields(string(out))
+	lat := newLatencies(len(lines))
+	for _, l := range lines {
+		ns, err := strconv.ParseInt(l, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: client process printed %q", tg.name, l)
+		}
+		lat.add(time.Duration(ns))
+	}
+	return lat
+}
+
+// runE2EClient is the client process of fixedRateFromProcess: it prints
+// each record's end-to-end latency in nanoseconds, one per line.
+func runE2EClient(spec string) {
+	var seeds, topic string
+	var rate, seconds, partitions, valueSize int
+	if _, err := fmt.Sscanf(spec, "%s %s %d %d %d %d", &seeds, &topic, &rate, &seconds, &partitions, &valueSize); err != nil {
+		fmt.Fprintf(os.Stderr, "%s=%q: %v\n", e2eClientEnv, spec, err)
+		os.Exit(2)
+	}
+	cfg := perfConfig{valueSize: valueSize, partitions: partitions, rate: rate, e2eFor: time.Duration(seconds) * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, e2e, _, err := runFixedRate(ctx, strings.Split(seeds, ","), cfg, topic)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client process:", err)
+		os.Exit(1)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	for _, d := range e2e.d[:min(int(e2e.n.Load()), len(e2e.d))] {
+		fmt.Fprintln(w, int64(d))
+	}
+	_ = w.Flush()
 }
 
 // roundTrips times ApiVersions requests, one at a time at rate per second
@@ -626,6 +705,7 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 	prodLat := func(r perfResult) *latencies { return r.produceLat }
 	rateLat := func(r perfResult) *latencies { return r.rateLat }
 	e2e := func(r perfResult) *latencies { return r.e2e }
+	e2eOneP := func(r perfResult) *latencies { return r.e2eOneP }
 	rtt := func(r perfResult) *latencies { return r.rtt }
 	perM := func(cpu func(perfResult) float64) func(perfResult) float64 {
 		return func(r perfResult) float64 { return cpu(r) / (float64(r.produced) / 1e6) }
@@ -653,6 +733,9 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 		{"end-to-end latency p50 ms @ rate", pct(e2e, 0.50), ms, false},
 		{"end-to-end latency p99 ms @ rate", pct(e2e, 0.99), ms, true},
 		{"end-to-end latency p99.9 ms @ rate", pct(e2e, 0.999), ms, false},
+		{"… client process at GOMAXPROCS=1: p50", pct(e2eOneP, 0.50), ms, false},
+		{"… client process at GOMAXPROCS=1: p99", pct(e2eOneP, 0.99), ms, true},
+		{"… client process at GOMAXPROCS=1: p99.9", pct(e2eOneP, 0.999), ms, false},
 		{"baseline: ApiVersions round trip p50 ms", pct(rtt, 0.50), ms, true},
 		{"baseline: ApiVersions round trip p99 ms", pct(rtt, 0.99), ms, true},
 		{"broker CPU s per M records produced", perM(func(r perfResult) float64 { return r.brokerCPU }), num("%.2f"), false},

@@ -16,6 +16,10 @@ func TestMain(m *testing.M) {
 		serveKfake() // the bench's kfake in its own process (bench_test.go)
 		return
 	}
+	if spec := os.Getenv(e2eClientEnv); spec != "" {
+		runE2EClient(spec) // the bench's latency client in its own process
+		return
+	}
 	flag.Parse()
 	stopWatchdog := startHangWatchdog()
 	code := m.Run()
