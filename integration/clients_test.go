@@ -151,16 +151,7 @@ print("ok")
 // python3-kafka): admin create and delete, a gzip producer with keys and
 // headers, a consumer group that commits, the group's offsets.
 func TestKafkaPython(t *testing.T) {
-	python := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import kafka").Run() == nil {
-			python = p
-			break
-		}
-	}
-	if python == "" {
-		t.Skip("kafka-python is not installed (apt-get install python3-kafka)")
-	}
+	python := pythonWith(t, "kafka", "python3-kafka")
 	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
 	c.WaitReady(20 * time.Second)
 	script := filepath.Join(t.TempDir(), "client.py")
