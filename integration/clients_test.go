@@ -151,18 +151,27 @@ print("ok")
 // python3-kafka): admin create and delete, a gzip producer with keys and
 // headers, a consumer group that commits, the group's offsets.
 func TestKafkaPython(t *testing.T) {
-	python := pythonWith(t, "kafka", "python3-kafka")
+	runClientScript(t, "kafka-python", pythonWith(t, "kafka", "python3-kafka"), "client.py", kafkaPythonScript)
+}
+
+// runClientScript starts a one-node cluster and runs script (a file named
+// name) with interpreter, the node's address its argument; the script must
+// end its output with "ok". env is added to the script's environment.
+func runClientScript(t *testing.T, client, interpreter, name, script string, env ...string) {
+	t.Helper()
 	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
 	c.WaitReady(20 * time.Second)
-	script := filepath.Join(t.TempDir(), "client.py")
-	if err := os.WriteFile(script, []byte(kafkaPythonScript), 0o644); err != nil {
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python, script, c.BootstrapServers()[0]).CombinedOutput()
+	cmd := exec.CommandContext(ctx, interpreter, path, c.BootstrapServers()[0])
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
-		t.Fatalf("kafka-python: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", client, err, out)
 	}
 }
 
@@ -192,20 +201,7 @@ func TestKafkaJS(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(modules, "kafkajs", "package.json")); err != nil {
 		t.Skipf("kafkajs is not installed (npm install --prefix %s kafkajs)", kafkajsDir())
 	}
-	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
-	c.WaitReady(20 * time.Second)
-	script := filepath.Join(t.TempDir(), "client.js")
-	if err := os.WriteFile(script, []byte(kafkajsScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, c.BootstrapServers()[0])
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "KAFKAJS_NO_PARTITIONER_WARNING=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
-		t.Fatalf("kafkajs: %v\n%s", err, out)
-	}
+	runClientScript(t, "kafkajs", node, "client.js", kafkajsScript, "NODE_PATH="+modules, "KAFKAJS_NO_PARTITIONER_WARNING=1")
 }
 
 // kafkajsScript runs against the broker at process.argv[2]; it exits
