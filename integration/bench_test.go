@@ -39,8 +39,8 @@ import (
 // linger.ms=0 for latency, the value carrying its send time in nanoseconds
 // so the consumer measures end to end. The latency phase runs twice: in
 // the test process, then with the producer and consumer in a process of
-// their own (this test binary, re-executed) at GOMAXPROCS=1, a lean client
-// as an application would run one. A client at 10,000 records/s needs a
+// their own (this test binary, re-executed) at GOMAXPROCS=1, a client sized
+// to the little it does. A client at 10,000 records/s needs a
 // fraction of one core; at the default GOMAXPROCS (2 here) its runtime
 // hands goroutines to a second thread, whose wake-ups and spinning compete
 // with the broker's threads for the same 2 vCPUs. Each broker runs the load
