@@ -556,7 +556,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 				continue
 			}
 			if err := f.apply(ff, &rp); err != nil {
-				if !ff.p.removed.Load() {
+				if !ff.p.removed.Load() && !errors.Is(err, storage.ErrLogDirOffline) {
 					b.log.Warn("follower fetch partition failed", "partition", ff.p.tp, "leader", f.leader, "error", err)
 				}
 				f.backoff(ff)

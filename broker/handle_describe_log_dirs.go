@@ -6,10 +6,12 @@ package broker
 // on the leader; there are no future replicas, KIP-113's IsFuture is
 // false). v4+: TotalBytes and UsableBytes of the directory's filesystem.
 // v5: IsCordoned is false (no cordoning yet). A directory that cannot be
-// stat'ed reports KAFKA_STORAGE_ERROR. ErrorCode (v3+) is 0.
+// stat'ed, or that an I/O error took offline, reports KAFKA_STORAGE_ERROR
+// (an offline one without its partitions). ErrorCode (v3+) is 0.
 
 import (
 	"path/filepath"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,10 +47,17 @@ func (b *Broker) handleDescribeLogDirs(m *kmsg.DescribeLogDirsRequest) kmsg.Resp
 		dp.OffsetLag = max(l.HighWatermark()-l.LogEndOffset(), 0)
 		byDir[dir][tp.Topic] = append(byDir[dir][tp.Topic], dp)
 	}
+	offline := b.logs.OfflineDirs()
 	for _, d := range b.cfg.LogDirs {
 		dir := absDir(d)
 		rd := kmsg.NewDescribeLogDirsResponseDir()
 		rd.Dir = dir
+		if slices.Contains(offline, d) {
+			// As Kafka: an offline dir is listed with its error only.
+			rd.ErrorCode = kerr.KafkaStorageError.Code
+			resp.Dirs = append(resp.Dirs, rd)
+			continue
+		}
 		var st unix.Statfs_t
 		if err := unix.Statfs(dir, &st); err != nil {
 			rd.ErrorCode = kerr.KafkaStorageError.Code

@@ -246,7 +246,7 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 		if errors.Is(err, storage.ErrLogClosed) && p.removed.Load() {
 			r.code = b.partitionError(fp.topic, fp.key.partition)
 		}
-		if r.code != kerr.OffsetOutOfRange.Code {
+		if r.code != kerr.OffsetOutOfRange.Code && !errors.Is(err, storage.ErrLogDirOffline) {
 			b.log.Warn("fetch read failed", "partition", p.tp, "offset", fp.fetchOffset, "error", err)
 		}
 		return

@@ -330,7 +330,8 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 		if m.Version >= 8 {
 			rp.ErrorMessage = kmsg.StringPtr(err.Error())
 		}
-		if rp.ErrorCode == kerr.UnknownServerError.Code || rp.ErrorCode == kerr.KafkaStorageError.Code {
+		if (rp.ErrorCode == kerr.UnknownServerError.Code || rp.ErrorCode == kerr.KafkaStorageError.Code) &&
+			!errors.Is(err, storage.ErrLogDirOffline) { // the log manager logged that once
 			b.log.Error("append failed", "partition", p.tp, "error", err)
 		} else {
 			b.log.Debug("append refused", "partition", p.tp, "error", err, "error_code", rp.ErrorCode)

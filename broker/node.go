@@ -45,6 +45,8 @@ type Node struct {
 	subStop   func()
 	subDone   chan struct{}
 	closeOnce sync.Once
+	// failed receives the first log dir failure (Failed).
+	failed chan error
 }
 
 // StartNode starts a node: it checks meta.properties, binds the listeners,
@@ -55,7 +57,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (*Node, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, logger: logger}
+	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 1)}
 	if err := n.start(); err != nil {
 		n.Abort() // release whatever was opened
 		return nil, err
@@ -198,6 +200,7 @@ func (n *Node) start() (err error) {
 			DisableLogCleaner:         !cfg.LogCleanerEnable,
 			CleanerBackoff:            cfg.LogCleanerBackoff,
 			CleanerDedupeBufferSize:   cfg.LogCleanerDedupeBufferSize,
+			OnLogDirFailure:           n.logDirFailed,
 			Logger:                    logger,
 		})
 		if err != nil {
@@ -377,6 +380,24 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		}
 	}
 }
+
+// logDirFailed is the log manager's OnLogDirFailure: the first failure
+// goes to Failed, later ones are only logged (by the manager).
+func (n *Node) logDirFailed(dir string, err error) {
+	select {
+	case n.failed <- fmt.Errorf("log dir %s failed: %w", dir, err):
+	default:
+	}
+}
+
+// Failed receives an error when an I/O error took one of the broker's log
+// dirs offline (storage/dirfailure.go): its partitions there answer
+// KAFKA_STORAGE_ERROR from then on. The node's owner should Close it, as
+// Kafka halts a KRaft broker whose log dir failed; the controlled shutdown
+// of Close then moves its leaderships to in-sync replicas elsewhere at once
+// instead of after the broker session times out. keel server does so and
+// exits with status 1.
+func (n *Node) Failed() <-chan error { return n.failed }
 
 // Close shuts the node down: a controlled shutdown for a broker (its
 // leaderships move first), then the listeners drain, then the controller,

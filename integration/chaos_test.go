@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -288,6 +290,48 @@ func TestChaosRestartWholeCluster(t *testing.T) {
 		c.WaitReady(id)
 	}
 	c.finish(w, "restarting the whole cluster")
+}
+
+// TestChaosLeaderDiskFails: a leader's disk fails under load (FailWrites:
+// every write to a file fails from then on). The broker takes its log dir
+// offline, answers KAFKA_STORAGE_ERROR, moves its leaderships away by a
+// controlled shutdown and exits with status 1, where Kafka would halt; the
+// others lead on and nothing acknowledged is lost. Started again (the disk
+// replaced, the dir recovered as after a crash) it catches up.
+func TestChaosLeaderDiskFails(t *testing.T) {
+	c, w := startChaos(t)
+	ctrl := c.activeController()
+	// A leader that is not the active controller: the metadata log shares
+	// the disk, and an active controller failing its own writes is the
+	// kill -9 scenario's business.
+	victim := int32(-1)
+	waitFor(t, 30*time.Second, "a partition led by a node other than the active controller", func() bool {
+		leader, _, err := c.leaders()
+		for _, l := range leader {
+			if err == nil && l >= 0 && l != ctrl {
+				victim = l
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("fail every write of leader %d (active controller %d)", victim, ctrl)
+	start := time.Now()
+	c.FailWrites(victim)
+	err := c.WaitExit(victim, 30*time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("node %d exited with %v after its disk failed, want status 1\n%s", victim, err, c.LogTail(victim, 40))
+	}
+	log := c.currentRunLog(victim)
+	for _, want := range []string{"log dir failed", "shutting down: a log dir failed"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("node %d's log lacks %q:\n%s", victim, want, c.LogTail(victim, 40))
+		}
+	}
+	t.Logf("node %d exited %v after its disk failed", victim, time.Since(start).Round(time.Millisecond))
+	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with the failed node gone")
+	c.finish(w, "a leader's disk failing")
 }
 
 // longChaos skips the slower scenarios unless KEEL_LONG is set (make

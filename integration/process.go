@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,13 +20,15 @@ import (
 	"github.com/keelstream/keel/raftlog"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 )
 
 // The multi-process harness runs the built keel binary, one OS process per
 // node, so that tests can do to a node what happens to a real broker:
 // SIGTERM, kill -9, SIGSTOP/SIGCONT, restart on the same directories. Each
 // node gets a generated server.properties and free loopback ports; its
-// stdout and stderr go to a file, whose tail is logged when the test fails.
+// stdout and stderr go (through a pipe) to a file, whose tail is logged
+// when the test fails.
 
 // Binary builds cmd/keel once per test binary and returns its path. Under
 // the race detector the binary is built with -race too: the packages are
@@ -291,7 +294,6 @@ func (c *ProcessCluster) Start(id int32) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	defer logFile.Close() // the child has its own descriptor
 	p.starts++
 	fmt.Fprintf(logFile, "=== start %d of node %d at %s ===\n", p.starts, id, time.Now().Format(time.RFC3339Nano))
 	args := []string{"server", "--config", p.ConfigPath}
@@ -303,10 +305,15 @@ func (c *ProcessCluster) Start(id int32) {
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(os.Environ(), c.opts.Env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Through a pipe (exec copies what a writer that is not an *os.File
+	// gets): the node's own writes then reach no file of its, so that
+	// FailWrites fails its log dirs but not its log.
+	out := struct{ io.Writer }{logFile}
+	cmd.Stdout, cmd.Stderr = out, out
 	// If the test binary dies (a timeout panic), so does the server.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		logFile.Close()
 		c.t.Fatalf("start node %d: %v", id, err)
 	}
 	done := make(chan struct{})
@@ -314,7 +321,8 @@ func (c *ProcessCluster) Start(id int32) {
 	p.cmd, p.done, p.exit = cmd, done, nil
 	c.mu.Unlock()
 	go func() {
-		err := cmd.Wait()
+		err := cmd.Wait() // and the copying of its output
+		logFile.Close()
 		c.mu.Lock()
 		p.exit = err
 		c.mu.Unlock()
@@ -369,6 +377,44 @@ func (c *ProcessCluster) Kill(id int32) {
 	if err := c.signalAndWait(id, syscall.SIGKILL, 30*time.Second); err != nil {
 		c.t.Fatalf("kill node %d: %v", id, err)
 	}
+}
+
+// FailWrites makes node id's disk fail under it: from now on every write
+// of its process to any file past the file's first byte fails with EFBIG
+// (its RLIMIT_FSIZE set to one byte), as writes fail on a dead or full
+// disk. A restart (Start) runs without the limit: the disk was replaced.
+func (c *ProcessCluster) FailWrites(id int32) {
+	c.t.Helper()
+	pid := c.Pid(id)
+	if pid == 0 {
+		c.t.Fatalf("node %d is not running", id)
+	}
+	lim := unix.Rlimit{Cur: 1, Max: unix.RLIM_INFINITY}
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &lim, nil); err != nil {
+		c.t.Fatalf("limit the file size of node %d: %v", id, err)
+	}
+}
+
+// WaitExit waits up to timeout for node id's process to exit on its own
+// and returns how it exited (nil for status 0); a process still running
+// then is killed and the test fails.
+func (c *ProcessCluster) WaitExit(id int32, timeout time.Duration) error {
+	c.t.Helper()
+	c.mu.Lock()
+	p := c.procs[id]
+	cmd, done := p.cmd, p.done
+	c.mu.Unlock()
+	if done == nil {
+		c.t.Fatalf("node %d was never started", id)
+	}
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+		c.t.Fatalf("node %d did not exit within %v", id, timeout)
+	}
+	return c.exitErr(id)
 }
 
 // Pause stops node id with SIGSTOP: it holds its sockets but answers

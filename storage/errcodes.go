@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/keelstream/keel/network/record"
 )
@@ -28,6 +29,9 @@ var (
 	ErrLogDirLocked = errors.New("log dir is locked by another process")
 	// ErrStorage is an I/O failure underneath the log: KAFKA_STORAGE_ERROR (56).
 	ErrStorage = errors.New("storage I/O error")
+	// ErrLogDirOffline is any operation on a log whose dir an earlier I/O
+	// error took offline (dirfailure.go): an ErrStorage, already reported.
+	ErrLogDirOffline = fmt.Errorf("log dir offline: %w", ErrStorage)
 )
 
 // Kafka error codes for the errors above (org.apache.kafka.common.protocol.Errors).

@@ -43,8 +43,8 @@ func (l *Log) scheduleRollFlushLocked(target int64) {
 
 // flushRolled is the background flush's goroutine: it runs passes until
 // the recovery point reaches the target (rolls meanwhile raise it), the log
-// closes, or a flush fails. A failed fsync is logged and leaves the
-// recovery point where it was (Kafka would take the log dir offline).
+// closes, or a flush fails. A failed fsync leaves the recovery point where
+// it was and takes the log dir offline (dirfailure.go).
 func (l *Log) flushRolled() {
 	defer l.rollFlushes.Done()
 	retries := 0
@@ -96,6 +96,7 @@ func (l *Log) flushRolled() {
 		switch {
 		case l.closed:
 		case err != nil:
+			err = l.checkIO(err)
 			l.logger.Error("flushing rolled segments failed; the recovery point stays", "recovery_point", l.recoveryPoint, "error", err)
 			l.rollFlushRunning = false
 			l.mu.Unlock()

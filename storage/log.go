@@ -37,6 +37,9 @@ type OpenOptions struct {
 	Logger        hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
 	Now func() time.Time
+	// logDir is the failure state of the log dir (set by the Manager;
+	// nil: a failure takes nothing offline).
+	logDir *logDir
 }
 
 // AppendOptions qualify an append.
@@ -110,6 +113,9 @@ type Log struct {
 	logger hclog.Logger
 	now    func() time.Time
 	epochs *LeaderEpochCache
+	// logDir is the failure state of the log's dir (dirfailure.go); nil
+	// outside a Manager.
+	logDir *logDir
 
 	// mu guards everything below. Lock order: Log.mu before any index's
 	// internal lock (indexes never call back into the log).
@@ -196,6 +202,7 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		cfg:       opts.Config.normalized(),
 		lastFlush: opts.Now(),
 		producers: producerStateMap{},
+		logDir:    opts.logDir,
 	}
 	l.loadTopicID()
 	if err := l.load(opts); err != nil {
@@ -492,7 +499,11 @@ func (v ValidatedBatches) Info() AppendInfo { return v.info }
 // ErrOutOfOrderSequence or ErrInvalidProducerEpoch), assigns offsets in
 // place, stamps the leader epoch (and the LogAppendTime), rolls if needed,
 // writes and updates the producer state.
-func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (AppendInfo, error) {
+func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendInfo, err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return v.info, err
+	}
 	batches, info := v.batches, v.info
 	if batches == nil {
 		return info, fmt.Errorf("append to %s: batches were not validated: %w", l.tp, record.ErrInvalidRecord)
@@ -600,7 +611,11 @@ func validateProduce(batches []byte, cfg LogConfig, fromCoordinator bool) (Appen
 // offsets and leader epochs preserved. The first batch must start at or
 // after the log end offset (gaps are legal: compacted topics). CRCs are
 // checked; records are not re-validated (the leader did that).
-func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
+func (l *Log) AppendAsFollower(batches []byte) (_ AppendInfo, err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1}, err
+	}
 	info := AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1}
 	it := record.NewBatches(batches)
 	valid := 0
@@ -710,7 +725,11 @@ func (l *Log) maybeRollLocked(size int, firstOffset, lastOffset, maxTimestamp in
 
 // Roll closes the active segment and starts a new one at the log end
 // offset (used by tests and by retention of an expired active segment).
-func (l *Log) Roll() error {
+func (l *Log) Roll() (err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.active().size == 0 {
@@ -745,7 +764,11 @@ func (l *Log) rollLocked(base int64) error {
 
 // Flush fsyncs everything appended so far and advances the recovery point
 // to the log end offset.
-func (l *Log) Flush() error {
+func (l *Log) Flush() (err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -757,7 +780,11 @@ func (l *Log) Flush() error {
 // FlushIfDue applies flush.ms: it flushes when the oldest unflushed append
 // is older than the configured interval. The log manager calls it
 // periodically.
-func (l *Log) FlushIfDue() error {
+func (l *Log) FlushIfDue() (err error) {
+	defer l.guardIO(&err)
+	if l.Offline() {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.unflushedMessages == 0 || l.now().Sub(l.lastFlush).Milliseconds() < l.cfg.FlushMs {
@@ -800,6 +827,9 @@ func (l *Log) segmentFor(offset int64) int {
 // log start offset or above the log end offset fail with
 // ErrOffsetOutOfRange; startOffset == log end offset reads nothing.
 func (l *Log) Read(startOffset int64, maxBytes int, upperBound int64, minOneBatch bool) (ReadInfo, error) {
+	if err := l.offlineErr(); err != nil {
+		return ReadInfo{}, err
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	info := ReadInfo{LogStartOffset: l.logStartOffset, LogEndOffset: l.active().nextOffset, HighWatermark: l.highWatermark}
@@ -882,7 +912,7 @@ func (l *Log) ReadBytes(startOffset int64, maxBytes int, upperBound int64) ([]by
 	for _, r := range info.Regions {
 		b := make([]byte, r.Length)
 		if _, err := r.File.ReadAt(b, r.Position); err != nil {
-			return nil, fmt.Errorf("read %s: %w", l.tp, err)
+			return nil, l.checkIO(fmt.Errorf("read %s: %w", l.tp, err))
 		}
 		out = append(out, b...)
 	}

@@ -133,7 +133,11 @@ func (l *Log) epochAt(offset int64) int32 {
 // divergent suffix, KIP-101). Truncation is by whole batches: a batch that
 // contains offset is dropped entirely. The high watermark, recovery point
 // and leader-epoch cache follow the new log end offset.
-func (l *Log) TruncateTo(offset int64) error {
+func (l *Log) TruncateTo(offset int64) (err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -179,7 +183,11 @@ func (l *Log) TruncateTo(offset int64) error {
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at
 // offset (a follower whose leader's log starts past its own end).
-func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -226,7 +234,11 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 // IncrementLogStartOffset moves the log start offset forward
 // (DeleteRecords). It never moves backwards and never past the high
 // watermark; whole segments below it are deleted by the next retention run.
-func (l *Log) IncrementLogStartOffset(offset int64) error {
+func (l *Log) IncrementLogStartOffset(offset int64) (err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -250,7 +262,11 @@ func (l *Log) IncrementLogStartOffset(offset int64) error {
 // high watermark (Kafka only deletes what every replica has). It returns
 // how many segments went. The files are renamed *.deleted and closed after
 // file.delete.delay.ms.
-func (l *Log) DeleteOldSegments() (int, error) {
+func (l *Log) DeleteOldSegments() (_ int, err error) {
+	defer l.guardIO(&err)
+	if l.Offline() {
+		return 0, nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -330,7 +346,7 @@ func (l *Log) reapDeletedLocked(now time.Time, force bool) error {
 // a clean shutdown), snapshots the idempotent producer state at the log end
 // offset (so the next open scans nothing), trims the active segment's
 // indexes, closes every file and removes segments pending deletion. Reads
-// after Close fail.
+// after Close fail. The log of an offline dir only closes its files.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -338,10 +354,20 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	l.takeProducerSnapshotLocked(l.active().nextOffset, true)
-	errs := []error{l.reapDeletedLocked(l.now(), true)}
-	for _, s := range l.segments {
-		errs = append(errs, s.close())
+	var errs []error
+	if l.Offline() {
+		// Nothing more is written to a failed dir: no producer snapshot,
+		// no index trimming, no deletions. The next start recovers it
+		// as after a crash.
+		for _, s := range l.segments {
+			errs = append(errs, s.index.Discard(), s.timeIndex.Discard(), s.file.Close())
+		}
+	} else {
+		l.takeProducerSnapshotLocked(l.active().nextOffset, true)
+		errs = append(errs, l.reapDeletedLocked(l.now(), true))
+		for _, s := range l.segments {
+			errs = append(errs, s.close())
+		}
 	}
 	l.mu.Unlock()
 	// A background flush of rolled segments stops at its next look at

@@ -64,8 +64,12 @@ type ManagerConfig struct {
 	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
 	// memory of one pass's offset map (128 MiB).
 	CleanerDedupeBufferSize int64
-	Logger                  hclog.Logger
-	Now                     func() time.Time
+	// OnLogDirFailure is called once per log dir, with the first I/O error
+	// that took it offline (dirfailure.go). It runs on the goroutine that
+	// met the error and must not block or call into the Manager.
+	OnLogDirFailure func(dir string, err error)
+	Logger          hclog.Logger
+	Now             func() time.Time
 }
 
 // Manager owns every partition log under log.dirs: it opens (and recovers)
@@ -81,6 +85,9 @@ type Manager struct {
 	logs   map[TopicPartition]*Log
 	dirOf  map[TopicPartition]string
 	closed bool
+
+	// dirs is the failure state of each log dir, by path (fixed at open).
+	dirs map[string]*logDir
 
 	locks []*os.File
 	stop  chan struct{}
@@ -127,6 +134,10 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		logs:   map[TopicPartition]*Log{},
 		dirOf:  map[TopicPartition]string{},
 		stop:   make(chan struct{}),
+		dirs:   map[string]*logDir{},
+	}
+	for _, dir := range cfg.LogDirs {
+		m.dirs[dir] = &logDir{path: dir, failed: m.dirFailed}
 	}
 	for _, dir := range cfg.LogDirs {
 		if err := m.lockDir(dir); err != nil {
@@ -251,6 +262,7 @@ func (m *Manager) loadDir(dir string) error {
 					CleanShutdown:  clean,
 					Logger:         m.cfg.Logger,
 					Now:            m.cfg.Now,
+					logDir:         m.dirs[dir],
 				})
 				results <- result{tp, l, err}
 			}
@@ -350,19 +362,27 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 	for _, d := range m.dirOf {
 		counts[d]++
 	}
-	dir := m.cfg.LogDirs[0]
-	for _, d := range m.cfg.LogDirs[1:] {
-		if counts[d] < counts[dir] {
+	dir := ""
+	for _, d := range m.cfg.LogDirs {
+		if !m.dirs[d].offline.Load() && (dir == "" || counts[d] < counts[dir]) {
 			dir = d
 		}
 	}
-	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, Logger: m.cfg.Logger, Now: m.cfg.Now})
+	if dir == "" {
+		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, ErrStorage)
+	}
+	ld := m.dirs[dir]
+	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
 	if err != nil {
+		if isIOError(err) {
+			ld.fail(err)
+		}
 		return nil, fmt.Errorf("create log %s: %w", tp, err)
 	}
 	if err := syncDir(dir); err != nil {
+		ld.fail(err)
 		l.Close()
-		return nil, fmt.Errorf("create log %s: %w", tp, err)
+		return nil, fmt.Errorf("create log %s: %w: %w", tp, ErrStorage, err)
 	}
 	m.logs[tp], m.dirOf[tp] = l, dir
 	m.forgetCleanerCheckpoint(tp)
@@ -386,6 +406,11 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	// fetch still sending from the log fails cleanly (sendfile.go).
 	if err := l.Close(); err != nil {
 		m.logger.Warn("closing a deleted log failed", "partition", tp, "error", err)
+	}
+	if m.dirs[dir].offline.Load() {
+		// Nothing is written to a failed dir: the next start finds the
+		// partition there, a stray the broker deletes then.
+		return nil
 	}
 	var id [16]byte
 	rand.Read(id[:])
@@ -411,16 +436,46 @@ func (m *Manager) CheckpointOffsets() error {
 	m.mu.RUnlock()
 	var errs []error
 	for _, dir := range m.cfg.LogDirs {
+		if m.dirs[dir].offline.Load() {
+			continue
+		}
 		rp, hw, ls := map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
 		for _, l := range byDir[dir] {
 			rp[l.tp], hw[l.tp], ls[l.tp] = l.RecoveryPoint(), l.HighWatermark(), l.LogStartOffset()
 		}
-		errs = append(errs,
+		err := errors.Join(
 			NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Write(rp),
 			NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Write(hw),
 			NewOffsetCheckpointFile(filepath.Join(dir, logStartOffsetCheckpoint)).Write(ls))
+		if err != nil {
+			if isIOError(err) {
+				m.dirs[dir].fail(err)
+			}
+			errs = append(errs, fmt.Errorf("checkpoint log dir %s: %w", dir, err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// dirFailed is every logDir's failed: the first I/O error in dir took it
+// offline.
+func (m *Manager) dirFailed(dir string, err error) {
+	m.logger.Error("log dir failed: every partition in it is offline and nothing more is written there",
+		"dir", dir, "error", err)
+	if m.cfg.OnLogDirFailure != nil {
+		m.cfg.OnLogDirFailure(dir, err)
+	}
+}
+
+// OfflineDirs lists the log dirs taken offline by an I/O error.
+func (m *Manager) OfflineDirs() []string {
+	var out []string
+	for _, dir := range m.cfg.LogDirs {
+		if m.dirs[dir].offline.Load() {
+			out = append(out, dir)
+		}
+	}
+	return out
 }
 
 // RunRetention applies retention to every log now; the background loop
@@ -483,7 +538,9 @@ func (m *Manager) Close() error {
 	var errs []error
 	logs := m.Logs()
 	for _, l := range logs {
-		errs = append(errs, l.Flush())
+		if !l.Offline() {
+			errs = append(errs, l.Flush())
+		}
 	}
 	errs = append(errs, m.CheckpointOffsets())
 	for _, l := range logs {
@@ -494,6 +551,10 @@ func (m *Manager) Close() error {
 		return fmt.Errorf("close log manager: %w", err)
 	}
 	for _, dir := range m.cfg.LogDirs {
+		if m.dirs[dir].offline.Load() {
+			errs = append(errs, fmt.Errorf("close log manager: log dir %s is offline: %w", dir, ErrStorage))
+			continue
+		}
 		if err := writeFileAtomic(filepath.Join(dir, cleanShutdownFileName), nil); err != nil {
 			errs = append(errs, err)
 		}

@@ -35,7 +35,13 @@ func (l *Log) TopicID() (id [16]byte, ok bool) {
 // a missing id is adopted from the metadata again.
 //
 // Concurrency: safe from any goroutine.
+//
+// A failure here does not take the dir offline: the write may race with the
+// partition's deletion, which renames the directory away.
 func (l *Log) SetTopicID(id [16]byte) error {
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	l.topicMu.Lock()
 	defer l.topicMu.Unlock()
 	if l.hasTopicID && l.topicID == id {

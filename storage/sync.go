@@ -21,7 +21,11 @@ func (c LogConfig) Durable() bool { return c.FlushMessages == 1 }
 // Concurrency: safe from any goroutine; concurrent Syncs run one after the
 // other, and a Sync that finds the work done by the previous one returns
 // without an fsync.
-func (l *Log) Sync() error {
+func (l *Log) Sync() (err error) {
+	defer l.guardIO(&err)
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	for attempt := 0; ; attempt++ {

@@ -20,7 +20,9 @@ func serverCommand() *cli.Command {
 			"broker+controller, PLAINTEXT on localhost:9092, CONTROLLER on localhost:9093,\n" +
 			"data under ./data (formatted on first start); without controller.quorum.voters a\n" +
 			"controller is the sole voter at its own controller listener. Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
-			"it shuts down cleanly, moving leaderships away first.\n\n" +
+			"it shuts down cleanly, moving leaderships away first. If a write to a log dir fails\n" +
+			"(a full or failing disk), that dir goes offline and the server shuts down the same\n" +
+			"way, then exits with status 1, as a Kafka broker halts: fix the disk and start it again.\n\n" +
 			"Memory: the Go garbage collector's heap goal is kept at 64 MiB or more (a broker's live heap\n" +
 			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.",
 		Flags: []cli.Flag{
@@ -55,14 +57,26 @@ func serverCommand() *cli.Command {
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			logger.Info("ready: point Kafka clients at the broker listener", "bootstrap.servers", node.BootstrapServers())
-			s := <-sig
-			logger.Info("shutting down: moving leaderships away first (a second signal exits at once)", "signal", s.String())
+			var failure error
+			select {
+			case s := <-sig:
+				logger.Info("shutting down: moving leaderships away first (a second signal exits at once)", "signal", s.String())
+			case failure = <-node.Failed():
+				// Kafka halts a KRaft broker whose log dir failed; a
+				// controlled shutdown moves its leaderships first.
+				logger.Error("shutting down: a log dir failed (fix or replace the disk, then start again; the dir is recovered like after a crash)",
+					"error", failure)
+			}
 			go func() {
 				<-sig
 				logger.Warn("second signal: exiting without a clean shutdown")
 				os.Exit(1)
 			}()
-			return node.Close()
+			err = node.Close()
+			if failure != nil {
+				return cli.Exit(fmt.Sprintf("keel server: %v", failure), 1)
+			}
+			return err
 		},
 	}
 }
