@@ -177,6 +177,10 @@ func (n *Node) start() (err error) {
 		DataDir: cfg.MetadataLogDir,
 		Mux:     n.mux,
 		Logger:  logger.Named("raft"),
+		OnStorageError: func(err error) {
+			logger.Error("metadata log dir failed: a write to the metadata log failed", "dir", cfg.MetadataLogDir, "error", err)
+			n.fail(fmt.Errorf("metadata log dir %s failed: %w", cfg.MetadataLogDir, err))
+		},
 	})
 	if err != nil {
 		return err
@@ -381,22 +385,28 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
-// logDirFailed is the log manager's OnLogDirFailure: the first failure
-// goes to Failed, later ones are only logged (by the manager).
+// logDirFailed is the log manager's OnLogDirFailure.
 func (n *Node) logDirFailed(dir string, err error) {
+	n.fail(fmt.Errorf("log dir %s failed: %w", dir, err))
+}
+
+// fail passes the first failure to Failed; later ones were logged where
+// they happened.
+func (n *Node) fail(err error) {
 	select {
-	case n.failed <- fmt.Errorf("log dir %s failed: %w", dir, err):
+	case n.failed <- err:
 	default:
 	}
 }
 
-// Failed receives an error when an I/O error took one of the broker's log
-// dirs offline (storage/dirfailure.go): its partitions there answer
-// KAFKA_STORAGE_ERROR from then on. The node's owner should Close it, as
-// Kafka halts a KRaft broker whose log dir failed; the controlled shutdown
-// of Close then moves its leaderships to in-sync replicas elsewhere at once
-// instead of after the broker session times out. keel server does so and
-// exits with status 1.
+// Failed receives an error when a disk failed under the node: an I/O error
+// took one of the broker's log dirs offline (storage/dirfailure.go: its
+// partitions there answer KAFKA_STORAGE_ERROR from then on), or a write to
+// the metadata log failed. The node's owner should Close it, as Kafka halts
+// a KRaft node whose log dir or metadata log dir failed; the controlled
+// shutdown of Close then moves its leaderships to in-sync replicas
+// elsewhere at once instead of after the broker session times out. keel
+// server does so and exits with status 1.
 func (n *Node) Failed() <-chan error { return n.failed }
 
 // Close shuts the node down: a controlled shutdown for a broker (its

@@ -60,6 +60,12 @@ type Config struct {
 	CommitTimeout      time.Duration
 	// TransportTimeout is the I/O deadline of one Raft RPC (default 10s).
 	TransportTimeout time.Duration
+
+	// OnStorageError is called once, with the first write to the metadata
+	// log or its stable state that failed (a full or failing disk); the
+	// node cannot go on taking part in the quorum and should be stopped.
+	// It runs on Raft's goroutine and must not block.
+	OnStorageError func(error)
 }
 
 // MetadataDirName is the directory under Config.DataDir holding the metadata

@@ -110,7 +110,8 @@ func (n *Node) open() error {
 		return err
 	}
 	n.snaps = snaps
-	logs, err := raft.NewLogCache(logCacheEntries, store)
+	reporting := &reportingStore{BoltStore: store, report: n.cfg.OnStorageError}
+	logs, err := raft.NewLogCache(logCacheEntries, reporting)
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func (n *Node) open() error {
 	n.fsm = newFSM(n.logger.Named("fsm"))
 
 	rc := n.cfg.raftConfig(n.logger.Named("raft"))
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, n.trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, reporting, snaps, n.trans)
 	if err != nil {
 		_ = n.trans.Close()
 		return err
