@@ -327,6 +327,9 @@ func TestCLIBadInputExitsNonZero(t *testing.T) {
 		{"unknown group", "", []string{"groups", "describe", "--group", "nope"}, "GROUP_ID_NOT_FOUND"},
 		{"reset without a target", "", []string{"groups", "reset-offsets", "--group", "g", "--topic", "t1"}, "exactly one of"},
 		{"zero throughput", "", []string{"perf", "produce", "--topic", "t1", "--num-records", "10", "--record-size", "10", "--throughput", "0"}, "--throughput"},
+		{"e2e record too small", "", []string{"perf", "e2e", "--topic", "t1", "--num-records", "10", "--record-size", "8"}, "--record-size"},
+		{"e2e bad acks", "", []string{"perf", "e2e", "--topic", "t1", "--num-records", "10", "--producer-acks", "2"}, "--producer-acks"},
+		{"e2e unknown topic", "", []string{"perf", "e2e", "--topic", "nope", "--num-records", "10"}, "UNKNOWN_TOPIC_OR_PARTITION"},
 		{"missing required flag", "", []string{"topics", "create"}, "topic"},
 		{"bad property value", "x\n", []string{"produce", "--topic", "t1", "--producer-property", "linger.ms=soon"}, "linger.ms"},
 	} {
@@ -369,6 +372,21 @@ func TestCLIPerfPrintsThroughputAndLatency(t *testing.T) {
 		t.Fatalf("perf consume output:\n%s", out)
 	}
 	t.Logf("perf consume:\n%s", out)
+
+	// keel perf e2e: one record at a time, then at a rate; every record
+	// of the run read back, the earlier ones skipped.
+	for _, args := range [][]string{
+		{"--num-records", "300"},
+		{"--num-records", "3000", "--throughput", "3000", "--producer-acks", "all"},
+	} {
+		out = ok(t, bs, "", append([]string{"perf", "e2e", "--topic", "perf", "--reporting-interval", "200"}, args...)...)
+		n := args[1]
+		if !regexp.MustCompile(`(?m)^`+n+` records read, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg end-to-end latency, .* [\d.]+ ms 99\.9th\.$`).MatchString(out) ||
+			!regexp.MustCompile(`(?m)^Avg latency: [\d.]+ ms\nPercentiles: 50th = [\d.]+, 99th = [\d.]+, 99\.9th = [\d.]+$`).MatchString(out) {
+			t.Fatalf("perf e2e %v output:\n%s", args, out)
+		}
+		t.Logf("perf e2e %v:\n%s", args, out)
+	}
 }
 
 // --command-config reads Kafka client properties; unknown ones are warned

@@ -21,7 +21,7 @@ import (
 func perfCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "perf",
-		Usage: "measure produce and consume throughput and latency (like kafka-producer-perf-test.sh / kafka-consumer-perf-test.sh)",
+		Usage: "measure produce and consume throughput and latency (like kafka-producer-perf-test.sh / kafka-consumer-perf-test.sh / kafka-e2e-latency.sh)",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "produce",
@@ -74,6 +74,7 @@ func perfCommand() *cli.Command {
 				},
 				Action: perfConsume,
 			},
+			perfE2ECommand(),
 		},
 	}
 }
