@@ -16,9 +16,10 @@ import (
 )
 
 // Client is the connection core shared by Producer, Consumer and Admin: it
-// bootstraps from the seed brokers, keeps one pipelined connection per
-// broker, caches metadata and group/transaction coordinators, and routes any
-// kmsg.Request to a broker, the controller or a coordinator with retries.
+// bootstraps from the seed brokers, keeps pipelined connections to each
+// broker (one per connClass), caches metadata and group/transaction
+// coordinators, and routes any kmsg.Request to a broker, the controller or a
+// coordinator with retries.
 //
 // A Client is safe for concurrent use by any number of goroutines. It owns
 // one background goroutine (the metadata refresher) and one reader goroutine
@@ -45,15 +46,60 @@ type Client struct {
 	background sync.WaitGroup
 }
 
-// brokerHandle is one broker's address and its (lazily dialed) connection.
-// dialMu is held while dialing so that concurrent callers wait for one dial.
+// connClass sorts a broker's requests onto connections of their own. A
+// Kafka broker reads the next request from a connection only once it has
+// answered the previous one (its SocketServer mutes the channel meanwhile),
+// so on one shared connection a produce, a heartbeat or a metadata request
+// would wait behind a long-poll Fetch (fetch.max.wait.ms) or a JoinGroup
+// (up to the rebalance timeout). As franz-go does, produces, fetches and
+// group joins each get a connection, and everything else shares one.
+type connClass int
+
+const (
+	connNormal connClass = iota
+	connProduce
+	connFetch
+	connGroup
+	numConnClasses
+)
+
+// classOf is the connection class of a request key.
+func classOf(key int16) connClass {
+	switch key {
+	case 0: // Produce
+		return connProduce
+	case 1: // Fetch
+		return connFetch
+	case 11, 14: // JoinGroup, SyncGroup
+		return connGroup
+	}
+	return connNormal
+}
+
+// brokerHandle is one broker's address and its (lazily dialed)
+// connections, one per connClass.
 type brokerHandle struct {
 	nodeID int32
 	addr   string
+	slots  [numConnClasses]connSlot
+}
 
+// connSlot is one connection of a broker. dialMu is held while dialing so
+// that concurrent callers wait for one dial.
+type connSlot struct {
 	dialMu sync.Mutex
 	connMu sync.Mutex
 	conn   *brokerConn
+}
+
+// live returns the slot's connection unless there is none or it died.
+func (s *connSlot) live() *brokerConn {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.conn != nil && !s.conn.isDead() {
+		return s.conn
+	}
+	return nil
 }
 
 // Metadata is an immutable snapshot of what a Metadata response said, merged
@@ -170,11 +216,7 @@ func (c *Client) Close() {
 		}
 		c.mu.Unlock()
 		for _, b := range handles {
-			b.connMu.Lock()
-			conn := b.conn
-			b.conn = nil
-			b.connMu.Unlock()
-			if conn != nil {
+			for _, conn := range b.takeConns() {
 				conn.shutdown()
 			}
 		}
@@ -190,20 +232,16 @@ func (c *Client) isClosed() bool {
 	}
 }
 
-// connect returns b's live connection, dialing if there is none.
-func (c *Client) connect(ctx context.Context, b *brokerHandle) (*brokerConn, error) {
-	b.connMu.Lock()
-	conn := b.conn
-	b.connMu.Unlock()
-	if conn != nil && !conn.isDead() {
+// connect returns b's live connection of class cls, dialing if there is
+// none.
+func (c *Client) connect(ctx context.Context, b *brokerHandle, cls connClass) (*brokerConn, error) {
+	slot := &b.slots[cls]
+	if conn := slot.live(); conn != nil {
 		return conn, nil
 	}
-	b.dialMu.Lock()
-	defer b.dialMu.Unlock()
-	b.connMu.Lock()
-	conn = b.conn
-	b.connMu.Unlock()
-	if conn != nil && !conn.isDead() {
+	slot.dialMu.Lock()
+	defer slot.dialMu.Unlock()
+	if conn := slot.live(); conn != nil {
 		return conn, nil
 	}
 	if c.isClosed() {
@@ -213,10 +251,10 @@ func (c *Client) connect(ctx context.Context, b *brokerHandle) (*brokerConn, err
 	if err != nil {
 		return nil, err
 	}
-	b.connMu.Lock()
-	old := b.conn
-	b.conn = nc
-	b.connMu.Unlock()
+	slot.connMu.Lock()
+	old := slot.conn
+	slot.conn = nc
+	slot.connMu.Unlock()
 	if old != nil {
 		old.retire()
 	}
@@ -242,8 +280,8 @@ func (c *Client) handle(nodeID int32) (*brokerHandle, error) {
 // without retrying (the response's own error codes are the caller's
 // business). The request's version is set to the highest both sides
 // support. A Produce with acks=0 returns (nil, nil) once written.
-// Safe for concurrent use; requests to one broker are pipelined on one
-// connection.
+// Safe for concurrent use; requests to one broker are pipelined on its
+// connection for the request's kind (connClass).
 func (c *Client) BrokerRequest(ctx context.Context, nodeID int32, req kmsg.Request) (kmsg.Response, error) {
 	b, err := c.handle(nodeID)
 	if err != nil {
@@ -253,7 +291,7 @@ func (c *Client) BrokerRequest(ctx context.Context, nodeID int32, req kmsg.Reque
 }
 
 func (c *Client) sendTo(ctx context.Context, b *brokerHandle, req kmsg.Request) (kmsg.Response, error) {
-	conn, err := c.connect(ctx, b)
+	conn, err := c.connect(ctx, b, classOf(req.Key()))
 	if err != nil {
 		return nil, err
 	}
@@ -566,17 +604,13 @@ func (c *Client) mergeMetadata(resp *kmsg.MetadataResponse, all bool) *Metadata 
 			continue
 		}
 		if b != nil {
-			if conn := b.takeConn(); conn != nil {
-				stale = append(stale, conn)
-			}
+			stale = append(stale, b.takeConns()...)
 		}
 		c.brokers[id] = &brokerHandle{nodeID: id, addr: bm.Addr()}
 	}
 	for id, b := range c.brokers {
 		if _, ok := m.Brokers[id]; !ok {
-			if conn := b.takeConn(); conn != nil {
-				stale = append(stale, conn)
-			}
+			stale = append(stale, b.takeConns()...)
 			delete(c.brokers, id)
 		}
 	}
@@ -587,12 +621,19 @@ func (c *Client) mergeMetadata(resp *kmsg.MetadataResponse, all bool) *Metadata 
 	return m
 }
 
-func (b *brokerHandle) takeConn() *brokerConn {
-	b.connMu.Lock()
-	defer b.connMu.Unlock()
-	conn := b.conn
-	b.conn = nil
-	return conn
+// takeConns empties b's slots and returns the connections they held.
+func (b *brokerHandle) takeConns() []*brokerConn {
+	var out []*brokerConn
+	for i := range b.slots {
+		s := &b.slots[i]
+		s.connMu.Lock()
+		if s.conn != nil {
+			out = append(out, s.conn)
+		}
+		s.conn = nil
+		s.connMu.Unlock()
+	}
+	return out
 }
 
 // Coordinator returns the node id of the coordinator for key (a group id

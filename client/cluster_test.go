@@ -267,3 +267,55 @@ func TestPipelinedResponsesReachTheirOwnRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestLongPollDoesNotHoldUpOtherRequests: Kafka (and kfake, which copies
+// it) reads a connection's next request only after answering the previous
+// one. A producer and a consumer sharing a Client, and a consumer's own
+// group requests, must therefore not share the connection its long-poll
+// Fetches wait on: a produce or a metadata request behind a parked Fetch
+// would wait out fetch.max.wait.ms.
+func TestLongPollDoesNotHoldUpOtherRequests(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "idle"))
+	ctx := testCtx(t)
+	cl, err := NewClient(ctx, SeedBrokers(fake.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const maxWait = 3 * time.Second
+	cons, err := NewConsumerFromClient(ctx, cl, ConsumePartitions(map[string]map[int32]int64{"idle": {0: OffsetLatest}}),
+		FetchMaxWait(maxWait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(ctx)
+	prod, err := NewProducerFromClient(ctx, cl, Linger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close(ctx)
+	polled := make(chan []*Record, 1)
+	go func() {
+		recs, _ := cons.Poll(ctx)
+		polled <- recs
+	}()
+	time.Sleep(300 * time.Millisecond) // the consumer's Fetch is parked by now
+	start := time.Now()
+	if _, err := cl.FetchMetadata(ctx, []string{"idle"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, &Record{Topic: "idle", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > maxWait/2 {
+		t.Fatalf("metadata and produce took %v with a Fetch parked (fetch.max.wait.ms %v)", d, maxWait)
+	}
+	select {
+	case recs := <-polled:
+		if len(recs) != 1 || string(recs[0].Value) != "v" {
+			t.Fatalf("polled %v", recs)
+		}
+	case <-time.After(maxWait / 2):
+		t.Fatal("the parked Fetch was not answered by the produce")
+	}
+}

@@ -34,21 +34,25 @@
 //     (ApiVersions per connection), capped by MaxVersion; Produce and Fetch
 //     are capped at v12, OffsetCommit and OffsetFetch at v9 (topic names,
 //     not topic IDs).
-//   - Connections are pipelined: concurrent requests to one broker share one
+//   - Connections are pipelined: concurrent requests to one broker share a
 //     connection and are matched by correlation id. A response that does not
 //     arrive within RequestTimeout (plus the request's own broker-side
 //     timeout: Fetch max wait, Produce timeout, JoinGroup rebalance timeout)
-//     closes the connection. Long polls therefore do not block other
-//     requests to the same broker, but they do share its socket.
+//     closes the connection. Each broker gets one connection for produces,
+//     one for fetches, one for JoinGroup/SyncGroup and one for the rest
+//     (connClass): Kafka reads a connection's next request only after
+//     answering the previous one, so a long poll would otherwise hold up
+//     every other request to that broker.
 //   - Errors: response codes become *Error (errors.go) with Code, Name and
 //     Retriable; errors.Is(err, ErrNotLeaderOrFollower) compares codes.
 //     IsRetriable(err) covers codes, dead connections and timeouts.
 //   - Record, Header and TopicPartition (record.go) are shared by producing,
 //     consuming and Admin.
-//   - Lock order: Client.mu, and separately brokerHandle.dialMu, before
-//     brokerHandle.connMu; a producer partition's mutex before
+//   - Lock order: Client.mu, and separately connSlot.dialMu, before
+//     connSlot.connMu; a producer partition's mutex before
 //     Producer.sinksMu. No lock is held across network I/O except dialMu
-//     (one dial per broker at a time) and a connection's write lock.
+//     (one dial per broker connection at a time) and a connection's write
+//     lock.
 //
 // # Producing
 //

@@ -302,10 +302,7 @@ func (p *Producer) readyConn(leader int32, s *brokerSink, now time.Time, later f
 		later(now.Add(p.cl.cfg.retryBackoff))
 		return nil
 	}
-	h.connMu.Lock()
-	conn := h.conn
-	h.connMu.Unlock()
-	if conn != nil && !conn.isDead() {
+	if conn := h.slots[connProduce].live(); conn != nil {
 		return conn
 	}
 	if at := s.redialAt.Load(); now.UnixNano() < at {
@@ -316,7 +313,7 @@ func (p *Producer) readyConn(leader int32, s *brokerSink, now time.Time, later f
 		p.workers.Add(1)
 		go func() {
 			defer p.workers.Done()
-			if _, err := p.cl.connect(p.ctx, h); err != nil {
+			if _, err := p.cl.connect(p.ctx, h, connProduce); err != nil {
 				p.cl.TriggerMetadataRefresh()
 				s.redialAt.Store(time.Now().Add(p.cl.cfg.retryBackoff).UnixNano())
 			}
