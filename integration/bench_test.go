@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -43,7 +44,10 @@ import (
 // to the little it does. A client at 10,000 records/s needs a
 // fraction of one core; at the default GOMAXPROCS (2 here) its runtime
 // hands goroutines to a second thread, whose wake-ups and spinning compete
-// with the broker's threads for the same 2 vCPUs. Each broker runs the load
+// with the broker's threads for the same 2 vCPUs. A third time, the same
+// load comes from keel perf e2e, the Keel SDK's producer and consumer, also
+// a process of its own at GOMAXPROCS=1: how much of the end-to-end time is
+// the client's. Each broker runs the load
 // KEEL_BENCH_ROUNDS times (default 3), the order alternating between
 // rounds; the table shows each figure's median over the rounds, since
 // other work on a shared 2-core machine moves single runs a lot.
@@ -110,8 +114,8 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 		for _, tg := range order {
 			r := runPerf(t, tg, cfg, round)
 			tg.results = append(tg.results, r)
-			t.Logf("%s round %d: produce %.0f rec/s, consume %.0f rec/s, e2e p99 %v (client process at GOMAXPROCS=1: %v)",
-				tg.name, round+1, r.produceRate(), r.consumeRate(), r.e2e.pct(0.99), r.e2eOneP.pct(0.99))
+			t.Logf("%s round %d: produce %.0f rec/s, consume %.0f rec/s, e2e p99 %v (client process at GOMAXPROCS=1: %v; Keel SDK: %v)",
+				tg.name, round+1, r.produceRate(), r.consumeRate(), r.e2e.pct(0.99), r.e2eOneP.pct(0.99), time.Duration(r.e2eSDK[1]))
 		}
 	}
 	printPerfTable(cfg, rounds, targets)
@@ -211,6 +215,7 @@ type perfResult struct {
 	rateLat            *latencies // produce latency at the fixed rate
 	e2e                *latencies // send → consume at the fixed rate
 	e2eOneP            *latencies // the same from a client process at GOMAXPROCS=1
+	e2eSDK             [3]float64 // p50, p99, p99.9 ns of keel perf e2e (the Keel SDK) at the rate
 	rtt                *latencies // ApiVersions round trips at the same rate
 	achievedRate       float64
 	produceBatches     *perfHooks // the produce phase's batches and requests
@@ -246,8 +251,9 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	topic := fmt.Sprintf("perf-%d", round)
 	e2eTopic := fmt.Sprintf("e2e-%d", round)
 	e2eOnePTopic := fmt.Sprintf("e2e1p-%d", round)
+	e2eSDKTopic := fmt.Sprintf("e2esdk-%d", round)
 	warmTopic := fmt.Sprintf("warm-%d", round)
-	for _, tp := range []string{topic, e2eTopic, e2eOnePTopic, warmTopic} {
+	for _, tp := range []string{topic, e2eTopic, e2eOnePTopic, e2eSDKTopic, warmTopic} {
 		if resp, err := adm.CreateTopic(ctx, int32(cfg.partitions), 1, nil, tp); err != nil || resp.Err != nil {
 			t.Fatalf("%s: create %s: %v %v", tg.name, tp, err, resp.Err)
 		}
@@ -307,11 +313,12 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 
 	r.rateLat, r.e2e, r.achievedRate = fixedRate(ctx, t, tg, cfg, e2eTopic)
 	r.e2eOneP = fixedRateFromProcess(ctx, t, tg, cfg, e2eOnePTopic)
+	r.e2eSDK = sdkE2E(ctx, t, tg, cfg, e2eSDKTopic)
 	r.rtt = roundTrips(ctx, t, admCl, cfg.rate, 2*time.Second)
 
 	// Rounds start from the same state: kfake frees the records it keeps
 	// in this process's heap, Keel deletes its segments.
-	if _, err := adm.DeleteTopics(ctx, topic, e2eTopic, e2eOnePTopic, warmTopic); err != nil {
+	if _, err := adm.DeleteTopics(ctx, topic, e2eTopic, e2eOnePTopic, e2eSDKTopic, warmTopic); err != nil {
 		t.Fatalf("%s: delete topics: %v", tg.name, err)
 	}
 	return r
@@ -466,6 +473,33 @@ func fixedRateFromProcess(ctx context.Context, t *testing.T, tg *perfTarget, cfg
 		lat.add(time.Duration(ns))
 	}
 	return lat
+}
+
+// sdkE2E runs the same load with keel perf e2e, the Keel SDK's producer
+// and consumer in a process of their own at GOMAXPROCS=1 (linger.ms=0,
+// acks=all), and returns the p50, p99 and p99.9 it prints, in ns.
+func sdkE2E(ctx context.Context, t *testing.T, tg *perfTarget, cfg perfConfig, topic string) [3]float64 {
+	t.Helper()
+	n := cfg.rate * int(cfg.e2eFor.Seconds())
+	cmd := exec.CommandContext(ctx, Binary(t), "perf", "e2e", "--bootstrap-server", strings.Join(tg.seeds, ","),
+		"--topic", topic, "--num-records", strconv.Itoa(n), "--throughput", strconv.Itoa(cfg.rate),
+		"--record-size", strconv.Itoa(cfg.valueSize), "--producer-acks", "all", "--reporting-interval", "3600000")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: keel perf e2e: %v\n%s", tg.name, err, out)
+	}
+	m := regexp.MustCompile(`Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99\.9th = ([\d.]+)`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("%s: keel perf e2e printed:\n%s", tg.name, out)
+	}
+	var p [3]float64
+	for i := range p {
+		v, _ := strconv.ParseFloat(m[i+1], 64)
+		p[i] = v * float64(time.Millisecond)
+	}
+	return p
 }
 
 // runE2EClient is the client process of fixedRateFromProcess: it prints
@@ -736,6 +770,9 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 		{"… client process at GOMAXPROCS=1: p50", pct(e2eOneP, 0.50), ms, false},
 		{"… client process at GOMAXPROCS=1: p99", pct(e2eOneP, 0.99), ms, true},
 		{"… client process at GOMAXPROCS=1: p99.9", pct(e2eOneP, 0.999), ms, false},
+		{"… Keel SDK client (keel perf e2e): p50", func(r perfResult) float64 { return r.e2eSDK[0] }, ms, false},
+		{"… Keel SDK client (keel perf e2e): p99", func(r perfResult) float64 { return r.e2eSDK[1] }, ms, true},
+		{"… Keel SDK client (keel perf e2e): p99.9", func(r perfResult) float64 { return r.e2eSDK[2] }, ms, false},
 		{"baseline: ApiVersions round trip p50 ms", pct(rtt, 0.50), ms, true},
 		{"baseline: ApiVersions round trip p99 ms", pct(rtt, 0.99), ms, true},
 		{"broker CPU s per M records produced", perM(func(r perfResult) float64 { return r.brokerCPU }), num("%.2f"), false},
