@@ -125,7 +125,7 @@ func (m *Manager) runCleaner(stop <-chan struct{}) (bool, error) {
 		m.cleaner.mu.Lock()
 		cp, skip := m.cleaner.checkpoints[l.tp], m.cleaner.uncleanable[l.tp]
 		m.cleaner.mu.Unlock()
-		if skip {
+		if skip || l.Offline() {
 			continue
 		}
 		p, ok := l.planClean(cp)
@@ -148,6 +148,9 @@ func (m *Manager) runCleaner(stop <-chan struct{}) (bool, error) {
 			m.logger.Debug("log cleaning aborted", "partition", c.log.tp, "error", err)
 			return false, nil
 		}
+		// Not checkIO: the cleaner's files are its own, and a log it
+		// cannot clean only stops being cleaned (Kafka would take the dir
+		// offline).
 		m.cleaner.mu.Lock()
 		m.cleaner.uncleanable[c.log.tp] = true
 		m.cleaner.mu.Unlock()
