@@ -51,6 +51,10 @@ func perfE2ECommand() *cli.Command {
 	}
 }
 
+// maxE2ERecords bounds --num-records: each record's send time and
+// whether it was read are kept.
+const maxE2ERecords = 100_000_000
+
 // e2eHeader starts every value: a run id, so that records of other runs
 // or other producers are skipped, and the record's sequence number.
 const e2eHeader = 16
@@ -62,8 +66,8 @@ func perfE2E(c *cli.Context) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("--producer-acks: %w", err)
-	case n <= 0 || n > 1<<30:
-		return fmt.Errorf("--num-records %d: must be between 1 and 2^30", n)
+	case n <= 0 || n > maxE2ERecords: // 9 bytes of state each
+		return fmt.Errorf("--num-records %d: must be between 1 and %d", n, maxE2ERecords)
 	case size < e2eHeader || size > 64<<20:
 		return fmt.Errorf("--record-size %d: must be between %d and 64 MiB", size, e2eHeader)
 	case rate == 0 || (rate < 0 && rate != -1):
