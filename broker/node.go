@@ -45,7 +45,7 @@ type Node struct {
 	subStop   func()
 	subDone   chan struct{}
 	closeOnce sync.Once
-	// failed receives the first log dir failure (Failed).
+	// failed receives the first disk failure (Failed).
 	failed chan error
 }
 

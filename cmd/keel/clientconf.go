@@ -365,6 +365,14 @@ func commandContext(c *cli.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
+// closeWithin closes a producer or consumer, giving it 10 s to flush or
+// leave its group (for defer).
+func closeWithin(close func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = close(ctx)
+}
+
 // adminFlags are an admin subcommand's connection flags
 // (--bootstrap-server, --command-config), then extra.
 func adminFlags(extra ...cli.Flag) []cli.Flag {

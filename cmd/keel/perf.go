@@ -279,11 +279,7 @@ func perfProduce(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
 	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		_ = p.Close(cctx)
-	}()
+	defer closeWithin(p.Close)
 	if _, err := waitForTopic(ctx, p.Client(), topic); err != nil {
 		return err
 	}
@@ -380,11 +376,7 @@ func perfConsume(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		_ = cons.Close(cctx)
-	}()
+	defer closeWithin(cons.Close)
 
 	stats := newPerfStats(n)
 	rep := startReporter(c.App.Writer, stats, "consumed", time.Duration(c.Int("reporting-interval"))*time.Millisecond)

@@ -112,20 +112,12 @@ func perfE2E(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		_ = cons.Close(cctx)
-	}()
+	defer closeWithin(cons.Close)
 	prod, err := client.NewProducerFromClient(ctx, cl, prodOpts...)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		_ = prod.Close(cctx)
-	}()
+	defer closeWithin(prod.Close)
 
 	var run [8]byte
 	_, _ = rand.Read(run[:])

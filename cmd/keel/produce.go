@@ -263,11 +263,7 @@ func produce(c *cli.Context) error {
 		return fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
 	}
 	// Close flushes what is buffered; on Ctrl-C it gets a few seconds.
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		_ = p.Close(cctx)
-	}()
+	defer closeWithin(p.Close)
 	tm, err := waitForTopic(ctx, p.Client(), topic)
 	if err != nil {
 		return err
