@@ -14,8 +14,8 @@ import (
 // TestLibrdkafkaProducerAcrossLeaderMoves runs librdkafka's idempotent
 // producer (confluent-kafka-python, Debian's python3-confluent-kafka) with
 // acks=all against three keel processes while every node is restarted in
-// turn (controlled shutdown: leaderships move) and one is killed with
-// kill -9. librdkafka holds the broker to Kafka's idempotence contract
+// turn (controlled shutdown: leaderships move), one is killed with
+// kill -9 and one's disk fails under it. librdkafka holds the broker to Kafka's idempotence contract
 // more strictly than kgo: a sequence or epoch answer it does not expect
 // after a leadership move is a fatal producer error, not a silent epoch
 // bump. The script fails on any failed delivery, any fatal error, and any
@@ -71,6 +71,17 @@ func TestLibrdkafkaProducerAcrossLeaderMoves(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	c.Start(2)
 	c.WaitReady(2)
+	time.Sleep(2 * time.Second)
+	// A disk failure: every write of node 3 fails; it answers
+	// KAFKA_STORAGE_ERROR for its partitions, moves its leaderships away
+	// and exits; then it starts again on its recovered dirs.
+	c.FailWrites(3)
+	if err := c.WaitExit(3, 30*time.Second); err == nil {
+		t.Fatal("node 3 exited cleanly after its disk failed")
+	}
+	time.Sleep(2 * time.Second)
+	c.Start(3)
+	c.WaitReady(3)
 	time.Sleep(2 * time.Second)
 	stdin.Close() // stop producing, flush, read everything back
 	<-done
