@@ -41,6 +41,27 @@ func (d *logDir) fail(err error) {
 	}
 }
 
+// isOffline reports whether an I/O error took the dir offline (never, for
+// the nil logDir of a log outside a Manager).
+func (d *logDir) isOffline() bool { return d != nil && d.offline.Load() }
+
+// check takes the dir offline when err is an I/O error, which it returns as
+// an ErrStorage (KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_ERROR, for a
+// client); other errors come back as they are. On the nil logDir it only
+// wraps.
+func (d *logDir) check(err error) error {
+	if !isIOError(err) {
+		return err
+	}
+	if !errors.Is(err, ErrStorage) {
+		err = fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	if d != nil {
+		d.fail(err)
+	}
+	return err
+}
+
 // isIOError reports whether err is a failure of the file system underneath
 // a log rather than of the request: ErrStorage, or an error from an os
 // call (a path, link or syscall error, a bare errno). A file this process
@@ -62,31 +83,18 @@ func isIOError(err error) bool {
 // offlineErr is ErrLogDirOffline when the log's dir is offline, nil
 // otherwise.
 func (l *Log) offlineErr() error {
-	if l.logDir != nil && l.logDir.offline.Load() {
+	if l.logDir.isOffline() {
 		return fmt.Errorf("%s in %s: %w", l.tp, l.logDir.path, ErrLogDirOffline)
 	}
 	return nil
 }
 
 // Offline reports whether the log's dir went offline after an I/O error.
-func (l *Log) Offline() bool { return l.logDir != nil && l.logDir.offline.Load() }
+func (l *Log) Offline() bool { return l.logDir.isOffline() }
 
-// checkIO takes the log's dir offline when err is an I/O error, which it
-// returns as an ErrStorage (KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_ERROR,
-// for a client); other errors come back as they are. Every method that
-// changes the log's files passes its error through it.
-func (l *Log) checkIO(err error) error {
-	if !isIOError(err) {
-		return err
-	}
-	if !errors.Is(err, ErrStorage) {
-		err = fmt.Errorf("%w: %w", ErrStorage, err)
-	}
-	if l.logDir != nil {
-		l.logDir.fail(err)
-	}
-	return err
-}
+// checkIO is logDir.check for the log's dir. Every method that changes the
+// log's files passes its error through it.
+func (l *Log) checkIO(err error) error { return l.logDir.check(err) }
 
 // guardIO is checkIO for a method's named error result: defer
 // l.guardIO(&err) before taking any lock.

@@ -364,7 +364,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 	}
 	dir := ""
 	for _, d := range m.cfg.LogDirs {
-		if !m.dirs[d].offline.Load() && (dir == "" || counts[d] < counts[dir]) {
+		if !m.dirs[d].isOffline() && (dir == "" || counts[d] < counts[dir]) {
 			dir = d
 		}
 	}
@@ -374,15 +374,11 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 	ld := m.dirs[dir]
 	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
 	if err != nil {
-		if isIOError(err) {
-			ld.fail(err)
-		}
-		return nil, fmt.Errorf("create log %s: %w", tp, err)
+		return nil, fmt.Errorf("create log %s: %w", tp, ld.check(err))
 	}
 	if err := syncDir(dir); err != nil {
-		ld.fail(err)
 		l.Close()
-		return nil, fmt.Errorf("create log %s: %w: %w", tp, ErrStorage, err)
+		return nil, fmt.Errorf("create log %s: %w", tp, ld.check(err))
 	}
 	m.logs[tp], m.dirOf[tp] = l, dir
 	m.forgetCleanerCheckpoint(tp)
@@ -407,7 +403,7 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	if err := l.Close(); err != nil {
 		m.logger.Warn("closing a deleted log failed", "partition", tp, "error", err)
 	}
-	if m.dirs[dir].offline.Load() {
+	if m.dirs[dir].isOffline() {
 		// Nothing is written to a failed dir: the next start finds the
 		// partition there, a stray the broker deletes then.
 		return nil
@@ -436,7 +432,7 @@ func (m *Manager) CheckpointOffsets() error {
 	m.mu.RUnlock()
 	var errs []error
 	for _, dir := range m.cfg.LogDirs {
-		if m.dirs[dir].offline.Load() {
+		if m.dirs[dir].isOffline() {
 			continue
 		}
 		rp, hw, ls := map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
@@ -448,10 +444,7 @@ func (m *Manager) CheckpointOffsets() error {
 			NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Write(hw),
 			NewOffsetCheckpointFile(filepath.Join(dir, logStartOffsetCheckpoint)).Write(ls))
 		if err != nil {
-			if isIOError(err) {
-				m.dirs[dir].fail(err)
-			}
-			errs = append(errs, fmt.Errorf("checkpoint log dir %s: %w", dir, err))
+			errs = append(errs, fmt.Errorf("checkpoint log dir %s: %w", dir, m.dirs[dir].check(err)))
 		}
 	}
 	return errors.Join(errs...)
@@ -471,7 +464,7 @@ func (m *Manager) dirFailed(dir string, err error) {
 func (m *Manager) OfflineDirs() []string {
 	var out []string
 	for _, dir := range m.cfg.LogDirs {
-		if m.dirs[dir].offline.Load() {
+		if m.dirs[dir].isOffline() {
 			out = append(out, dir)
 		}
 	}
@@ -551,7 +544,7 @@ func (m *Manager) Close() error {
 		return fmt.Errorf("close log manager: %w", err)
 	}
 	for _, dir := range m.cfg.LogDirs {
-		if m.dirs[dir].offline.Load() {
+		if m.dirs[dir].isOffline() {
 			errs = append(errs, fmt.Errorf("close log manager: log dir %s is offline: %w", dir, ErrStorage))
 			continue
 		}
