@@ -203,8 +203,7 @@ type e2eRun struct {
 	base    time.Time
 	sent    []atomic.Int64
 	seen    []bool
-	read1   atomic.Int64 // records read (first deliveries)
-	arrived chan int64   // the sequence numbers read or failed, for one-at-a-time
+	arrived chan int64 // the sequence numbers read or failed, for one-at-a-time
 	stats   *perfStats
 }
 
@@ -238,7 +237,6 @@ func (e *e2eRun) read(ctx context.Context, cons *client.Consumer) error {
 			}
 			e.seen[i] = true
 			e.stats.add(i, len(r.Value), now-time.Duration(e.sent[i].Load()), nil)
-			e.read1.Add(1)
 			select {
 			case e.arrived <- i:
 			default:
@@ -271,7 +269,7 @@ func (e *e2eRun) awaitAll(ctx context.Context, wait time.Duration) error {
 	last, lastChange := int64(-1), time.Now()
 	for {
 		e.stats.mu.Lock()
-		settled := e.stats.count + e.stats.failed
+		read, settled := e.stats.count, e.stats.count+e.stats.failed
 		e.stats.mu.Unlock()
 		if settled >= e.n || ctx.Err() != nil {
 			return nil
@@ -279,7 +277,7 @@ func (e *e2eRun) awaitAll(ctx context.Context, wait time.Duration) error {
 		if settled != last {
 			last, lastChange = settled, time.Now()
 		} else if time.Since(lastChange) > wait {
-			return fmt.Errorf("%d of %d records read; none arrived for %v (--timeout)", e.read1.Load(), e.n, wait)
+			return fmt.Errorf("%d of %d records read; none arrived for %v (--timeout)", read, e.n, wait)
 		}
 		select {
 		case <-ctx.Done():
