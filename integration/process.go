@@ -407,14 +407,23 @@ func (c *ProcessCluster) WaitExit(id int32, timeout time.Duration) error {
 	if done == nil {
 		c.t.Fatalf("node %d was never started", id)
 	}
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		_ = cmd.Process.Kill()
-		<-done
+	if !waitOrKill(cmd, done, timeout) {
 		c.t.Fatalf("node %d did not exit within %v", id, timeout)
 	}
 	return c.exitErr(id)
+}
+
+// waitOrKill waits up to timeout for a node's process to exit (done closes)
+// and kills it if it has not; it reports whether it exited on its own.
+func waitOrKill(cmd *exec.Cmd, done <-chan struct{}, timeout time.Duration) bool {
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return false
+	}
 }
 
 // Pause stops node id with SIGSTOP: it holds its sockets but answers
@@ -460,11 +469,7 @@ func (c *ProcessCluster) signalAndWait(id int32, sig syscall.Signal, timeout tim
 	if sig == syscall.SIGTERM {
 		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot shut down
 	}
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		_ = cmd.Process.Kill()
-		<-done
+	if !waitOrKill(cmd, done, timeout) {
 		return fmt.Errorf("did not exit within %v after %v; killed", timeout, sig)
 	}
 	c.mu.Lock()
