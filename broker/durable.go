@@ -14,8 +14,8 @@ import (
 // goroutine fsyncs every marked partition with storage.Log.Sync, which does
 // not block appends, so every producer that appended while an fsync was in
 // progress shares the next one (group commit). After each Sync the high
-// watermark moves (maybeAdvanceHighWatermark takes the leader's recovery
-// point instead of its log end offset) and parked produces are woken.
+// watermark moves (maybeAdvanceHighWatermark takes the leader's durable
+// offset instead of its log end offset) and parked produces are woken.
 
 // flusher is the durable mode's group committer.
 //

@@ -41,11 +41,11 @@ func TestDurableModeAcksOnlyWhatIsFsynced(t *testing.T) {
 						return
 					}
 					l := c.broker.lookup(tp("durable", r.Partition)).log
-					if rp := l.RecoveryPoint(); rp <= r.Offset {
-						t.Errorf("offset %d of partition %d acknowledged with the recovery point at %d", r.Offset, r.Partition, rp)
+					if d := l.DurableOffset(); d <= r.Offset {
+						t.Errorf("offset %d of partition %d acknowledged with the durable offset at %d", r.Offset, r.Partition, d)
 					}
-					if hw := l.HighWatermark(); hw > l.RecoveryPoint() {
-						t.Errorf("high watermark %d above the recovery point %d", hw, l.RecoveryPoint())
+					if hw, d := l.HighWatermark(), l.DurableOffset(); hw > d {
+						t.Errorf("high watermark %d above the durable offset %d", hw, d)
 					}
 				})
 			}
@@ -65,8 +65,8 @@ func BenchmarkProduceDurable(b *testing.B) {
 // TestDurableModeAcksOffsetCommitsOnlyOnceFsynced: with
 // log.flush.interval.messages=1 the offsets topic is durable too. Groups
 // committing at once on one offsets partition are each answered only once
-// their commit is below the partition's recovery point: whatever the
-// partition's log end was before a commit, the recovery point is past it
+// their commit is below the partition's durable offset: whatever the
+// partition's log end was before a commit, the durable offset is past it
 // when the commit is acknowledged.
 func TestDurableModeAcksOffsetCommitsOnlyOnceFsynced(t *testing.T) {
 	c := groupTestCluster(t, "log.flush.interval.messages=1")
@@ -86,8 +86,8 @@ func TestDurableModeAcksOffsetCommitsOnlyOnceFsynced(t *testing.T) {
 					t.Errorf("commit %d of %s: %v", i, group, err)
 					return
 				}
-				if rp := l.RecoveryPoint(); rp <= before {
-					t.Errorf("commit %d of %s acknowledged with the recovery point at %d; the log end was %d before it", i, group, rp, before)
+				if d := l.DurableOffset(); d <= before {
+					t.Errorf("commit %d of %s acknowledged with the durable offset at %d; the log end was %d before it", i, group, d, before)
 				}
 			}
 		}()

@@ -623,7 +623,7 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 // f.mu is held (locked).
 func (f *replicaFetcher) appendFetched(p *partition, batches []byte) error {
 	l := p.log
-	_, err := l.AppendAsFollower(batches)
+	_, err := l.AppendAsFollower(batches, false)
 	if errors.Is(err, storage.ErrUnexpectedAppendOffset) && l.LogEndOffset() == l.LogStartOffset() {
 		if h, perr := record.ParseHeader(batches); perr == nil && h.BaseOffset < l.LogEndOffset() && h.LastOffset() >= l.LogEndOffset() {
 			f.b.log.Info("first fetched batch starts below the restarted log: starting the log at the batch",
@@ -632,7 +632,7 @@ func (f *replicaFetcher) appendFetched(p *partition, batches []byte) error {
 			err = l.TruncateFullyAndStartAt(h.BaseOffset)
 			p.hwMu.Unlock()
 			if err == nil {
-				_, err = l.AppendAsFollower(batches)
+				_, err = l.AppendAsFollower(batches, false)
 			}
 		}
 	}

@@ -77,7 +77,7 @@ type producePending struct {
 	resp           *kmsg.ProduceResponseTopicPartition
 	requiredOffset int64 // the high watermark must reach it
 	// acks is the request's: -1 waits for the high watermark; 1 waits,
-	// in the durable mode only, for the local fsync (the recovery point).
+	// in the durable mode only, for the local fsync (the durable offset).
 	acks int16
 }
 
@@ -89,7 +89,7 @@ func produceMustWait(p *partition, acks int16, required int64) bool {
 	case -1:
 		return p.log.HighWatermark() < required
 	case 1:
-		return p.state.Load().durable && p.log.RecoveryPoint() < required
+		return p.state.Load().durable && p.log.DurableOffset() < required
 	}
 	return false
 }
@@ -459,7 +459,7 @@ func produceReady(pp *producePending) (code int16, settled bool) {
 		return kerr.NotLeaderForPartition.Code, true
 	}
 	if pp.acks == 1 {
-		return 0, pp.p.log.RecoveryPoint() >= pp.requiredOffset
+		return 0, pp.p.log.DurableOffset() >= pp.requiredOffset
 	}
 	if pp.p.log.HighWatermark() >= pp.requiredOffset {
 		if len(st.isr) < st.minISR {

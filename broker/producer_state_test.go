@@ -139,7 +139,7 @@ func TestPromotedFollowerDeduplicatesRetries(t *testing.T) {
 		offset = h.NextOffset()
 		fetched = append(fetched, b...)
 	}
-	if _, err := p.log.AppendAsFollower(fetched); err != nil {
+	if _, err := p.log.AppendAsFollower(fetched, false); err != nil {
 		t.Fatal(err)
 	}
 	if ps := p.log.ActiveProducers(); len(ps) != 1 || ps[0].LastSequence != 4 {

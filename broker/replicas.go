@@ -170,7 +170,7 @@ func (b *Broker) advanceHighWatermark(p *partition) bool {
 	defer p.hwMu.Unlock()
 	hw := p.log.LogEndOffset()
 	if st.durable { // only what the leader has fsynced counts (durable.go)
-		hw = p.log.RecoveryPoint()
+		hw = p.log.DurableOffset()
 	}
 	if !st.onlyLeaderInISR() {
 		hw = b.highWatermarkCandidate(p, st, hw)

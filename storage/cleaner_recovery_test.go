@@ -271,7 +271,7 @@ func TestFollowersFetchAcrossOffsetGaps(t *testing.T) {
 		if len(b) == 0 {
 			t.Fatalf("fetch at %d returned nothing below %d", follower.LogEndOffset(), leader.LogEndOffset())
 		}
-		if _, err := follower.AppendAsFollower(b); err != nil {
+		if _, err := follower.AppendAsFollower(b, false); err != nil {
 			t.Fatalf("follower append at %d: %v", follower.LogEndOffset(), err)
 		}
 	}

@@ -96,7 +96,7 @@ func TestLogDirFailureTakesTheDirOffline(t *testing.T) {
 	if err := other.TruncateTo(1); ErrorCode(err) != codeKafkaStorageError {
 		t.Fatalf("truncate in the failed dir: %v", err)
 	}
-	if _, err := other.AppendAsFollower(batch); ErrorCode(err) != codeKafkaStorageError {
+	if _, err := other.AppendAsFollower(batch, false); ErrorCode(err) != codeKafkaStorageError {
 		t.Fatalf("follower append in the failed dir: %v", err)
 	}
 	mu.Lock()
@@ -190,8 +190,8 @@ func TestFailedFsyncIsNotRetried(t *testing.T) {
 	if err := l.Sync(); !errors.Is(err, ErrLogDirOffline) {
 		t.Fatalf("Sync after a failed fsync: %v, want ErrLogDirOffline", err)
 	}
-	if l.RecoveryPoint() != 2 || failed != 1 {
-		t.Fatalf("recovery point %d (want 2, the first Sync's), failures reported %d", l.RecoveryPoint(), failed)
+	if l.DurableOffset() != 2 || failed != 1 {
+		t.Fatalf("durable offset %d (want 2, the first Sync's), failures reported %d", l.DurableOffset(), failed)
 	}
 	if err := m.Close(); !errors.Is(err, ErrStorage) {
 		t.Fatalf("Close: %v", err)

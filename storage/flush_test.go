@@ -139,7 +139,7 @@ func TestSyncAfterRollSyncsTheDirectory(t *testing.T) {
 	if l.dirSynced != l.segmentsCreated {
 		t.Fatalf("Sync left the directory unsynced (%d of %d segments)", l.dirSynced, l.segmentsCreated)
 	}
-	if l.recoveryPoint != l.active().nextOffset {
-		t.Fatalf("recovery point %d, log end offset %d", l.recoveryPoint, l.active().nextOffset)
+	if d := l.durableOffsetLocked(); d != l.active().nextOffset {
+		t.Fatalf("durable offset %d, log end offset %d", d, l.active().nextOffset)
 	}
 }

@@ -119,12 +119,15 @@ type Log struct {
 
 	// mu guards everything below. Lock order: Log.mu before any index's
 	// internal lock (indexes never call back into the log).
-	mu                sync.RWMutex
-	cfg               LogConfig
-	segments          []*segment
-	logStartOffset    int64
-	highWatermark     int64
-	recoveryPoint     int64
+	mu             sync.RWMutex
+	cfg            LogConfig
+	segments       []*segment
+	logStartOffset int64
+	highWatermark  int64
+	recoveryPoint  int64
+	// durableOffset: everything below it, or below recoveryPoint if that
+	// is higher, is fsynced (DurableOffset). Sync alone raises it.
+	durableOffset     int64
 	unflushedMessages int64
 	lastFlush         time.Time
 	pendingDeletes    []pendingDelete
@@ -425,12 +428,25 @@ func (l *Log) SetHighWatermark(hw int64) {
 	l.highWatermark = min(max(hw, l.logStartOffset), l.active().nextOffset)
 }
 
-// RecoveryPoint is the offset below which the log is known to be fsynced.
+// RecoveryPoint is the offset below which the log is known to be fsynced,
+// its indexes included: a restart after a crash recovers (scans and
+// re-indexes) only the segments from there on.
 func (l *Log) RecoveryPoint() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.recoveryPoint
 }
+
+// DurableOffset is the offset below which the log's records are known to
+// be on disk: at or above the recovery point, raised by Sync (the durable
+// mode's group commit), which fsyncs the records but not the indexes.
+func (l *Log) DurableOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.durableOffsetLocked()
+}
+
+func (l *Log) durableOffsetLocked() int64 { return max(l.durableOffset, l.recoveryPoint) }
 
 // Size is the total size of the segment files in bytes.
 func (l *Log) Size() int64 {
@@ -610,8 +626,11 @@ func validateProduce(batches []byte, cfg LogConfig, fromCoordinator bool) (Appen
 // AppendAsFollower appends batches fetched from the leader byte for byte,
 // offsets and leader epochs preserved. The first batch must start at or
 // after the log end offset (gaps are legal: compacted topics). CRCs are
-// checked; records are not re-validated (the leader did that).
-func (l *Log) AppendAsFollower(batches []byte) (_ AppendInfo, err error) {
+// checked; records are not re-validated (the leader did that). With
+// deferFlush, flush.messages' inline fsync is skipped and the caller makes
+// the batches durable with Sync (the durable mode's followers, which sync
+// all the partitions of a fetch response together).
+func (l *Log) AppendAsFollower(batches []byte, deferFlush bool) (_ AppendInfo, err error) {
 	defer l.guardIO(&err)
 	if err := l.offlineErr(); err != nil {
 		return AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1}, err
@@ -650,7 +669,7 @@ func (l *Log) AppendAsFollower(batches []byte) (_ AppendInfo, err error) {
 	if leo := l.active().nextOffset; info.FirstOffset < leo {
 		return info, fmt.Errorf("append to %s: first offset %d, log end offset %d: %w", l.tp, info.FirstOffset, leo, ErrUnexpectedAppendOffset)
 	}
-	if err := l.appendLocked(batches, info, false, false); err != nil {
+	if err := l.appendLocked(batches, info, false, deferFlush); err != nil {
 		return info, err
 	}
 	l.producers.update(batches)

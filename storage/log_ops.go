@@ -173,6 +173,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	l.logStartOffset = min(l.logStartOffset, leo)
 	l.highWatermark = min(l.highWatermark, leo)
 	l.recoveryPoint = min(l.recoveryPoint, leo)
+	l.durableOffset = min(l.durableOffset, leo)
 	l.rollFlushTarget = min(l.rollFlushTarget, leo)
 	l.logger.Info("truncated log", "to_offset", offset, "log_end_offset", leo, "bytes_removed", removed)
 	if err := l.truncateProducerStateLocked(); err != nil {
@@ -220,7 +221,7 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 		}
 	}
 	l.segments = []*segment{s}
-	l.logStartOffset, l.highWatermark, l.recoveryPoint = offset, offset, offset
+	l.logStartOffset, l.highWatermark, l.recoveryPoint, l.durableOffset = offset, offset, offset, offset
 	l.rollFlushTarget = min(l.rollFlushTarget, offset)
 	if err := l.clearProducerStateLocked(); err != nil {
 		return err

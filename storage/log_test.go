@@ -399,7 +399,7 @@ func TestAppendAsFollower(t *testing.T) {
 		{"rejects batches out of offset order", append(leaderBatch(t, 30, 3, 3), leaderBatch(t, 31, 3, 3)...), record.ErrInvalidRecord, 87, 0, 25},
 	} {
 		sizeBefore := l.Size()
-		info, err := l.AppendAsFollower(slices.Clone(step.batches))
+		info, err := l.AppendAsFollower(slices.Clone(step.batches), false)
 		if !errors.Is(err, step.wantErr) || ErrorCode(err) != step.wantCode {
 			t.Fatalf("%s: err %v (code %d), want %v (code %d)", step.name, err, ErrorCode(err), step.wantErr, step.wantCode)
 		}

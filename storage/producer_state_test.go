@@ -191,7 +191,7 @@ func TestFollowerAppendsKeepTheProducerState(t *testing.T) {
 	appendOK(t, leader, idemBatch(t, 2, 0, 0, 1, testEpochMs), 3)
 	appendOK(t, leader, idemBatch(t, 1, 0, 2, 2, testEpochMs), 3)
 	follower := openTestLog(t, filepath.Join(t.TempDir(), "t-0"), OpenOptions{})
-	if _, err := follower.AppendAsFollower(readAll(t, leader, 0, leader.LogEndOffset())); err != nil {
+	if _, err := follower.AppendAsFollower(readAll(t, leader, 0, leader.LogEndOffset()), false); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := follower.ActiveProducers(), leader.ActiveProducers(); !reflect.DeepEqual(got, want) {

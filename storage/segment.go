@@ -475,13 +475,21 @@ func (s *segment) onBecomeInactive() error {
 
 // flush fsyncs the log file and both indexes.
 func (s *segment) flush() error {
-	if err := s.file.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w: %w", s.logPath(), ErrStorage, err)
+	if err := s.syncRecords(); err != nil {
+		return err
 	}
 	if err := s.index.Flush(); err != nil {
 		return err
 	}
 	return s.timeIndex.Flush()
+}
+
+// syncRecords fsyncs the segment file, not the indexes.
+func (s *segment) syncRecords() error {
+	if err := s.file.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w: %w", s.logPath(), ErrStorage, err)
+	}
+	return nil
 }
 
 // close finalises and closes the files (used at clean shutdown).

@@ -14,7 +14,7 @@ func TestSyncGroupCommit(t *testing.T) {
 		t.Fatal("flush.messages=1 is the durable mode")
 	}
 	l := openTestLog(t, partitionDir(t), OpenOptions{Config: cfg})
-	// Deferred appends are not flushed inline: the recovery point stays.
+	// Deferred appends are not flushed inline: Sync makes them durable.
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -31,22 +31,27 @@ func TestSyncGroupCommit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if rp, leo := l.RecoveryPoint(), l.LogEndOffset(); rp != leo || leo != 8*20*3 {
-		t.Fatalf("recovery point %d, log end offset %d", rp, leo)
+	if d, leo := l.DurableOffset(), l.LogEndOffset(); d != leo || leo != 8*20*3 {
+		t.Fatalf("durable offset %d, log end offset %d", d, leo)
+	}
+	// Sync fsyncs the records, not the indexes: the recovery point, below
+	// which a restart trusts the indexes, stays.
+	if rp := l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("Sync moved the recovery point to %d", rp)
 	}
 	// Without DeferFlush, flush.messages=1 still fsyncs inline.
 	if _, err := l.AppendAsLeader(buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 1), 10), AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if rp := l.RecoveryPoint(); rp != l.LogEndOffset() {
-		t.Fatalf("inline flush: recovery point %d, log end %d", rp, l.LogEndOffset())
+	if rp, d := l.RecoveryPoint(), l.DurableOffset(); rp != l.LogEndOffset() || d != rp {
+		t.Fatalf("inline flush: recovery point %d, durable offset %d, log end %d", rp, d, l.LogEndOffset())
 	}
 	// A deferred append waits for Sync; a truncation meanwhile keeps the
-	// recovery point at or below the log end.
+	// durable offset at or below the log end.
 	if _, err := l.AppendAsLeader(buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 5), 10), AppendOptions{DeferFlush: true}); err != nil {
 		t.Fatal(err)
 	}
-	if rp := l.RecoveryPoint(); rp == l.LogEndOffset() {
+	if d := l.DurableOffset(); d == l.LogEndOffset() {
 		t.Fatal("a deferred append was flushed inline")
 	}
 	if err := l.TruncateTo(l.LogEndOffset() - 2); err != nil {
@@ -55,8 +60,8 @@ func TestSyncGroupCommit(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if rp, leo := l.RecoveryPoint(), l.LogEndOffset(); rp != leo {
-		t.Fatalf("after truncation and Sync: recovery point %d, log end %d", rp, leo)
+	if d, leo := l.DurableOffset(), l.LogEndOffset(); d != leo {
+		t.Fatalf("after truncation and Sync: durable offset %d, log end %d", d, leo)
 	}
 	l.Close()
 	if err := l.Sync(); err != ErrLogClosed {
