@@ -7,15 +7,19 @@ import (
 // The durable mode (flush.messages=1, log.flush.interval.messages=1): a
 // batch counts toward the high watermark only once it is fsynced on the
 // leader and on the followers, and acks=1 answers only once the leader has
-// fsynced it. Followers fsync inline when they append (storage applies
-// flush.messages to AppendAsFollower), so the fetch offset a follower
-// reports is already durable. The leader appends with
-// AppendOptions.DeferFlush and marks the partition here; one flusher
+// fsynced it. A follower appends a fetch response's partitions without
+// fsyncing and syncs them together before its next fetch (syncDurable), so
+// the fetch offset it reports is already durable. The leader appends
+// with AppendOptions.DeferFlush and marks the partition here; one flusher
 // goroutine fsyncs every marked partition with storage.Log.Sync, which does
 // not block appends, so every producer that appended while an fsync was in
 // progress shares the next one (group commit). After each Sync the high
 // watermark moves (maybeAdvanceHighWatermark takes the leader's durable
 // offset instead of its log end offset) and parked produces are woken.
+//
+// Log.Sync fsyncs the segment files only, not the indexes: the records are
+// what an acknowledgement promises, and a restart after a crash rebuilds
+// the indexes past the recovery point from them.
 
 // flusher is the durable mode's group committer.
 //
@@ -61,11 +65,15 @@ func (f *flusher) run() {
 		batch := f.dirty
 		f.dirty = make(map[*partition]struct{}, len(batch))
 		f.mu.Unlock()
+		parts := make([]*partition, 0, len(batch))
 		for p := range batch {
-			if p.removed.Load() {
-				continue
+			if !p.removed.Load() {
+				parts = append(parts, p)
 			}
-			if err := p.log.Sync(); err != nil {
+		}
+		for i, err := range syncLogs(parts) {
+			p := parts[i]
+			if err != nil {
 				if !p.removed.Load() {
 					f.b.log.Error("durable mode: fsync failed", "partition", p.tp, "error", err)
 				}
@@ -75,4 +83,38 @@ func (f *flusher) run() {
 			p.produceWatch.wakeAll()
 		}
 	}
+}
+
+// maxParallelSyncs bounds the fsyncs syncLogs runs at once.
+const maxParallelSyncs = 16
+
+// syncLogs runs Log.Sync for each partition and returns the errors, in
+// order. Partitions are synced concurrently (up to maxParallelSyncs at
+// once): a file system commits concurrent fsyncs of different files
+// together (one journal commit on ext4 and XFS), so a broker that leads
+// or follows many durable partitions pays about one fsync a round, not one
+// per partition.
+func syncLogs(parts []*partition) []error {
+	errs := make([]error, len(parts))
+	if len(parts) == 1 {
+		errs[0] = parts[0].log.Sync()
+		return errs
+	}
+	slots := make(chan struct{}, maxParallelSyncs)
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = p.log.Sync()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// durable reports the partition's durable mode (flush.messages=1).
+func (p *partition) durable() bool {
+	st := p.state.Load()
+	return st != nil && st.durable
 }

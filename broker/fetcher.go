@@ -283,6 +283,7 @@ func (f *replicaFetcher) run() {
 			}
 			fetchable = append(fetchable, ff)
 		}
+		fetchable = f.syncDurable(fetchable)
 		if len(fetchable) > 0 {
 			if err := f.fetch(fetchable); err != nil {
 				if b.ctx.Err() == nil {
@@ -556,14 +557,55 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 				continue
 			}
 			if err := f.apply(ff, &rp); err != nil {
-				if !ff.p.removed.Load() && !errors.Is(err, storage.ErrLogDirOffline) {
-					b.log.Warn("follower fetch partition failed", "partition", ff.p.tp, "leader", f.leader, "error", err)
-				}
-				f.backoff(ff)
+				f.partitionFailed(ff, err)
 			}
 		}
 	}
 	return nil
+}
+
+// syncDurable fsyncs, together, the durable-mode partitions (durable.go)
+// whose logs hold records not yet on disk: appended from the last fetch
+// response, or there since before a restart or a leadership change. A
+// fetch reports a partition's log end offset, which the leader counts
+// toward the high watermark, so in the durable mode it must be durable
+// first. It returns the partitions that may be fetched: those whose fsync
+// failed are backed off.
+func (f *replicaFetcher) syncDurable(parts []*followerFetch) []*followerFetch {
+	var unsynced []*followerFetch
+	for _, ff := range parts {
+		if l := ff.p.log; ff.p.durable() && l.DurableOffset() < l.LogEndOffset() {
+			unsynced = append(unsynced, ff)
+		}
+	}
+	if len(unsynced) == 0 {
+		return parts
+	}
+	logs := make([]*partition, len(unsynced))
+	for i, ff := range unsynced {
+		logs[i] = ff.p
+	}
+	var failed []*followerFetch
+	for i, err := range syncLogs(logs) {
+		if err != nil {
+			f.partitionFailed(unsynced[i], fmt.Errorf("follower fsync: %w", err))
+			failed = append(failed, unsynced[i])
+		}
+	}
+	if len(failed) == 0 {
+		return parts
+	}
+	return slices.DeleteFunc(parts, func(ff *followerFetch) bool { return slices.Contains(failed, ff) })
+}
+
+// partitionFailed logs a partition's failed fetch step and backs it off:
+// it is left out of the fetches (and so reports no log end offset) until
+// replica.fetch.backoff.ms has passed.
+func (f *replicaFetcher) partitionFailed(ff *followerFetch, err error) {
+	if !ff.p.removed.Load() && !errors.Is(err, storage.ErrLogDirOffline) {
+		f.b.log.Warn("follower fetch partition failed", "partition", ff.p.tp, "leader", f.leader, "error", err)
+	}
+	f.backoff(ff)
 }
 
 // apply applies one partition of a fetch response (Kafka's
@@ -623,7 +665,8 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 // f.mu is held (locked).
 func (f *replicaFetcher) appendFetched(p *partition, batches []byte) error {
 	l := p.log
-	_, err := l.AppendAsFollower(batches, false)
+	deferFlush := p.durable() // synced before the next fetch (syncDurable)
+	_, err := l.AppendAsFollower(batches, deferFlush)
 	if errors.Is(err, storage.ErrUnexpectedAppendOffset) && l.LogEndOffset() == l.LogStartOffset() {
 		if h, perr := record.ParseHeader(batches); perr == nil && h.BaseOffset < l.LogEndOffset() && h.LastOffset() >= l.LogEndOffset() {
 			f.b.log.Info("first fetched batch starts below the restarted log: starting the log at the batch",
@@ -632,7 +675,7 @@ func (f *replicaFetcher) appendFetched(p *partition, batches []byte) error {
 			err = l.TruncateFullyAndStartAt(h.BaseOffset)
 			p.hwMu.Unlock()
 			if err == nil {
-				_, err = l.AppendAsFollower(batches, false)
+				_, err = l.AppendAsFollower(batches, deferFlush)
 			}
 		}
 	}

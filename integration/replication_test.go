@@ -9,6 +9,9 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -386,7 +389,7 @@ func TestFollowerTruncatesOnDivergingEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	binary.BigEndian.PutUint64(batch, uint64(leo)) // outside the CRC
-	if _, err := fl.AppendAsFollower(batch); err != nil {
+	if _, err := fl.AppendAsFollower(batch, false); err != nil {
 		t.Fatalf("append the divergent batch: %v", err)
 	}
 	if fl.LogEndOffset() != leo+3 {
@@ -399,5 +402,61 @@ func TestFollowerTruncatesOnDivergingEpoch(t *testing.T) {
 	waitFor(t, 30*time.Second, "the replicas to converge again", func() bool { return replicasConverged(c, "div", 0, []int32{1, 2, 3}) })
 	if b := replicaBytes(c, follower, "div", 0); bytes.Contains(b, []byte("divergent")) {
 		t.Fatal("the divergent records survived on the follower")
+	}
+}
+
+// TestDurableModeAcksOnlyWhatTheISRFsynced: with flush.messages=1 an
+// acks=all record is acknowledged only once every replica in the ISR has it
+// on disk. Followers append without an fsync and sync before their next
+// fetch reports the new log end offset, so whenever a record's
+// acknowledgement arrives, every replica then in the ISR (one that rejoined
+// since reported at least as much) has a durable offset past it.
+func TestDurableModeAcksOnlyWhatTheISRFsynced(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	configs := map[string]*string{"flush.messages": kadm.StringPtr("1"), "min.insync.replicas": kadm.StringPtr("2")}
+	if resp, err := adm.CreateTopic(ctx, 3, 3, configs, "durable"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	var checked atomic.Int64
+	check := func(r *kgo.Record) {
+		p, ok := partitionState(c, "durable", r.Partition)
+		if !ok {
+			t.Errorf("no metadata for partition %d", r.Partition)
+			return
+		}
+		for _, id := range p.ISR {
+			l := c.Nodes[id].PartitionLog("durable", r.Partition)
+			if d := l.DurableOffset(); d <= r.Offset {
+				t.Errorf("offset %d of partition %d acknowledged; replica %d (in the ISR) is durable only below %d", r.Offset, r.Partition, id, d)
+			}
+		}
+		checked.Add(1)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		cl, _ := newClient(t, c, kgo.DefaultProduceTopic("durable"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+		wg.Go(func() {
+			for i := range 500 {
+				r := &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte("v")}
+				cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					check(r)
+				})
+			}
+			if err := cl.Flush(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := checked.Load(); n != 2000 {
+		t.Fatalf("%d acknowledgements checked, want 2000", n)
 	}
 }
