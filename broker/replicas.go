@@ -454,6 +454,11 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 				b.log.Error("recording the new leader epoch failed", "partition", p.tp, "epoch", st.leaderEpoch, "error", err)
 			}
 		}
+		if st.durable && p.log.DurableOffset() < p.log.LogEndOffset() {
+			// Records from before a restart, or appended as a follower
+			// and not yet synced: the high watermark waits for them.
+			b.flusher.mark(p)
+		}
 		b.log.Info("became leader", "partition", p.tp, "leader_epoch", st.leaderEpoch, "isr", st.isr)
 	} else if !st.isLeader && (prev == nil || prev.isLeader) {
 		b.log.Info("became follower", "partition", p.tp, "leader", st.leader, "leader_epoch", st.leaderEpoch)

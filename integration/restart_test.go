@@ -320,3 +320,51 @@ func TestRestartedBrokerNeverAnswersFromAnImageBehindTheLog(t *testing.T) {
 		return
 	}
 }
+
+// TestDurableLeaderExposesAcknowledgedRecordsAfterKill9: in the durable
+// mode (flush.messages=1) a leader's high watermark counts only records it
+// has fsynced. After kill -9 its logs reopen durable only up to the last
+// recovery point checkpoint (none here: log.flush.offset.checkpoint.interval.ms
+// is an hour), although everything acknowledged is on disk. The restarted
+// leader fsyncs what it recovered as it takes the leadership, so the
+// acknowledged records are readable again at once, not only once a new
+// produce makes it sync.
+func TestDurableLeaderExposesAcknowledgedRecordsAfterKill9(t *testing.T) {
+	const topic, n = "durable-kill", 3000
+	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}},
+		ProcessOptions{Overrides: []string{"log.flush.offset.checkpoint.interval.ms=3600000"}})
+	cl := procClient(t, c, kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	configs := map[string]*string{"flush.messages": kadm.StringPtr("1")}
+	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, configs, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	acks := newAckLog()
+	produceAcked(ctx, cl, acks, "durable", 0, n)
+	if got, f := acks.count(), acks.failed.Load(); got != n || f != 0 {
+		t.Fatalf("%d records acknowledged, %d failed; want all %d", got, f, n)
+	}
+
+	c.Kill(1)
+	c.Start(1)
+	c.WaitReady(1)
+	if log := c.currentRunLog(1); !strings.Contains(log, "clean_shutdown=false") {
+		t.Errorf("restart after kill -9 did not recover from an unclean shutdown:\n%s", log)
+	}
+	adm := kadm.NewClient(procClient(t, c))
+	var total int64
+	waitFor(t, 10*time.Second, "the high watermarks to pass every acknowledged record", func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		total = 0
+		ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+		return total >= n
+	})
+	if total != n {
+		t.Errorf("high watermarks add up to %d, want %d", total, n)
+	}
+	verifyAcked(t, c, topic, acks)
+}
