@@ -292,6 +292,27 @@ func TestChaosRestartWholeCluster(t *testing.T) {
 	c.finish(w, "restarting the whole cluster")
 }
 
+// TestChaosRestartWholeDurableCluster is TestChaosRestartWholeCluster in
+// the durable mode (log.flush.interval.messages=1): every node reopens its
+// logs durable only up to an old recovery point, the followers fsync what
+// they recovered before reporting it, and the new leaders before counting
+// it toward the high watermark. Nothing acknowledged may be lost or stay
+// hidden, and the cluster takes writes again.
+func TestChaosRestartWholeDurableCluster(t *testing.T) {
+	c, w := startChaos(t, "log.flush.interval.messages=1")
+	t.Log("durable mode: kill -9 every node at once, then start them all")
+	for _, id := range chaosNodes {
+		c.Kill(id)
+	}
+	for _, id := range chaosNodes {
+		c.Start(id)
+	}
+	for _, id := range chaosNodes {
+		c.WaitReady(id)
+	}
+	c.finish(w, "restarting the whole durable cluster")
+}
+
 // TestChaosLeaderDiskFails: a leader's disk fails under load (FailWrites:
 // every write to a file fails from then on). The broker takes its log dir
 // offline, answers KAFKA_STORAGE_ERROR, moves its leaderships away by a
