@@ -323,12 +323,20 @@ func runModel(t *testing.T, seed uint64, ops int, mc modelConfig) []string {
 			}
 			m.batches, m.epochs = nil, nil
 			m.lso, m.hw, m.leo, m.recoveryPoint = target, target, target, target
-		case p < 85:
+		case p < 83:
 			op = "flush"
 			if err := l.Flush(); err != nil {
 				fail("%v", err)
 			}
 			m.recoveryPoint = m.leo
+		case p < 85:
+			op = "sync"
+			if err := l.Sync(); err != nil {
+				fail("%v", err)
+			}
+			if d, rp := l.DurableOffset(), l.RecoveryPoint(); d != m.leo || rp > d {
+				fail("durable offset %d, recovery point %d, model log end %d", d, rp, m.leo)
+			}
 		case p < 88:
 			op = "close, clean reopen"
 			rp := l.RecoveryPoint()

@@ -63,6 +63,18 @@ func TestSyncGroupCommit(t *testing.T) {
 	if d, leo := l.DurableOffset(), l.LogEndOffset(); d != leo {
 		t.Fatalf("after truncation and Sync: durable offset %d, log end %d", d, leo)
 	}
+	// A truncation below the durable offset lowers it: the records
+	// appended in place of the truncated ones are not durable.
+	synced := l.LogEndOffset()
+	if err := l.TruncateTo(synced - 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsLeader(buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 5), 10), AppendOptions{DeferFlush: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.DurableOffset(); d > synced-3 {
+		t.Fatalf("durable offset %d after a truncation to %d and a deferred append", d, synced-3)
+	}
 	l.Close()
 	if err := l.Sync(); err != ErrLogClosed {
 		t.Fatalf("Sync of a closed log: %v", err)

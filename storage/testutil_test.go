@@ -352,6 +352,9 @@ func checkLogInvariants(t testing.TB, l *Log) {
 	if l.recoveryPoint > leo {
 		t.Fatalf("recovery point %d above LEO %d", l.recoveryPoint, leo)
 	}
+	if l.durableOffset > leo {
+		t.Fatalf("durable offset %d above LEO %d", l.durableOffset, leo)
+	}
 	prevNext := int64(-1)
 	head := make([]byte, record.HeaderSize)
 	for i, s := range l.segments {
