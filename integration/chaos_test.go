@@ -279,7 +279,14 @@ func TestChaosPauseLeader(t *testing.T) {
 
 func TestChaosRestartWholeCluster(t *testing.T) {
 	c, w := startChaos(t)
-	t.Log("kill -9 every node at once, then start them all")
+	c.restartAll(w, "restarting the whole cluster")
+}
+
+// restartAll kills -9 every node at once, starts them all, and checks the
+// workload's outcome (finish).
+func (c *chaosCluster) restartAll(w *Workload, what string) {
+	c.t.Helper()
+	c.t.Log("kill -9 every node at once, then start them all")
 	for _, id := range chaosNodes {
 		c.Kill(id)
 	}
@@ -289,7 +296,7 @@ func TestChaosRestartWholeCluster(t *testing.T) {
 	for _, id := range chaosNodes {
 		c.WaitReady(id)
 	}
-	c.finish(w, "restarting the whole cluster")
+	c.finish(w, what)
 }
 
 // TestChaosRestartWholeDurableCluster is TestChaosRestartWholeCluster in
@@ -300,17 +307,7 @@ func TestChaosRestartWholeCluster(t *testing.T) {
 // hidden, and the cluster takes writes again.
 func TestChaosRestartWholeDurableCluster(t *testing.T) {
 	c, w := startChaos(t, "log.flush.interval.messages=1")
-	t.Log("durable mode: kill -9 every node at once, then start them all")
-	for _, id := range chaosNodes {
-		c.Kill(id)
-	}
-	for _, id := range chaosNodes {
-		c.Start(id)
-	}
-	for _, id := range chaosNodes {
-		c.WaitReady(id)
-	}
-	c.finish(w, "restarting the whole durable cluster")
+	c.restartAll(w, "restarting the whole durable cluster")
 }
 
 // TestChaosLeaderDiskFails: a leader's disk fails under load (FailWrites:
