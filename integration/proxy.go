@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -244,6 +245,15 @@ func (p *proxy) pump(c *proxyConn, r io.Reader, w net.Conn, l link) {
 			}
 		}
 		if err != nil {
+			if errors.Is(err, syscall.ECONNRESET) {
+				// Pass a reset on as a reset: a clean close would read
+				// as an answer, and an EOF in place of a node's
+				// ApiVersions answer makes kgo fail records without
+				// retry (see handle).
+				if tc, ok := w.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0)
+				}
+			}
 			return
 		}
 	}
