@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -134,4 +135,31 @@ func commitOffset(ctx context.Context, adm *kadm.Client, group string, offset in
 		return err
 	}
 	return resp.Error()
+}
+
+// TestDurableFollowerReportsOnlyWhatItSynced: a durable-mode follower
+// appends what it fetched without an fsync and syncs it before its next
+// fetch, so the fetch offset its leader sees, which the leader counts
+// toward the high watermark, is always on the follower's disk.
+func TestDurableFollowerReportsOnlyWhatItSynced(t *testing.T) {
+	c := newTestCluster(t, withConfig("log.flush.interval.messages=1"))
+	leader := newScriptedLeader(t)
+	c.meta.registerBroker(2, "127.0.0.1", leader.port())
+	c.createAssigned("d", []int32{2, testNodeID})
+	req := leader.next(t)
+	var end int64
+	for range 5 {
+		batch := withEpoch(buildBatch(t, 3, 10), 0)
+		binary.BigEndian.PutUint64(batch, uint64(end)) // the base offset (outside the CRC)
+		leader.answers <- answer(req, 0, 0, batch, end)
+		end += 3
+		req = leader.next(t)
+		if got := fetchedPartitions(req); len(got) != 1 || got[0] != fmt.Sprintf("0@%d", end) {
+			t.Fatalf("fetch %v, want [0@%d]", got, end)
+		}
+		if d := c.broker.lookup(tp("d", 0)).log.DurableOffset(); d < end {
+			t.Fatalf("the follower reported offset %d with only %d durable", end, d)
+		}
+	}
+	leader.answers <- answer(req, 0, 0, nil, end)
 }
