@@ -77,7 +77,7 @@ func (l *Log) flushRolled() {
 		}
 
 		rollFlushSlots <- struct{}{}
-		errs := flushSegments(dirty)
+		errs := flushSegments(dirty, (*segment).flush)
 		for _, off := range snapshots {
 			// A snapshot deleted meanwhile (a truncation) is not missed;
 			// one that cannot be made durable is only a slower recovery.

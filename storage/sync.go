@@ -69,10 +69,7 @@ func (l *Log) syncOnce() (again bool, err error) {
 	version := l.structureVersion
 	l.mu.RUnlock()
 
-	errs := make([]error, len(dirty))
-	for i, s := range dirty {
-		errs[i] = s.syncRecords()
-	}
+	errs := flushSegments(dirty, (*segment).syncRecords)
 	// A segment rolled since the directory was last synced: its entry
 	// must be durable too, or a crash loses the file with what it holds.
 	var dirErr error
@@ -102,13 +99,14 @@ func (l *Log) syncOnce() (again bool, err error) {
 	return false, nil
 }
 
-// flushSegments fsyncs segments the caller chose under l.mu, without it
+// flushSegments runs flush ((*segment).flush, or syncRecords for the
+// records alone) on segments the caller chose under l.mu, without it
 // (fsyncs must not stall appends and reads), and returns each one's error;
 // liveFlushErrorLocked judges them once the lock is taken again.
-func flushSegments(segments []*segment) []error {
+func flushSegments(segments []*segment, flush func(*segment) error) []error {
 	errs := make([]error, len(segments))
 	for i, s := range segments {
-		errs[i] = s.flush()
+		errs[i] = flush(s)
 	}
 	return errs
 }
