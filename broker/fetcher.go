@@ -574,7 +574,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 func (f *replicaFetcher) syncDurable(parts []*followerFetch) []*followerFetch {
 	var unsynced []*followerFetch
 	for _, ff := range parts {
-		if l := ff.p.log; ff.p.durable() && l.DurableOffset() < l.LogEndOffset() {
+		if ff.p.durable() && ff.p.log.SyncPending() {
 			unsynced = append(unsynced, ff)
 		}
 	}

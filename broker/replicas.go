@@ -454,7 +454,7 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 				b.log.Error("recording the new leader epoch failed", "partition", p.tp, "epoch", st.leaderEpoch, "error", err)
 			}
 		}
-		if st.durable && p.log.DurableOffset() < p.log.LogEndOffset() {
+		if st.durable && p.log.SyncPending() {
 			// Records from before a restart, or appended as a follower
 			// and not yet synced: the high watermark waits for them.
 			b.flusher.mark(p)

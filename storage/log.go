@@ -448,6 +448,14 @@ func (l *Log) DurableOffset() int64 {
 
 func (l *Log) durableOffsetLocked() int64 { return max(l.durableOffset, l.recoveryPoint) }
 
+// SyncPending reports whether the log holds records that are not yet
+// durable (DurableOffset below the log end offset): a Sync has work.
+func (l *Log) SyncPending() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.durableOffsetLocked() < l.active().nextOffset
+}
+
 // Size is the total size of the segment files in bytes.
 func (l *Log) Size() int64 {
 	l.mu.RLock()

@@ -51,7 +51,7 @@ func TestSyncGroupCommit(t *testing.T) {
 	if _, err := l.AppendAsLeader(buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 5), 10), AppendOptions{DeferFlush: true}); err != nil {
 		t.Fatal(err)
 	}
-	if d := l.DurableOffset(); d == l.LogEndOffset() {
+	if d := l.DurableOffset(); d == l.LogEndOffset() || !l.SyncPending() {
 		t.Fatal("a deferred append was flushed inline")
 	}
 	if err := l.TruncateTo(l.LogEndOffset() - 2); err != nil {
@@ -60,7 +60,7 @@ func TestSyncGroupCommit(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if d, leo := l.DurableOffset(), l.LogEndOffset(); d != leo {
+	if d, leo := l.DurableOffset(), l.LogEndOffset(); d != leo || l.SyncPending() {
 		t.Fatalf("after truncation and Sync: durable offset %d, log end %d", d, leo)
 	}
 	// A truncation below the durable offset lowers it: the records
