@@ -216,6 +216,16 @@ func (m *mmapIndex) remapLocked(size int64) error {
 		m.entries = 0
 		return errors.Join(resizeErr, fmt.Errorf("mmap %d bytes: %w", size, err))
 	}
+	// Index pages are touched one at a time: entries appended at the
+	// tail, binary searches of a few pages. The kernel's default for a
+	// mapping is to read ahead around a fault, and on a fresh, sparse index
+	// that zero-fills the whole read-ahead window of page cache on the first
+	// write: 4.4 ms for a new segment's first offset and time index
+	// entries on the development VM's ext4, under the log lock, against
+	// 22 µs with MADV_RANDOM, which faults in just the page touched
+	// (BenchmarkFirstIndexEntry). It is advice: an error leaves the
+	// default, never a broken index.
+	_ = unix.Madvise(data, unix.MADV_RANDOM)
 	m.data = data
 	m.entries = min(m.entries, m.capacity())
 	return resizeErr
