@@ -223,7 +223,9 @@ func (m *mmapIndex) remapLocked(size int64) error {
 	// write: 4.4 ms for a new segment's first offset and time index
 	// entries on the development VM's ext4, under the log lock, against
 	// 22 µs with MADV_RANDOM, which faults in just the page touched
-	// (BenchmarkFirstIndexEntry). It is advice: an error leaves the
+	// (BenchmarkFirstIndexEntry). Reads gain too: a lookup in a 10 MiB
+	// index that is not in the page cache took 0.36–0.42 ms against
+	// 1.06–1.11 ms with read-ahead. It is advice: an error leaves the
 	// default, never a broken index.
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
 	m.data = data
