@@ -486,8 +486,7 @@ func (m *Manager) RunRetention() int {
 }
 
 // backgroundLoop is the manager's one goroutine: retention, flush.ms and
-// offset checkpoints (the durable-mode logs' recovery points moved first)
-// on their intervals, until Close.
+// offset checkpoints on their intervals, until Close.
 func (m *Manager) backgroundLoop() {
 	defer m.wg.Done()
 	retention := time.NewTicker(m.cfg.RetentionCheckInterval)
@@ -509,24 +508,9 @@ func (m *Manager) backgroundLoop() {
 				}
 			}
 		case <-checkpoint.C:
-			m.advanceDurableRecoveryPoints()
 			if err := m.CheckpointOffsets(); err != nil {
 				m.logger.Error("writing offset checkpoints failed", "error", err)
 			}
-		}
-	}
-}
-
-// advanceDurableRecoveryPoints moves the recovery point of every
-// durable-mode log to its log end (Log.AdvanceRecoveryPoint) before a
-// periodic checkpoint records it.
-func (m *Manager) advanceDurableRecoveryPoints() {
-	for _, l := range m.Logs() {
-		if !l.Config().Durable() || l.Offline() {
-			continue
-		}
-		if err := l.AdvanceRecoveryPoint(); err != nil && !errors.Is(err, ErrLogClosed) && !errors.Is(err, ErrLogDirOffline) {
-			m.logger.Error("flush for the recovery point failed", "partition", l.tp, "error", err)
 		}
 	}
 }

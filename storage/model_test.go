@@ -329,7 +329,7 @@ func runModel(t *testing.T, seed uint64, ops int, mc modelConfig) []string {
 				fail("%v", err)
 			}
 			m.recoveryPoint = m.leo
-		case p < 84:
+		case p < 85:
 			op = "sync"
 			if err := l.Sync(); err != nil {
 				fail("%v", err)
@@ -337,15 +337,6 @@ func runModel(t *testing.T, seed uint64, ops int, mc modelConfig) []string {
 			if d, rp := l.DurableOffset(), l.RecoveryPoint(); d != m.leo || rp > d {
 				fail("durable offset %d, recovery point %d, model log end %d", d, rp, m.leo)
 			}
-		case p < 85:
-			op = "advance the recovery point"
-			if err := l.AdvanceRecoveryPoint(); err != nil {
-				fail("%v", err)
-			}
-			if d, rp := l.DurableOffset(), l.RecoveryPoint(); d != m.leo || rp != m.leo {
-				fail("durable offset %d, recovery point %d, model log end %d", d, rp, m.leo)
-			}
-			m.recoveryPoint = m.leo
 		case p < 88:
 			op = "close, clean reopen"
 			rp := l.RecoveryPoint()

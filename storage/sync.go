@@ -24,8 +24,7 @@ func (c LogConfig) Durable() bool { return c.FlushMessages == 1 }
 // the recovery point from the segment files, which Sync made durable, and
 // rebuilds their indexes. Flushing the two mmap'd indexes too would cost
 // two more writes to the disk per Sync, which measured as twice the fsync
-// latency on a disk shared by busy logs. AdvanceRecoveryPoint moves the
-// recovery point, off the acknowledgement path.
+// latency on a disk shared by busy logs.
 //
 // Concurrency: safe from any goroutine; concurrent Syncs run one after the
 // other, and a Sync that finds the work done by the previous one returns
@@ -37,66 +36,32 @@ func (l *Log) Sync() (err error) {
 	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	return l.syncPasses(false)
-}
-
-// AdvanceRecoveryPoint flushes in full (records and both indexes) what was
-// appended past the recovery point, without holding the log's lock during
-// the fsyncs, and moves the recovery point to the log end offset it found.
-//
-// The durable mode needs it: Sync makes the records durable but leaves the
-// recovery point where the last roll put it, so a crash would re-validate
-// the whole active segment, up to segment.bytes. The log manager runs this
-// for durable-mode logs before each periodic recovery-point checkpoint
-// (log.flush.offset.checkpoint.interval.ms), so a crash re-validates at
-// most about one checkpoint interval of appends, as in Kafka, whose
-// flush.messages=1 flushes records and indexes alike. It costs an fsync
-// of already durable records and the indexes' dirty pages once per
-// interval, off the acknowledgement path.
-//
-// Concurrency: safe from any goroutine, alongside Sync.
-func (l *Log) AdvanceRecoveryPoint() (err error) {
-	defer l.guardIO(&err)
-	if err := l.offlineErr(); err != nil {
-		return err
-	}
-	return l.syncPasses(true)
-}
-
-// syncPasses runs syncOnce until a pass is not undone by a truncation or
-// compaction swap (or maxRollFlushRetries passes were).
-func (l *Log) syncPasses(full bool) error {
 	for attempt := 0; ; attempt++ {
-		again, err := l.syncOnce(full)
+		again, err := l.syncOnce()
 		if !again || attempt == maxRollFlushRetries {
 			return err
 		}
 	}
 }
 
-// syncOnce is one pass of Sync (full false: the segment files past the
-// durable offset, which it raises) or of AdvanceRecoveryPoint (full: the
-// segments past the recovery point in full, which it raises with the
-// durable offset). again reports that a truncation or compaction swap
-// changed the segments during its fsyncs, so what it synced may not be
-// what the log holds: a truncated suffix appended again is not covered.
-func (l *Log) syncOnce(full bool) (again bool, err error) {
+// syncOnce is one Sync pass; again reports that a truncation or compaction
+// swap changed the segments during its fsyncs, so what it synced may not
+// be what the log holds: a truncated suffix appended again is not covered.
+// syncMu is held.
+func (l *Log) syncOnce() (again bool, err error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
 		return false, ErrLogClosed
 	}
-	end, from, flush := l.active().nextOffset, l.durableOffsetLocked(), (*segment).syncRecords
-	if full {
-		from, flush = l.recoveryPoint, (*segment).flush
-	}
-	if end <= from {
+	end, durable := l.active().nextOffset, l.durableOffsetLocked()
+	if end <= durable {
 		l.mu.RUnlock()
 		return false, nil
 	}
 	var dirty []*segment
 	for _, s := range l.segments {
-		if s.nextOffset > from || s == l.active() {
+		if s.nextOffset > durable || s == l.active() {
 			dirty = append(dirty, s)
 		}
 	}
@@ -104,7 +69,7 @@ func (l *Log) syncOnce(full bool) (again bool, err error) {
 	version := l.structureVersion
 	l.mu.RUnlock()
 
-	errs := flushSegments(dirty, flush)
+	errs := flushSegments(dirty, (*segment).syncRecords)
 	// A segment rolled since the directory was last synced: its entry
 	// must be durable too, or a crash loses the file with what it holds.
 	var dirErr error
@@ -128,9 +93,6 @@ func (l *Log) syncOnce(full bool) (again bool, err error) {
 		return true, nil
 	}
 	l.durableOffset = max(l.durableOffset, end)
-	if full {
-		l.recoveryPoint = max(l.recoveryPoint, end)
-	}
 	if l.durableOffset == l.active().nextOffset {
 		l.unflushedMessages = 0
 	}

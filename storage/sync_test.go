@@ -1,10 +1,8 @@
 package storage
 
 import (
-	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/keelstream/keel/network/record"
 )
@@ -80,80 +78,5 @@ func TestSyncGroupCommit(t *testing.T) {
 	l.Close()
 	if err := l.Sync(); err != ErrLogClosed {
 		t.Fatalf("Sync of a closed log: %v", err)
-	}
-}
-
-// Sync leaves the recovery point at the last roll. AdvanceRecoveryPoint
-// flushes records and indexes and moves it to the log end, making what
-// was not synced yet durable too.
-func TestAdvanceRecoveryPoint(t *testing.T) {
-	cfg := DefaultLogConfig()
-	cfg.FlushMessages = 1
-	l := openTestLog(t, partitionDir(t), OpenOptions{Config: cfg})
-	appendDeferred := func(n int) {
-		t.Helper()
-		if _, err := l.AppendAsLeader(buildBatch(t, record.CompressionNone, tsRange(testEpochMs, n), 10), AppendOptions{DeferFlush: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendDeferred(5)
-	if err := l.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	appendDeferred(3)
-	if rp, d := l.RecoveryPoint(), l.DurableOffset(); rp != 0 || d != 5 {
-		t.Fatalf("before: recovery point %d, durable offset %d; want 0 and 5", rp, d)
-	}
-	if err := l.AdvanceRecoveryPoint(); err != nil {
-		t.Fatal(err)
-	}
-	if rp, d, leo := l.RecoveryPoint(), l.DurableOffset(), l.LogEndOffset(); rp != 8 || d != 8 || leo != 8 {
-		t.Fatalf("after: recovery point %d, durable offset %d, log end %d; want 8", rp, d, leo)
-	}
-	if l.SyncPending() {
-		t.Fatal("records are still pending a Sync")
-	}
-}
-
-// The log manager's periodic checkpoint moves each durable-mode log's
-// recovery point first, so that after a crash recovery re-validates about
-// one checkpoint interval of its appends, not its whole active segment.
-// A log in Kafka's default mode is left to replication: nothing fsyncs it
-// on a timer.
-func TestCheckpointAdvancesDurableRecoveryPoints(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testManagerConfig(dir)
-	cfg.CheckpointInterval = 10 * time.Millisecond
-	m := openTestManager(t, cfg)
-	durable, err := m.GetOrCreateLog(TopicPartition{"durable", 0}, LogConfig{FlushMessages: 1, SegmentBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := m.GetOrCreateLog(TopicPartition{"plain", 0}, LogConfig{SegmentBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range []*Log{durable, plain} {
-		if _, err := l.AppendAsLeader(buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 4), 10), AppendOptions{DeferFlush: l == durable}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := durable.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	checkpoint := NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rp, err := checkpoint.Read()
-		if err == nil && rp[durable.tp] == 4 {
-			if rp[plain.tp] != 0 || plain.RecoveryPoint() != 0 {
-				t.Fatalf("the default-mode log's recovery point moved: checkpoint %d, log %d", rp[plain.tp], plain.RecoveryPoint())
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpointed recovery points %v (error %v), want 4 for %s", rp, err, durable.tp)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
