@@ -113,6 +113,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"process.roles", list(c.ProcessRoles), tli, ""},
 		{"producer.id.expiration.check.interval.ms", ms(c.ProducerIDExpirationCheckInterval), ti, "600000"},
 		{"producer.id.expiration.ms", ms(c.ProducerIDExpiration), ti, "86400000"},
+		{"queued.max.request.bytes", i64(c.QueuedMaxRequestBytes), tl, "-1"},
 		{"replica.lag.time.max.ms", ms(c.ReplicaLagTimeMax), tl, "30000"},
 		{"socket.request.max.bytes", i(int(c.SocketRequestMaxBytes)), ti, "104857600"},
 		{"transaction.state.log.min.isr", i(c.TransactionStateLogMinISR), ti, "2"},

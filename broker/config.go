@@ -48,8 +48,9 @@ type Config struct {
 	BrokerHeartbeatInterval              time.Duration
 	BrokerSessionTimeout                 time.Duration
 	SocketRequestMaxBytes                int32
-	SocketSendBufferBytes                int // socket.send.buffer.bytes; -1: the OS's (autotuned)
-	SocketReceiveBufferBytes             int // socket.receive.buffer.bytes; -1: the OS's
+	QueuedMaxRequestBytes                int64 // queued.max.request.bytes; <= 0: no bound
+	SocketSendBufferBytes                int   // socket.send.buffer.bytes; -1: the OS's (autotuned)
+	SocketReceiveBufferBytes             int   // socket.receive.buffer.bytes; -1: the OS's
 	MaxConnections                       int
 	ConnectionsMaxIdle                   time.Duration
 	NumRecoveryThreadsPerDataDir         int
@@ -233,6 +234,7 @@ func configKeys(c *Config) map[string]configKey {
 		"broker.heartbeat.interval.ms":             {"2000", ms(&c.BrokerHeartbeatInterval), ""},
 		"broker.session.timeout.ms":                {"9000", ms(&c.BrokerSessionTimeout), ""},
 		"socket.request.max.bytes":                 {"104857600", i32(&c.SocketRequestMaxBytes), ""},
+		"queued.max.request.bytes":                 {"-1", i64(&c.QueuedMaxRequestBytes), "bytes of requests read and not yet handled beyond which no more are read; -1: no bound"},
 		// Kafka's defaults are 102400; Keel's are the OS's: a fixed buffer
 		// turns off Linux's autotuning, which loopback and fast links need.
 		"socket.send.buffer.bytes":            {"-1", i(&c.SocketSendBufferBytes), "SO_SNDBUF of accepted connections (clients, other brokers); -1: the OS default"},
@@ -485,6 +487,10 @@ func (c *Config) validate() error {
 	}
 	if c.SocketRequestMaxBytes < 1 {
 		return fmt.Errorf("socket.request.max.bytes must be >= 1, got %d", c.SocketRequestMaxBytes)
+	}
+	if c.QueuedMaxRequestBytes > 0 && c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
+		return fmt.Errorf("queued.max.request.bytes (%d) must be -1 or at least socket.request.max.bytes (%d)",
+			c.QueuedMaxRequestBytes, c.SocketRequestMaxBytes)
 	}
 	if c.LogMessageTimestampType != "CreateTime" && c.LogMessageTimestampType != "LogAppendTime" {
 		return fmt.Errorf("log.message.timestamp.type must be CreateTime or LogAppendTime, got %q", c.LogMessageTimestampType)

@@ -130,7 +130,8 @@ func TestLoadConfigFinerRetentionKeysWin(t *testing.T) {
 
 func TestLoadConfigRejectsBadValues(t *testing.T) {
 	for _, kv := range []string{"node.id=x", "process.roles=zookeeper", "num.partitions=0",
-		"log.message.timestamp.type=Now", "min.insync.replicas=0", "auto.create.topics.enable=maybe", "noequals"} {
+		"log.message.timestamp.type=Now", "min.insync.replicas=0", "auto.create.topics.enable=maybe", "noequals",
+		"queued.max.request.bytes=1048576"} { // below socket.request.max.bytes (100 MiB)
 		_, err := LoadConfig(nil, []string{kv})
 		if err == nil {
 			t.Errorf("%s accepted", kv)

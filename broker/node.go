@@ -131,6 +131,7 @@ func (n *Node) start() (err error) {
 		MaxConnections:           cfg.MaxConnections,
 		ConnectionsMaxIdle:       cfg.ConnectionsMaxIdle,
 		SocketRequestMaxBytes:    cfg.SocketRequestMaxBytes,
+		QueuedMaxRequestBytes:    cfg.QueuedMaxRequestBytes,
 		SocketSendBufferBytes:    cfg.SocketSendBufferBytes,
 		SocketReceiveBufferBytes: cfg.SocketReceiveBufferBytes,
 		ConnClassifier:           raftlog.IsRaftMarker,

@@ -201,9 +201,15 @@ func (c *conn) readLoop() (graceful bool) {
 		// fetch answered and throttled meanwhile): the request read since
 		// waits it out too, unless the server drains (it is answered).
 		if !c.waitUnmuted() && c.ctx.Err() != nil {
+			c.srv.mem.give(int64(len(frame)))
 			return false
 		}
-		if err := c.dispatch(frame); err != nil {
+		err = c.dispatch(frame)
+		// The handler has returned (a parked request keeps only small
+		// state of its own): the request's bytes stop counting, where
+		// Kafka releases a request's buffer.
+		c.srv.mem.give(int64(len(frame)))
+		if err != nil {
 			c.close(err)
 			return false
 		}
@@ -256,6 +262,22 @@ func (c *conn) readFrame() ([]byte, error) {
 	if n < 0 || n > c.srv.cfg.SocketRequestMaxBytes {
 		return nil, fmt.Errorf("%w: size %d, limit %d", errFrameSize, n, c.srv.cfg.SocketRequestMaxBytes)
 	}
+	if !c.srv.mem.take(int64(n), c.ctx.Done(), c.srv.drain) {
+		if c.srv.draining() {
+			return nil, errDraining
+		}
+		return nil, c.ctx.Err()
+	}
+	frame, err := c.readBody(n)
+	if err != nil {
+		c.srv.mem.give(int64(n))
+		return nil, err
+	}
+	return frame, nil
+}
+
+// readBody reads a frame's n bytes, its size read and checked.
+func (c *conn) readBody(n int32) ([]byte, error) {
 	if n <= frameChunk {
 		frame := make([]byte, n)
 		if err := c.fillFrame(frame, n); err != nil {

@@ -164,6 +164,12 @@ type Config struct {
 	// SocketReceiveBufferBytes is socket.receive.buffer.bytes: their
 	// SO_RCVBUF, likewise.
 	SocketReceiveBufferBytes int
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the bytes of
+	// requests read and not yet handled, across all connections, beyond
+	// which no more requests are read until some are handled (see
+	// requestMemory). Zero or negative means no bound (Kafka's -1); a
+	// positive value must be at least SocketRequestMaxBytes.
+	QueuedMaxRequestBytes int64
 }
 
 // boundListener is a bound listener with its accept state.
@@ -181,6 +187,7 @@ type boundListener struct {
 type Server struct {
 	cfg Config
 	log hclog.Logger
+	mem *requestMemory // nil: queued.max.request.bytes is off
 
 	// drain is closed when shutdown begins: readers stop reading requests.
 	drain chan struct{}
@@ -225,9 +232,20 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxInFlightRequests <= 0 {
 		cfg.MaxInFlightRequests = DefaultMaxInFlightRequests
 	}
+	var mem *requestMemory
+	if cfg.QueuedMaxRequestBytes > 0 {
+		// Kafka's SimpleMemoryPool refuses a pool smaller than its largest
+		// single allocation.
+		if cfg.QueuedMaxRequestBytes < int64(cfg.SocketRequestMaxBytes) {
+			return nil, fmt.Errorf("network: queued.max.request.bytes %d is below socket.request.max.bytes %d",
+				cfg.QueuedMaxRequestBytes, cfg.SocketRequestMaxBytes)
+		}
+		mem = newRequestMemory(cfg.QueuedMaxRequestBytes)
+	}
 	return &Server{
 		cfg:   cfg,
 		log:   cfg.Logger.Named("network"),
+		mem:   mem,
 		drain: make(chan struct{}),
 		conns: make(map[*conn]struct{}),
 	}, nil
