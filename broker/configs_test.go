@@ -310,6 +310,13 @@ func TestMetadataAutoCreateAndErrors(t *testing.T) {
 	if *r.Topics[0].Topic != "auto" || r.Topics[1].ErrorCode != kerr.UnknownTopicID.Code {
 		t.Fatalf("by id: %+v", r.Topics)
 	}
+	// The Java client's Admin.describeTopics(TopicCollection.ofTopicIds)
+	// sends each id with an empty name, not a null one: the id decides.
+	rt.Topic = kmsg.StringPtr("")
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	if r := roundTrip[*kmsg.MetadataResponse](rc, req); len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 || *r.Topics[0].Topic != "auto" {
+		t.Fatalf("by id with an empty name: %+v", r.Topics)
+	}
 }
 
 // Retention and roll times may be set in hours and minutes, in

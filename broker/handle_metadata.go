@@ -11,7 +11,9 @@ package broker
 //   - ClusterID (v2+).
 //   - Topics: all (v0 with an empty list, v1+ with a null list) or the
 //     requested ones, deduplicated, by name or (v10+) by topic id; an
-//     unknown id is UNKNOWN_TOPIC_ID. IsInternal (v1+) for Keel's internal
+//     unknown id is UNKNOWN_TOPIC_ID. A non-zero id wins over the name, as
+//     in Kafka: the Java client's describeTopics by id sends the id with
+//     an empty name, not a null one. IsInternal (v1+) for Keel's internal
 //     topics. TopicAuthorizedOperations (v8+) when asked: every topic
 //     operation, as Kafka answers without an authorizer.
 //   - An unknown topic name is INVALID_TOPIC_EXCEPTION if the name is
@@ -105,7 +107,7 @@ func (b *Broker) handleMetadata(req *network.Request, m *kmsg.MetadataRequest) k
 	autoCreate := (m.Version < 4 || m.AllowAutoTopicCreation) && b.cfg.AutoCreateTopicsEnable
 	seenNames, seenIDs := map[string]bool{}, map[[16]byte]bool{}
 	for _, rt := range m.Topics {
-		if rt.Topic == nil {
+		if rt.Topic == nil || rt.TopicID != ([16]byte{}) {
 			// By topic id (v10+).
 			if seenIDs[rt.TopicID] {
 				continue
