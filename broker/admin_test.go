@@ -264,3 +264,25 @@ func TestEveryServedVersionAnswers(t *testing.T) {
 		t.Fatalf("produce v2 answered (%d bytes); want the connection closed", n)
 	}
 }
+
+// TestAclApisWithoutAnAuthorizer: kafka-acls.sh and the Admin clients get
+// what a Kafka broker without authorizer.class.name answers,
+// SECURITY_DISABLED, for listing, creating and deleting ACLs.
+func TestAclApisWithoutAnAuthorizer(t *testing.T) {
+	c := newTestCluster(t)
+	adm := c.admin()
+	ctx := testCtx(t)
+	b := kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("orders").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	described, err := adm.DescribeACLs(ctx, b)
+	if err != nil || len(described) != 1 || !errors.Is(described[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("DescribeACLs: %v %+v, want SECURITY_DISABLED", err, described)
+	}
+	created, err := adm.CreateACLs(ctx, b)
+	if err != nil || len(created) != 1 || !errors.Is(created[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("CreateACLs: %v %+v, want SECURITY_DISABLED", err, created)
+	}
+	deleted, err := adm.DeleteACLs(ctx, b)
+	if err != nil || len(deleted) != 1 || !errors.Is(deleted[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("DeleteACLs: %v %+v, want SECURITY_DISABLED", err, deleted)
+	}
+}

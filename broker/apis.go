@@ -41,6 +41,9 @@ var apiTable = func() []apiSpec {
 		{21, 0, 2}, // DeleteRecords
 		{22, 0, 5}, // InitProducerId (idempotent producers; no transactions)
 		{23, 0, 4}, // OffsetForLeaderEpoch
+		{29, 0, 3}, // DescribeAcls (SECURITY_DISABLED: no authorizer)
+		{30, 0, 3}, // CreateAcls (likewise)
+		{31, 0, 3}, // DeleteAcls (likewise)
 		{32, 0, 4}, // DescribeConfigs
 		{33, 0, 2}, // AlterConfigs (forwarded)
 		{35, 0, 5}, // DescribeLogDirs

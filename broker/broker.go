@@ -340,6 +340,12 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return b.handleUnregisterBroker(ctx, m)
 	case *kmsg.DescribeProducersRequest:
 		return respond(b.handleDescribeProducers(m))
+	case *kmsg.DescribeACLsRequest:
+		return respond(handleDescribeAcls(m))
+	case *kmsg.CreateACLsRequest:
+		return respond(handleCreateAcls(m))
+	case *kmsg.DeleteACLsRequest:
+		return respond(handleDeleteAcls(m))
 	case *kmsg.AlterClientQuotasRequest:
 		return b.handleAlterClientQuotas(ctx, m)
 	case *kmsg.DescribeClientQuotasRequest:

@@ -323,6 +323,11 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 		merged[strings.TrimSpace(k)] = v
 	}
+	// An authorizer Keel cannot load must not leave the cluster open:
+	// Kafka fails to start when its authorizer class is missing.
+	if v := strings.TrimSpace(merged["authorizer.class.name"]); v != "" {
+		return nil, fmt.Errorf("authorizer.class.name=%s: Keel has no authorizer and would enforce no ACLs; remove the setting to run without one", v)
+	}
 	c := &Config{}
 	keys := configKeys(c)
 	// Defaults first, in the precedence order below.

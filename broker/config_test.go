@@ -131,13 +131,20 @@ func TestLoadConfigFinerRetentionKeysWin(t *testing.T) {
 func TestLoadConfigRejectsBadValues(t *testing.T) {
 	for _, kv := range []string{"node.id=x", "process.roles=zookeeper", "num.partitions=0",
 		"log.message.timestamp.type=Now", "min.insync.replicas=0", "auto.create.topics.enable=maybe", "noequals",
-		"queued.max.request.bytes=1048576"} { // below socket.request.max.bytes (100 MiB)
+		// below socket.request.max.bytes (100 MiB)
+		"queued.max.request.bytes=1048576",
+		// an authorizer Keel cannot load: no ACL would be enforced
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+	} {
 		_, err := LoadConfig(nil, []string{kv})
 		if err == nil {
 			t.Errorf("%s accepted", kv)
 		} else if k, _, _ := strings.Cut(kv, "="); !strings.Contains(err.Error(), k) && kv != "noequals" {
 			t.Errorf("%s: error %q does not name the key", kv, err)
 		}
+	}
+	if _, err := LoadConfig(nil, []string{"authorizer.class.name="}); err != nil {
+		t.Errorf("an empty authorizer.class.name (Kafka's default) refused: %v", err)
 	}
 }
 
