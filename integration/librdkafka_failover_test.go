@@ -3,6 +3,8 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +32,21 @@ func TestLibrdkafkaProducerAcrossLeaderMoves(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, script, strings.Join(c.BootstrapServers(), ","))
+	out, err := runAcrossLeaderMoves(t, c, exec.CommandContext(ctx, python, script, strings.Join(c.BootstrapServers(), ",")))
+	t.Logf("librdkafka producer:\n%s", out)
+	if err != nil {
+		t.Fatalf("librdkafka: %v", err)
+	}
+}
+
+// runAcrossLeaderMoves runs a client program that prints "producing" once
+// it produces, produces until its stdin closes, then checks what it
+// produced and prints "ok" last if everything held. Meanwhile every node
+// of c is restarted in turn (controlled shutdown: leaderships move), one
+// is killed with kill -9 and one's disk fails under it. It returns the
+// program's output, and an error saying why if it did not end with "ok".
+func runAcrossLeaderMoves(t *testing.T, c *ProcessCluster, cmd *exec.Cmd) (string, error) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +76,7 @@ func TestLibrdkafkaProducerAcrossLeaderMoves(t *testing.T) {
 	case <-started:
 	case <-done:
 		_ = cmd.Wait()
-		t.Fatalf("producer script ended before producing:\n%s\n%s", out.String(), stderr.String())
+		t.Fatalf("client ended before producing:\n%s\n%s", out.String(), stderr.String())
 	}
 	time.Sleep(2 * time.Second)
 	for _, id := range []int32{1, 2, 3} {
@@ -86,10 +102,13 @@ func TestLibrdkafkaProducerAcrossLeaderMoves(t *testing.T) {
 	stdin.Close() // stop producing, flush, read everything back
 	<-done
 	err = cmd.Wait()
-	t.Logf("librdkafka producer:\n%s", out.String())
-	if err != nil || !strings.HasSuffix(out.String(), "ok\n") {
-		t.Fatalf("librdkafka: %v\n%s", err, stderr.String())
+	if err == nil && !strings.HasSuffix(out.String(), "ok\n") {
+		err = errors.New("the last line is not ok")
 	}
+	if err != nil {
+		return out.String(), fmt.Errorf("%w\n%s", err, stderr.String())
+	}
+	return out.String(), nil
 }
 
 // librdkafkaFailoverScript produces to the brokers in sys.argv[1] until
