@@ -81,3 +81,28 @@ func TestJavaProducerAcrossLeaderMoves(t *testing.T) {
 		t.Fatalf("JavaFailover: %v", err)
 	}
 }
+
+// TestJavaClientCompatibilityTool runs Kafka's own client compatibility
+// check (org.apache.kafka.tools.ClientCompatibilityTest, from kafka-tools,
+// which Kafka's system tests run against each broker version) against one
+// keel process, declaring every feature it asks about supported. It skips
+// when KEEL_JAVA_CLASSPATH lacks kafka-tools.
+func TestJavaClientCompatibilityTool(t *testing.T) {
+	cp := javaCheck(t)
+	const tool = "org.apache.kafka.tools.ClientCompatibilityTest"
+	if exec.Command("javap", "-cp", cp, tool).Run() != nil {
+		t.Skipf("%s is not on KEEL_JAVA_CLASSPATH (kafka-tools and argparse4j)", tool)
+	}
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}}, ProcessOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := runJava(ctx, cp, tool, "--topic", "compat", "--bootstrap-server", strings.Join(c.BootstrapServers(), ","),
+		"--num-cluster-nodes", "1", "--cluster-id-supported", "true", "--offsets-for-times-supported", "true",
+		"--expect-record-too-large-exception", "false", "--create-topics-supported", "true",
+		"--describe-acls-supported", "true", "--describe-configs-supported", "true",
+		"--idempotent-producer-supported", "true").CombinedOutput()
+	t.Logf("%s:\n%s", tool, out)
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("%s: %v", tool, err)
+	}
+}
