@@ -309,6 +309,10 @@ func (h *harness) describeQuotas(a args) string {
 	if resp.ErrorCode != 0 {
 		return "response: " + errName(resp.ErrorCode) + " (" + *resp.ErrorMessage + ")"
 	}
+	if resp.Entries == nil {
+		// Encoded as a null array, which the Java Admin dereferences.
+		return "response: null entries"
+	}
 	var lines []string
 	for _, e := range resp.Entries {
 		var parts []QuotaEntityPart

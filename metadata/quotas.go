@@ -256,6 +256,10 @@ func DescribeClientQuotas(img *Image, req *kmsg.DescribeClientQuotasRequest) *km
 			return resp
 		}
 	}
+	// An empty list, not a null one, when nothing matches: Kafka's answer,
+	// which the Java Admin dereferences (kafka-configs.sh --describe
+	// --entity-type clients on a cluster without quotas).
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	for _, e := range img.ClientQuotaEntities() {
 		if !quotaFilterMatches(e, req) {
 			continue

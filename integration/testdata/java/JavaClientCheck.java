@@ -395,6 +395,10 @@ public class JavaClientCheck {
             Map<TopicPartition, PartitionReassignment> ra = admin.listPartitionReassignments().reassignments().get();
             check(ra.isEmpty(), "listPartitionReassignments " + ra);
             ClientQuotaEntity qe = new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, "slow"));
+            // Nothing matches yet: an empty answer (kafka-configs --describe --entity-type clients).
+            Map<ClientQuotaEntity, Map<String, Double>> none = admin.describeClientQuotas(
+                ClientQuotaFilter.contains(List.of(ClientQuotaFilterComponent.ofEntity(ClientQuotaEntity.CLIENT_ID, "slow")))).entities().get();
+            check(none.isEmpty(), "client quotas before any is set " + none);
             admin.alterClientQuotas(List.of(new ClientQuotaAlteration(qe, List.of(new ClientQuotaAlteration.Op("producer_byte_rate", 1024.0))))).all().get();
             Map<ClientQuotaEntity, Map<String, Double>> qs = admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get();
             check(qs.containsKey(qe) && qs.get(qe).get("producer_byte_rate") == 1024.0, "client quotas " + qs);
