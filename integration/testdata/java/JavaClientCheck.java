@@ -32,6 +32,22 @@ public class JavaClientCheck {
         }
     }
 
+    // eventually retries f for up to 10 s while it fails or its result is
+    // not ok: in a cluster of several brokers, one may answer before the
+    // metadata a call just changed reaches it, as with Kafka.
+    static <T> T eventually(Callable<T> f, java.util.function.Predicate<T> ok) throws Exception {
+        long deadline = System.currentTimeMillis() + 10_000;
+        while (true) {
+            try {
+                T v = f.call();
+                if (ok.test(v) || System.currentTimeMillis() > deadline) return v;
+            } catch (ExecutionException e) {
+                if (System.currentTimeMillis() > deadline) throw e;
+            }
+            Thread.sleep(100);
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         bs = args[0];
         Properties ap = new Properties();
@@ -67,7 +83,7 @@ public class JavaClientCheck {
         } catch (ExecutionException e) {
             check(e.getCause() instanceof org.apache.kafka.common.errors.InvalidTopicException, "invalid name: " + e.getCause());
         }
-        TopicDescription td = admin.describeTopics(List.of("j-admin")).allTopicNames().get().get("j-admin");
+        TopicDescription td = eventually(() -> admin.describeTopics(List.of("j-admin")).allTopicNames().get().get("j-admin"), x -> true);
         check(td.partitions().size() == 3 && td.topicId() != null && !td.topicId().equals(Uuid.ZERO_UUID), "describeTopics " + td);
         // by id (DescribeTopicPartitions is 3.7+; 3.4 uses Metadata v12 by id)
         TopicDescription byId = admin.describeTopics(TopicCollection.ofTopicIds(List.of(td.topicId()))).allTopicIds().get().get(td.topicId());
@@ -97,7 +113,7 @@ public class JavaClientCheck {
         check(bc.get("log.retention.hours") != null || bc.get("log.retention.ms") != null, "describeConfigs broker (" + bc.entries().size() + " entries)");
 
         admin.createPartitions(Map.of("j-admin", NewPartitions.increaseTo(5))).all().get();
-        td = admin.describeTopics(List.of("j-admin")).allTopicNames().get().get("j-admin");
+        td = eventually(() -> admin.describeTopics(List.of("j-admin")).allTopicNames().get().get("j-admin"), x -> x.partitions().size() == 5);
         check(td.partitions().size() == 5, "createPartitions -> " + td.partitions().size());
 
         Map<Integer, Map<String, LogDirDescription>> ld = admin.describeLogDirs(nodes.stream().map(Node::id).toList()).allDescriptions().get();
@@ -117,7 +133,7 @@ public class JavaClientCheck {
         Thread.sleep(500);
         check(!admin.listTopics().names().get().contains("j-admin"), "deleteTopics");
         admin.createTopics(List.of(new NewTopic("j-byid", 1, (short) 1))).all().get();
-        Uuid bid = admin.describeTopics(List.of("j-byid")).allTopicNames().get().get("j-byid").topicId();
+        Uuid bid = eventually(() -> admin.describeTopics(List.of("j-byid")).allTopicNames().get().get("j-byid"), x -> true).topicId();
         admin.deleteTopics(TopicCollection.ofTopicIds(List.of(bid))).all().get();
         Thread.sleep(500);
         check(!admin.listTopics().names().get().contains("j-byid"), "deleteTopics by id");
@@ -306,7 +322,8 @@ public class JavaClientCheck {
             ConfigResource cr = new ConfigResource(ConfigResource.Type.TOPIC, "k2");
             admin.incrementalAlterConfigs(Map.of(cr, List.of(new AlterConfigOp(new ConfigEntry("max.message.bytes", "3000000"), AlterConfigOp.OpType.SET)))).all().get();
             try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(prod("max.request.size", "5000000", "compression.type", "none"))) {
-                RecordMetadata md = p.send(new ProducerRecord<>("k2", 1, null, new byte[2_000_000])).get();
+                // The partition's leader may take a moment to apply the new limit.
+                RecordMetadata md = eventually(() -> p.send(new ProducerRecord<>("k2", 1, null, new byte[2_000_000])).get(), x -> true);
                 check(md.offset() == 0, "2 MB record after max.message.bytes=3000000: offset " + md.offset());
             }
             try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cons())) {
@@ -400,7 +417,7 @@ public class JavaClientCheck {
                 ClientQuotaFilter.contains(List.of(ClientQuotaFilterComponent.ofEntity(ClientQuotaEntity.CLIENT_ID, "slow")))).entities().get();
             check(none.isEmpty(), "client quotas before any is set " + none);
             admin.alterClientQuotas(List.of(new ClientQuotaAlteration(qe, List.of(new ClientQuotaAlteration.Op("producer_byte_rate", 1024.0))))).all().get();
-            Map<ClientQuotaEntity, Map<String, Double>> qs = admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get();
+            Map<ClientQuotaEntity, Map<String, Double>> qs = eventually(() -> admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get(), x -> x.containsKey(qe));
             check(qs.containsKey(qe) && qs.get(qe).get("producer_byte_rate") == 1024.0, "client quotas " + qs);
             try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(prod())) {
                 p.send(new ProducerRecord<>("k2", 2, null, "x".getBytes())).get();
