@@ -47,7 +47,8 @@ func runJava(ctx context.Context, cp, class string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "java", append([]string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, class}, args...)...)
 }
 
-// TestJavaClient runs JavaClientCheck against one keel process: admin
+// TestJavaClient runs JavaClientCheck against three keel processes, so
+// that the Admin's calls go to the brokers each needs: admin
 // calls (topics by name and by id, configs, partitions, log dirs, the
 // quorum, groups and their offsets, quotas, producers, reassignments), the
 // idempotent producer with every codec and a consumer group checking every
@@ -56,7 +57,7 @@ func runJava(ctx context.Context, cp, class string, args ...string) *exec.Cmd {
 // time, read_committed and static membership.
 func TestJavaClient(t *testing.T) {
 	cp := javaCheck(t)
-	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}}, ProcessOptions{})
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}, ProcessOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := runJava(ctx, cp, "JavaClientCheck", strings.Join(c.BootstrapServers(), ",")).CombinedOutput()

@@ -91,7 +91,7 @@ public class JavaClientCheck {
         check(admin.listTopics().names().get().contains("j-admin"), "listTopics");
 
         ConfigResource cr = new ConfigResource(ConfigResource.Type.TOPIC, "j-admin");
-        Config c = admin.describeConfigs(List.of(cr)).all().get().get(cr);
+        Config c = eventually(() -> admin.describeConfigs(List.of(cr)).all().get().get(cr), x -> x.get("retention.ms") != null && x.get("retention.ms").value().equals("3600000"));
         ConfigEntry rm = c.get("retention.ms");
         check(rm != null && rm.value().equals("3600000") && rm.source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, "describeConfigs retention.ms " + rm);
         ConfigEntry sb = c.get("segment.bytes");
@@ -99,7 +99,7 @@ public class JavaClientCheck {
         admin.incrementalAlterConfigs(Map.of(cr, List.of(
             new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET),
             new AlterConfigOp(new ConfigEntry("cleanup.policy", ""), AlterConfigOp.OpType.DELETE)))).all().get();
-        c = admin.describeConfigs(List.of(cr)).all().get().get(cr);
+        c = eventually(() -> admin.describeConfigs(List.of(cr)).all().get().get(cr), x -> x.get("retention.ms").value().equals("7200000"));
         check(c.get("retention.ms").value().equals("7200000"), "incrementalAlterConfigs SET " + c.get("retention.ms"));
         check(c.get("cleanup.policy").source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, "incrementalAlterConfigs DELETE " + c.get("cleanup.policy"));
         try {
