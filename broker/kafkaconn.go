@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network"
 )
 
 // kafkaConn is the minimal Kafka-protocol client one node uses to talk to
@@ -106,7 +107,7 @@ func (c *kafkaConn) roundTrip(ctx context.Context, conn net.Conn, req kmsg.Reque
 	resp.SetVersion(req.GetVersion())
 	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
 		var err error
-		if body, err = skipTags(body); err != nil {
+		if body, err = network.SkipTags(body); err != nil {
 			return nil, err
 		}
 	}
@@ -114,27 +115,6 @@ func (c *kafkaConn) roundTrip(ctx context.Context, conn net.Conn, req kmsg.Reque
 		return nil, fmt.Errorf("decode response: %w", err)
 	}
 	return resp, nil
-}
-
-// skipTags skips a tagged-field section (response header v1).
-func skipTags(b []byte) ([]byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, errors.New("bad tag count")
-	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		if _, k = binary.Uvarint(b); k <= 0 {
-			return nil, errors.New("bad tag")
-		}
-		b = b[k:]
-		size, k := binary.Uvarint(b)
-		if k <= 0 || size > uint64(len(b)-k) {
-			return nil, errors.New("bad tag size")
-		}
-		b = b[k+int(size):]
-	}
-	return b, nil
 }
 
 // close drops the connection.

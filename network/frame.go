@@ -109,7 +109,7 @@ func (d *requestDecoder) decode(frame []byte, versions VersionRange) (hdr Reques
 		}
 	}
 	if hdr.HeaderVersion == 2 {
-		if body, err = skipTags(body); err != nil {
+		if body, err = SkipTags(body); err != nil {
 			return hdr, nil, 0, fmt.Errorf("%w: %s v%d: %v", errMalformedHeader, kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err)
 		}
 	}
@@ -154,9 +154,10 @@ func (d *requestDecoder) readClientID(b []byte, hdr *RequestHeader) ([]byte, err
 	return b[n:], nil
 }
 
-// skipTags skips a tagged-field section (no request header tags are defined
-// yet, and unknown tags must be ignored).
-func skipTags(b []byte) ([]byte, error) {
+// SkipTags skips a KIP-482 tagged-field section at the front of b, as in a
+// request or response header v2/v1 (no header tags are defined yet, and
+// unknown tags must be ignored).
+func SkipTags(b []byte) ([]byte, error) {
 	count, n := binary.Uvarint(b)
 	if n <= 0 {
 		return nil, errors.New("bad tag count")
