@@ -34,10 +34,12 @@ test-long: vet
 # process under a kgo producer and consumer next to franz-go's kfake
 # (integration/bench_test.go: a table of records/s, MB/s, latencies, ratios;
 # about 4 minutes each for the kfake comparison and the replication table;
-# KEEL_BENCH_* variables tune them).
+# KEEL_BENCH_* variables tune them). With KEEL_JAVA_CLASSPATH set
+# (kafka-clients, see integration/java_test.go), the replication table with
+# the Java producer too.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
-	KEEL_BENCH=1 $(GO) test -run '^(TestKeelPerfAgainstKfake|TestReplicationPerf)$$' -count=1 -v -timeout 40m ./integration/
+	KEEL_BENCH=1 $(GO) test -run '^(TestKeelPerfAgainstKfake|TestReplicationPerf|TestJavaReplicationPerf)$$' -count=1 -v -timeout 60m ./integration/
 
 # A short run of every fuzz target (FUZZTIME each).
 fuzz:

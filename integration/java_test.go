@@ -2,12 +2,18 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The Java client (kafka-clients), the reference client, driven by the
@@ -106,4 +112,114 @@ func TestJavaClientCompatibilityTool(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "SUCCESS") {
 		t.Fatalf("%s: %v", tool, err)
 	}
+}
+
+// TestJavaReplicationPerf is issue 5's measurement with the Java producer,
+// the client of Kafka's own replication benchmark (run by `make bench`
+// with KEEL_BENCH=1 where KEEL_JAVA_CLASSPATH is set; never asserted):
+// three keel processes, 100-byte records, 6 partitions, RF=1 acks=1 and
+// RF=3 acks=all (min.insync.replicas=2), each with the Java producer's
+// Kafka 4 defaults (linger.ms=5, batch.size=16384, 5 requests in flight),
+// first as fast as it goes, then at half of that rate. JavaPerf warms up
+// for 5 s (the JVM's JIT and the connections, which otherwise fill the
+// first seconds' percentiles) and measures the next KEEL_BENCH_RATE_SECONDS
+// (default 15). Rounds alternate the order; the table gives medians.
+func TestJavaReplicationPerf(t *testing.T) {
+	if os.Getenv("KEEL_BENCH") == "" {
+		t.Skip("a load test: set KEEL_BENCH=1 (make bench) to run it")
+	}
+	cp := javaCheck(t)
+	rounds := envInt("KEEL_BENCH_ROUNDS", 3)
+	measure := strconv.Itoa(envInt("KEEL_BENCH_RATE_SECONDS", 15))
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}, ProcessOptions{})
+	seeds := strings.Join(c.BootstrapServers(), ",")
+	type variant struct {
+		name, topic, acks string
+		rf                int16
+		full, half        []javaPerfResult
+	}
+	variants := []*variant{
+		{name: "RF=1 acks=1", topic: "jperf-rf1", acks: "1", rf: 1},
+		{name: "RF=3 acks=all", topic: "jperf-rf3", acks: "all", rf: 3},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, v := range variants {
+		var configs map[string]*string
+		if v.rf == 3 {
+			configs = map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}
+		}
+		if resp, err := adm.CreateTopic(ctx, 6, v.rf, configs, v.topic); err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", v.topic, err, resp.Err)
+		}
+	}
+	run := func(v *variant, rate float64) javaPerfResult {
+		t.Helper()
+		out, err := runJava(ctx, cp, "JavaPerf", seeds, v.topic, strconv.FormatFloat(rate, 'f', 0, 64), "5", measure, "100",
+			"acks="+v.acks, "linger.ms=5").CombinedOutput()
+		r, perr := parseJavaPerf(out)
+		if err != nil || perr != nil {
+			t.Fatalf("JavaPerf %s at %.0f/s: %v %v\n%s", v.name, rate, err, perr, out)
+		}
+		return r
+	}
+	for round := 0; round < rounds; round++ {
+		order := slices.Clone(variants)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, v := range order {
+			full := run(v, -1)
+			half := run(v, full.rate/2)
+			v.full, v.half = append(v.full, full), append(v.half, half)
+			t.Logf("%s round %d: %.0f records/s, p99 %.2f ms; at half rate p99 %.2f ms", v.name, round+1, full.rate, full.p99, half.p99)
+		}
+	}
+	med := func(rs []javaPerfResult, f func(javaPerfResult) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		slices.Sort(xs)
+		if len(xs)%2 == 0 {
+			return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+		}
+		return xs[len(xs)/2]
+	}
+	rate := func(r javaPerfResult) float64 { return r.rate }
+	base := med(variants[0].full, rate)
+	fmt.Printf("\nReplication cost with the Java producer (Kafka 4 defaults), 3 keel processes, 100-byte records, 6 partitions, median of %d rounds\n", rounds)
+	fmt.Printf("%-16s %12s %8s %9s %9s %9s %9s %11s %11s %11s\n", "variant", "records/s", "MB/s", "vs RF=1", "p50 ms", "p99 ms", "p99.9 ms", "half: p50", "half: p99", "half: p99.9")
+	for _, v := range variants {
+		r := med(v.full, rate)
+		fmt.Printf("%-16s %12.0f %8.1f %8.2fx %9.2f %9.2f %9.2f %11.2f %11.2f %11.2f\n", v.name, r, r*100/1e6, r/base,
+			med(v.full, func(r javaPerfResult) float64 { return r.p50 }), med(v.full, func(r javaPerfResult) float64 { return r.p99 }),
+			med(v.full, func(r javaPerfResult) float64 { return r.p999 }), med(v.half, func(r javaPerfResult) float64 { return r.p50 }),
+			med(v.half, func(r javaPerfResult) float64 { return r.p99 }), med(v.half, func(r javaPerfResult) float64 { return r.p999 }))
+	}
+	fmt.Printf("Load average (1 min) at the end: %s\n", loadAverage())
+}
+
+// javaPerfResult is JavaPerf's line: records/s and latencies in ms.
+type javaPerfResult struct{ rate, mbs, p50, p99, p999, max float64 }
+
+// parseJavaPerf reads the last line of JavaPerf's output.
+func parseJavaPerf(out []byte) (javaPerfResult, error) {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var r javaPerfResult
+	var failed int
+	last := lines[len(lines)-1]
+	if _, err := fmt.Sscanf(last, "%f %f %f %f %f %f failed=%d", &r.rate, &r.mbs, &r.p50, &r.p99, &r.p999, &r.max, &failed); err != nil {
+		return r, fmt.Errorf("JavaPerf said %q: %w", last, err)
+	}
+	if failed > 0 {
+		return r, fmt.Errorf("%d sends failed", failed)
+	}
+	return r, nil
 }
