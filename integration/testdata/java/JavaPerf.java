@@ -69,6 +69,15 @@ public class JavaPerf {
             }
             p.flush();
             flushed = System.nanoTime();
+            // Where the time went, from the producer's own metrics (stderr).
+            for (var e : p.metrics().entrySet()) {
+                String name = e.getKey().name();
+                if (e.getKey().group().equals("producer-metrics") && List.of("request-latency-avg", "request-latency-max",
+                        "batch-size-avg", "records-per-request-avg", "record-queue-time-avg", "bufferpool-wait-ratio",
+                        "io-ratio", "io-wait-ratio", "request-rate").contains(name)) {
+                    System.err.printf(Locale.ROOT, "%s=%s%n", name, e.getValue().metricValue());
+                }
+            }
         }
         int m = Math.min(n.get(), lat.length);
         float[] l = Arrays.copyOf(lat, m);
