@@ -6,7 +6,7 @@ package broker
 // "No Authorizer is configured on the broker", for the request
 // (DescribeAcls) or for each creation and each filter. Keel has no
 // authorizer, and refuses to start with authorizer.class.name set (see
-// Config.validate); kafka-acls.sh and the Java Admin's describeAcls,
+// LoadConfig); kafka-acls.sh and the Java Admin's describeAcls,
 // createAcls and deleteAcls then report what a Kafka operator knows,
 // where an unadvertised API gave UNSUPPORTED_VERSION.
 
