@@ -193,6 +193,11 @@ func TestBrokerConfigs(t *testing.T) {
 	if got := roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0]; got.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("other broker: %v", kerr.ErrorForCode(got.ErrorCode))
 	}
+	// The cluster default's entries have their types, as on a broker.
+	req.Resources[0].ResourceName = ""
+	if got := roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0]; len(got.Configs) != 1 || got.Configs[0].ConfigType != kmsg.ConfigTypeLong {
+		t.Fatalf("cluster default log.retention.ms: %+v, want type LONG", got.Configs)
+	}
 	// Read-only are the configs AlterConfigs refuses to change.
 	values := map[string]string{"log.retention.ms": "604800000", "max.connections": "1000", "num.replica.fetchers": "2",
 		"listeners": "PLAINTEXT://localhost:1", "node.id": "7"}

@@ -115,10 +115,21 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		}
 		rr.Configs = append(rr.Configs, c)
 	}
+	entries := brokerConfigEntries(b.cfg)
+	// typeOf is a key's type as a broker describes it; a dynamic key
+	// outside that table is a STRING.
+	typeOf := func(name string) kmsg.ConfigType {
+		for _, e := range entries {
+			if e.name == name {
+				return e.typ
+			}
+		}
+		return kmsg.ConfigTypeString
+	}
 	if rr.ResourceName == "" {
 		for _, name := range sortedKeys(clusterDefaults) {
 			v := clusterDefaults[name]
-			add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{Name: name, Value: v, Source: sourceDynamicDefaultBroker}})
+			add(name, kmsg.StringPtr(v), typeOf(name), []configSynonym{{Name: name, Value: v, Source: sourceDynamicDefaultBroker}})
 		}
 		return
 	}
@@ -129,7 +140,7 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 	}
 	perBroker := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: rr.ResourceName})
 	seen := map[string]bool{}
-	for _, e := range brokerConfigEntries(b.cfg) {
+	for _, e := range entries {
 		seen[e.name] = true
 		var syns []configSynonym
 		if v, ok := perBroker[e.name]; ok {
