@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -416,5 +417,97 @@ func TestRetentionInHoursAndMinutes(t *testing.T) {
 	}
 	if cfg := findConfig(t, rc, "log.retention.hours"); cfg.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
 		t.Errorf("broker log.retention.hours source %v", cfg.Source)
+	}
+}
+
+// TestBrokerLoggerResource: kafka-configs --entity-type broker-loggers
+// reads and sets the broker's log level at run time, with Kafka's checks;
+// a request that also alters a topic forwards that part and answers both.
+func TestBrokerLoggerResource(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("lt", 1, nil)
+	raw := c.dialRaw(t)
+	before := c.broker.log.GetLevel()
+	t.Cleanup(func() { c.broker.log.SetLevel(before) })
+	describe := func(name string) kmsg.DescribeConfigsResponseResource {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.Version = 4
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, name
+		req.Resources = append(req.Resources, r)
+		return roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0]
+	}
+	alter := func(validateOnly bool, resources ...kmsg.IncrementalAlterConfigsRequestResource) map[kmsg.ConfigResourceType]int16 {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		req.ValidateOnly, req.Resources = validateOnly, resources
+		codes := map[kmsg.ConfigResourceType]int16{}
+		for _, rr := range roundTrip[*kmsg.IncrementalAlterConfigsResponse](raw, req).Resources {
+			codes[rr.ResourceType] = rr.ErrorCode
+		}
+		return codes
+	}
+	logger := func(name string, op kmsg.IncrementalAlterConfigOp, key, value string) kmsg.IncrementalAlterConfigsRequestResource {
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, name
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Op, cfg.Value = key, op, kmsg.StringPtr(value)
+		r.Configs = append(r.Configs, cfg)
+		return r
+	}
+	level := func() string {
+		t.Helper()
+		got := describe(strconv.Itoa(testNodeID))
+		if got.ErrorCode != 0 || len(got.Configs) != 1 || got.Configs[0].Name != "root" || got.Configs[0].Source != kmsg.ConfigSourceDynamicBrokerLoggerConfig {
+			t.Fatalf("describe broker loggers: %v %+v", kerr.ErrorForCode(got.ErrorCode), got.Configs)
+		}
+		return *got.Configs[0].Value
+	}
+	me := strconv.Itoa(testNodeID)
+	if got := alter(false, logger(me, kmsg.IncrementalAlterConfigOpSet, "root", "debug")); got[kmsg.ConfigResourceTypeBrokerLogger] != 0 {
+		t.Fatalf("SET root=debug: %v", kerr.ErrorForCode(got[kmsg.ConfigResourceTypeBrokerLogger]))
+	}
+	if l := level(); l != "DEBUG" || c.broker.log.GetLevel() != hclog.Debug {
+		t.Fatalf("level %s (%v) after SET root=debug", l, c.broker.log.GetLevel())
+	}
+	alter(true, logger(me, kmsg.IncrementalAlterConfigOpSet, "root", "TRACE"))
+	if l := level(); l != "DEBUG" {
+		t.Fatalf("validate-only changed the level to %s", l)
+	}
+	for _, tc := range []struct {
+		r    kmsg.IncrementalAlterConfigsRequestResource
+		want int16
+	}{
+		{logger(me, kmsg.IncrementalAlterConfigOpSet, "root", "LOUD"), kerr.InvalidConfig.Code},
+		{logger(me, kmsg.IncrementalAlterConfigOpSet, "kafka.server.ReplicaManager", "DEBUG"), kerr.InvalidConfig.Code},
+		{logger(me, kmsg.IncrementalAlterConfigOpDelete, "root", ""), kerr.InvalidRequest.Code},
+		{logger(me, kmsg.IncrementalAlterConfigOpAppend, "root", "INFO"), kerr.InvalidRequest.Code},
+		{logger("7", kmsg.IncrementalAlterConfigOpSet, "root", "INFO"), kerr.InvalidRequest.Code},
+		{logger("", kmsg.IncrementalAlterConfigOpSet, "root", "INFO"), kerr.InvalidRequest.Code},
+	} {
+		if got := alter(false, tc.r)[kmsg.ConfigResourceTypeBrokerLogger]; got != tc.want {
+			t.Errorf("%s %v %s=%s on %q: %v, want %v", tc.r.Configs[0].Op, tc.r.ResourceType, tc.r.Configs[0].Name,
+				*tc.r.Configs[0].Value, tc.r.ResourceName, kerr.ErrorForCode(got), kerr.ErrorForCode(tc.want))
+		}
+	}
+	if l := level(); l != "DEBUG" {
+		t.Fatalf("a refused change moved the level to %s", l)
+	}
+	if got := describe("7"); got.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("another broker's loggers: %v", kerr.ErrorForCode(got.ErrorCode))
+	}
+	// One request for a topic (forwarded) and the loggers (local).
+	topic := kmsg.NewIncrementalAlterConfigsRequestResource()
+	topic.ResourceType, topic.ResourceName = kmsg.ConfigResourceTypeTopic, "lt"
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Op, cfg.Value = "retention.ms", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("123456")
+	topic.Configs = append(topic.Configs, cfg)
+	got := alter(false, topic, logger(me, kmsg.IncrementalAlterConfigOpSet, "root", "WARN"))
+	if len(got) != 2 || got[kmsg.ConfigResourceTypeTopic] != 0 || got[kmsg.ConfigResourceTypeBrokerLogger] != 0 {
+		t.Fatalf("mixed request: %v", got)
+	}
+	if l := level(); l != "WARN" || c.broker.lookup(tp("lt", 0)).log.Config().RetentionMs != 123456 {
+		t.Fatalf("mixed request: level %s, retention %d", l, c.broker.lookup(tp("lt", 0)).log.Config().RetentionMs)
 	}
 }

@@ -27,6 +27,16 @@ const defaultForwardTimeout = 30 * time.Second
 //
 // Concurrency: any goroutine; never blocks.
 func (b *Broker) forward(ctx context.Context, req kmsg.Request, timeout time.Duration, errorResponse func(code int16, msg string) kmsg.Response) network.Result {
+	return b.forwardThen(ctx, req, timeout, errorResponse, nil)
+}
+
+// forwardThen is forward with then, if not nil, applied to the response
+// (the controller's or errorResponse's) before it goes to the client: a
+// handler that answered part of a request itself adds its part.
+func (b *Broker) forwardThen(ctx context.Context, req kmsg.Request, timeout time.Duration, errorResponse func(code int16, msg string) kmsg.Response, then func(kmsg.Response) kmsg.Response) network.Result {
+	if then == nil {
+		then = func(r kmsg.Response) kmsg.Response { return r }
+	}
 	if timeout <= 0 {
 		timeout = defaultForwardTimeout
 	}
@@ -47,21 +57,21 @@ func (b *Broker) forward(ctx context.Context, req kmsg.Request, timeout time.Dur
 		}
 		switch {
 		case err == nil && resp != nil && resp.Key() == req.Key():
-			d.Complete(&network.Response{Msg: resp})
+			d.Complete(&network.Response{Msg: then(resp)})
 		case ctx.Err() != nil:
 			d.Complete(nil) // the connection is gone
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(fctx.Err(), context.DeadlineExceeded):
-			d.Complete(&network.Response{Msg: errorResponse(kerr.RequestTimedOut.Code, "the controller did not answer in time")})
+			d.Complete(&network.Response{Msg: then(errorResponse(kerr.RequestTimedOut.Code, "the controller did not answer in time"))})
 		default:
 			if err == nil {
 				err = errors.New("controller answered with the wrong response type")
 			}
 			b.log.Warn("forwarding to the controller failed", "api", kmsg.NameForKey(req.Key()), "error", err)
-			d.Complete(&network.Response{Msg: errorResponse(kerr.NotController.Code, err.Error())})
+			d.Complete(&network.Response{Msg: then(errorResponse(kerr.NotController.Code, err.Error()))})
 		}
 	})
 	if !started {
-		return &network.Response{Msg: errorResponse(kerr.NotController.Code, "broker shutting down")}
+		return &network.Response{Msg: then(errorResponse(kerr.NotController.Code, "broker shutting down"))}
 	}
 	return d
 }

@@ -17,8 +17,8 @@ package broker
 //     the cluster-wide dynamic configs; another id is INVALID_REQUEST (the
 //     request belongs on that broker), as in Kafka. Configs AlterConfigs
 //     cannot change (metadata.IsDynamicBrokerConfig) are read-only.
-//   - Other resource types (broker loggers, client metrics, groups):
-//     INVALID_REQUEST.
+//   - Broker loggers: the root logger's level (broker_logger.go).
+//   - Other resource types (client metrics, groups): INVALID_REQUEST.
 //   - v0: IsDefault. v1+: Source, and ConfigSynonyms when IncludeSynonyms,
 //     highest precedence first. v3+: ConfigType, and Documentation when
 //     IncludeDocumentation (topic configs).
@@ -54,6 +54,8 @@ func (b *Broker) handleDescribeConfigs(m *kmsg.DescribeConfigsRequest) kmsg.Resp
 			b.describeTopicConfigs(img, m, &rr, want)
 		case kmsg.ConfigResourceTypeBroker:
 			b.describeBrokerConfigs(img, m, &rr, want)
+		case kmsg.ConfigResourceTypeBrokerLogger:
+			b.describeBrokerLoggers(&rr, want)
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type " + r.ResourceType.String())

@@ -4,7 +4,10 @@ package broker
 // active controller (metadata.ClusterControl.IncrementalAlterConfigs: SET,
 // DELETE, APPEND, SUBTRACT per config, validated there); the answer comes
 // once the config records are committed and applied here. Transport
-// errors: as AlterConfigs.
+// errors: as AlterConfigs. BROKER_LOGGER resources are this broker's own
+// and are applied here, not forwarded (broker_logger.go), as Kafka's
+// ConfigAdminManager does; a request with other resources too forwards
+// those and answers both.
 
 import (
 	"context"
@@ -15,14 +18,34 @@ import (
 )
 
 func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, m *kmsg.IncrementalAlterConfigsRequest) network.Result {
-	return b.forward(ctx, m, 0, func(code int16, msg string) kmsg.Response {
+	var local []kmsg.IncrementalAlterConfigsResponseResource
+	forwarded := *m
+	forwarded.Resources = nil
+	for _, r := range m.Resources {
+		if r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
+			local = append(local, b.alterBrokerLoggers(r, m.ValidateOnly))
+		} else {
+			forwarded.Resources = append(forwarded.Resources, r)
+		}
+	}
+	if len(forwarded.Resources) == 0 {
 		resp := m.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-		for _, r := range m.Resources {
+		resp.Resources = local
+		return respond(resp)
+	}
+	withLocal := func(resp kmsg.Response) kmsg.Response {
+		r := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		r.Resources = append(r.Resources, local...)
+		return r
+	}
+	return b.forwardThen(ctx, &forwarded, 0, func(code int16, msg string) kmsg.Response {
+		resp := m.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		for _, r := range forwarded.Resources {
 			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 			rr.ErrorCode, rr.ErrorMessage = code, kmsg.StringPtr(msg)
 			resp.Resources = append(resp.Resources, rr)
 		}
 		return resp
-	})
+	}, withLocal)
 }

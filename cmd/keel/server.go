@@ -29,7 +29,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},
 			&cli.StringFlag{Name: "log-dirs", Usage: "shorthand for --override log.dirs=..."},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn, error"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn, error; change it at runtime with kafka-configs --entity-type broker-loggers --add-config root=DEBUG"},
 		},
 		Action: func(c *cli.Context) error {
 			logger := hclog.New(&hclog.LoggerOptions{Name: "keel", Level: hclog.LevelFromString(c.String("log-level"))})

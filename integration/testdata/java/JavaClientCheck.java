@@ -430,6 +430,21 @@ public class JavaClientCheck {
             } catch (ExecutionException e) {
                 check(e.getCause() instanceof org.apache.kafka.common.errors.SecurityDisabledException, "describeAcls without an authorizer: " + e.getCause());
             }
+            // kafka-configs --entity-type broker-loggers: the root logger's level, changed at run time.
+            String nodeId = String.valueOf(admin.describeCluster().nodes().get().iterator().next().id());
+            ConfigResource lr = new ConfigResource(ConfigResource.Type.BROKER_LOGGER, nodeId);
+            ConfigEntry root = admin.describeConfigs(List.of(lr)).all().get().get(lr).get("root");
+            check(root != null && root.value().equals("INFO"), "broker logger root " + root);
+            admin.incrementalAlterConfigs(Map.of(lr, List.of(new AlterConfigOp(new ConfigEntry("root", "DEBUG"), AlterConfigOp.OpType.SET)))).all().get();
+            root = admin.describeConfigs(List.of(lr)).all().get().get(lr).get("root");
+            check(root.value().equals("DEBUG"), "broker logger root after SET DEBUG " + root);
+            admin.incrementalAlterConfigs(Map.of(lr, List.of(new AlterConfigOp(new ConfigEntry("root", "INFO"), AlterConfigOp.OpType.SET)))).all().get();
+            try {
+                admin.incrementalAlterConfigs(Map.of(lr, List.of(new AlterConfigOp(new ConfigEntry("kafka.server.ReplicaManager", "DEBUG"), AlterConfigOp.OpType.SET)))).all().get();
+                check(false, "an unknown logger refused");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.InvalidConfigurationException, "an unknown logger: " + e.getCause());
+            }
             try {
                 admin.alterPartitionReassignments(Map.of(p0, Optional.of(new NewPartitionReassignment(List.of(99))))).all().get();
                 check(false, "reassignment onto an unknown broker refused");
