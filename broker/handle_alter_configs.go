@@ -18,12 +18,9 @@ import (
 
 func (b *Broker) handleAlterConfigs(ctx context.Context, m *kmsg.AlterConfigsRequest) network.Result {
 	return b.forward(ctx, m, 0, func(code int16, msg string) kmsg.Response {
-		resp := m.ResponseKind().(*kmsg.AlterConfigsResponse)
-		for _, r := range m.Resources {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode, rr.ErrorMessage = code, kmsg.StringPtr(msg)
-			resp.Resources = append(resp.Resources, rr)
+		resp := errorResponse(m, code).(*kmsg.AlterConfigsResponse)
+		for i := range resp.Resources {
+			resp.Resources[i].ErrorMessage = kmsg.StringPtr(msg)
 		}
 		return resp
 	})

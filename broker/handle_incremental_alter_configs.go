@@ -39,12 +39,9 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, m *kmsg.Incr
 		return r
 	}
 	return b.forwardThen(ctx, &forwarded, 0, func(code int16, msg string) kmsg.Response {
-		resp := m.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-		for _, r := range forwarded.Resources {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode, rr.ErrorMessage = code, kmsg.StringPtr(msg)
-			resp.Resources = append(resp.Resources, rr)
+		resp := errorResponse(&forwarded, code).(*kmsg.IncrementalAlterConfigsResponse)
+		for i := range resp.Resources {
+			resp.Resources[i].ErrorMessage = kmsg.StringPtr(msg)
 		}
 		return resp
 	}, withLocal)
