@@ -242,6 +242,30 @@ func TestForwardingErrors(t *testing.T) {
 	if code := create(time.Second); code != kerr.NotController.Code {
 		t.Fatalf("unreachable controller: %v", kerr.ErrorForCode(code))
 	}
+	// A request that is partly this broker's own (its log level) answers
+	// that part, and the forwarded part with the transport error.
+	iac := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	for _, r := range []struct {
+		typ  kmsg.ConfigResourceType
+		name string
+		key  string
+		val  string
+	}{{kmsg.ConfigResourceTypeTopic, "x", "retention.ms", "1000"}, {kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(testNodeID), "root", c.broker.log.GetLevel().String()}} {
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = r.typ, r.name
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Value = r.key, kmsg.StringPtr(r.val)
+		rr.Configs = append(rr.Configs, cfg)
+		iac.Resources = append(iac.Resources, rr)
+	}
+	got := map[kmsg.ConfigResourceType]kmsg.IncrementalAlterConfigsResponseResource{}
+	for _, rr := range roundTrip[*kmsg.IncrementalAlterConfigsResponse](rc, iac).Resources {
+		got[rr.ResourceType] = rr
+	}
+	if tr, lr := got[kmsg.ConfigResourceTypeTopic], got[kmsg.ConfigResourceTypeBrokerLogger]; len(got) != 2 ||
+		tr.ErrorCode != kerr.NotController.Code || tr.ErrorMessage == nil || *tr.ErrorMessage == "" || tr.ResourceName != "x" || lr.ErrorCode != 0 {
+		t.Fatalf("mixed IncrementalAlterConfigs, unreachable controller: %+v", got)
+	}
 	c.meta.mu.Lock()
 	c.meta.forwardErr = context.DeadlineExceeded
 	c.meta.mu.Unlock()
