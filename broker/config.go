@@ -16,19 +16,21 @@ import (
 // Fields are filled from defaults, then a properties file, then command-line
 // overrides (keel server --override key=value, as kafka-server-start.sh).
 type Config struct {
-	ProcessRoles                         []string // process.roles
-	NodeID                               int32    // node.id
-	ControllerQuorumVoters               string   // controller.quorum.voters
-	ControllerListenerNames              []string // controller.listener.names
-	Listeners                            string   // listeners
-	AdvertisedListeners                  string   // advertised.listeners
-	ListenerSecurityProtocolMap          string   // listener.security.protocol.map
-	InterBrokerListenerName              string   // inter.broker.listener.name
-	LogDirs                              []string // log.dirs (or log.dir)
-	MetadataLogDir                       string   // metadata.log.dir (default: first of log.dirs)
-	NumPartitions                        int32    // num.partitions
-	DefaultReplicationFactor             int16    // default.replication.factor
-	MinInsyncReplicas                    int      // min.insync.replicas
+	ProcessRoles                         []string      // process.roles
+	NodeID                               int32         // node.id
+	ControllerQuorumVoters               string        // controller.quorum.voters
+	ControllerQuorumBootstrapServers     []string      // controller.quorum.bootstrap.servers (KIP-853)
+	InitialBrokerRegistrationTimeout     time.Duration // initial.broker.registration.timeout.ms
+	ControllerListenerNames              []string      // controller.listener.names
+	Listeners                            string        // listeners
+	AdvertisedListeners                  string        // advertised.listeners
+	ListenerSecurityProtocolMap          string        // listener.security.protocol.map
+	InterBrokerListenerName              string        // inter.broker.listener.name
+	LogDirs                              []string      // log.dirs (or log.dir)
+	MetadataLogDir                       string        // metadata.log.dir (default: first of log.dirs)
+	NumPartitions                        int32         // num.partitions
+	DefaultReplicationFactor             int16         // default.replication.factor
+	MinInsyncReplicas                    int           // min.insync.replicas
 	ReplicaLagTimeMax                    time.Duration
 	LeaderImbalanceCheckInterval         time.Duration
 	NumReplicaFetchers                   int
@@ -194,9 +196,13 @@ func configKeys(c *Config) map[string]configKey {
 	}
 	const hour, minute = int64(time.Hour / time.Millisecond), int64(time.Minute / time.Millisecond)
 	return map[string]configKey{
-		"process.roles":                  {"broker,controller", list(&c.ProcessRoles), "broker, controller, or both"},
-		"node.id":                        {"1", i32(&c.NodeID), "this node's id"},
-		"controller.quorum.voters":       {"1@localhost:9093", s(&c.ControllerQuorumVoters), "id@host:port of each controller"},
+		"process.roles":            {"broker,controller", list(&c.ProcessRoles), "broker, controller, or both"},
+		"node.id":                  {"1", i32(&c.NodeID), "this node's id"},
+		"controller.quorum.voters": {"1@localhost:9093", s(&c.ControllerQuorumVoters), "id@host:port of each controller"},
+		"controller.quorum.bootstrap.servers": {"", list(&c.ControllerQuorumBootstrapServers),
+			"host:port of the controllers, for a quorum whose voters were set when formatting (keel format --standalone or --initial-controllers)"},
+		"initial.broker.registration.timeout.ms": {"60000", ms(&c.InitialBrokerRegistrationTimeout),
+			"how long a broker-only node started with controller.quorum.bootstrap.servers waits to learn the voters before it exits"},
 		"controller.listener.names":      {"CONTROLLER", list(&c.ControllerListenerNames), "listeners the controller uses"},
 		"listeners":                      {"PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093", s(&c.Listeners), ""},
 		"advertised.listeners":           {"", s(&c.AdvertisedListeners), ""},
@@ -294,6 +300,9 @@ var ignoredKeys = map[string]bool{
 	"num.network.threads": true, "num.io.threads": true, "num.replica.alter.log.dirs.threads": true,
 	"zookeeper.connect": true, "zookeeper.connection.timeout.ms": true, "queued.max.requests": true,
 	"background.threads": true, "log.cleaner.threads": true,
+	// Kafka 4's shipped server.properties sizes the share-group state topic
+	// (KIP-932); Keel has no share groups, so there is no such topic.
+	"share.coordinator.state.topic.replication.factor": true, "share.coordinator.state.topic.min.isr": true,
 }
 
 // splitList splits a comma-separated list, trimming blanks.
@@ -429,36 +438,140 @@ func (c *Config) HasRole(role string) bool {
 // listeners=PLAINTEXT://:19092,CONTROLLER://:19093` just works. (Kafka has
 // no default voters at all; this default is Keel's.) An ephemeral port (0)
 // cannot be a voter address, so the default stays then.
+//
+// With controller.quorum.bootstrap.servers instead (a KIP-853 dynamic
+// quorum, as Kafka 4's shipped server.properties has it), the voters are
+// not in the configuration at all: the node resolves them when it starts
+// (Node.quorumVoters), so the default is cleared.
 func (c *Config) defaultVoters() {
-	if _, set := c.Explicit["controller.quorum.voters"]; set || !c.HasRole("controller") {
+	if _, set := c.Explicit["controller.quorum.voters"]; set {
 		return
+	}
+	if len(c.ControllerQuorumBootstrapServers) > 0 {
+		c.ControllerQuorumVoters = ""
+		return
+	}
+	if addr, ok := c.OwnControllerAddr(); ok {
+		c.ControllerQuorumVoters = fmt.Sprintf("%d@%s", c.NodeID, addr)
+	}
+}
+
+// DynamicQuorum reports whether the voters come from formatting (keel
+// format --standalone or --initial-controllers) or from the controllers
+// themselves, not from controller.quorum.voters: controller.quorum.voters is
+// not set and controller.quorum.bootstrap.servers is.
+func (c *Config) DynamicQuorum() bool {
+	_, set := c.Explicit["controller.quorum.voters"]
+	return !set && len(c.ControllerQuorumBootstrapServers) > 0
+}
+
+// OwnControllerAddr is the address this controller is reached at as a
+// voter: its first controller listener's, as advertised.listeners gives it
+// if it names that listener, "localhost" standing in for a wildcard host.
+// False on a node without the controller role or whose controller listener
+// has an ephemeral port.
+func (c *Config) OwnControllerAddr() (string, bool) {
+	if !c.HasRole("controller") {
+		return "", false
 	}
 	for _, l := range splitList(c.Listeners) {
 		name, addr, ok := strings.Cut(l, "://")
 		if !ok || !slices.Contains(c.ControllerListenerNames, name) {
 			continue
 		}
+		for _, a := range splitList(c.AdvertisedListeners) {
+			if aname, aaddr, ok := strings.Cut(a, "://"); ok && aname == name {
+				addr = aaddr
+			}
+		}
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil || port == "0" {
-			return
+			return "", false
 		}
-		if host == "" || host == "0.0.0.0" || host == "::" {
+		if isWildcardHost(host) {
 			host = "localhost"
 		}
-		c.ControllerQuorumVoters = fmt.Sprintf("%d@%s", c.NodeID, net.JoinHostPort(host, port))
-		return
+		return net.JoinHostPort(host, port), true
 	}
+	return "", false
+}
+
+func isWildcardHost(host string) bool { return host == "" || host == "0.0.0.0" || host == "::" }
+
+// StandaloneBootstrap reports whether controller.quorum.bootstrap.servers
+// names only this node, a controller, at its own controller listener: the
+// single-node quorum of Kafka 4's shipped server.properties
+// (controller.quorum.bootstrap.servers=localhost:9093 with
+// listeners=...,CONTROLLER://:9093), which Kafka's quickstart formats with
+// kafka-storage.sh format --standalone. Keel takes such a node as
+// standalone without that step, as it does for its own single-node default.
+func (c *Config) StandaloneBootstrap() bool {
+	if !c.HasRole("controller") || len(c.ControllerQuorumBootstrapServers) == 0 {
+		return false
+	}
+	var own []string
+	for _, l := range splitList(c.Listeners) {
+		name, addr, ok := strings.Cut(l, "://")
+		if ok && slices.Contains(c.ControllerListenerNames, name) {
+			own = append(own, addr)
+		}
+	}
+	for _, b := range c.ControllerQuorumBootstrapServers {
+		if !slices.ContainsFunc(own, func(l string) bool { return sameEndpoint(b, l) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameEndpoint reports whether the address addr (host:port) reaches the
+// listener bound at listener (host:port, the host possibly a wildcard):
+// the same port, and a host that is the listener's or, for a wildcard
+// listener, one of this machine's addresses.
+func sameEndpoint(addr, listener string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	lhost, lport, lerr := net.SplitHostPort(listener)
+	if err != nil || lerr != nil || port != lport || port == "0" {
+		return false
+	}
+	if strings.EqualFold(host, lhost) {
+		return true
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false
+	}
+	if isWildcardHost(lhost) {
+		local, err := net.InterfaceAddrs()
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(ips, func(ip net.IP) bool {
+			return ip.IsLoopback() || slices.ContainsFunc(local, func(a net.Addr) bool {
+				n, ok := a.(*net.IPNet)
+				return ok && n.IP.Equal(ip)
+			})
+		})
+	}
+	lips, err := net.LookupIP(lhost)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(ips, func(ip net.IP) bool { return slices.ContainsFunc(lips, ip.Equal) })
 }
 
 // defaultOffsetsReplication gives the single-node development default
-// (controller.quorum.voters not set) offsets.topic.replication.factor=1, as
+// (controller.quorum.voters not set, and controller.quorum.bootstrap.servers
+// not set or naming only this node) offsets.topic.replication.factor=1, as
 // Kafka's shipped config/server.properties does. Anywhere else Kafka's
 // default of 3 stands, and it is enforced: __consumer_offsets is not
 // created while fewer brokers are alive (KIP-115), lest a cluster still
 // starting up keep an unreplicated offsets topic for good.
 func (c *Config) defaultOffsetsReplication() {
 	_, rfSet := c.Explicit["offsets.topic.replication.factor"]
-	if _, votersSet := c.Explicit["controller.quorum.voters"]; !rfSet && !votersSet {
+	_, votersSet := c.Explicit["controller.quorum.voters"]
+	single := len(c.ControllerQuorumBootstrapServers) == 0 || c.StandaloneBootstrap()
+	if !rfSet && !votersSet && single {
 		c.OffsetsTopicReplicationFactor = 1
 	}
 }
@@ -477,6 +590,18 @@ func (c *Config) validate() error {
 	}
 	if c.NodeID < 0 {
 		return fmt.Errorf("node.id must be >= 0, got %d", c.NodeID)
+	}
+	for _, b := range c.ControllerQuorumBootstrapServers {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil {
+			return fmt.Errorf("controller.quorum.bootstrap.servers: %q: want host:port: %w", b, err)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || host == "" {
+			return fmt.Errorf("controller.quorum.bootstrap.servers: %q: want host:port with a port between 1 and 65535", b)
+		}
+	}
+	if c.InitialBrokerRegistrationTimeout <= 0 {
+		return fmt.Errorf("initial.broker.registration.timeout.ms must be > 0, got %d", c.InitialBrokerRegistrationTimeout.Milliseconds())
 	}
 	if len(c.LogDirs) == 0 {
 		return fmt.Errorf("log.dirs is empty")

@@ -135,6 +135,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		"queued.max.request.bytes=1048576",
 		// an authorizer Keel cannot load: no ACL would be enforced
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"controller.quorum.bootstrap.servers=localhost", "controller.quorum.bootstrap.servers=localhost:0",
+		"initial.broker.registration.timeout.ms=0",
 	} {
 		_, err := LoadConfig(nil, []string{kv})
 		if err == nil {
@@ -201,5 +203,55 @@ func TestSocketBufferConfigs(t *testing.T) {
 	}
 	if c.SocketSendBufferBytes != 102400 || c.SocketReceiveBufferBytes != 65536 || len(c.Ignored) != 0 {
 		t.Fatalf("send %d, receive %d, ignored %v", c.SocketSendBufferBytes, c.SocketReceiveBufferBytes, c.Ignored)
+	}
+}
+
+// Kafka 4's shipped server.properties names no controller.quorum.voters: a
+// KIP-853 dynamic quorum, found through controller.quorum.bootstrap.servers,
+// which here is the node's own controller listener.
+func TestLoadConfigReadsKafka4sDynamicQuorum(t *testing.T) {
+	kafka4 := map[string]string{
+		"process.roles": "broker,controller", "node.id": "1",
+		"controller.quorum.bootstrap.servers":              "localhost:9093",
+		"listeners":                                        "PLAINTEXT://:9092,CONTROLLER://:9093",
+		"advertised.listeners":                             "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+		"controller.listener.names":                        "CONTROLLER",
+		"share.coordinator.state.topic.replication.factor": "1",
+		"share.coordinator.state.topic.min.isr":            "1",
+		"log.dirs":                                         t.TempDir(),
+	}
+	c, err := LoadConfig(kafka4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := c.OwnControllerAddr()
+	if !c.DynamicQuorum() || !c.StandaloneBootstrap() || c.ControllerQuorumVoters != "" || addr != "localhost:9093" {
+		t.Fatalf("dynamic %v standalone %v voters %q own %q", c.DynamicQuorum(), c.StandaloneBootstrap(), c.ControllerQuorumVoters, addr)
+	}
+	if len(c.Unknown) != 0 || c.OffsetsTopicReplicationFactor != 1 || c.InitialBrokerRegistrationTimeout != time.Minute {
+		t.Fatalf("unknown %v, offsets replication %d, registration timeout %v", c.Unknown, c.OffsetsTopicReplicationFactor, c.InitialBrokerRegistrationTimeout)
+	}
+
+	// Bootstrap servers naming other controllers: not standalone, and
+	// Kafka's default offsets replication of 3 stands.
+	c, err = LoadConfig(kafka4, []string{"controller.quorum.bootstrap.servers=localhost:9093,10.1.2.3:9093"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DynamicQuorum() || c.StandaloneBootstrap() || c.OffsetsTopicReplicationFactor != 3 {
+		t.Fatalf("dynamic %v standalone %v offsets replication %d", c.DynamicQuorum(), c.StandaloneBootstrap(), c.OffsetsTopicReplicationFactor)
+	}
+	// Another port of this host is another node.
+	c, _ = LoadConfig(kafka4, []string{"controller.quorum.bootstrap.servers=127.0.0.1:9193"})
+	if c.StandaloneBootstrap() {
+		t.Fatal("a bootstrap server on another port taken for this node")
+	}
+	// With controller.quorum.voters too, the quorum is the static one.
+	c, err = LoadConfig(kafka4, []string{"controller.quorum.voters=1@localhost:9093"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DynamicQuorum() || c.ControllerQuorumVoters != "1@localhost:9093" {
+		t.Fatalf("dynamic %v voters %q", c.DynamicQuorum(), c.ControllerQuorumVoters)
 	}
 }

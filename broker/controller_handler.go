@@ -112,6 +112,9 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 	return resp
 }
 
+// metadataTopic is the metadata log's name as Kafka's DescribeQuorum takes it.
+const metadataTopic = "__cluster_metadata"
+
 // describeQuorum reports the metadata quorum as the Raft leader measures it
 // (DescribeQuorum, API 55; KIP-595, KIP-836 timestamps, KIP-853 nodes).
 func (h *controllerHandler) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumRequest) kmsg.Response {
@@ -122,7 +125,7 @@ func (h *controllerHandler) describeQuorum(ctx context.Context, req *kmsg.Descri
 		for _, p := range t.Partitions {
 			rp := kmsg.NewDescribeQuorumResponseTopicPartition()
 			rp.Partition = p.Partition
-			if t.Topic != "__cluster_metadata" || p.Partition != 0 {
+			if t.Topic != metadataTopic || p.Partition != 0 {
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue

@@ -70,13 +70,13 @@ func (n *Node) start() (err error) {
 	for _, k := range cfg.Unknown {
 		logger.Warn("ignoring unknown config key", "key", k)
 	}
-	voters, err := raftlog.ParseVoters(cfg.ControllerQuorumVoters)
+	voters, source, err := quorumVoters(cfg, logger)
 	if err != nil {
-		return fmt.Errorf("controller.quorum.voters: %w", err)
+		return err
 	}
 	isController, isBroker := cfg.HasRole("controller"), cfg.HasRole("broker")
 	if _, ok := voters[cfg.NodeID]; isController && !ok {
-		return fmt.Errorf("node.id %d has the controller role but is not in controller.quorum.voters %q", cfg.NodeID, cfg.ControllerQuorumVoters)
+		return fmt.Errorf("node.id %d has the controller role but is not among the voters %s (from %s)", cfg.NodeID, raftlog.FormatVoters(voters), source)
 	}
 
 	protocols, err := network.ParseSecurityProtocolMap(cfg.ListenerSecurityProtocolMap)

@@ -129,6 +129,13 @@ type ProcessOptions struct {
 	// every listener: nodes advertise the proxies' addresses, so every
 	// link between nodes can be cut or delayed.
 	Proxy bool
+	// DynamicQuorum configures the nodes as Kafka 4's server.properties
+	// does: controller.quorum.bootstrap.servers instead of
+	// controller.quorum.voters, each controller formatted with
+	// --initial-controllers (with directory ids, as Kafka's docs write
+	// them) and each broker-only node learning the voters from the
+	// controllers.
+	DynamicQuorum bool
 }
 
 // ProcessCluster is a cluster of keel server processes on loopback.
@@ -199,7 +206,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 		}
 		return proxied
 	}
-	var voters []string
+	var voters, bootstrap, initial []string
 	for _, s := range specs {
 		p := &Process{ID: s.ID, Dir: filepath.Join(root, fmt.Sprintf("n%d", s.ID))}
 		p.ConfigPath = filepath.Join(root, fmt.Sprintf("n%d.properties", s.ID))
@@ -212,15 +219,25 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 			p.ControllerPort = FreePort(t)
 			p.AdvertisedController = advertise(s.ID, p.ControllerPort)
 			voters = append(voters, fmt.Sprintf("%d@%s", s.ID, p.AdvertisedController))
+			bootstrap = append(bootstrap, p.AdvertisedController)
+			initial = append(initial, fmt.Sprintf("%d@%s:%s", s.ID, p.AdvertisedController, raftlog.NewClusterID()))
 		}
 		c.procs[s.ID] = p
 	}
 	for _, s := range specs {
 		p := c.procs[s.ID]
-		if err := os.WriteFile(p.ConfigPath, []byte(processProperties(s, p, strings.Join(voters, ","), offsetsReplication(specs))), 0o644); err != nil {
+		quorum := [2]string{"controller.quorum.voters", strings.Join(voters, ",")}
+		format := []string{"format", "--cluster-id", c.ClusterID, "--config", p.ConfigPath}
+		if opts.DynamicQuorum {
+			quorum = [2]string{"controller.quorum.bootstrap.servers", strings.Join(bootstrap, ",")}
+			if p.ControllerPort != 0 {
+				format = append(format, "--initial-controllers", strings.Join(initial, ","))
+			}
+		}
+		if err := os.WriteFile(p.ConfigPath, []byte(processProperties(s, p, quorum, offsetsReplication(specs))), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(c.bin, "format", "--cluster-id", c.ClusterID, "--config", p.ConfigPath).CombinedOutput()
+		out, err := exec.Command(c.bin, format...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("keel format node %d: %v\n%s", s.ID, err, out)
 		}
@@ -238,7 +255,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 // short (3 s, heartbeat 0.5 s) so that a node restarted after kill -9,
 // whose old registration holds its node.id until the session expires (as
 // in Kafka), serves again within seconds.
-func processProperties(s NodeSpec, p *Process, voters, offsetsRF string) string {
+func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF string) string {
 	var listeners []string
 	if p.PlaintextPort != 0 {
 		listeners = append(listeners, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", p.PlaintextPort))
@@ -254,7 +271,7 @@ func processProperties(s NodeSpec, p *Process, voters, offsetsRF string) string 
 		{"process.roles", s.Roles},
 		{"advertised.listeners", strings.Join(advertised, ",")},
 		{"node.id", strconv.Itoa(int(s.ID))},
-		{"controller.quorum.voters", voters},
+		quorum, // controller.quorum.voters or controller.quorum.bootstrap.servers
 		{"controller.listener.names", "CONTROLLER"},
 		{"listeners", strings.Join(listeners, ",")},
 		{"listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"},

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/raftlog"
@@ -15,12 +16,23 @@ func formatCommand() *cli.Command {
 		Usage: "write meta.properties into every log dir (like kafka-storage.sh format)",
 		Description: "Every node of a multi-node cluster must be formatted with the same cluster id\n" +
 			"before its first start. `keel format --random-uuid` prints a new id to use.\n" +
-			"Formatting a dir that already names another cluster or node id fails.",
+			"Formatting a dir that already names another cluster or node id fails.\n\n" +
+			"With controller.quorum.bootstrap.servers instead of controller.quorum.voters\n" +
+			"(a KIP-853 dynamic quorum, as in Kafka 4's server.properties), each controller\n" +
+			"is formatted with the quorum's voters, as with kafka-storage.sh format:\n" +
+			"--initial-controllers 1@host1:9093,2@host2:9093,3@host3:9093 on every controller\n" +
+			"(a :directoryId after each port is accepted and not kept), or --standalone on\n" +
+			"the one controller of a single-controller cluster. Brokers need neither: they\n" +
+			"learn the voters from the bootstrap servers. Keel cannot add controllers to a\n" +
+			"running quorum, so --no-initial-controllers is refused.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file"},
 			&cli.StringFlag{Name: "cluster-id", Aliases: []string{"t"}, Usage: "the cluster id"},
 			&cli.BoolFlag{Name: "random-uuid", Usage: "print a new random cluster id and exit"},
+			&cli.BoolFlag{Name: "standalone", Aliases: []string{"s"}, Usage: "this controller is the quorum's only initial voter (dynamic quorum)"},
+			&cli.StringFlag{Name: "initial-controllers", Aliases: []string{"I"}, Usage: "the quorum's initial voters, id@host:port[:directoryId],... (dynamic quorum)"},
+			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "refused: Keel cannot add controllers to a running quorum"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool("random-uuid") {
@@ -34,6 +46,10 @@ func formatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			initial, err := initialVoters(c, cfg)
+			if err != nil {
+				return err
+			}
 			dirs := slices.Clone(cfg.LogDirs)
 			if !slices.Contains(dirs, cfg.MetadataLogDir) {
 				dirs = append(dirs, cfg.MetadataLogDir)
@@ -42,10 +58,62 @@ func formatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if initial != nil {
+				if err := raftlog.WriteInitialVoters(cfg.MetadataLogDir, initial); err != nil {
+					return err
+				}
+			}
 			for _, d := range dirs {
 				fmt.Fprintf(c.App.Writer, "Formatted %s with cluster.id %s and node.id %d\n", d, id, cfg.NodeID)
+			}
+			if initial != nil {
+				fmt.Fprintf(c.App.Writer, "Formatted %s with the quorum's initial voters %s\n", cfg.MetadataLogDir, raftlog.FormatVoters(initial))
 			}
 			return nil
 		},
 	}
+}
+
+// initialVoters checks format's quorum flags against the configuration, as
+// kafka-storage.sh format does, and returns the voters to record: nil for
+// a static quorum (controller.quorum.voters), a broker-only node, and a
+// controller whose bootstrap servers name only itself (Keel takes that as
+// --standalone when it starts).
+func initialVoters(c *cli.Context, cfg *broker.Config) (map[int32]string, error) {
+	standalone, list, none := c.Bool("standalone"), c.String("initial-controllers"), c.Bool("no-initial-controllers")
+	given := 0
+	for _, set := range []bool{standalone, list != "", none} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given > 1:
+		return nil, fmt.Errorf("only one of --standalone, --initial-controllers and --no-initial-controllers may be given")
+	case none:
+		return nil, fmt.Errorf("--no-initial-controllers: Keel cannot add a controller to a running quorum (kafka-metadata-quorum.sh add-controller); format every controller with the same --initial-controllers instead")
+	case given == 1 && !cfg.DynamicQuorum():
+		return nil, fmt.Errorf("--standalone and --initial-controllers are for a dynamic quorum: remove controller.quorum.voters and set controller.quorum.bootstrap.servers, or format without them")
+	case given == 1 && !cfg.HasRole("controller"):
+		return nil, fmt.Errorf("--standalone and --initial-controllers are for controllers: process.roles=%s has none; a broker learns the voters from controller.quorum.bootstrap.servers", strings.Join(cfg.ProcessRoles, ","))
+	case standalone:
+		addr, ok := cfg.OwnControllerAddr()
+		if !ok {
+			return nil, fmt.Errorf("--standalone: no controller listener with a fixed port in listeners=%s", cfg.Listeners)
+		}
+		return map[int32]string{cfg.NodeID: addr}, nil
+	case list != "":
+		voters, err := raftlog.ParseInitialControllers(list)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := voters[cfg.NodeID]; !ok {
+			return nil, fmt.Errorf("--initial-controllers %s does not name this controller, node.id %d", list, cfg.NodeID)
+		}
+		return voters, nil
+	case cfg.DynamicQuorum() && cfg.HasRole("controller") && !cfg.StandaloneBootstrap():
+		return nil, fmt.Errorf("controller.quorum.voters is not set on this controller and controller.quorum.bootstrap.servers=%s names other controllers: give --initial-controllers (or --standalone for a single controller)",
+			strings.Join(cfg.ControllerQuorumBootstrapServers, ","))
+	}
+	return nil, nil
 }

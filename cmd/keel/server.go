@@ -19,7 +19,11 @@ func serverCommand() *cli.Command {
 			"without --config it runs the single-node development default: a combined\n" +
 			"broker+controller, PLAINTEXT on localhost:9092, CONTROLLER on localhost:9093,\n" +
 			"data under ./data (formatted on first start); without controller.quorum.voters a\n" +
-			"controller is the sole voter at its own controller listener. Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
+			"controller is the sole voter at its own controller listener. Kafka 4's\n" +
+			"controller.quorum.bootstrap.servers (a dynamic quorum) works too: a controller takes\n" +
+			"the voters it was formatted with (keel format --initial-controllers or --standalone),\n" +
+			"or itself alone when it is the only bootstrap server; a broker asks a bootstrap\n" +
+			"controller for them. Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
 			"it shuts down cleanly, moving leaderships away first. If a write to a log dir fails\n" +
 			"(a full or failing disk), that dir goes offline and the server shuts down the same\n" +
 			"way, then exits with status 1, as a Kafka broker halts: fix the disk and start it again.\n\n" +

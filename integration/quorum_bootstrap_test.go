@@ -1,0 +1,310 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/raftlog"
+)
+
+// kafka4ServerProperties is Kafka 4's shipped config/server.properties
+// (comments dropped): a combined node whose quorum is a KIP-853 dynamic
+// one, found through controller.quorum.bootstrap.servers. The test swaps
+// in free ports and a temporary log dir.
+const kafka4ServerProperties = `process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+`
+
+// runKeel starts the binary with args, its output in a file; the process is
+// killed when the test ends. It returns the command, the output path, and
+// a channel closed once the process has exited (cmd.ProcessState is set
+// then).
+func runKeel(t *testing.T, args ...string) (*exec.Cmd, string, <-chan struct{}) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "keel.log")
+	out, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); out.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd, logPath, done
+}
+
+// describeQuorum asks addr (a controller or a broker) for the metadata
+// quorum.
+func describeQuorum(t *testing.T, addr string) *kmsg.DescribeQuorumResponse {
+	t.Helper()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := broker.Request(ctx, addr, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.(*kmsg.DescribeQuorumResponse)
+}
+
+// Kafka 4's own server.properties starts a single node unchanged, without
+// the kafka-storage.sh format --standalone step of Kafka's quickstart:
+// its bootstrap server is its own controller listener. No key of it draws
+// an "unknown key" warning, and kgo produces and consumes through it.
+func TestKafka4ServerPropertiesStartsUnchanged(t *testing.T) {
+	client, controller := FreePort(t), FreePort(t)
+	dir := t.TempDir()
+	props := strings.NewReplacer(":9092", fmt.Sprintf(":%d", client), ":9093", fmt.Sprintf(":%d", controller),
+		"/tmp/kraft-combined-logs", filepath.Join(dir, "logs")).Replace(kafka4ServerProperties)
+	path := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(path, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, logPath, _ := runKeel(t, "server", "--config", path)
+	addr := fmt.Sprintf("localhost:%d", client)
+	deadline := time.Now().Add(30 * time.Second)
+	for err := probeBroker(addr, 1); err != nil; err = probeBroker(addr, 1) {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			t.Fatalf("not serving after 30 s: %v\n%s", err, log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("quickstart-events"),
+		kgo.ConsumeTopics("quickstart-events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "quickstart-events"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	const n = 1000
+	for i := range n {
+		cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(seen), n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+
+	q := describeQuorum(t, fmt.Sprintf("localhost:%d", controller))
+	if p := q.Topics[0].Partitions[0]; p.LeaderID != 1 || len(p.CurrentVoters) != 1 {
+		t.Fatalf("quorum: leader %d, voters %+v", p.LeaderID, p.CurrentVoters)
+	}
+	log, _ := os.ReadFile(logPath)
+	if strings.Contains(string(log), "unknown config key") {
+		t.Errorf("Kafka 4's server.properties drew unknown-key warnings:\n%s", log)
+	}
+}
+
+// A cluster configured as Kafka 4 configures one: every node has
+// controller.quorum.bootstrap.servers and no controller.quorum.voters, each
+// controller is formatted with --initial-controllers, and the broker-only
+// node learns the voters from a controller. The quorum is the three
+// formatted voters, replicated produce and consume work, and both a
+// restarted controller and a restarted broker-only node find the quorum
+// again.
+func TestDynamicQuorumCluster(t *testing.T) {
+	c := StartProcessCluster(t, []NodeSpec{
+		{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"},
+		{ID: 3, Roles: "controller"}, {ID: 4, Roles: "broker"},
+	}, ProcessOptions{DynamicQuorum: true})
+	if !strings.Contains(c.Log(4), "learned the metadata quorum's voters") {
+		t.Errorf("broker 4 did not log the voters it learned:\n%s", c.Log(4))
+	}
+	checkQuorum := func() {
+		t.Helper()
+		p := describeQuorum(t, c.Node(3).AdvertisedController).Topics[0].Partitions[0]
+		var voters, observers []int32
+		for _, v := range p.CurrentVoters {
+			voters = append(voters, v.ReplicaID)
+		}
+		for _, o := range p.Observers {
+			observers = append(observers, o.ReplicaID)
+		}
+		if fmt.Sprint(voters) != "[1 2 3]" || fmt.Sprint(observers) != "[4]" {
+			t.Fatalf("voters %v observers %v, want [1 2 3] and [4]", voters, observers)
+		}
+	}
+	checkQuorum()
+
+	const topic = "dynamic-quorum"
+	cl := procClient(t, c, kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	acks := newAckLog()
+	produceAcked(ctx, cl, acks, "first", 0, 2000)
+
+	c.Kill(3) // a controller: it restarts from its formatted voters
+	c.Start(3)
+	c.Stop(4) // the broker-only node asks a controller again
+	c.Start(4)
+	c.WaitReady(4)
+	if got := strings.Count(c.Log(4), "learned the metadata quorum's voters"); got != 2 {
+		t.Errorf("broker 4 learned the voters %d times over two starts", got)
+	}
+	produceAcked(ctx, cl, acks, "second", 2000, 2000)
+	if n, f := acks.count(), acks.failed.Load(); n != 4000 || f != 0 {
+		t.Fatalf("%d records acknowledged, %d failed; want 4000", n, f)
+	}
+	verifyAcked(t, c, topic, acks)
+	checkQuorum()
+}
+
+// Before Keel knew controller.quorum.bootstrap.servers, controllers
+// configured with it and not with voters each took themselves as the only
+// voter: three quorums under one cluster id. Now format asks for the
+// voters, and a controller not formatted with them refuses to start.
+func TestDynamicQuorumControllersNeedTheirVoters(t *testing.T) {
+	bin := Binary(t)
+	dir := t.TempDir()
+	ports := []int{FreePort(t), FreePort(t), FreePort(t)}
+	var bootstrap []string
+	for _, p := range ports {
+		bootstrap = append(bootstrap, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	path := filepath.Join(dir, "n1.properties")
+	props := fmt.Sprintf("process.roles=controller\nnode.id=1\ncontroller.quorum.bootstrap.servers=%s\n"+
+		"listeners=CONTROLLER://127.0.0.1:%d\ncontroller.listener.names=CONTROLLER\nlog.dirs=%s\n",
+		strings.Join(bootstrap, ","), ports[0], filepath.Join(dir, "n1"))
+	if err := os.WriteFile(path, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := raftlog.NewClusterID()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "give --initial-controllers"},
+		{[]string{"--no-initial-controllers"}, "cannot add a controller to a running quorum"},
+		{[]string{"--standalone", "--initial-controllers", "1@" + bootstrap[0]}, "only one of"},
+		{[]string{"--initial-controllers", "2@" + bootstrap[1] + ",3@" + bootstrap[2]}, "does not name this controller"},
+		{[]string{"--initial-controllers", "1@" + bootstrap[0] + ":nonsense"}, "invalid controller.quorum.voters"},
+	} {
+		out, err := exec.Command(bin, append([]string{"format", "--cluster-id", id, "--config", path}, tc.args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("format %v: %v, want an error with %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "n1")); !os.IsNotExist(err) {
+		t.Errorf("a refused format wrote %s: %v", filepath.Join(dir, "n1"), err)
+	}
+
+	cmd, logPath, done := runKeel(t, "server", "--config", path)
+	waitForExit(t, done, 30*time.Second)
+	log, _ := os.ReadFile(logPath)
+	if cmd.ProcessState.Success() || !strings.Contains(string(log), "was not formatted with the quorum's voters") {
+		t.Fatalf("keel server on an unformatted dynamic-quorum controller: %v\n%s", cmd.ProcessState, log)
+	}
+
+	// Formatted with the voters, with Kafka's directory ids, it starts.
+	var initial []string
+	for i, b := range bootstrap {
+		initial = append(initial, fmt.Sprintf("%d@%s:%s", i+1, b, raftlog.NewClusterID()))
+	}
+	out, err := exec.Command(bin, "format", "--cluster-id", id, "--config", path, "--initial-controllers", strings.Join(initial, ",")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "initial voters 1@"+bootstrap[0]+",2@"+bootstrap[1]+",3@"+bootstrap[2]) {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	voters, err := raftlog.ReadInitialVoters(filepath.Join(dir, "n1"))
+	if err != nil || len(voters) != 3 || voters[1] != bootstrap[0] {
+		t.Fatalf("initial voters %v: %v", voters, err)
+	}
+}
+
+// waitForExit waits for a process started by runKeel to exit.
+func waitForExit(t *testing.T, done <-chan struct{}, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		t.Fatalf("still running after %v", timeout)
+	}
+}
+
+// A broker-only node whose bootstrap controllers never answer gives up
+// after initial.broker.registration.timeout.ms, as Kafka's does, naming
+// the servers it tried.
+func TestBrokerGivesUpWithoutBootstrapControllers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.properties")
+	dead := FreePort(t) // nothing listens there
+	props := fmt.Sprintf("process.roles=broker\nnode.id=7\ncontroller.quorum.bootstrap.servers=127.0.0.1:%d\n"+
+		"listeners=PLAINTEXT://127.0.0.1:%d\ncontroller.listener.names=CONTROLLER\nlog.dirs=%s\n"+
+		"initial.broker.registration.timeout.ms=1500\n", dead, FreePort(t), filepath.Join(dir, "data"))
+	if err := os.WriteFile(path, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cmd, logPath, done := runKeel(t, "server", "--config", path)
+	waitForExit(t, done, 30*time.Second)
+	log, _ := os.ReadFile(logPath)
+	if cmd.ProcessState.Success() || !strings.Contains(string(log), "initial.broker.registration.timeout.ms") ||
+		!strings.Contains(string(log), fmt.Sprintf("127.0.0.1:%d", dead)) {
+		t.Fatalf("exit %v after %v:\n%s", cmd.ProcessState, time.Since(start), log)
+	}
+	if el := time.Since(start); el < 1500*time.Millisecond {
+		t.Fatalf("gave up after %v, before initial.broker.registration.timeout.ms", el)
+	}
+}
