@@ -33,6 +33,8 @@ func formatCommand() *cli.Command {
 			&cli.BoolFlag{Name: "standalone", Aliases: []string{"s"}, Usage: "this controller is the quorum's only initial voter (dynamic quorum)"},
 			&cli.StringFlag{Name: "initial-controllers", Aliases: []string{"I"}, Usage: "the quorum's initial voters, id@host:port[:directoryId],... (dynamic quorum)"},
 			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "refused: Keel cannot add controllers to a running quorum"},
+			&cli.BoolFlag{Name: "ignore-formatted", Aliases: []string{"g"}, Usage: "skip dirs that are already formatted instead of failing on them"},
+			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "accepted for kafka-storage.sh's sake and ignored: Keel has no metadata.version to choose"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool("random-uuid") {
@@ -50,9 +52,29 @@ func formatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if v := c.String("release-version"); v != "" {
+				fmt.Fprintf(c.App.Writer, "Ignoring --release-version %s: Keel has no metadata.version to choose\n", v)
+			}
 			dirs := slices.Clone(cfg.LogDirs)
 			if !slices.Contains(dirs, cfg.MetadataLogDir) {
 				dirs = append(dirs, cfg.MetadataLogDir)
+			}
+			if c.Bool("ignore-formatted") {
+				// As kafka-storage.sh format -g: a formatted dir is left
+				// as it is, whatever it names (keel server checks that).
+				dirs = slices.DeleteFunc(dirs, func(d string) bool {
+					_, err := raftlog.ReadMetaProperties(d)
+					if err == nil {
+						fmt.Fprintf(c.App.Writer, "%s is already formatted; skipping it\n", d)
+						if d == cfg.MetadataLogDir {
+							initial = nil
+						}
+					}
+					return err == nil
+				})
+				if len(dirs) == 0 {
+					return nil
+				}
 			}
 			id, err := raftlog.EnsureMetaProperties(dirs, c.String("cluster-id"), cfg.NodeID, true)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelstream/keel/integration"
 	"github.com/keelstream/keel/network/record"
+	"github.com/keelstream/keel/raftlog"
 	"github.com/keelstream/keel/storage"
 )
 
@@ -184,5 +185,31 @@ func TestKafkaStyleArgs(t *testing.T) {
 		if got := strings.Join(kafkaStyleArgs(strings.Fields(tc.in)), " "); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// keel format takes kafka-storage.sh format's --ignore-formatted, which
+// container entrypoints pass on every start, and its --release-version.
+func TestFormatIgnoreFormattedAndReleaseVersion(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "server.properties")
+	data := filepath.Join(dir, "data")
+	if err := os.WriteFile(conf, []byte("log.dirs="+data+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first, second := raftlog.NewClusterID(), raftlog.NewClusterID()
+	if out, err := run(t, "format", "-t", first, "-c", conf, "--release-version", "4.1"); err != nil ||
+		!strings.Contains(out, "Ignoring --release-version 4.1") || !strings.Contains(out, "Formatted "+data) {
+		t.Fatalf("format: %v\n%s", err, out)
+	}
+	if out, err := run(t, "format", "-t", second, "-c", conf); err == nil {
+		t.Fatalf("formatting for another cluster succeeded:\n%s", out)
+	}
+	out, err := run(t, "format", "-t", second, "-c", conf, "-g")
+	if err != nil || !strings.Contains(out, data+" is already formatted; skipping it") {
+		t.Fatalf("format -g: %v\n%s", err, out)
+	}
+	if mp, err := raftlog.ReadMetaProperties(data); err != nil || mp.ClusterID != first {
+		t.Fatalf("after format -g: %+v %v", mp, err)
 	}
 }
