@@ -316,8 +316,19 @@ func TestChaosRestartWholeDurableCluster(t *testing.T) {
 // controlled shutdown and exits with status 1, where Kafka would halt; the
 // others lead on and nothing acknowledged is lost. Started again (the disk
 // replaced, the dir recovered as after a crash) it catches up.
-func TestChaosLeaderDiskFails(t *testing.T) {
-	c, w := startChaos(t)
+func TestChaosLeaderDiskFails(t *testing.T) { leaderDiskFails(t) }
+
+// TestChaosDurableLeaderDiskFails is TestChaosLeaderDiskFails in the
+// durable mode (log.flush.interval.messages=1), where a follower reports an
+// offset only once it is synced: the failing node is a follower of other
+// partitions, whose appends now fail before they are synced or reported.
+func TestChaosDurableLeaderDiskFails(t *testing.T) {
+	longChaos(t)
+	leaderDiskFails(t, "log.flush.interval.messages=1")
+}
+
+func leaderDiskFails(t *testing.T, overrides ...string) {
+	c, w := startChaos(t, overrides...)
 	ctrl := c.activeController()
 	// A leader that is not the active controller: the metadata log shares
 	// the disk, and an active controller failing its own writes is the
