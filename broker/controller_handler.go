@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/keelstream/keel/network"
@@ -87,11 +88,21 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 	switch r := req.(type) {
 	case *kmsg.DescribeQuorumRequest:
 		if !h.raft.IsLeader() && h.forward != nil {
-			resp, err := h.forward(ctx, r)
-			if err != nil {
+			// The leader measures the quorum, so a follower forwards. With
+			// no leader to answer (an election, a lost quorum), the
+			// follower answers itself, as a Kafka controller that is not
+			// the leader does: NOT_LEADER_OR_FOLLOWER, and the voters'
+			// endpoints, which a broker started with
+			// controller.quorum.bootstrap.servers is asking for.
+			fctx, cancel := context.WithTimeout(ctx, describeQuorumForwardTimeout)
+			resp, err := h.forward(fctx, r)
+			cancel()
+			if err == nil {
+				return resp
+			}
+			if ctx.Err() != nil {
 				return errorResponse(req, kerr.RequestTimedOut.Code)
 			}
-			return resp
 		}
 		return h.describeQuorum(ctx, r)
 	case *kmsg.DescribeClusterRequest:
@@ -111,6 +122,10 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 	setOffsetTag(resp, offset)
 	return resp
 }
+
+// describeQuorumForwardTimeout bounds how long a follower controller
+// waits for the leader to answer a forwarded DescribeQuorum.
+const describeQuorumForwardTimeout = time.Second
 
 // metadataTopic is the metadata log's name as Kafka's DescribeQuorum takes it.
 const metadataTopic = "__cluster_metadata"

@@ -130,8 +130,11 @@ func (c *chaosCluster) activeController() int32 {
 		if err != nil || len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
 			return false
 		}
-		id = resp.Topics[0].Partitions[0].LeaderID
-		return id >= 0
+		// A controller that cannot reach a leader answers
+		// NOT_LEADER_OR_FOLLOWER with the last leader it knew.
+		p := resp.Topics[0].Partitions[0]
+		id = p.LeaderID
+		return p.ErrorCode == 0 && id >= 0
 	})
 	return id
 }

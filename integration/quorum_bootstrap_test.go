@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -306,5 +307,44 @@ func TestBrokerGivesUpWithoutBootstrapControllers(t *testing.T) {
 	}
 	if el := time.Since(start); el < 1500*time.Millisecond {
 		t.Fatalf("gave up after %v, before initial.broker.registration.timeout.ms", el)
+	}
+}
+
+// A controller that is not the leader forwards DescribeQuorum to the
+// leader. With no leader to forward to (here: a quorum that lost two of
+// three voters), it answers itself within about a second, as a Kafka
+// follower controller does: NOT_LEADER_OR_FOLLOWER, and the voters'
+// endpoints, which is what a broker learning the voters needs. It used to
+// wait for a leader as long as the client waited.
+func TestLeaderlessControllerAnswersDescribeQuorum(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "controller"}, {ID: 2, Roles: "controller"}, {ID: 3, Roles: "controller"}})
+	c.WaitReady(30 * time.Second)
+	var leader int32
+	deadline := time.Now().Add(30 * time.Second)
+	for p := describeQuorum(t, c.ControllerAddr(1)).Topics[0].Partitions[0]; ; p = describeQuorum(t, c.ControllerAddr(1)).Topics[0].Partitions[0] {
+		if p.ErrorCode == 0 && p.LeaderID > 0 {
+			leader = p.LeaderID
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader elected: %+v", p)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	survivor := leader%3 + 1
+	for id := int32(1); id <= 3; id++ {
+		if id != survivor {
+			c.Kill(id)
+		}
+	}
+	start := time.Now()
+	resp := describeQuorum(t, c.ControllerAddr(survivor))
+	took := time.Since(start)
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.NotLeaderForPartition.Code || len(resp.Nodes) != 3 {
+		t.Fatalf("after %v: partition error %d, %d nodes", took, p.ErrorCode, len(resp.Nodes))
+	}
+	if took > 5*time.Second {
+		t.Fatalf("answered after %v", took)
 	}
 }
