@@ -12,13 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func newClient(t *testing.T, c *Cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
@@ -125,16 +123,7 @@ func TestSingleCombinedNodeServesKafkaClients(t *testing.T) {
 	}
 
 	// The quorum describes itself through a broker (the CLI's path).
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	rt := kmsg.NewDescribeQuorumRequestTopic()
-	rt.Topic = "__cluster_metadata"
-	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
-	req.Topics = append(req.Topics, rt)
-	r, err := broker.Request(ctx, c.BootstrapServers()[0], req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := r.(*kmsg.DescribeQuorumResponse).Topics[0].Partitions[0]
+	p := describeQuorum(t, c.BootstrapServers()[0]).Topics[0].Partitions[0]
 	if p.LeaderID != 1 || p.HighWatermark <= 0 || len(p.CurrentVoters) != 1 || p.CurrentVoters[0].LogEndOffset <= 0 {
 		t.Fatalf("describe quorum %+v", p)
 	}
