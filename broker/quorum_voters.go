@@ -119,7 +119,10 @@ func askVoters(ctx context.Context, addr string, listenerNames []string) (map[in
 	voters := map[int32]string{}
 	for _, n := range resp.Nodes {
 		for _, name := range listenerNames {
-			if i := slices.IndexFunc(n.Listeners, func(l kmsg.DescribeQuorumResponseNodeListener) bool { return l.Name == name }); i >= 0 {
+			usable := func(l kmsg.DescribeQuorumResponseNodeListener) bool {
+				return l.Name == name && l.Host != "" && l.Port != 0
+			}
+			if i := slices.IndexFunc(n.Listeners, usable); i >= 0 {
 				l := n.Listeners[i]
 				voters[n.NodeID] = net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
 				break
@@ -127,7 +130,7 @@ func askVoters(ctx context.Context, addr string, listenerNames []string) (map[in
 		}
 	}
 	if len(voters) == 0 {
-		return nil, fmt.Errorf("DescribeQuorum to %s: no voter has a listener named in controller.listener.names %v", addr, listenerNames)
+		return nil, fmt.Errorf("DescribeQuorum to %s: no voter has a listener (with a host and port) named in controller.listener.names %v", addr, listenerNames)
 	}
 	return voters, nil
 }
