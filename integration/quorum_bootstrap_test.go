@@ -160,9 +160,9 @@ func TestKafka4ServerPropertiesStartsUnchanged(t *testing.T) {
 // controller.quorum.bootstrap.servers and no controller.quorum.voters, each
 // controller is formatted with --initial-controllers, and the broker-only
 // node learns the voters from a controller. The quorum is the three
-// formatted voters, replicated produce and consume work, and both a
-// restarted controller and a restarted broker-only node find the quorum
-// again.
+// formatted voters, replicated produce and consume work, and a restarted
+// controller, a restarted broker-only node and a whole cluster restarted
+// at once find the quorum again.
 func TestDynamicQuorumCluster(t *testing.T) {
 	c := StartProcessCluster(t, []NodeSpec{
 		{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"},
@@ -206,8 +206,21 @@ func TestDynamicQuorumCluster(t *testing.T) {
 		t.Errorf("broker 4 learned the voters %d times over two starts", got)
 	}
 	produceAcked(ctx, cl, acks, "second", 2000, 2000)
-	if n, f := acks.count(), acks.failed.Load(); n != 4000 || f != 0 {
-		t.Fatalf("%d records acknowledged, %d failed; want 4000", n, f)
+
+	// Power lost and restored: every node starts at once, so the broker
+	// asks for the voters while the controllers are still electing.
+	for id := int32(1); id <= 4; id++ {
+		c.Kill(id)
+	}
+	for id := int32(1); id <= 4; id++ {
+		c.Start(id)
+	}
+	for id := int32(1); id <= 4; id++ {
+		c.WaitReady(id)
+	}
+	produceAcked(ctx, cl, acks, "third", 4000, 2000)
+	if n, f := acks.count(), acks.failed.Load(); n != 6000 || f != 0 {
+		t.Fatalf("%d records acknowledged, %d failed; want 6000", n, f)
 	}
 	verifyAcked(t, c, topic, acks)
 	checkQuorum()
