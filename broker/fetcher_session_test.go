@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/binary"
-	"io"
 	"net"
 	"strconv"
 	"testing"
@@ -52,12 +51,8 @@ func (l *scriptedLeader) port() int { return l.ln.Addr().(*net.TCPAddr).Port }
 func (l *scriptedLeader) serve(c net.Conn) {
 	defer c.Close()
 	for {
-		var size [4]byte
-		if _, err := io.ReadFull(c, size[:]); err != nil {
-			return
-		}
-		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(c, frame); err != nil {
+		frame, err := readTestFrame(c)
+		if err != nil {
 			return
 		}
 		key, version := int16(binary.BigEndian.Uint16(frame)), int16(binary.BigEndian.Uint16(frame[2:]))

@@ -33,12 +33,8 @@ func serveDescribeQuorum(t *testing.T, resp *kmsg.DescribeQuorumResponse) string
 				defer c.Close()
 				r := bufio.NewReader(c)
 				for {
-					var size [4]byte
-					if _, err := io.ReadFull(r, size[:]); err != nil {
-						return
-					}
-					frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-					if _, err := io.ReadFull(r, frame); err != nil {
+					frame, err := readTestFrame(r)
+					if err != nil {
 						return
 					}
 					resp.SetVersion(int16(binary.BigEndian.Uint16(frame[2:])))
@@ -54,6 +50,18 @@ func serveDescribeQuorum(t *testing.T, resp *kmsg.DescribeQuorumResponse) string
 		}
 	}()
 	return l.Addr().String()
+}
+
+// readTestFrame reads one size-prefixed Kafka request frame, for the
+// loopback servers that script a peer's answers.
+func readTestFrame(r io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(r, frame)
+	return frame, err
 }
 
 func quorumNode(id int32, listeners ...kmsg.DescribeQuorumResponseNodeListener) kmsg.DescribeQuorumResponseNode {
