@@ -451,7 +451,9 @@ func (c *Config) defaultVoters() {
 		c.ControllerQuorumVoters = ""
 		return
 	}
-	if addr, ok := c.OwnControllerAddr(); ok {
+	// From listeners alone, as before advertised controller listeners
+	// counted: a node started on this default keeps its voter address.
+	if addr, ok := c.controllerAddr(false); ok {
 		c.ControllerQuorumVoters = fmt.Sprintf("%d@%s", c.NodeID, addr)
 	}
 }
@@ -465,12 +467,16 @@ func (c *Config) DynamicQuorum() bool {
 	return !set && len(c.ControllerQuorumBootstrapServers) > 0
 }
 
-// OwnControllerAddr is the address this controller is reached at as a
-// voter: its first controller listener's, as advertised.listeners gives it
-// if it names that listener, "localhost" standing in for a wildcard host.
-// False on a node without the controller role or whose controller listener
-// has an ephemeral port.
-func (c *Config) OwnControllerAddr() (string, bool) {
+// OwnControllerAddr is the address this controller is reached at as the
+// voter of a dynamic quorum (keel format --standalone, or a bootstrap
+// server naming only itself): its first controller listener's, as
+// advertised.listeners gives it if it names that listener (as
+// kafka-storage.sh format --standalone takes it), "localhost" standing in
+// for a wildcard host. False on a node without the controller role or
+// whose controller listener has an ephemeral port.
+func (c *Config) OwnControllerAddr() (string, bool) { return c.controllerAddr(true) }
+
+func (c *Config) controllerAddr(advertised bool) (string, bool) {
 	if !c.HasRole("controller") {
 		return "", false
 	}
@@ -480,7 +486,7 @@ func (c *Config) OwnControllerAddr() (string, bool) {
 			continue
 		}
 		for _, a := range splitList(c.AdvertisedListeners) {
-			if aname, aaddr, ok := strings.Cut(a, "://"); ok && aname == name {
+			if aname, aaddr, ok := strings.Cut(a, "://"); ok && aname == name && advertised {
 				addr = aaddr
 			}
 		}

@@ -246,6 +246,17 @@ func TestLoadConfigReadsKafka4sDynamicQuorum(t *testing.T) {
 	if c.StandaloneBootstrap() {
 		t.Fatal("a bootstrap server on another port taken for this node")
 	}
+	// The single-node default's voter stays at the controller listener,
+	// where a node started before advertised controller listeners counted
+	// has it; a dynamic quorum's own address is the advertised one.
+	c, err = LoadConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+		"advertised.listeners": "PLAINTEXT://broker.example:9092,CONTROLLER://ctl.example:9093"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own, _ := c.OwnControllerAddr(); c.ControllerQuorumVoters != "1@127.0.0.1:9093" || own != "ctl.example:9093" {
+		t.Fatalf("default voters %q, own dynamic address %q", c.ControllerQuorumVoters, own)
+	}
 	// With controller.quorum.voters too, the quorum is the static one.
 	c, err = LoadConfig(kafka4, []string{"controller.quorum.voters=1@localhost:9093"})
 	if err != nil {
