@@ -130,6 +130,17 @@ const describeQuorumForwardTimeout = time.Second
 // metadataTopic is the metadata log's name as Kafka's DescribeQuorum takes it.
 const metadataTopic = "__cluster_metadata"
 
+// NewDescribeQuorumRequest asks for the metadata quorum: __cluster_metadata
+// partition 0, what kafka-metadata-quorum.sh asks for.
+func NewDescribeQuorumRequest() *kmsg.DescribeQuorumRequest {
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	t := kmsg.NewDescribeQuorumRequestTopic()
+	t.Topic = metadataTopic
+	t.Partitions = append(t.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
 // describeQuorum reports the metadata quorum as the Raft leader measures it
 // (DescribeQuorum, API 55; KIP-595, KIP-836 timestamps, KIP-853 nodes).
 func (h *controllerHandler) describeQuorum(ctx context.Context, req *kmsg.DescribeQuorumRequest) kmsg.Response {

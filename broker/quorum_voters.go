@@ -100,15 +100,9 @@ func discoverVoters(ctx context.Context, servers, listenerNames []string, logger
 // voter's listeners; the first of controller.listener.names that a voter
 // has is its address, as brokers reach controllers in Kafka.
 func askVoters(ctx context.Context, addr string, listenerNames []string) (map[int32]string, error) {
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	t := kmsg.NewDescribeQuorumRequestTopic()
-	t.Topic = metadataTopic
-	p := kmsg.NewDescribeQuorumRequestTopicPartition()
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	r, err := Request(rctx, addr, req)
+	r, err := Request(rctx, addr, NewDescribeQuorumRequest())
 	if err != nil {
 		return nil, err
 	}

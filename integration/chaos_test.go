@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/broker"
 )
 
 // The chaos scenarios of issue 5: three combined nodes (real keel
@@ -120,13 +122,7 @@ func (c *chaosCluster) activeController() int32 {
 	waitFor(c.t, 30*time.Second, "an active controller", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		req := kmsg.NewPtrDescribeQuorumRequest()
-		rt := kmsg.NewDescribeQuorumRequestTopic()
-		rt.Topic = "__cluster_metadata"
-		rp := kmsg.NewDescribeQuorumRequestTopicPartition()
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, c.cl)
+		resp, err := broker.NewDescribeQuorumRequest().RequestWith(ctx, c.cl)
 		if err != nil || len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
 			return false
 		}

@@ -81,14 +81,9 @@ func runKeel(t *testing.T, args ...string) (*exec.Cmd, string, <-chan struct{}) 
 // quorum.
 func describeQuorum(t *testing.T, addr string) *kmsg.DescribeQuorumResponse {
 	t.Helper()
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	rt := kmsg.NewDescribeQuorumRequestTopic()
-	rt.Topic = "__cluster_metadata"
-	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
-	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := broker.Request(ctx, addr, req)
+	r, err := broker.Request(ctx, addr, broker.NewDescribeQuorumRequest())
 	if err != nil {
 		t.Fatal(err)
 	}

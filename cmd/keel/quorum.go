@@ -62,13 +62,7 @@ func describeQuorum(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
 	defer cancel()
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	t := kmsg.NewDescribeQuorumRequestTopic()
-	t.Topic = "__cluster_metadata"
-	p := kmsg.NewDescribeQuorumRequestTopicPartition()
-	t.Partitions = append(t.Partitions, p)
-	req.Topics = append(req.Topics, t)
-	resp, err := broker.Request(ctx, addr, req)
+	resp, err := broker.Request(ctx, addr, broker.NewDescribeQuorumRequest())
 	if err != nil {
 		return err
 	}
