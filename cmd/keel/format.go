@@ -66,12 +66,12 @@ func formatCommand() *cli.Command {
 					_, err := raftlog.ReadMetaProperties(d)
 					if err == nil {
 						fmt.Fprintf(c.App.Writer, "%s is already formatted; skipping it\n", d)
-						if d == cfg.MetadataLogDir {
-							initial = nil
-						}
 					}
 					return err == nil
 				})
+				if !slices.Contains(dirs, cfg.MetadataLogDir) {
+					initial = nil // its voters were written with it
+				}
 				if len(dirs) == 0 {
 					return nil
 				}
