@@ -224,6 +224,10 @@ type perfResult struct {
 	brokerConsumeCPU   float64    // broker CPU seconds per consume pass; NaN in-process
 	selfCPU            float64    // this process's CPU seconds in the produce phase
 	machineBusy        float64    // share of the machine's CPU time not idle in the produce phase
+	// The test process's garbage collections in the produce phase and
+	// per consume pass: the kgo client's, which in-process brokers'
+	// heaps make rarer (the collector runs when the heap doubles).
+	produceGCs, consumeGCs float64
 }
 
 func (r perfResult) produceRate() float64 { return float64(r.produced) / r.produceTime.Seconds() }
@@ -266,16 +270,17 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	produceN(ctx, t, prod, warmTopic, value, 100_000, nil) // connections, producer id, heap
 	r.produceBatches.reset()
 	lat := newLatencies(cfg.records)
-	cpu0, self0 := procCPU(tg.pid), procCPU(os.Getpid())
+	cpu0, self0, gc0 := procCPU(tg.pid), procCPU(os.Getpid()), gcCycles()
 	busy0, all0 := machineCPU()
 	start := time.Now()
 	produceN(ctx, t, prod, topic, value, cfg.records, lat)
 	r.produceTime = time.Since(start)
-	cpu1, self1 := procCPU(tg.pid), procCPU(os.Getpid())
+	cpu1, self1, gc1 := procCPU(tg.pid), procCPU(os.Getpid()), gcCycles()
 	busy1, all1 := machineCPU()
 	r.machineBusy = (busy1 - busy0) / (all1 - all0)
 	r.produced, r.produceLat = cfg.records, lat
 	r.brokerCPU, r.selfCPU = cpu1-cpu0, self1-self0 // NaN in-process: procCPU(0)
+	r.produceGCs = float64(gc1 - gc0)
 	prod.Close()
 
 	// Consume throughput: a new consumer reads the topic from the start,
@@ -289,12 +294,13 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 		offsets[int32(p)] = kgo.NewOffset().AtStart()
 	}
 	passes := make([]time.Duration, cfg.consumePasses)
-	cpu0 = procCPU(tg.pid)
+	cpu0, gc0 = procCPU(tg.pid), 0
 	for pass := range passes {
 		runtime.GC()
 		cons := newPerfClient(t, tg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 			kgo.WithHooks(r.consumeBatches))
 		consumed := 0
+		gc := gcCycles()
 		start = time.Now()
 		for consumed < cfg.records {
 			fs := cons.PollFetches(ctx)
@@ -305,9 +311,11 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 			consumed += fs.NumRecords()
 		}
 		passes[pass] = time.Since(start)
+		gc0 += gcCycles() - gc
 		cons.Close()
 	}
 	r.brokerConsumeCPU = (procCPU(tg.pid) - cpu0) / float64(len(passes))
+	r.consumeGCs = float64(gc0) / float64(len(passes))
 	slices.Sort(passes)
 	r.consumed, r.consumeTime = cfg.records, passes[len(passes)/2]
 
@@ -322,6 +330,13 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 		t.Fatalf("%s: delete topics: %v", tg.name, err)
 	}
 	return r
+}
+
+// gcCycles is how many garbage collections this process has completed.
+func gcCycles() uint32 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.NumGC
 }
 
 func newPerfClient(t *testing.T, tg *perfTarget, opts ...kgo.Opt) *kgo.Client {
@@ -760,6 +775,8 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 			return float64(r.consumeBatches.requests[1].Load()) / float64(cfg.consumePasses)
 		}, num("%.0f"), false},
 		{"consume: fetch round trip ms (mean)", func(r perfResult) float64 { return float64(r.consumeBatches.meanRoundTrip(1)) }, ms, false},
+		{"client GC cycles in the produce phase", func(r perfResult) float64 { return r.produceGCs }, num("%.0f"), false},
+		{"client GC cycles per consume pass", func(r perfResult) float64 { return r.consumeGCs }, num("%.1f"), false},
 		{fmt.Sprintf("achieved rate (target %d/s)", cfg.rate), func(r perfResult) float64 { return r.achievedRate }, num("%.0f"), false},
 		{"produce latency p50 ms @ rate", pct(rateLat, 0.50), ms, false},
 		{"produce latency p99 ms @ rate", pct(rateLat, 0.99), ms, false},
