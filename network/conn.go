@@ -409,6 +409,7 @@ func (c *conn) dispatch(frame []byte) error {
 	}
 	switch r := res.(type) {
 	case *Response:
+		c.requestDone(&p.req)
 		if r == nil {
 			return nil
 		}
@@ -420,16 +421,29 @@ func (c *conn) dispatch(frame []byte) error {
 		if r == nil {
 			return nil
 		}
+		if done := c.srv.cfg.RequestDone; done != nil {
+			r.observer.Store(&requestObserver{req: &p.req, done: done})
+			r.report() // if it completed already
+		}
 		p.deferred = r
 		r.notify.Store(c)
 		if c.q.pushParked(p) {
 			return nil
 		}
 	default: // nil: no response (acks=0)
+		c.requestDone(&p.req)
 		return nil
 	}
 	c.q.push(p)
 	return nil
+}
+
+// requestDone reports a request whose response is ready to
+// Config.RequestDone.
+func (c *conn) requestDone(req *Request) {
+	if done := c.srv.cfg.RequestDone; done != nil {
+		done(req, time.Since(req.Received))
+	}
 }
 
 // handle calls the Handler, turning a panic into a loud log line and a

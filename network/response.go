@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -55,6 +56,26 @@ type Deferred struct {
 	// notify is the connection the Deferred was queued on, which may
 	// write the response from the completing goroutine (direct.go).
 	notify atomic.Pointer[conn]
+	// observer reports the request to Config.RequestDone: whichever of
+	// Complete and the dispatching reader sees the other's step first
+	// (observer set, completed) calls it, once (reported).
+	observer atomic.Pointer[requestObserver]
+	reported atomic.Bool
+}
+
+// requestObserver is a queued request waiting to be reported as done.
+type requestObserver struct {
+	req  *Request
+	done func(*Request, time.Duration)
+}
+
+// report calls the observer once, if it is set and d has completed.
+func (d *Deferred) report() {
+	o := d.observer.Load()
+	if o == nil || !d.completed.Load() || !d.reported.CompareAndSwap(false, true) {
+		return
+	}
+	o.done(o.req, time.Since(o.req.Received))
 }
 
 func (*Deferred) result() {}
@@ -75,6 +96,7 @@ func (d *Deferred) Complete(resp *Response) bool {
 	}
 	d.resp = resp
 	close(d.done)
+	d.report()
 	if c := d.notify.Load(); c != nil {
 		c.writeDirect(d)
 	}

@@ -157,6 +157,12 @@ type Config struct {
 	// so it should return promptly. The Server no longer tracks the
 	// connection: Shutdown neither drains nor closes it.
 	HandoffRaft func(net.Conn)
+	// RequestDone, if set, is told of every request the Handler served,
+	// once its response is ready (a Deferred's when it completes; a
+	// request with no response when the Handler returns), with the time
+	// since it arrived: Kafka's RequestMetrics. It is called from
+	// request and completing goroutines and must not block.
+	RequestDone func(req *Request, took time.Duration)
 	// SocketSendBufferBytes is socket.send.buffer.bytes: the SO_SNDBUF of
 	// accepted connections. Zero or negative keeps the OS default (on
 	// Linux, autotuned).
