@@ -131,6 +131,8 @@ type Broker struct {
 	fetchers *replicaFetchers
 	// flusher group-commits the durable mode's fsyncs (durable.go).
 	flusher *flusher
+	// metrics are the counters /metrics shows (metrics.go).
+	metrics *brokerMetrics
 	// isrNudge asks isrLoop for an ISR check now.
 	isrNudge chan struct{}
 	// appliedMu guards applied, closed and replaced after every
@@ -210,6 +212,7 @@ func New(opts Options) (*Broker, error) {
 		followerQuota:       newRateQuota(),
 		producerQuotas:      newClientQuotas(metadata.QuotaProducerByteRate),
 		consumerQuotas:      newClientQuotas(metadata.QuotaConsumerByteRate),
+		metrics:             newBrokerMetrics(),
 	}
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)

@@ -21,6 +21,7 @@ type Config struct {
 	ControllerQuorumVoters               string        // controller.quorum.voters
 	ControllerQuorumBootstrapServers     []string      // controller.quorum.bootstrap.servers (KIP-853)
 	InitialBrokerRegistrationTimeout     time.Duration // initial.broker.registration.timeout.ms
+	MetricsAddress                       string        // keel.metrics.address
 	ControllerListenerNames              []string      // controller.listener.names
 	Listeners                            string        // listeners
 	AdvertisedListeners                  string        // advertised.listeners
@@ -203,6 +204,8 @@ func configKeys(c *Config) map[string]configKey {
 			"host:port of the controllers, for a quorum whose voters were set when formatting (keel format --standalone or --initial-controllers)"},
 		"initial.broker.registration.timeout.ms": {"60000", ms(&c.InitialBrokerRegistrationTimeout),
 			"how long a broker-only node started with controller.quorum.bootstrap.servers waits to learn the voters before it exits"},
+		"keel.metrics.address": {"", s(&c.MetricsAddress),
+			"host:port where http://host:port/metrics serves Kafka's broker metrics in Prometheus's format (Keel's own key; empty: not served)"},
 		"controller.listener.names":      {"CONTROLLER", list(&c.ControllerListenerNames), "listeners the controller uses"},
 		"listeners":                      {"PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093", s(&c.Listeners), ""},
 		"advertised.listeners":           {"", s(&c.AdvertisedListeners), ""},
@@ -604,6 +607,13 @@ func (c *Config) validate() error {
 		}
 		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || host == "" {
 			return fmt.Errorf("controller.quorum.bootstrap.servers: %q: want host:port with a port between 1 and 65535", b)
+		}
+	}
+	if c.MetricsAddress != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddress); err != nil {
+			return fmt.Errorf("keel.metrics.address: %q: want host:port: %w", c.MetricsAddress, err)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("keel.metrics.address: %q: want a port between 0 and 65535", c.MetricsAddress)
 		}
 	}
 	if c.InitialBrokerRegistrationTimeout <= 0 {

@@ -137,6 +137,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 		"controller.quorum.bootstrap.servers=localhost", "controller.quorum.bootstrap.servers=localhost:0",
 		"initial.broker.registration.timeout.ms=0",
+		"keel.metrics.address=9404", "keel.metrics.address=localhost:http", "keel.metrics.address=:70000",
 	} {
 		_, err := LoadConfig(nil, []string{kv})
 		if err == nil {

@@ -682,6 +682,7 @@ func (f *replicaFetcher) appendFetched(p *partition, batches []byte) error {
 	if err != nil {
 		return fmt.Errorf("follower append: %w", err)
 	}
+	f.b.metrics.all.replicationBytesIn.Add(int64(len(batches)))
 	return nil
 }
 

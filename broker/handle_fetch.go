@@ -85,6 +85,9 @@ type partRead struct {
 	// leaderThrottled: a follower read of a partition under this broker's
 	// leader replication throttle, whose bytes count toward it.
 	leaderThrottled bool
+	// metrics are the partition's topic's meters; nil when it is not
+	// hosted here.
+	metrics *topicMetrics
 }
 
 func (b *Broker) handleFetch(ctx context.Context, req *network.Request, m *kmsg.FetchRequest) network.Result {
@@ -217,6 +220,7 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 		r.code = kerr.UnknownTopicID.Code
 		return
 	}
+	r.metrics = p.metrics
 	st := p.state.Load()
 	if code := st.leaderErrorCode(fp.currentLeaderEpoch, true); code != 0 {
 		r.code = code
@@ -297,6 +301,7 @@ func (op *fetchOp) respond(parts []*fetchPartition, reads []partRead) *network.R
 	var curKey fetchKey
 	for i, fp := range parts {
 		r := &reads[i]
+		op.count(r)
 		if op.fc.kind == incrementalFetch && !mustRespond(fp, r) {
 			continue
 		}
@@ -370,6 +375,25 @@ func (op *fetchOp) respond(parts []*fetchPartition, reads []partRead) *network.R
 		}
 	}
 	return op.encode(&resp)
+}
+
+// count counts one partition of the answer in the BrokerTopicMetrics.
+func (op *fetchOp) count(r *partRead) {
+	tm := r.metrics
+	if tm == nil {
+		tm = &op.b.metrics.all
+	}
+	tm.add(totalFetch, 1)
+	if requestFailed(r.code) {
+		tm.add(failedFetch, 1)
+	}
+	switch {
+	case r.info.Bytes <= 0:
+	case op.follower:
+		op.b.metrics.all.replicationBytesOut.Add(r.info.Bytes)
+	default:
+		tm.add(bytesOut, r.info.Bytes)
+	}
 }
 
 // mustRespond is Kafka's CachedPartition.maybeUpdateResponseData: an

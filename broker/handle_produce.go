@@ -122,8 +122,11 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 			switch {
 			case !validAcks:
 				rp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				b.metrics.all.add(totalProduce, 1)
+				b.metrics.all.add(failedProduce, 1)
 			case topicCode != 0:
 				rp.ErrorCode = topicCode
+				b.metrics.all.add(totalProduce, 1)
 			default:
 				jobs = append(jobs, produceJob{topic: name, in: &rt.Partitions[j], rp: rp})
 			}
@@ -135,6 +138,11 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 	var leaders map[int32]bool
 	for i := range jobs {
 		j := &jobs[i]
+		tm := b.partitionMetrics(j.topic, j.in.Partition)
+		tm.add(totalProduce, 1)
+		if requestFailed(j.rp.ErrorCode) {
+			tm.add(failedProduce, 1)
+		}
 		if j.rp.ErrorCode == kerr.NotLeaderForPartition.Code && m.Version >= 10 {
 			if leaders == nil {
 				leaders = map[int32]bool{}
@@ -398,6 +406,7 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 	rp.BaseOffset = info.FirstOffset
 	rp.LogAppendTime = info.LogAppendTime
 	rp.LogStartOffset = info.LogStartOffset
+	p.metrics.produced(int64(info.Records), int64(info.Bytes))
 	if st.durable {
 		b.flusher.mark(p)
 	}

@@ -47,6 +47,10 @@ type Node struct {
 	closeOnce sync.Once
 	// failed receives the first disk failure (Failed).
 	failed chan error
+
+	started  time.Time
+	requests *RequestMetrics
+	metrics  *MetricsServer // nil unless keel.metrics.address is set
 }
 
 // StartNode starts a node: it checks meta.properties, binds the listeners,
@@ -57,7 +61,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (*Node, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 1)}
+	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 1), started: time.Now(), requests: NewRequestMetrics()}
 	if err := n.start(); err != nil {
 		n.Abort() // release whatever was opened
 		return nil, err
@@ -136,6 +140,7 @@ func (n *Node) start() (err error) {
 		SocketReceiveBufferBytes: cfg.SocketReceiveBufferBytes,
 		ConnClassifier:           raftlog.IsRaftMarker,
 		HandoffRaft:              n.handoffRaft,
+		RequestDone:              n.requests.Observe,
 	})
 	if err != nil {
 		return err
@@ -229,6 +234,11 @@ func (n *Node) start() (err error) {
 		go n.applyMetadata(updates)
 	}
 
+	if cfg.MetricsAddress != "" {
+		if n.metrics, err = StartMetricsServer(cfg.MetricsAddress, n.writeMetrics, logger.Named("metrics")); err != nil {
+			return err
+		}
+	}
 	go func() {
 		if err := n.server.Serve(); err != nil && !errors.Is(err, network.ErrServerClosed) {
 			logger.Error("network server stopped", "error", err)
@@ -246,6 +256,26 @@ func (n *Node) start() (err error) {
 	logger.Info("node started", "node_id", cfg.NodeID, "roles", cfg.ProcessRoles, "cluster_id", n.clusterID,
 		"listeners", fmt.Sprint(bound))
 	return nil
+}
+
+// MetricsAddress is where /metrics is served (keel.metrics.address, its
+// port bound), or "" when it is not.
+func (n *Node) MetricsAddress() string {
+	if n.metrics == nil {
+		return ""
+	}
+	return n.metrics.Addr()
+}
+
+// writeMetrics writes every series of this node: the process's, the
+// requests', the quorum's and the controller's, and the broker's.
+func (n *Node) writeMetrics(w *promWriter) {
+	writeProcessMetrics(w, n.started)
+	n.requests.write(w)
+	writeControllerMetrics(w, n.raft, n.cfg.HasRole("controller"))
+	if n.broker != nil {
+		n.broker.writeMetrics(w)
+	}
 }
 
 // handoffRaft gives a connection that opened with the Raft marker to the
@@ -426,6 +456,9 @@ func (n *Node) Abort() error { return n.close(false) }
 func (n *Node) close(graceful bool) error {
 	var errs []error
 	n.closeOnce.Do(func() {
+		if n.metrics != nil {
+			errs = append(errs, n.metrics.Close())
+		}
 		if n.lifecycle != nil {
 			if graceful {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

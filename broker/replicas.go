@@ -32,6 +32,7 @@ type partition struct {
 	tp      storage.TopicPartition
 	topicID metadata.Uuid
 	log     *storage.Log
+	metrics *topicMetrics // its topic's BrokerTopicMetrics (metrics.go)
 
 	state atomic.Pointer[partitionState]
 	// removed is set once the partition is no longer hosted (its topic was
@@ -293,7 +294,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 			// A log found on disk at startup was opened with the manager's
 			// defaults: give it the topic's configuration.
 			l.SetConfig(b.logConfig(img, t.Name))
-			p = &partition{tp: tp, topicID: t.ID, log: l}
+			p = &partition{tp: tp, topicID: t.ID, log: l, metrics: b.metrics.topic(tp.Topic)}
 			mutate()
 			next[tp] = p
 			b.log.Debug("hosting partition", "partition", tp, "topic_id", t.ID)
@@ -324,6 +325,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 
 	if mutable {
 		b.partitions.Store(&partitionTable{byTP: next})
+		b.metrics.retainTopics(func(name string) bool { _, ok := img.Topic(name); return ok })
 	}
 	b.image.Store(img)
 	b.signalApplied()

@@ -294,7 +294,9 @@ func (b *Broker) alterPartition(p *partition, st *partitionState, isr []int32, e
 	}
 	if code != 0 {
 		b.log.Info("AlterPartition refused; waiting for metadata", "partition", p.tp, "error", kerr.ErrorForCode(code))
+		return
 	}
+	b.metrics.countISRChange(st.isr, isr)
 }
 
 // PartitionLog returns the log of the hosted partition topic-partition, or

@@ -28,7 +28,10 @@ func serverCommand() *cli.Command {
 			"(a full or failing disk), that dir goes offline and the server shuts down the same\n" +
 			"way, then exits with status 1, as a Kafka broker halts: fix the disk and start it again.\n\n" +
 			"Memory: the Go garbage collector's heap goal is kept at 64 MiB or more (a broker's live heap\n" +
-			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.",
+			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.\n\n" +
+			"Metrics: --override keel.metrics.address=0.0.0.0:9404 serves Kafka's broker metrics\n" +
+			"(UnderReplicatedPartitions, MessagesInPerSec, RequestMetrics, ...) at http://host:9404/metrics\n" +
+			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},

@@ -1,0 +1,310 @@
+package broker
+
+// Metrics: Kafka's broker metrics in Prometheus's text format, served at
+// /metrics on keel.metrics.address (metrics_http.go).
+//
+// Kafka publishes its metrics as JMX MBeans, and operators read them
+// through the Prometheus JMX exporter. Keel has no JVM, so it writes the
+// series that exporter's usual rules (lowercased, "kafka_<domain>_<type>_
+// <name>", meters as "_total" counters) make of the MBeans, so that the
+// dashboards and alerts written for Kafka work unchanged:
+//
+//	kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=T
+//	  → kafka_server_brokertopicmetrics_messagesin_total{topic="T"}
+//	kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions
+//	  → kafka_server_replicamanager_underreplicatedpartitions
+//
+// What is counted where:
+//   - BrokerTopicMetrics (per topic, and without the topic label for all
+//     topics, as Kafka has them): MessagesIn and BytesIn for what producers
+//     append on the leader; BytesOut for what consumers fetch;
+//     TotalProduceRequests, FailedProduceRequests, TotalFetchRequests and
+//     FailedFetchRequests per partition of a request, as Kafka counts
+//     them; ReplicationBytesIn (follower appends) and ReplicationBytesOut
+//     (what followers fetch) for all topics only.
+//   - ReplicaManager gauges, computed when scraped from the partitions this
+//     node hosts; IsrShrinks and IsrExpands when the controller commits a
+//     change this leader asked for.
+//   - Log (per partition): Size, LogStartOffset, LogEndOffset,
+//     NumLogSegments.
+//   - RequestMetrics: Requests per API (request="FetchConsumer" and
+//     "FetchFollower" for Fetch, as Kafka splits it) and TotalTimeMs as a
+//     Prometheus histogram, from a request's arrival to its response being
+//     ready (Kafka's also includes the send).
+//   - KafkaController gauges on controllers (the image-derived ones only on
+//     the active controller, 0 elsewhere, as in Kafka, so that summing over
+//     the cluster counts once); raft-metrics; the process's.
+//
+// The counters are atomics bumped on the request paths; a topic's are
+// reached through its partitions (partition.metrics), so an append costs
+// two atomic adds and no lookup.
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/storage"
+)
+
+// topicMetrics are one topic's BrokerTopicMetrics meters (or all topics').
+type topicMetrics struct {
+	messagesIn, bytesIn, bytesOut           atomic.Int64
+	totalProduce, failedProduce             atomic.Int64
+	totalFetch, failedFetch                 atomic.Int64
+	replicationBytesIn, replicationBytesOut atomic.Int64 // all topics only
+	all                                     *topicMetrics
+}
+
+// produced counts an append of records producers sent (on the leader).
+func (t *topicMetrics) produced(records, bytes int64) {
+	t.add(messagesIn, records)
+	t.add(bytesIn, bytes)
+}
+
+// add adds n to the counter f picks, in t and in all topics'.
+func (t *topicMetrics) add(f func(*topicMetrics) *atomic.Int64, n int64) {
+	for m := t; m != nil; m = m.all {
+		f(m).Add(n)
+	}
+}
+
+// The counters add picks from.
+func messagesIn(t *topicMetrics) *atomic.Int64          { return &t.messagesIn }
+func bytesIn(t *topicMetrics) *atomic.Int64             { return &t.bytesIn }
+func replicationBytesIn(t *topicMetrics) *atomic.Int64  { return &t.replicationBytesIn }
+func replicationBytesOut(t *topicMetrics) *atomic.Int64 { return &t.replicationBytesOut }
+func totalProduce(t *topicMetrics) *atomic.Int64        { return &t.totalProduce }
+func failedProduce(t *topicMetrics) *atomic.Int64       { return &t.failedProduce }
+func totalFetch(t *topicMetrics) *atomic.Int64          { return &t.totalFetch }
+func failedFetch(t *topicMetrics) *atomic.Int64         { return &t.failedFetch }
+func bytesOut(t *topicMetrics) *atomic.Int64            { return &t.bytesOut }
+
+// requestFailed reports whether a partition's error counts as a failed
+// produce or fetch: any error but those that only route the client
+// elsewhere (the partition is not led here, the client's metadata or
+// offset is stale), which Kafka does not count as failures either.
+func requestFailed(code int16) bool {
+	switch code {
+	case 0, kerr.NotLeaderForPartition.Code, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicID.Code,
+		kerr.FencedLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code, kerr.OffsetOutOfRange.Code:
+		return false
+	}
+	return true
+}
+
+// partitionMetrics is the meters of a partition's topic when it is hosted
+// here; otherwise all topics' alone (a client may name any topic: no
+// meters are made for names).
+func (b *Broker) partitionMetrics(topic string, part int32) *topicMetrics {
+	if p := b.lookup(storage.TopicPartition{Topic: topic, Partition: part}); p != nil && p.metrics != nil {
+		return p.metrics
+	}
+	return &b.metrics.all
+}
+
+// brokerMetrics are the broker's counters.
+//
+// Concurrency: the counters are atomics; mu guards topics.
+type brokerMetrics struct {
+	all        topicMetrics
+	isrShrinks atomic.Int64
+	isrExpands atomic.Int64
+
+	mu     sync.Mutex
+	topics map[string]*topicMetrics
+}
+
+func newBrokerMetrics() *brokerMetrics {
+	return &brokerMetrics{topics: map[string]*topicMetrics{}}
+}
+
+// topic returns the topic's meters, creating them.
+func (m *brokerMetrics) topic(name string) *topicMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.topics[name]
+	if t == nil {
+		t = &topicMetrics{all: &m.all}
+		m.topics[name] = t
+	}
+	return t
+}
+
+// retainTopics drops the meters of topics that no longer exist (Kafka
+// removes a deleted topic's metrics); a topic created again with the name
+// starts from zero, as in Kafka.
+func (m *brokerMetrics) retainTopics(exists func(string) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name := range m.topics {
+		if !exists(name) {
+			delete(m.topics, name)
+		}
+	}
+}
+
+// requestTimeBucketsMs are the upper bounds of the TotalTimeMs histogram.
+// A long-poll fetch waits up to fetch.max.wait.ms (500 by default), a
+// follower's replica.fetch.wait.max.ms, and acks=all the replication.
+var requestTimeBucketsMs = []float64{0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+
+// requestKindFetchFollower is the index of FetchFollower in requestMetrics,
+// past every API key (Fetch from consumers keeps the Fetch key).
+const (
+	maxRequestKey            = 127
+	requestKindFetchFollower = maxRequestKey + 1
+)
+
+// requestStats are one request kind's Requests meter and TotalTimeMs.
+type requestStats struct {
+	count   atomic.Int64
+	sumNs   atomic.Int64
+	buckets [17]atomic.Int64 // requestTimeBucketsMs, then +Inf
+}
+
+// RequestMetrics is Kafka's RequestMetrics: how many requests of each API
+// and how long they took. Observe is network.Config.RequestDone.
+//
+// Concurrency: safe for concurrent use; Observe never blocks.
+type RequestMetrics struct {
+	kinds [requestKindFetchFollower + 1]requestStats
+}
+
+// NewRequestMetrics returns empty request metrics.
+func NewRequestMetrics() *RequestMetrics { return &RequestMetrics{} }
+
+// Observe counts req, whose response was ready took after it arrived.
+func (rm *RequestMetrics) Observe(req *network.Request, took time.Duration) {
+	kind := int(req.Header.APIKey)
+	if kind < 0 || kind > maxRequestKey {
+		return
+	}
+	if f, ok := req.Msg.(*kmsg.FetchRequest); ok && fetchFromFollower(f) {
+		kind = requestKindFetchFollower
+	}
+	s := &rm.kinds[kind]
+	s.count.Add(1)
+	s.sumNs.Add(int64(took))
+	ms := float64(took) / float64(time.Millisecond)
+	i, _ := slices.BinarySearch(requestTimeBucketsMs, ms)
+	s.buckets[i].Add(1)
+}
+
+// fetchFromFollower reports whether a fetch comes from a follower replica.
+func fetchFromFollower(f *kmsg.FetchRequest) bool {
+	if f.Version >= 15 {
+		return f.ReplicaState.ID >= 0
+	}
+	return f.ReplicaID >= 0
+}
+
+// requestName is Kafka's name of a request kind in RequestMetrics (its
+// ApiKeys names: kmsg capitalises some acronyms Kafka does not).
+func requestName(kind int) string {
+	switch kind {
+	case int(kmsg.Fetch):
+		return "FetchConsumer"
+	case requestKindFetchFollower:
+		return "FetchFollower"
+	}
+	return kafkaNames.Replace(kmsg.NameForKey(int16(kind)))
+}
+
+var kafkaNames = strings.NewReplacer("IDs", "Ids", "ID", "Id", "ISR", "Isr", "SASL", "Sasl", "ACLs", "Acls", "SCRAM", "Scram")
+
+// write writes the request series.
+func (rm *RequestMetrics) write(w *promWriter) {
+	w.family("kafka_network_requestmetrics_requests_total", "counter", "Requests received, by API (Kafka's RequestsPerSec).")
+	for kind := range rm.kinds {
+		if n := rm.kinds[kind].count.Load(); n > 0 {
+			w.sample("kafka_network_requestmetrics_requests_total", float64(n), "request", requestName(kind))
+		}
+	}
+	const name = "kafka_network_requestmetrics_totaltimems"
+	w.family(name, "histogram", "Milliseconds from a request's arrival until its response is ready, by API (Kafka's TotalTimeMs).")
+	for kind := range rm.kinds {
+		s := &rm.kinds[kind]
+		n := s.count.Load()
+		if n == 0 {
+			continue
+		}
+		req := requestName(kind)
+		var cum int64
+		for i := range s.buckets {
+			cum += s.buckets[i].Load()
+			le := "+Inf"
+			if i < len(requestTimeBucketsMs) {
+				le = strconv.FormatFloat(requestTimeBucketsMs[i], 'g', -1, 64)
+			}
+			w.sample(name+"_bucket", float64(cum), "request", req, "le", le)
+		}
+		w.sample(name+"_sum", float64(s.sumNs.Load())/float64(time.Millisecond), "request", req)
+		// The count is the buckets' total, so that the series agree
+		// within one scrape even while requests complete.
+		w.sample(name+"_count", float64(cum), "request", req)
+	}
+}
+
+// promWriter writes Prometheus's text exposition format (version 0.0.4).
+type promWriter struct {
+	w *bufio.Writer
+}
+
+// family starts a metric family.
+func (w *promWriter) family(name, typ, help string) {
+	fmt.Fprintf(w.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+// sample writes one sample; labels are name, value pairs.
+func (w *promWriter) sample(name string, v float64, labels ...string) {
+	w.w.WriteString(name)
+	if len(labels) > 0 {
+		w.w.WriteByte('{')
+		for i := 0; i+1 < len(labels); i += 2 {
+			if i > 0 {
+				w.w.WriteByte(',')
+			}
+			w.w.WriteString(labels[i])
+			w.w.WriteString(`="`)
+			w.w.WriteString(escapeLabel(labels[i+1]))
+			w.w.WriteByte('"')
+		}
+		w.w.WriteByte('}')
+	}
+	w.w.WriteByte(' ')
+	w.w.WriteString(formatValue(v))
+	w.w.WriteByte('\n')
+}
+
+// gauge writes a family of one unlabelled sample.
+func (w *promWriter) gauge(name, help string, v float64) {
+	w.family(name, "gauge", help)
+	w.sample(name, v)
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+
+func formatValue(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}

@@ -1,0 +1,289 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/raftlog"
+)
+
+// writeMetrics writes the broker's series (see metrics.go).
+func (b *Broker) writeMetrics(w *promWriter) {
+	img := b.currentImage()
+	if img != nil {
+		b.metrics.retainTopics(func(name string) bool { _, ok := img.Topic(name); return ok })
+	}
+	m := b.metrics
+	m.mu.Lock()
+	names := make([]string, 0, len(m.topics))
+	for name := range m.topics {
+		names = append(names, name)
+	}
+	topics := make([]*topicMetrics, len(names))
+	slices.Sort(names)
+	for i, name := range names {
+		topics[i] = m.topics[name]
+	}
+	m.mu.Unlock()
+
+	meters := []struct {
+		name, help string
+		counter    func(*topicMetrics) *atomic.Int64
+		allOnly    bool
+	}{
+		{"messagesin", "Records producers appended on this leader (MessagesInPerSec).", messagesIn, false},
+		{"bytesin", "Bytes producers appended on this leader (BytesInPerSec).", bytesIn, false},
+		{"bytesout", "Bytes consumers fetched from this leader (BytesOutPerSec).", bytesOut, false},
+		{"totalproducerequests", "Partitions of produce requests (TotalProduceRequestsPerSec).", totalProduce, false},
+		{"failedproducerequests", "Partitions of produce requests answered with an error (FailedProduceRequestsPerSec).", failedProduce, false},
+		{"totalfetchrequests", "Partitions of fetch requests (TotalFetchRequestsPerSec).", totalFetch, false},
+		{"failedfetchrequests", "Partitions of fetch requests answered with an error (FailedFetchRequestsPerSec).", failedFetch, false},
+		{"replicationbytesin", "Bytes this node's followers appended (ReplicationBytesInPerSec).", replicationBytesIn, true},
+		{"replicationbytesout", "Bytes followers fetched from this leader (ReplicationBytesOutPerSec).", replicationBytesOut, true},
+	}
+	for _, mt := range meters {
+		name := "kafka_server_brokertopicmetrics_" + mt.name + "_total"
+		w.family(name, "counter", mt.help+" Without a topic label: all topics.")
+		w.sample(name, float64(mt.counter(&m.all).Load()))
+		if mt.allOnly {
+			continue
+		}
+		for i, t := range topics {
+			w.sample(name, float64(mt.counter(t).Load()), "topic", names[i])
+		}
+	}
+
+	var parts []*partition
+	for _, p := range b.partitions.Load().byTP {
+		if !p.removed.Load() {
+			parts = append(parts, p)
+		}
+	}
+	slices.SortFunc(parts, func(x, y *partition) int {
+		if c := strings.Compare(x.tp.Topic, y.tp.Topic); c != 0 {
+			return c
+		}
+		return int(x.tp.Partition - y.tp.Partition)
+	})
+	var leaders, under, underMin, atMin int
+	for _, p := range parts {
+		st := p.state.Load()
+		if st == nil || !st.isLeader {
+			continue
+		}
+		leaders++
+		if len(st.isr) < len(st.replicas) {
+			under++
+		}
+		switch {
+		case len(st.isr) < st.minISR:
+			underMin++
+		case len(st.isr) == st.minISR:
+			atMin++
+		}
+	}
+	w.gauge("kafka_server_replicamanager_partitioncount", "Partitions this node hosts a replica of.", float64(len(parts)))
+	w.gauge("kafka_server_replicamanager_leadercount", "Partitions this node leads.", float64(leaders))
+	w.gauge("kafka_server_replicamanager_underreplicatedpartitions", "Partitions this node leads whose ISR is smaller than their replicas.", float64(under))
+	w.gauge("kafka_server_replicamanager_underminisrpartitioncount", "Partitions this node leads whose ISR is smaller than min.insync.replicas: acks=all produces fail.", float64(underMin))
+	w.gauge("kafka_server_replicamanager_atminisrpartitioncount", "Partitions this node leads whose ISR is exactly min.insync.replicas.", float64(atMin))
+	w.family("kafka_server_replicamanager_isrshrinks_total", "counter", "ISR shrinks this leader had committed (IsrShrinksPerSec).")
+	w.sample("kafka_server_replicamanager_isrshrinks_total", float64(m.isrShrinks.Load()))
+	w.family("kafka_server_replicamanager_isrexpands_total", "counter", "ISR expansions this leader had committed (IsrExpandsPerSec).")
+	w.sample("kafka_server_replicamanager_isrexpands_total", float64(m.isrExpands.Load()))
+	w.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories that failed.", float64(len(b.logs.OfflineDirs())))
+
+	logGauges := []struct {
+		name, help string
+		value      func(*partition) int64
+	}{
+		{"size", "Bytes of the partition's segment files on this node.", func(p *partition) int64 { return p.log.Size() }},
+		{"numlogsegments", "Segments of the partition's log on this node.", func(p *partition) int64 { return int64(p.log.NumSegments()) }},
+		{"logstartoffset", "The partition's log start offset on this node.", func(p *partition) int64 { return p.log.LogStartOffset() }},
+		{"logendoffset", "The partition's log end offset on this node.", func(p *partition) int64 { return p.log.LogEndOffset() }},
+	}
+	for _, g := range logGauges {
+		name := "kafka_log_log_" + g.name
+		w.family(name, "gauge", g.help)
+		for _, p := range parts {
+			w.sample(name, float64(g.value(p)), "topic", p.tp.Topic, "partition", strconv.Itoa(int(p.tp.Partition)))
+		}
+	}
+}
+
+// countISRChange counts a committed ISR change from old to new.
+func (m *brokerMetrics) countISRChange(old, new []int32) {
+	for _, id := range old {
+		if !slices.Contains(new, id) {
+			m.isrShrinks.Add(1)
+			break
+		}
+	}
+	for _, id := range new {
+		if !slices.Contains(old, id) {
+			m.isrExpands.Add(1)
+			break
+		}
+	}
+}
+
+// writeControllerMetrics writes KafkaController's gauges and the quorum's
+// raft-metrics. The image-derived gauges are the active controller's, 0
+// on the others (Kafka's ActiveControllerCount and OfflinePartitionsCount
+// are summed over the cluster).
+func writeControllerMetrics(w *promWriter, rn *raftlog.Node, controller bool) {
+	leader, _ := rn.LeaderID()
+	active := controller && rn.IsLeader()
+	if controller {
+		var img *metadata.Image
+		if active {
+			img = rn.Image()
+		}
+		var topics, partitions, offline, imbalance, activeBrokers, fenced int
+		if img != nil {
+			for _, t := range img.Topics() {
+				topics++
+				for _, p := range t.Partitions {
+					partitions++
+					if p.Leader < 0 {
+						offline++
+					} else if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
+						imbalance++
+					}
+				}
+			}
+			for _, br := range img.Brokers() {
+				if br.Fenced {
+					fenced++
+				} else {
+					activeBrokers++
+				}
+			}
+		}
+		w.gauge("kafka_controller_kafkacontroller_activecontrollercount", "1 on the active controller, 0 on the other controllers.", b2f(active))
+		w.gauge("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader (active controller only).", float64(offline))
+		w.gauge("kafka_controller_kafkacontroller_preferredreplicaimbalancecount", "Partitions not led by their preferred replica (active controller only).", float64(imbalance))
+		w.gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics (active controller only).", float64(topics))
+		w.gauge("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions (active controller only).", float64(partitions))
+		w.gauge("kafka_controller_kafkacontroller_activebrokercount", "Registered, unfenced brokers (active controller only).", float64(activeBrokers))
+		w.gauge("kafka_controller_kafkacontroller_fencedbrokercount", "Registered, fenced brokers (active controller only).", float64(fenced))
+	}
+	current := float64(-1)
+	if _, ok := rn.LeaderID(); ok {
+		current = float64(leader)
+	}
+	w.gauge("kafka_server_raftmetrics_current_leader", "The metadata quorum's leader as this node knows it; -1 when none.", current)
+	w.gauge("kafka_server_raftmetrics_current_epoch", "The metadata quorum's epoch (Raft term).", float64(rn.Term()))
+	w.gauge("kafka_server_raftmetrics_high_watermark", "The metadata log offset this node has applied.", float64(rn.AppliedOffset()))
+}
+
+func b2f(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// writeProcessMetrics writes the process series Prometheus's Go client
+// writes, for dashboards that show a broker's CPU and memory.
+func writeProcessMetrics(w *promWriter, started time.Time) {
+	w.gauge("go_goroutines", "Goroutines that currently exist.", float64(runtime.NumGoroutine()))
+	if cpu, ok := selfCPUSeconds(); ok {
+		w.family("process_cpu_seconds_total", "counter", "User and system CPU seconds of this process.")
+		w.sample("process_cpu_seconds_total", cpu)
+	}
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			if pages, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				w.gauge("process_resident_memory_bytes", "Resident memory of this process.", float64(pages*int64(os.Getpagesize())))
+			}
+		}
+	}
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		w.gauge("process_open_fds", "Open file descriptors (segments, indexes, sockets).", float64(len(fds)))
+	}
+	w.gauge("process_start_time_seconds", "When this process started, in Unix seconds.", float64(started.Unix()))
+}
+
+// selfCPUSeconds reads this process's user+system time from
+// /proc/self/stat (fields 14 and 15, in clock ticks of 1/100 s: Linux's
+// USER_HZ for /proc is always 100).
+func selfCPUSeconds() (float64, bool) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return (u + st) / 100, true
+}
+
+// MetricsServer serves /metrics over HTTP on keel.metrics.address.
+type MetricsServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+// StartMetricsServer listens on addr and serves write's output at
+// /metrics until Close.
+func StartMetricsServer(addr string, write func(w *promWriter), logger hclog.Logger) (*MetricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("keel.metrics.address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		bw := bufio.NewWriterSize(rw, 32<<10)
+		write(&promWriter{w: bw})
+		_ = bw.Flush()
+	})
+	ms := &MetricsServer{
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})},
+		ln:   ln,
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(ms.done)
+		if err := ms.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics endpoint stopped", "error", err)
+		}
+	}()
+	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return ms, nil
+}
+
+// Addr is the address the server listens on.
+func (ms *MetricsServer) Addr() string { return ms.ln.Addr().String() }
+
+// Close stops the server, waiting up to 5 s for scrapes in progress.
+func (ms *MetricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := ms.srv.Shutdown(ctx)
+	<-ms.done
+	return err
+}

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/common/expfmt"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network"
+)
+
+// Kafka's RequestMetrics names (ApiKeys), which dashboards filter on.
+func TestRequestNamesAreKafkas(t *testing.T) {
+	for kind, want := range map[int]string{
+		int(kmsg.Produce):                      "Produce",
+		int(kmsg.Fetch):                        "FetchConsumer",
+		requestKindFetchFollower:               "FetchFollower",
+		int(kmsg.InitProducerID):               "InitProducerId",
+		int(kmsg.AllocateProducerIDs):          "AllocateProducerIds",
+		int(kmsg.DescribeACLs):                 "DescribeAcls",
+		int(kmsg.SASLHandshake):                "SaslHandshake",
+		int(kmsg.LeaderAndISR):                 "LeaderAndIsr",
+		int(kmsg.DescribeUserSCRAMCredentials): "DescribeUserScramCredentials",
+		int(kmsg.OffsetForLeaderEpoch):         "OffsetForLeaderEpoch",
+	} {
+		if got := requestName(kind); got != want {
+			t.Errorf("request kind %d: %q, want %q", kind, got, want)
+		}
+	}
+}
+
+// The exposition parses with Prometheus's own parser: label values that
+// need escaping, and the request histogram, whose buckets are cumulative
+// and whose count and sum agree with what was observed.
+func TestMetricsExpositionParses(t *testing.T) {
+	rm := NewRequestMetrics()
+	fetch := func(replica int32) *network.Request {
+		m := kmsg.NewPtrFetchRequest()
+		m.Version, m.ReplicaID = 11, replica
+		return &network.Request{Header: network.RequestHeader{APIKey: int16(kmsg.Fetch), APIVersion: 11}, Msg: m}
+	}
+	for _, d := range []time.Duration{100 * time.Microsecond, 3 * time.Millisecond, 3 * time.Millisecond, time.Minute} {
+		rm.Observe(fetch(-1), d)
+	}
+	rm.Observe(fetch(2), 7*time.Millisecond)
+
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	w := &promWriter{w: bw}
+	rm.write(w)
+	w.family("kafka_log_log_size", "gauge", "Bytes.")
+	w.sample("kafka_log_log_size", 42, "topic", "we\"ird\\topic\nname", "partition", "0")
+	w.gauge("kafka_server_replicamanager_leadercount", "Leaders.", 3)
+	bw.Flush()
+
+	var p expfmt.TextParser
+	families, err := p.TextToMetricFamilies(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("does not parse: %v\n%s", err, buf.String())
+	}
+	size := families["kafka_log_log_size"].GetMetric()
+	if len(size) != 1 || size[0].GetGauge().GetValue() != 42 || size[0].GetLabel()[0].GetValue() != "we\"ird\\topic\nname" {
+		t.Errorf("escaped label round trip: %v", size)
+	}
+	if v := families["kafka_server_replicamanager_leadercount"].GetMetric()[0].GetGauge().GetValue(); v != 3 {
+		t.Errorf("leader count %v", v)
+	}
+	byRequest := map[string]float64{}
+	for _, m := range families["kafka_network_requestmetrics_requests_total"].GetMetric() {
+		byRequest[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if byRequest["FetchConsumer"] != 4 || byRequest["FetchFollower"] != 1 || len(byRequest) != 2 {
+		t.Errorf("requests %v, want 4 FetchConsumer and 1 FetchFollower", byRequest)
+	}
+	for _, m := range families["kafka_network_requestmetrics_totaltimems"].GetMetric() {
+		if m.GetLabel()[0].GetValue() != "FetchConsumer" {
+			continue
+		}
+		h := m.GetHistogram()
+		if h.GetSampleCount() != 4 {
+			t.Errorf("count %d, want 4", h.GetSampleCount())
+		}
+		if want := 60000 + 6.1; h.GetSampleSum() < want-0.01 || h.GetSampleSum() > want+0.01 {
+			t.Errorf("sum %v ms, want %v", h.GetSampleSum(), want)
+		}
+		cum := map[float64]uint64{}
+		for _, b := range h.GetBucket() {
+			cum[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+		if cum[0.25] != 1 || cum[2.5] != 1 || cum[5] != 3 || cum[30000] != 3 {
+			t.Errorf("cumulative buckets %v", cum)
+		}
+	}
+}
+
+// The endpoint serves GET /metrics only, stops on Close, and an address
+// already taken fails the start with the key named.
+func TestMetricsServer(t *testing.T) {
+	ms, err := StartMetricsServer("127.0.0.1:0", func(w *promWriter) { w.gauge("up_test", "A test gauge.", 1) }, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + ms.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "\nup_test 1\n") {
+		t.Errorf("GET /metrics: %d %q", resp.StatusCode, body)
+	}
+	if resp, err := http.Post("http://"+ms.Addr()+"/metrics", "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if _, err := StartMetricsServer(ms.Addr(), func(*promWriter) {}, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "keel.metrics.address") {
+		t.Errorf("a second server on %s: %v", ms.Addr(), err)
+	}
+	if err := ms.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + ms.Addr() + "/metrics"); err == nil {
+		t.Error("still serving after Close")
+	}
+}
+
+// The per-request cost of RequestMetrics (network.Config.RequestDone).
+func BenchmarkRequestMetricsObserve(b *testing.B) {
+	rm := NewRequestMetrics()
+	m := kmsg.NewPtrFetchRequest()
+	m.Version, m.ReplicaID = 11, -1
+	req := &network.Request{Header: network.RequestHeader{APIKey: int16(kmsg.Fetch), APIVersion: 11}, Msg: m}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			rm.Observe(req, 3*time.Millisecond)
+		}
+	})
+}

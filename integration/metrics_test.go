@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestMetricsEndpoint: three keel processes, each serving /metrics
+// (keel.metrics.address with port 0); every scrape is parsed with
+// Prometheus's own text parser. kgo produces and consumes on an RF=3
+// topic; the BrokerTopicMetrics, ReplicaManager and KafkaController
+// series add up across the nodes to what the clients did and to the
+// topic's layout. A follower is killed with kill -9: the leaders report
+// under-replicated partitions and count ISR shrinks; once it is back, the
+// ISR expands again and nothing is under-replicated.
+func TestMetricsEndpoint(t *testing.T) {
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		ProcessOptions{Overrides: []string{"keel.metrics.address=127.0.0.1:0", "replica.lag.time.max.ms=2000"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic, total = "metered", 2000
+	if resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	for i := 0; i < total; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: []byte("value")}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for consumed := 0; consumed < total; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", consumed, total)
+		}
+		consumed += fs.NumRecords()
+	}
+	cons.Close()
+
+	nodes := []int32{1, 2, 3}
+	// The followers have fetched everything once every replica's log end
+	// offset is the leader's: then the sums below are exact.
+	waitFor(t, 30*time.Second, "every replica caught up", func() bool {
+		var leo float64
+		for _, id := range nodes {
+			leo += sumSeries(scrape(t, c, id), "kafka_log_log_logendoffset", "topic", topic)
+		}
+		return leo == 3*total
+	})
+	sum := func(name string, labels ...string) float64 {
+		var s float64
+		for _, id := range nodes {
+			s += sumSeries(scrape(t, c, id), name, labels...)
+		}
+		return s
+	}
+	for _, check := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"kafka_server_brokertopicmetrics_messagesin_total", []string{"topic", topic}, total},
+		{"kafka_server_replicamanager_partitioncount", nil, 3 * 3}, // no group: no __consumer_offsets
+		{"kafka_server_replicamanager_leadercount", nil, 3},
+		{"kafka_server_replicamanager_underreplicatedpartitions", nil, 0},
+		{"kafka_server_replicamanager_atminisrpartitioncount", nil, 0},
+		{"kafka_controller_kafkacontroller_activecontrollercount", nil, 1},
+		{"kafka_controller_kafkacontroller_globalpartitioncount", nil, 3},
+		{"kafka_controller_kafkacontroller_activebrokercount", nil, 3},
+		{"kafka_controller_kafkacontroller_offlinepartitionscount", nil, 0},
+	} {
+		if got := sum(check.name, check.labels...); got != check.want {
+			t.Errorf("%s%v summed over the nodes = %v, want %v", check.name, check.labels, got, check.want)
+		}
+	}
+	bytesIn := sum("kafka_server_brokertopicmetrics_bytesin_total", "topic", topic)
+	replicated := sum("kafka_server_brokertopicmetrics_replicationbytesin_total")
+	if bytesIn <= 0 || replicated != 2*bytesIn {
+		t.Errorf("bytes in %v, replication bytes in %v: want twice the bytes in (two followers)", bytesIn, replicated)
+	}
+	if out := sum("kafka_server_brokertopicmetrics_bytesout_total", "topic", topic); out < bytesIn {
+		t.Errorf("bytes out %v < bytes in %v: the consumer read every batch", out, bytesIn)
+	}
+	for _, req := range []string{"Produce", "FetchConsumer", "FetchFollower", "Metadata", "CreateTopics"} {
+		if n := sum("kafka_network_requestmetrics_requests_total", "request", req); n <= 0 {
+			t.Errorf("no %s requests counted", req)
+		}
+		if n := sum("kafka_network_requestmetrics_totaltimems_count", "request", req); n <= 0 {
+			t.Errorf("no %s request times", req)
+		}
+	}
+
+	// kill -9 a node that leads none of the topic's partitions if there is
+	// one, else any but the controller: the other leaders lose it from
+	// their ISRs.
+	victim := int32(3)
+	for _, id := range nodes {
+		if sumSeries(scrape(t, c, id), "kafka_controller_kafkacontroller_activecontrollercount") == 0 {
+			victim = id
+		}
+	}
+	c.Kill(victim)
+	var live []int32
+	for _, id := range nodes {
+		if id != victim {
+			live = append(live, id)
+		}
+	}
+	liveSum := func(name string) float64 {
+		var s float64
+		for _, id := range live {
+			s += sumSeries(scrape(t, c, id), name)
+		}
+		return s
+	}
+	waitFor(t, 60*time.Second, "the leaders to report under-replicated partitions", func() bool {
+		return liveSum("kafka_server_replicamanager_underreplicatedpartitions") == 3 &&
+			liveSum("kafka_server_replicamanager_atminisrpartitioncount") == 3
+	})
+	if n := liveSum("kafka_server_replicamanager_isrshrinks_total"); n < 1 {
+		t.Errorf("ISR shrinks = %v after a follower died", n)
+	}
+	c.Start(victim)
+	c.WaitReady(victim)
+	waitFor(t, 60*time.Second, "the ISRs to expand again", func() bool {
+		return sum("kafka_server_replicamanager_underreplicatedpartitions") == 0 &&
+			sum("kafka_server_replicamanager_isrexpands_total") >= 1
+	})
+}
+
+var metricsURL = regexp.MustCompile(`serving metrics.*url=(http://\S+/metrics)`)
+
+// scrape reads node id's /metrics (its address from the node's log, the
+// last start's) and parses it with Prometheus's text parser.
+func scrape(t *testing.T, c *ProcessCluster, id int32) map[string]*dto.MetricFamily {
+	t.Helper()
+	found := metricsURL.FindAllStringSubmatch(c.Log(id), -1)
+	if len(found) == 0 {
+		t.Fatalf("node %d logged no metrics address", id)
+	}
+	url := found[len(found)-1][1]
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape node %d: %v", id, err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Fatalf("node %d: Content-Type %q", id, ct)
+	}
+	var p expfmt.TextParser
+	families, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("node %d: /metrics does not parse: %v", id, err)
+	}
+	return families
+}
+
+// sumSeries sums a family's samples whose labels include labels (name,
+// value pairs); with no labels, the samples that have none (Kafka's
+// all-topics series). A histogram's _count is asked for by that name.
+func sumSeries(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	family, suffix := name, ""
+	if base, ok := strings.CutSuffix(name, "_count"); ok && families[name] == nil {
+		family, suffix = base, "_count"
+	}
+	f := families[family]
+	if f == nil {
+		return 0
+	}
+	var s float64
+	for _, m := range f.Metric {
+		if !hasLabels(m, labels) {
+			continue
+		}
+		switch {
+		case suffix == "_count" && m.Histogram != nil:
+			s += float64(m.Histogram.GetSampleCount())
+		case m.Counter != nil:
+			s += m.Counter.GetValue()
+		case m.Gauge != nil:
+			s += m.Gauge.GetValue()
+		}
+	}
+	return s
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	if len(labels) == 0 {
+		return len(m.Label) == 0
+	}
+	for i := 0; i+1 < len(labels); i += 2 {
+		ok := false
+		for _, l := range m.Label {
+			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
