@@ -636,6 +636,7 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 				b.followerQuota.record(int64(len(rp.RecordBatches)), b.now())
 			}
 		}
+		p.followerLag.Store(max(0, rp.HighWatermark-l.LogEndOffset()))
 		// The follower's high watermark: the leader's, bounded by what
 		// it has; then the leader's log start offset, so that
 		// DeleteRecords reaches the followers (Kafka's

@@ -80,9 +80,14 @@ func (b *Broker) writeMetrics(w *promWriter) {
 		return int(x.tp.Partition - y.tp.Partition)
 	})
 	var leaders, under, underMin, atMin int
+	var maxLag int64
 	for _, p := range parts {
 		st := p.state.Load()
-		if st == nil || !st.isLeader {
+		if st == nil {
+			continue
+		}
+		if !st.isLeader {
+			maxLag = max(maxLag, p.followerLag.Load())
 			continue
 		}
 		leaders++
@@ -105,6 +110,8 @@ func (b *Broker) writeMetrics(w *promWriter) {
 	w.sample("kafka_server_replicamanager_isrshrinks_total", float64(m.isrShrinks.Load()))
 	w.family("kafka_server_replicamanager_isrexpands_total", "counter", "ISR expansions this leader had committed (IsrExpandsPerSec).")
 	w.sample("kafka_server_replicamanager_isrexpands_total", float64(m.isrExpands.Load()))
+	w.family("kafka_server_replicafetchermanager_maxlag", "gauge", "The largest lag of this node's follower replicas, in records: the leader's high watermark less the follower's log end offset at its last fetch.")
+	w.sample("kafka_server_replicafetchermanager_maxlag", float64(maxLag), "clientId", "Replica")
 	w.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories that failed.", float64(len(b.logs.OfflineDirs())))
 
 	logGauges := []struct {

@@ -33,6 +33,9 @@ type partition struct {
 	topicID metadata.Uuid
 	log     *storage.Log
 	metrics *topicMetrics // its topic's BrokerTopicMetrics (metrics.go)
+	// followerLag is, on a follower, the leader's high watermark less this
+	// log's end offset after the last fetch (Kafka's FetcherLagMetrics).
+	followerLag atomic.Int64
 
 	state atomic.Pointer[partitionState]
 	// removed is set once the partition is no longer hosted (its topic was

@@ -71,7 +71,11 @@ func TestMetricsEndpoint(t *testing.T) {
 	sum := func(name string, labels ...string) float64 {
 		var s float64
 		for _, id := range nodes {
-			s += sumSeries(scrape(t, c, id), name, labels...)
+			families := scrape(t, c, id)
+			if families[strings.TrimSuffix(name, "_count")] == nil {
+				t.Fatalf("node %d has no %s", id, name)
+			}
+			s += sumSeries(families, name, labels...)
 		}
 		return s
 	}
@@ -85,6 +89,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		{"kafka_server_replicamanager_leadercount", nil, 3},
 		{"kafka_server_replicamanager_underreplicatedpartitions", nil, 0},
 		{"kafka_server_replicamanager_atminisrpartitioncount", nil, 0},
+		{"kafka_server_replicafetchermanager_maxlag", []string{"clientId", "Replica"}, 0},
 		{"kafka_controller_kafkacontroller_activecontrollercount", nil, 1},
 		{"kafka_controller_kafkacontroller_globalpartitioncount", nil, 3},
 		{"kafka_controller_kafkacontroller_activebrokercount", nil, 3},
