@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/raftlog"
 )
 
@@ -196,6 +197,17 @@ func writeControllerMetrics(w *promWriter, rn *raftlog.Node, controller bool) {
 	w.gauge("kafka_server_raftmetrics_current_leader", "The metadata quorum's leader as this node knows it; -1 when none.", current)
 	w.gauge("kafka_server_raftmetrics_current_epoch", "The metadata quorum's epoch (Raft term).", float64(rn.Term()))
 	w.gauge("kafka_server_raftmetrics_high_watermark", "The metadata log offset this node has applied.", float64(rn.AppliedOffset()))
+}
+
+// writeConnectionMetrics writes each listener's open Kafka connections
+// (Raft connections on a controller listener are not Kafka's, and not
+// counted).
+func writeConnectionMetrics(w *promWriter, open map[string]int, listeners []network.Listener) {
+	const name = "kafka_server_socket_server_metrics_connection_count"
+	w.family(name, "gauge", "Open client and inter-broker connections, by listener (socket-server-metrics connection-count).")
+	for _, l := range listeners {
+		w.sample(name, float64(open[l.Name]), "listener", l.Name)
+	}
 }
 
 func b2f(v bool) float64 {

@@ -272,6 +272,7 @@ func (n *Node) MetricsAddress() string {
 func (n *Node) writeMetrics(w *promWriter) {
 	writeProcessMetrics(w, n.started)
 	n.requests.write(w)
+	writeConnectionMetrics(w, n.server.ConnectionsByListener(), n.server.BoundListeners())
 	writeControllerMetrics(w, n.raft, n.cfg.HasRole("controller"))
 	if n.broker != nil {
 		n.broker.writeMetrics(w)

@@ -72,7 +72,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		var s float64
 		for _, id := range nodes {
 			families := scrape(t, c, id)
-			if families[strings.TrimSuffix(name, "_count")] == nil {
+			if families[name] == nil && families[strings.TrimSuffix(name, "_count")] == nil {
 				t.Fatalf("node %d has no %s", id, name)
 			}
 			s += sumSeries(families, name, labels...)
@@ -106,6 +106,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if out := sum("kafka_server_brokertopicmetrics_bytesout_total", "topic", topic); out < bytesIn {
 		t.Errorf("bytes out %v < bytes in %v: the consumer read every batch", out, bytesIn)
+	}
+	if n := sum("kafka_server_socket_server_metrics_connection_count", "listener", "PLAINTEXT"); n < 3 {
+		t.Errorf("%v PLAINTEXT connections open on the nodes, want the client's and the followers' (3 or more)", n)
 	}
 	for _, req := range []string{"Produce", "FetchConsumer", "FetchFollower", "Metadata", "CreateTopics"} {
 		if n := sum("kafka_network_requestmetrics_requests_total", "request", req); n <= 0 {

@@ -442,6 +442,19 @@ func (s *Server) NumConnections() int {
 	return len(s.conns)
 }
 
+// ConnectionsByListener returns the number of Kafka connections being
+// served on each listener with any (Kafka's socket-server-metrics
+// connection-count).
+func (s *Server) ConnectionsByListener() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for c := range s.conns {
+		out[c.info.Listener]++
+	}
+	return out
+}
+
 // Shutdown stops accepting, stops reading new requests, lets requests in
 // flight finish and their responses be written, then closes every
 // connection. If ctx ends first, the remaining connections are closed at
