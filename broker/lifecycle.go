@@ -135,6 +135,7 @@ type brokerLifecycle struct {
 
 	epoch      atomic.Int64
 	fenced     atomic.Bool
+	stopping   atomic.Bool // a controlled shutdown has begun
 	registered chan struct{} // closed after the first successful registration
 	once       sync.Once
 	// onCaughtUp is called once, on the lifecycle goroutine, when the
@@ -276,6 +277,7 @@ func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool
 // controlledShutdown asks the controller to move this broker's leaderships
 // away and waits until it agrees, or ctx ends; then the loop stops.
 func (l *brokerLifecycle) controlledShutdown(ctx context.Context) error {
+	l.stopping.Store(true)
 	done := make(chan struct{})
 	select {
 	case l.shutdown <- done:
@@ -288,6 +290,32 @@ func (l *brokerLifecycle) controlledShutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return errors.New("controlled shutdown did not complete in time")
 	}
+}
+
+// Kafka's BrokerState values (the KafkaServer BrokerState metric) that a
+// KRaft broker passes through.
+const (
+	brokerStateStarting                  = 1 // not registered yet
+	brokerStateRecovery                  = 2 // registered, fenced: catching up
+	brokerStateRunning                   = 3
+	brokerStatePendingControlledShutdown = 6
+)
+
+// brokerState is the broker's state as Kafka's BrokerLifecycleManager
+// reports it.
+func (l *brokerLifecycle) brokerState() int {
+	select {
+	case <-l.registered:
+	default:
+		return brokerStateStarting
+	}
+	switch {
+	case l.stopping.Load():
+		return brokerStatePendingControlledShutdown
+	case l.fenced.Load():
+		return brokerStateRecovery
+	}
+	return brokerStateRunning
 }
 
 func (l *brokerLifecycle) close() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -305,4 +307,61 @@ func (ms *MetricsServer) Close() error {
 	err := ms.srv.Shutdown(ctx)
 	<-ms.done
 	return err
+}
+
+// groupStates counts the groups this node coordinates by state (Kafka's
+// GroupMetadataManager NumGroups...), asking each loaded offsets shard on
+// its own goroutine; shards that do not answer within a second are left
+// out of this scrape.
+func (gc *groupCoordinator) groupStates() map[string]int {
+	shards := gc.loadedShards()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var wg sync.WaitGroup
+	for _, s := range shards {
+		wg.Add(1)
+		var once sync.Once
+		done := func() { once.Do(wg.Done) }
+		ok := s.submit(func(int64) {
+			defer done()
+			listed := s.mgr.List()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, l := range listed {
+				counts[l.State]++
+			}
+		}, done)
+		if !ok {
+			done()
+		}
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(time.Second):
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return maps.Clone(counts)
+}
+
+// writeGroupMetrics writes the group coordinator's gauges.
+func (b *Broker) writeGroupMetrics(w *promWriter) {
+	counts := b.groups.groupStates()
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	const prefix = "kafka_coordinator_group_groupmetadatamanager_"
+	w.gauge(prefix+"numgroups", "Consumer groups this node coordinates.", float64(total))
+	for _, st := range []struct{ metric, state string }{
+		{"numgroupsstable", "Stable"},
+		{"numgroupspreparingrebalance", "PreparingRebalance"},
+		{"numgroupscompletingrebalance", "CompletingRebalance"},
+		{"numgroupsempty", "Empty"},
+		{"numgroupsdead", "Dead"},
+	} {
+		w.gauge(prefix+st.metric, "Consumer groups this node coordinates in state "+st.state+".", float64(counts[st.state]))
+	}
 }

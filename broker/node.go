@@ -234,11 +234,6 @@ func (n *Node) start() (err error) {
 		go n.applyMetadata(updates)
 	}
 
-	if cfg.MetricsAddress != "" {
-		if n.metrics, err = StartMetricsServer(cfg.MetricsAddress, n.writeMetrics, logger.Named("metrics")); err != nil {
-			return err
-		}
-	}
 	go func() {
 		if err := n.server.Serve(); err != nil && !errors.Is(err, network.ErrServerClosed) {
 			logger.Error("network server stopped", "error", err)
@@ -252,6 +247,12 @@ func (n *Node) start() (err error) {
 			}
 		}
 		n.lifecycle = newBrokerLifecycle(n.channel, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
+	}
+	if cfg.MetricsAddress != "" {
+		// Last: a scrape reads the fields set above.
+		if n.metrics, err = StartMetricsServer(cfg.MetricsAddress, n.writeMetrics, logger.Named("metrics")); err != nil {
+			return err
+		}
 	}
 	logger.Info("node started", "node_id", cfg.NodeID, "roles", cfg.ProcessRoles, "cluster_id", n.clusterID,
 		"listeners", fmt.Sprint(bound))
@@ -274,8 +275,13 @@ func (n *Node) writeMetrics(w *promWriter) {
 	n.requests.write(w)
 	writeConnectionMetrics(w, n.server.ConnectionsByListener(), n.server.BoundListeners())
 	writeControllerMetrics(w, n.raft, n.cfg.HasRole("controller"))
+	if n.lifecycle != nil {
+		w.gauge("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 1 starting, 2 recovery (registered, fenced, catching up), 3 running, 6 pending controlled shutdown.",
+			float64(n.lifecycle.brokerState()))
+	}
 	if n.broker != nil {
 		n.broker.writeMetrics(w)
+		n.broker.writeGroupMetrics(w)
 	}
 }
 
@@ -457,9 +463,6 @@ func (n *Node) Abort() error { return n.close(false) }
 func (n *Node) close(graceful bool) error {
 	var errs []error
 	n.closeOnce.Do(func() {
-		if n.metrics != nil {
-			errs = append(errs, n.metrics.Close())
-		}
 		if n.lifecycle != nil {
 			if graceful {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -474,6 +477,10 @@ func (n *Node) close(graceful bool) error {
 		// the listeners' drain does not wait out long polls.
 		if n.broker != nil {
 			errs = append(errs, n.broker.Close())
+		}
+		// Scrapes see the controlled shutdown (BrokerState 6) until here.
+		if n.metrics != nil {
+			errs = append(errs, n.metrics.Close())
 		}
 		if n.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

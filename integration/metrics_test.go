@@ -25,7 +25,8 @@ import (
 // ISR expands again and nothing is under-replicated.
 func TestMetricsEndpoint(t *testing.T) {
 	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
-		ProcessOptions{Overrides: []string{"keel.metrics.address=127.0.0.1:0", "replica.lag.time.max.ms=2000"}})
+		ProcessOptions{Overrides: []string{"keel.metrics.address=127.0.0.1:0", "replica.lag.time.max.ms=2000",
+			"offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.RetryTimeout(30*time.Second))
@@ -44,19 +45,6 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for consumed := 0; consumed < total; {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d", consumed, total)
-		}
-		consumed += fs.NumRecords()
-	}
-	cons.Close()
 
 	nodes := []int32{1, 2, 3}
 	// The followers have fetched everything once every replica's log end
@@ -79,30 +67,54 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 		return s
 	}
+	// Measured before any group exists, whose __consumer_offsets writes
+	// would replicate too.
+	bytesIn := sum("kafka_server_brokertopicmetrics_bytesin_total", "topic", topic)
+	replicated := sum("kafka_server_brokertopicmetrics_replicationbytesin_total")
+	if bytesIn <= 0 || replicated != 2*bytesIn {
+		t.Errorf("bytes in %v, replication bytes in %v: want twice the bytes in (two followers)", bytesIn, replicated)
+	}
+
+	// A group member reads everything (and creates __consumer_offsets).
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumerGroup("metered-group"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for consumed := 0; consumed < total; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", consumed, total)
+		}
+		consumed += fs.NumRecords()
+	}
+	defer cons.Close()
+	waitFor(t, 30*time.Second, "the group to be stable", func() bool {
+		return sum("kafka_coordinator_group_groupmetadatamanager_numgroupsstable") == 1
+	})
 	for _, check := range []struct {
 		name   string
 		labels []string
 		want   float64
 	}{
 		{"kafka_server_brokertopicmetrics_messagesin_total", []string{"topic", topic}, total},
-		{"kafka_server_replicamanager_partitioncount", nil, 3 * 3}, // no group: no __consumer_offsets
-		{"kafka_server_replicamanager_leadercount", nil, 3},
+		// the topic's and __consumer_offsets' 3 partitions, 3 replicas each
+		{"kafka_server_replicamanager_partitioncount", nil, 2 * 3 * 3},
+		{"kafka_server_replicamanager_leadercount", nil, 2 * 3},
+		{"kafka_server_kafkaserver_brokerstate", nil, 3 * 3}, // RUNNING
+		{"kafka_coordinator_group_groupmetadatamanager_numgroups", nil, 1},
+		{"kafka_coordinator_group_groupmetadatamanager_numgroupsstable", nil, 1},
 		{"kafka_server_replicamanager_underreplicatedpartitions", nil, 0},
 		{"kafka_server_replicamanager_atminisrpartitioncount", nil, 0},
 		{"kafka_server_replicafetchermanager_maxlag", []string{"clientId", "Replica"}, 0},
 		{"kafka_controller_kafkacontroller_activecontrollercount", nil, 1},
-		{"kafka_controller_kafkacontroller_globalpartitioncount", nil, 3},
+		{"kafka_controller_kafkacontroller_globalpartitioncount", nil, 2 * 3},
 		{"kafka_controller_kafkacontroller_activebrokercount", nil, 3},
 		{"kafka_controller_kafkacontroller_offlinepartitionscount", nil, 0},
 	} {
 		if got := sum(check.name, check.labels...); got != check.want {
 			t.Errorf("%s%v summed over the nodes = %v, want %v", check.name, check.labels, got, check.want)
 		}
-	}
-	bytesIn := sum("kafka_server_brokertopicmetrics_bytesin_total", "topic", topic)
-	replicated := sum("kafka_server_brokertopicmetrics_replicationbytesin_total")
-	if bytesIn <= 0 || replicated != 2*bytesIn {
-		t.Errorf("bytes in %v, replication bytes in %v: want twice the bytes in (two followers)", bytesIn, replicated)
 	}
 	if out := sum("kafka_server_brokertopicmetrics_bytesout_total", "topic", topic); out < bytesIn {
 		t.Errorf("bytes out %v < bytes in %v: the consumer read every batch", out, bytesIn)
@@ -142,8 +154,12 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 		return s
 	}
-	waitFor(t, 60*time.Second, "the leaders to report under-replicated partitions", func() bool {
-		return liveSum("kafka_server_replicamanager_underreplicatedpartitions") == 3 &&
+	// Every partition has lost a replica: its leader (the dead node's
+	// partitions have new ones) counts it under-replicated; the topic's
+	// partitions (min.insync.replicas=2) are at their minimum ISR, those
+	// of __consumer_offsets (Kafka's default, 1) are not.
+	waitFor(t, 60*time.Second, "the leaders to report 6 under-replicated partitions, 3 at min ISR", func() bool {
+		return liveSum("kafka_server_replicamanager_underreplicatedpartitions") == 2*3 &&
 			liveSum("kafka_server_replicamanager_atminisrpartitioncount") == 3
 	})
 	if n := liveSum("kafka_server_replicamanager_isrshrinks_total"); n < 1 {
