@@ -135,7 +135,7 @@ type brokerLifecycle struct {
 
 	epoch      atomic.Int64
 	fenced     atomic.Bool
-	stopping   atomic.Bool // a controlled shutdown has begun
+	stopping   atomic.Bool   // a controlled shutdown has begun
 	registered chan struct{} // closed after the first successful registration
 	once       sync.Once
 	// onCaughtUp is called once, on the lifecycle goroutine, when the

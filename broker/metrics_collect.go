@@ -94,15 +94,9 @@ func (b *Broker) writeMetrics(w *promWriter) {
 			continue
 		}
 		leaders++
-		if len(st.isr) < len(st.replicas) {
-			under++
-		}
-		switch {
-		case len(st.isr) < st.minISR:
-			underMin++
-		case len(st.isr) == st.minISR:
-			atMin++
-		}
+		under += int(b2f(st.underReplicated()))
+		underMin += int(b2f(st.underMinISR()))
+		atMin += int(b2f(st.atMinISR()))
 	}
 	w.gauge("kafka_server_replicamanager_partitioncount", "Partitions this node hosts a replica of.", float64(len(parts)))
 	w.gauge("kafka_server_replicamanager_leadercount", "Partitions this node leads.", float64(leaders))
@@ -117,23 +111,60 @@ func (b *Broker) writeMetrics(w *promWriter) {
 	w.sample("kafka_server_replicafetchermanager_maxlag", float64(maxLag), "clientId", "Replica")
 	w.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories that failed.", float64(len(b.logs.OfflineDirs())))
 
-	logGauges := []struct {
-		name, help string
-		value      func(*partition) int64
-	}{
-		{"size", "Bytes of the partition's segment files on this node.", func(p *partition) int64 { return p.log.Size() }},
-		{"numlogsegments", "Segments of the partition's log on this node.", func(p *partition) int64 { return int64(p.log.NumSegments()) }},
-		{"logstartoffset", "The partition's log start offset on this node.", func(p *partition) int64 { return p.log.LogStartOffset() }},
-		{"logendoffset", "The partition's log end offset on this node.", func(p *partition) int64 { return p.log.LogEndOffset() }},
+	// Per partition: kafka.log:type=Log and kafka.cluster:type=Partition
+	// (the latter non-zero on the leader only, as in Kafka).
+	leaderOnly := func(f func(st *partitionState) bool) func(*partition, *partitionState) int64 {
+		return func(_ *partition, st *partitionState) int64 {
+			if st == nil || !st.isLeader || !f(st) {
+				return 0
+			}
+			return 1
+		}
 	}
-	for _, g := range logGauges {
-		name := "kafka_log_log_" + g.name
-		w.family(name, "gauge", g.help)
-		for _, p := range parts {
-			w.sample(name, float64(g.value(p)), "topic", p.tp.Topic, "partition", strconv.Itoa(int(p.tp.Partition)))
+	partGauges := []struct {
+		name, help string
+		value      func(*partition, *partitionState) int64
+	}{
+		{"kafka_log_log_size", "Bytes of the partition's segment files on this node.", func(p *partition, _ *partitionState) int64 { return p.log.Size() }},
+		{"kafka_log_log_numlogsegments", "Segments of the partition's log on this node.", func(p *partition, _ *partitionState) int64 { return int64(p.log.NumSegments()) }},
+		{"kafka_log_log_logstartoffset", "The partition's log start offset on this node.", func(p *partition, _ *partitionState) int64 { return p.log.LogStartOffset() }},
+		{"kafka_log_log_logendoffset", "The partition's log end offset on this node.", func(p *partition, _ *partitionState) int64 { return p.log.LogEndOffset() }},
+		{"kafka_cluster_partition_underreplicated", "1 when this node leads the partition and its ISR is smaller than its replicas.",
+			leaderOnly((*partitionState).underReplicated)},
+		{"kafka_cluster_partition_underminisr", "1 when this node leads the partition and its ISR is smaller than min.insync.replicas.",
+			leaderOnly((*partitionState).underMinISR)},
+		{"kafka_cluster_partition_atminisr", "1 when this node leads the partition and its ISR is exactly min.insync.replicas.",
+			leaderOnly((*partitionState).atMinISR)},
+		{"kafka_cluster_partition_insyncreplicascount", "The partition's ISR size, on its leader.", func(_ *partition, st *partitionState) int64 {
+			if st == nil || !st.isLeader {
+				return 0
+			}
+			return int64(len(st.isr))
+		}},
+		{"kafka_cluster_partition_replicascount", "The partition's replicas, on its leader.", func(_ *partition, st *partitionState) int64 {
+			if st == nil || !st.isLeader {
+				return 0
+			}
+			return int64(len(st.replicas))
+		}},
+	}
+	states := make([]*partitionState, len(parts))
+	for i, p := range parts {
+		states[i] = p.state.Load()
+	}
+	for _, g := range partGauges {
+		w.family(g.name, "gauge", g.help)
+		for i, p := range parts {
+			w.sample(g.name, float64(g.value(p, states[i])), "topic", p.tp.Topic, "partition", strconv.Itoa(int(p.tp.Partition)))
 		}
 	}
 }
+
+// underReplicated, underMinISR and atMinISR compare the ISR with the
+// replicas and with min.insync.replicas.
+func (s *partitionState) underReplicated() bool { return len(s.isr) < len(s.replicas) }
+func (s *partitionState) underMinISR() bool     { return len(s.isr) < s.minISR }
+func (s *partitionState) atMinISR() bool        { return len(s.isr) == s.minISR }
 
 // countISRChange counts a committed ISR change from old to new.
 func (m *brokerMetrics) countISRChange(old, new []int32) {

@@ -105,6 +105,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		{"kafka_coordinator_group_groupmetadatamanager_numgroups", nil, 1},
 		{"kafka_coordinator_group_groupmetadatamanager_numgroupsstable", nil, 1},
 		{"kafka_server_replicamanager_underreplicatedpartitions", nil, 0},
+		{"kafka_cluster_partition_replicascount", []string{"topic", topic}, 3 * 3},
 		{"kafka_server_replicamanager_atminisrpartitioncount", nil, 0},
 		{"kafka_server_replicafetchermanager_maxlag", []string{"clientId", "Replica"}, 0},
 		{"kafka_controller_kafkacontroller_activecontrollercount", nil, 1},
@@ -147,20 +148,18 @@ func TestMetricsEndpoint(t *testing.T) {
 			live = append(live, id)
 		}
 	}
-	liveSum := func(name string) float64 {
+	liveSum := func(name string, labels ...string) float64 {
 		var s float64
 		for _, id := range live {
-			s += sumSeries(scrape(t, c, id), name)
+			s += sumSeries(scrape(t, c, id), name, labels...)
 		}
 		return s
 	}
-	// Every partition has lost a replica: its leader (the dead node's
-	// partitions have new ones) counts it under-replicated; the topic's
-	// partitions (min.insync.replicas=2) are at their minimum ISR, those
-	// of __consumer_offsets (Kafka's default, 1) are not.
 	waitFor(t, 60*time.Second, "the leaders to report 6 under-replicated partitions, 3 at min ISR", func() bool {
 		return liveSum("kafka_server_replicamanager_underreplicatedpartitions") == 2*3 &&
-			liveSum("kafka_server_replicamanager_atminisrpartitioncount") == 3
+			liveSum("kafka_server_replicamanager_atminisrpartitioncount") == 3 &&
+			liveSum("kafka_cluster_partition_underreplicated", anyLabels...) == 2*3 &&
+			liveSum("kafka_cluster_partition_insyncreplicascount", anyLabels...) == 2*3*2
 	})
 	if n := liveSum("kafka_server_replicamanager_isrshrinks_total"); n < 1 {
 		t.Errorf("ISR shrinks = %v after a follower died", n)
@@ -200,9 +199,13 @@ func scrape(t *testing.T, c *ProcessCluster, id int32) map[string]*dto.MetricFam
 	return families
 }
 
+// anyLabels makes sumSeries sum every sample of a family.
+var anyLabels = []string{"*"}
+
 // sumSeries sums a family's samples whose labels include labels (name,
 // value pairs); with no labels, the samples that have none (Kafka's
-// all-topics series). A histogram's _count is asked for by that name.
+// all-topics series); with anyLabels, all. A histogram's _count is asked
+// for by that name.
 func sumSeries(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
 	family, suffix := name, ""
 	if base, ok := strings.CutSuffix(name, "_count"); ok && families[name] == nil {
@@ -230,6 +233,9 @@ func sumSeries(families map[string]*dto.MetricFamily, name string, labels ...str
 }
 
 func hasLabels(m *dto.Metric, labels []string) bool {
+	if len(labels) == 1 && labels[0] == anyLabels[0] {
+		return true
+	}
 	if len(labels) == 0 {
 		return len(m.Label) == 0
 	}
