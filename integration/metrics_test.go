@@ -252,3 +252,57 @@ func hasLabels(m *dto.Metric, labels []string) bool {
 	}
 	return true
 }
+
+// TestMetricsFollowTheRoles: a controller-only node serves the controller
+// and quorum series and no broker ones; a broker-only node the broker
+// ones (its BrokerState RUNNING once unfenced) and no KafkaController
+// gauges; the active controller reports itself and the broker.
+func TestMetricsFollowTheRoles(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "controller"}, {2, "broker"}}, "keel.metrics.address=127.0.0.1:0")
+	c.WaitReady(30 * time.Second)
+	get := func(id int32) map[string]*dto.MetricFamily {
+		t.Helper()
+		addr := c.Nodes[id].MetricsAddress()
+		if addr == "" {
+			t.Fatalf("node %d serves no metrics", id)
+		}
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p expfmt.TextParser
+		families, err := p.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatalf("node %d: %v", id, err)
+		}
+		return families
+	}
+	waitFor(t, 30*time.Second, "the broker running and counted by the controller", func() bool {
+		return sumSeries(get(2), "kafka_server_kafkaserver_brokerstate") == 3 &&
+			sumSeries(get(1), "kafka_controller_kafkacontroller_activebrokercount") == 1
+	})
+	ctl, brk := get(1), get(2)
+	for _, name := range []string{"kafka_controller_kafkacontroller_activecontrollercount", "kafka_server_raftmetrics_current_leader", "go_goroutines"} {
+		if ctl[name] == nil {
+			t.Errorf("the controller has no %s", name)
+		}
+	}
+	for _, name := range []string{"kafka_server_replicamanager_partitioncount", "kafka_server_kafkaserver_brokerstate", "kafka_server_brokertopicmetrics_messagesin_total"} {
+		if ctl[name] != nil {
+			t.Errorf("the controller-only node has %s", name)
+		}
+		if brk[name] == nil {
+			t.Errorf("the broker has no %s", name)
+		}
+	}
+	if brk["kafka_controller_kafkacontroller_activecontrollercount"] != nil {
+		t.Error("the broker-only node has KafkaController gauges")
+	}
+	if v := sumSeries(ctl, "kafka_controller_kafkacontroller_activecontrollercount"); v != 1 {
+		t.Errorf("active controller count %v on the only controller", v)
+	}
+	if v := sumSeries(brk, "kafka_server_raftmetrics_current_leader"); v != 1 {
+		t.Errorf("the broker sees quorum leader %v, want 1", v)
+	}
+}
