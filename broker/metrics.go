@@ -1,7 +1,8 @@
 package broker
 
 // Metrics: Kafka's broker metrics in Prometheus's text format, served at
-// /metrics on keel.metrics.address (metrics_http.go).
+// /metrics on keel.metrics.address (metrics_collect.go writes and serves
+// them; this file has the counters and the format).
 //
 // Kafka publishes its metrics as JMX MBeans, and operators read them
 // through the Prometheus JMX exporter. Keel has no JVM, so it writes the
@@ -24,9 +25,12 @@ package broker
 //     (what followers fetch) for all topics only.
 //   - ReplicaManager gauges, computed when scraped from the partitions this
 //     node hosts; IsrShrinks and IsrExpands when the controller commits a
-//     change this leader asked for.
-//   - Log (per partition): Size, LogStartOffset, LogEndOffset,
-//     NumLogSegments.
+//     change this leader asked for. ReplicaFetcherManager MaxLag.
+//   - Per partition: Log (Size, LogStartOffset, LogEndOffset,
+//     NumLogSegments) and Partition (UnderReplicated, UnderMinIsr,
+//     AtMinIsr, InSyncReplicasCount, ReplicasCount, on the leader).
+//   - KafkaServer BrokerState; GroupMetadataManager's group counts;
+//     socket-server-metrics connection-count per listener.
 //   - RequestMetrics: Requests per API (request="FetchConsumer" and
 //     "FetchFollower" for Fetch, as Kafka splits it) and TotalTimeMs as a
 //     Prometheus histogram, from a request's arrival to its response being
@@ -157,7 +161,7 @@ func (m *brokerMetrics) retainTopics(exists func(string) bool) {
 // requestTimeBucketsMs are the upper bounds of the TotalTimeMs histogram.
 // A long-poll fetch waits up to fetch.max.wait.ms (500 by default), a
 // follower's replica.fetch.wait.max.ms, and acks=all the replication.
-var requestTimeBucketsMs = []float64{0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+var requestTimeBucketsMs = [...]float64{0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
 
 // requestKindFetchFollower is the index of FetchFollower in requestMetrics,
 // past every API key (Fetch from consumers keeps the Fetch key).
@@ -170,7 +174,7 @@ const (
 type requestStats struct {
 	count   atomic.Int64
 	sumNs   atomic.Int64
-	buckets [17]atomic.Int64 // requestTimeBucketsMs, then +Inf
+	buckets [len(requestTimeBucketsMs) + 1]atomic.Int64 // then +Inf
 }
 
 // RequestMetrics is Kafka's RequestMetrics: how many requests of each API
@@ -197,7 +201,7 @@ func (rm *RequestMetrics) Observe(req *network.Request, took time.Duration) {
 	s.count.Add(1)
 	s.sumNs.Add(int64(took))
 	ms := float64(took) / float64(time.Millisecond)
-	i, _ := slices.BinarySearch(requestTimeBucketsMs, ms)
+	i, _ := slices.BinarySearch(requestTimeBucketsMs[:], ms)
 	s.buckets[i].Add(1)
 }
 

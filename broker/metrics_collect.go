@@ -26,10 +26,6 @@ import (
 
 // writeMetrics writes the broker's series (see metrics.go).
 func (b *Broker) writeMetrics(w *promWriter) {
-	img := b.currentImage()
-	if img != nil {
-		b.metrics.retainTopics(func(name string) bool { _, ok := img.Topic(name); return ok })
-	}
 	m := b.metrics
 	m.mu.Lock()
 	names := make([]string, 0, len(m.topics))
@@ -187,7 +183,6 @@ func (m *brokerMetrics) countISRChange(old, new []int32) {
 // on the others (Kafka's ActiveControllerCount and OfflinePartitionsCount
 // are summed over the cluster).
 func writeControllerMetrics(w *promWriter, rn *raftlog.Node, controller bool) {
-	leader, _ := rn.LeaderID()
 	active := controller && rn.IsLeader()
 	if controller {
 		var img *metadata.Image
@@ -224,7 +219,7 @@ func writeControllerMetrics(w *promWriter, rn *raftlog.Node, controller bool) {
 		w.gauge("kafka_controller_kafkacontroller_fencedbrokercount", "Registered, fenced brokers (active controller only).", float64(fenced))
 	}
 	current := float64(-1)
-	if _, ok := rn.LeaderID(); ok {
+	if leader, ok := rn.LeaderID(); ok {
 		current = float64(leader)
 	}
 	w.gauge("kafka_server_raftmetrics_current_leader", "The metadata quorum's leader as this node knows it; -1 when none.", current)
