@@ -22,7 +22,8 @@ import (
 // series add up across the nodes to what the clients did and to the
 // topic's layout. A follower is killed with kill -9: the leaders report
 // under-replicated partitions and count ISR shrinks; once it is back, the
-// ISR expands again and nothing is under-replicated.
+// ISR expands again and nothing is under-replicated. Then the active
+// controller is killed: the survivors count one active controller again.
 func TestMetricsEndpoint(t *testing.T) {
 	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
 		ProcessOptions{Overrides: []string{"keel.metrics.address=127.0.0.1:0", "replica.lag.time.max.ms=2000",
@@ -169,6 +170,33 @@ func TestMetricsEndpoint(t *testing.T) {
 	waitFor(t, 60*time.Second, "the ISRs to expand again", func() bool {
 		return sum("kafka_server_replicamanager_underreplicatedpartitions") == 0 &&
 			sum("kafka_server_replicamanager_isrexpands_total") >= 1
+	})
+
+	// kill -9 the active controller: another takes over, and the cluster
+	// still counts exactly one.
+	var active int32 = -1
+	for _, id := range nodes {
+		if sumSeries(scrape(t, c, id), "kafka_controller_kafkacontroller_activecontrollercount") == 1 {
+			active = id
+		}
+	}
+	c.Kill(active)
+	live = live[:0]
+	for _, id := range nodes {
+		if id != active {
+			live = append(live, id)
+		}
+	}
+	waitFor(t, 30*time.Second, "a new active controller, known to both survivors", func() bool {
+		if liveSum("kafka_controller_kafkacontroller_activecontrollercount") != 1 {
+			return false
+		}
+		for _, id := range live {
+			if leader := sumSeries(scrape(t, c, id), "kafka_server_raftmetrics_current_leader"); leader == float64(active) || leader < 0 {
+				return false
+			}
+		}
+		return true
 	})
 }
 
