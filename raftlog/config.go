@@ -27,6 +27,11 @@ type Config struct {
 	// (Voter false, not listed in Voters) runs Raft as a non-voting observer
 	// that the active controller adds with AddObserver.
 	Voter bool
+	// Join is set on a controller that joins a running quorum (KIP-853: a
+	// controller formatted without initial voters, added with
+	// AddRaftVoter): it never bootstraps, and need not be among Voters,
+	// which are then the voters it learned from the bootstrap servers.
+	Join bool
 	// DataDir is metadata.log.dir; the node keeps its state in
 	// DataDir/__cluster_metadata-0 (see the package doc).
 	DataDir string
@@ -152,6 +157,9 @@ func (c *Config) validate() error {
 	}
 	addr, listed := c.Voters[c.NodeID]
 	switch {
+	case c.Join && !c.Voter:
+		return fmt.Errorf("%w: node %d joins the quorum but has no controller role", ErrInvalidConfig, c.NodeID)
+	case c.Join:
 	case c.Voter && !listed:
 		return fmt.Errorf("%w: node %d has the controller role but is not in controller.quorum.voters", ErrInvalidConfig, c.NodeID)
 	case !c.Voter && listed:

@@ -28,6 +28,15 @@ var (
 	ErrInvalidVoters = errors.New("invalid controller.quorum.voters")
 	// ErrInvalidConfig is a Config that Open refuses.
 	ErrInvalidConfig = errors.New("invalid raftlog config")
+	// ErrDuplicateVoter: AddVoter of a node that is a voter already
+	// (Kafka's DUPLICATE_VOTER).
+	ErrDuplicateVoter = errors.New("already a voter")
+	// ErrVoterNotFound: RemoveVoter of a node that is not a voter
+	// (Kafka's VOTER_NOT_FOUND).
+	ErrVoterNotFound = errors.New("not a voter")
+	// ErrVoterNotCaughtUp: AddVoter's node did not catch up with the
+	// leader's log in time; it was not made a voter.
+	ErrVoterNotCaughtUp = errors.New("the new voter did not catch up in time")
 )
 
 // NotLeaderError is returned when this node is not the leader. LeaderID is

@@ -16,8 +16,11 @@ import (
 // quorum (KIP-853: controller.quorum.bootstrap.servers, no
 // controller.quorum.voters) was formatted with: keel format --standalone or
 // --initial-controllers writes it, as kafka-storage.sh format writes its
-// bootstrap checkpoint. Keel cannot add or remove voters at runtime, so the
-// voter set stays the formatted one and every start reads it from here.
+// bootstrap checkpoint. They bootstrap the quorum on its first start; from
+// then on the Raft log holds the voters, which AddVoter and RemoveVoter
+// change. A controller formatted with --no-initial-controllers, to join a
+// running quorum, has the file with an empty list (ReadInitialVoters: nil
+// voters).
 const InitialVotersFile = "initial-controllers.properties"
 
 const initialVotersKey = "initial.controllers"
@@ -26,15 +29,12 @@ const initialVotersKey = "initial.controllers"
 // if needed. An existing file naming other voters is an error: the quorum
 // a dir was formatted for does not change.
 func WriteInitialVoters(dir string, voters map[int32]string) error {
-	if len(voters) == 0 {
-		return fmt.Errorf("format %s: no initial controllers", dir)
-	}
-	want := FormatVoters(voters)
+	want := FormatVoters(voters) // "" for a controller that joins later
 	switch have, err := ReadInitialVoters(dir); {
 	case err == nil && FormatVoters(have) == want:
 		return nil
 	case err == nil:
-		return fmt.Errorf("format %s: it was formatted with initial controllers %s, not %s",
+		return fmt.Errorf("format %s: it was formatted with initial controllers %q, not %q",
 			dir, FormatVoters(have), want)
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
@@ -43,7 +43,8 @@ func WriteInitialVoters(dir string, voters map[int32]string) error {
 		return fmt.Errorf("format %s: %w", dir, err)
 	}
 	var b bytes.Buffer
-	b.WriteString("# The metadata quorum's voters, as formatted (keel format --standalone or --initial-controllers).\n")
+	b.WriteString("# The metadata quorum's voters, as formatted (keel format --standalone or --initial-controllers;\n")
+	b.WriteString("# empty: --no-initial-controllers, a controller that joins with add-controller).\n")
 	fmt.Fprintf(&b, "%s=%s\n", initialVotersKey, want)
 	if err := writeFileAtomic(filepath.Join(dir, InitialVotersFile), b.Bytes()); err != nil {
 		return fmt.Errorf("format %s: %w", dir, err)
@@ -62,6 +63,9 @@ func ReadInitialVoters(dir string) (map[int32]string, error) {
 	props, err := parseProperties(data)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if v, ok := props[initialVotersKey]; ok && strings.TrimSpace(v) == "" {
+		return nil, nil // formatted to join a running quorum
 	}
 	voters, err := ParseVoters(props[initialVotersKey])
 	if err != nil {

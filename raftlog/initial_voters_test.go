@@ -41,10 +41,22 @@ func TestInitialVotersFile(t *testing.T) {
 	if err := WriteInitialVoters(dir, voters); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteInitialVoters(dir, map[int32]string{1: "ctl1:9093"}); err == nil || !strings.Contains(err.Error(), "formatted with initial controllers 1@ctl1:9093,2@ctl2:9093,3@ctl3:9093") {
+	if err := WriteInitialVoters(dir, map[int32]string{1: "ctl1:9093"}); err == nil || !strings.Contains(err.Error(), `formatted with initial controllers "1@ctl1:9093,2@ctl2:9093,3@ctl3:9093"`) {
 		t.Fatalf("reformat with other voters: %v", err)
 	}
-	if err := WriteInitialVoters(t.TempDir(), nil); err == nil {
-		t.Fatal("no voters accepted")
+	if err := WriteInitialVoters(dir, nil); err == nil {
+		t.Fatal("a dir formatted with voters reformatted to join")
+	}
+	// --no-initial-controllers: an empty list, read back as nil voters; the
+	// dir cannot then be formatted with voters.
+	join := t.TempDir()
+	if err := WriteInitialVoters(join, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadInitialVoters(join); err != nil || got != nil {
+		t.Fatalf("joining dir: %v %v", got, err)
+	}
+	if err := WriteInitialVoters(join, voters); err == nil {
+		t.Fatal("a joining dir reformatted with voters")
 	}
 }

@@ -141,7 +141,7 @@ func (n *Node) open() error {
 	n.raft = r
 	n.prog.raft.Store(r)
 
-	if n.cfg.Voter {
+	if n.cfg.Voter && !n.cfg.Join {
 		conf := raft.Configuration{}
 		for _, id := range sortedVoterIDs(n.cfg.Voters) {
 			conf.Servers = append(conf.Servers, raft.Server{
@@ -401,9 +401,6 @@ func (n *Node) Configuration(ctx context.Context) ([]ServerState, error) {
 // when a broker registers. A node already present with the same address is
 // left alone; a voter is never demoted. Leader only (*NotLeaderError).
 func (n *Node) AddObserver(ctx context.Context, id int32, addr string) error {
-	if _, voter := n.cfg.Voters[id]; voter {
-		return fmt.Errorf("add observer %d: it is a voter", id)
-	}
 	cur, err := n.Configuration(ctx)
 	if err != nil {
 		return fmt.Errorf("add observer %d: %w", id, err)
@@ -493,3 +490,104 @@ func (n *Node) QuorumState(ctx context.Context) (QuorumState, error) {
 
 // String names the node for logs.
 func (n *Node) String() string { return "raftlog node " + strconv.Itoa(int(n.cfg.NodeID)) }
+
+// Voters returns the voters of the latest Raft configuration this node
+// knows (committed or not), node id → address; empty before it has one (an
+// observer not yet added, a controller that has not joined yet). Never
+// blocks on Raft.
+func (n *Node) Voters() map[int32]string {
+	out := map[int32]string{}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return out
+	}
+	for _, s := range f.Configuration().Servers {
+		if id, ok := nodeIDOf(s.ID); ok && s.Suffrage == raft.Voter {
+			out[id] = string(s.Address)
+		}
+	}
+	return out
+}
+
+// addVoterPoll is how often AddVoter checks whether its node caught up.
+const addVoterPoll = 50 * time.Millisecond
+
+// AddVoter makes node id, whose controller listener is addr, a voter
+// (KIP-853 AddRaftVoter): it joins as a non-voter first, and is promoted
+// once its log has reached the leader's commit index as it was when the
+// call began, so that the quorum does not wait on a voter still copying
+// the log. If it does not catch up before ctx ends it is removed again
+// and ErrVoterNotCaughtUp returned. A voter already: ErrDuplicateVoter.
+// Leader only (*NotLeaderError).
+func (n *Node) AddVoter(ctx context.Context, id int32, addr string) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	cur, err := n.Configuration(ctx)
+	if err != nil {
+		return fmt.Errorf("add voter %d: %w", id, err)
+	}
+	for _, s := range cur {
+		switch {
+		case s.NodeID == id && s.Voter:
+			return fmt.Errorf("add voter %d: %w", id, ErrDuplicateVoter)
+		case s.NodeID != id && s.Voter && s.Address == addr:
+			return fmt.Errorf("add voter %d at %s: voter %d has that address", id, addr, s.NodeID)
+		}
+	}
+	target := int64(n.raft.CommitIndex()) + 1
+	if err := n.await(ctx, n.raft.AddNonvoter(serverID(id), raft.ServerAddress(addr), 0, timeoutOf(ctx))); err != nil {
+		return fmt.Errorf("add voter %d at %s: %w", id, addr, err)
+	}
+	n.logger.Info("adding a voter: replicating the log to it", "voter", id, "address", addr)
+	for {
+		qs, err := n.QuorumState(ctx)
+		if err != nil {
+			return fmt.Errorf("add voter %d: %w", id, err)
+		}
+		caught := false
+		for _, o := range qs.Observers {
+			caught = caught || (o.NodeID == id && o.LogEndOffset >= target)
+		}
+		if caught {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = n.await(rctx, n.raft.RemoveServer(serverID(id), 0, 5*time.Second))
+			cancel()
+			return fmt.Errorf("add voter %d: %w", id, ErrVoterNotCaughtUp)
+		case <-n.closed:
+			return ErrClosed
+		case <-time.After(addVoterPoll):
+		}
+	}
+	if err := n.await(ctx, n.raft.AddVoter(serverID(id), raft.ServerAddress(addr), 0, timeoutOf(ctx))); err != nil {
+		return fmt.Errorf("add voter %d at %s: %w", id, addr, err)
+	}
+	n.logger.Info("added a voter", "voter", id, "address", addr)
+	return nil
+}
+
+// RemoveVoter removes voter id from the quorum (KIP-853 RemoveRaftVoter).
+// Removing the leader itself makes it step down once the change commits.
+// Not a voter: ErrVoterNotFound; the last voter is never removed. Leader
+// only (*NotLeaderError).
+func (n *Node) RemoveVoter(ctx context.Context, id int32) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	voters := n.Voters()
+	if _, ok := voters[id]; !ok {
+		return fmt.Errorf("remove voter %d: %w", id, ErrVoterNotFound)
+	}
+	if len(voters) == 1 {
+		return fmt.Errorf("remove voter %d: it is the last voter", id)
+	}
+	if err := n.await(ctx, n.raft.RemoveServer(serverID(id), 0, timeoutOf(ctx))); err != nil {
+		return fmt.Errorf("remove voter %d: %w", id, err)
+	}
+	n.logger.Info("removed a voter", "voter", id)
+	return nil
+}
