@@ -60,6 +60,8 @@ var apiTable = func() []apiSpec {
 		{60, 0, 2}, // DescribeCluster
 		{61, 0, 0}, // DescribeProducers
 		{64, 0, 0}, // UnregisterBroker (forwarded)
+		{80, 0, 1}, // AddRaftVoter (forwarded)
+		{81, 0, 0}, // RemoveRaftVoter (forwarded)
 	}
 	var maxKey int16
 	for _, r := range ranges {

@@ -359,6 +359,18 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return respond(b.handleListPartitionReassignments(m))
 	case *kmsg.DescribeQuorumRequest:
 		return b.handleDescribeQuorum(ctx, m)
+	case *kmsg.AddRaftVoterRequest:
+		return b.forward(ctx, m, addVoterForwardTimeout, func(code int16, msg string) kmsg.Response {
+			resp := m.ResponseKind().(*kmsg.AddRaftVoterResponse)
+			resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+			return resp
+		})
+	case *kmsg.RemoveRaftVoterRequest:
+		return b.forward(ctx, m, defaultForwardTimeout, func(code int16, msg string) kmsg.Response {
+			resp := m.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
+			resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+			return resp
+		})
 	case *kmsg.FindCoordinatorRequest:
 		return respond(b.handleFindCoordinator(req, m))
 	case *kmsg.JoinGroupRequest:

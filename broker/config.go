@@ -203,7 +203,7 @@ func configKeys(c *Config) map[string]configKey {
 		"controller.quorum.bootstrap.servers": {"", list(&c.ControllerQuorumBootstrapServers),
 			"host:port of the controllers, for a quorum whose voters were set when formatting (keel format --standalone or --initial-controllers)"},
 		"initial.broker.registration.timeout.ms": {"60000", ms(&c.InitialBrokerRegistrationTimeout),
-			"how long a broker-only node started with controller.quorum.bootstrap.servers waits to learn the voters before it exits"},
+			"how long a broker-only node started with controller.quorum.bootstrap.servers (or a controller formatted with --no-initial-controllers) waits to learn the voters before it exits"},
 		"keel.metrics.address": {"", s(&c.MetricsAddress),
 			"host:port where http://host:port/metrics serves Kafka's broker metrics in Prometheus's format (Keel's own key; empty: not served)"},
 		"controller.listener.names":      {"CONTROLLER", list(&c.ControllerListenerNames), "listeners the controller uses"},

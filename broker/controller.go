@@ -408,6 +408,10 @@ func errorFields(resp kmsg.Response) []*int16 {
 		}
 	case *kmsg.DescribeQuorumResponse:
 		out = append(out, &r.ErrorCode)
+	case *kmsg.AddRaftVoterResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.RemoveRaftVoterResponse:
+		out = append(out, &r.ErrorCode)
 	case *kmsg.DescribeClusterResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.CreateTopicsResponse:

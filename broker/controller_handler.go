@@ -25,6 +25,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.AllocateProducerIDs, kmsg.DescribeQuorum, kmsg.CreateTopics, kmsg.DeleteTopics,
 	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
+	kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
 }
 
 // controllerHandler serves the controller listener (network.Handler).
@@ -34,8 +35,9 @@ type controllerHandler struct {
 	driver    *controllerDriver
 	raft      *raftlog.Node
 	nodeID    int32
-	voters    map[int32]string
-	listener  string // the controller listener name, for DescribeQuorum nodes
+	voters    func() map[int32]string // the current voters' controller addresses
+	dynamic   bool                    // a KIP-853 quorum: voters can be added and removed
+	listener  string                  // the controller listener name, for DescribeQuorum nodes
 	logger    hclog.Logger
 	wg        *sync.WaitGroup // owned by the node: waited for at shutdown
 	apiRanges map[int16][2]int16
@@ -45,8 +47,8 @@ type controllerHandler struct {
 	clusterID string
 }
 
-func newControllerHandler(driver *controllerDriver, raft *raftlog.Node, nodeID int32, voters map[int32]string, listener string, logger hclog.Logger, wg *sync.WaitGroup) *controllerHandler {
-	h := &controllerHandler{driver: driver, raft: raft, nodeID: nodeID, voters: voters, listener: listener,
+func newControllerHandler(driver *controllerDriver, raft *raftlog.Node, nodeID int32, voters func() map[int32]string, dynamic bool, listener string, logger hclog.Logger, wg *sync.WaitGroup) *controllerHandler {
+	h := &controllerHandler{driver: driver, raft: raft, nodeID: nodeID, voters: voters, dynamic: dynamic, listener: listener,
 		logger: logger.Named("controller-api"), wg: wg, apiRanges: map[int16][2]int16{}}
 	for _, k := range controllerAPIs {
 		req := kmsg.RequestForKey(k.Int16())
@@ -107,6 +109,10 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 		return h.describeQuorum(ctx, r)
 	case *kmsg.DescribeClusterRequest:
 		return h.describeCluster(r)
+	case *kmsg.AddRaftVoterRequest:
+		return h.addRaftVoter(ctx, r)
+	case *kmsg.RemoveRaftVoterRequest:
+		return h.removeRaftVoter(ctx, r)
 	}
 	if ct, ok := req.(*kmsg.CreateTopicsRequest); ok && isInternalCreate(ct) {
 		req = &internalCreateTopics{*ct} // the broker's own __consumer_offsets
@@ -178,7 +184,7 @@ func (h *controllerHandler) describeQuorum(ctx context.Context, req *kmsg.Descri
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	for id, addr := range h.voters {
+	for id, addr := range h.voters() {
 		host, portStr, err := net.SplitHostPort(addr)
 		if err != nil {
 			continue

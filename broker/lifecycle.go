@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,7 @@ import (
 // voter in turn until one does not answer NOT_CONTROLLER. Safe for
 // concurrent use.
 type controllerChannel struct {
-	voters   map[int32]string
-	ids      []int32
+	voters   func() map[int32]string
 	leader   func() (int32, bool)
 	clientID string
 
@@ -32,28 +32,35 @@ type controllerChannel struct {
 	next  int
 }
 
-func newControllerChannel(voters map[int32]string, leader func() (int32, bool), clientID string) *controllerChannel {
-	c := &controllerChannel{voters: voters, leader: leader, clientID: clientID, conns: map[int32]*kafkaConn{}}
-	for id := range voters {
-		c.ids = append(c.ids, id)
-	}
-	sort.Slice(c.ids, func(i, j int) bool { return c.ids[i] < c.ids[j] })
-	return c
+// newControllerChannel returns a channel to the voters voters returns
+// (they change when voters are added or removed).
+func newControllerChannel(voters func() map[int32]string, leader func() (int32, bool), clientID string) *controllerChannel {
+	return &controllerChannel{voters: voters, leader: leader, clientID: clientID, conns: map[int32]*kafkaConn{}}
 }
 
-func (c *controllerChannel) target() *kafkaConn {
+func (c *controllerChannel) target() (*kafkaConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, ok := c.leader()
-	if _, voter := c.voters[id]; !ok || !voter {
-		id = c.ids[c.next%len(c.ids)]
+	voters := c.voters()
+	if len(voters) == 0 {
+		return nil, errors.New("no metadata quorum voters known")
 	}
+	id, ok := c.leader()
+	if _, voter := voters[id]; !ok || !voter {
+		ids := slices.Sorted(maps.Keys(voters))
+		id = ids[c.next%len(ids)]
+	}
+	addr := voters[id]
 	conn, ok := c.conns[id]
+	if ok && conn.addr != addr { // the voter moved (removed and added again)
+		conn.close()
+		ok = false
+	}
 	if !ok {
-		conn = newKafkaConn(c.voters[id], c.clientID)
+		conn = newKafkaConn(addr, c.clientID)
 		c.conns[id] = conn
 	}
-	return conn
+	return conn, nil
 }
 
 func (c *controllerChannel) rotate() {
@@ -67,8 +74,11 @@ func (c *controllerChannel) rotate() {
 func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		conn := c.target()
-		resp, err := conn.request(ctx, req)
+		var resp kmsg.Response
+		conn, err := c.target()
+		if err == nil {
+			resp, err = conn.request(ctx, req)
+		}
 		if err == nil && !isNotController(resp) {
 			return resp, nil
 		}

@@ -74,12 +74,12 @@ func (n *Node) start() (err error) {
 	for _, k := range cfg.Unknown {
 		logger.Warn("ignoring unknown config key", "key", k)
 	}
-	voters, source, err := quorumVoters(cfg, logger)
+	voters, source, join, err := quorumVoters(cfg, logger)
 	if err != nil {
 		return err
 	}
 	isController, isBroker := cfg.HasRole("controller"), cfg.HasRole("broker")
-	if _, ok := voters[cfg.NodeID]; isController && !ok {
+	if _, ok := voters[cfg.NodeID]; isController && !ok && !join {
 		return fmt.Errorf("node.id %d has the controller role but is not among the voters %s (from %s)", cfg.NodeID, raftlog.FormatVoters(voters), source)
 	}
 
@@ -167,6 +167,15 @@ func (n *Node) start() (err error) {
 	n.advertised = advertised
 
 	muxAddr := voters[cfg.NodeID]
+	if join {
+		// Raft dials a joining controller at its own controller listener,
+		// the address add-controller gives the leader.
+		addr, ok := cfg.OwnControllerAddr()
+		if !ok {
+			return fmt.Errorf("node %d joins the metadata quorum but has no controller listener address", cfg.NodeID)
+		}
+		muxAddr = addr
+	}
 	if !isController {
 		for _, l := range advertised {
 			if l.Name == cfg.InterBrokerListenerName {
@@ -180,6 +189,7 @@ func (n *Node) start() (err error) {
 		NodeID:  cfg.NodeID,
 		Voters:  voters,
 		Voter:   isController,
+		Join:    join,
 		DataDir: cfg.MetadataLogDir,
 		Mux:     n.mux,
 		Logger:  logger.Named("raft"),
@@ -191,12 +201,22 @@ func (n *Node) start() (err error) {
 	if err != nil {
 		return err
 	}
-	n.channel = newControllerChannel(voters, n.raft.LeaderID, fmt.Sprintf("keel-node-%d", cfg.NodeID))
+	// The voters change (AddRaftVoter, RemoveRaftVoter): the Raft
+	// configuration has them once this node has one; until then (an
+	// observer not yet added, a controller not yet joined) the ones it
+	// started with.
+	currentVoters := func() map[int32]string {
+		if v := n.raft.Voters(); len(v) > 0 {
+			return v
+		}
+		return voters
+	}
+	n.channel = newControllerChannel(currentVoters, n.raft.LeaderID, fmt.Sprintf("keel-node-%d", cfg.NodeID))
 
 	if isController {
 		ccfg := controllerConfig(cfg, n.clusterID)
 		n.driver = newControllerDriver(n.raft, ccfg, cfg.InterBrokerListenerName, logger)
-		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, voters, controllerListener, logger, &n.handlerWG)
+		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, currentVoters, cfg.DynamicQuorum(), controllerListener, logger, &n.handlerWG)
 		router.controller.forward, router.controller.clusterID = n.channel.send, n.clusterID
 	}
 	if isBroker {

@@ -27,46 +27,52 @@ import (
 //     or --initial-controllers), or itself alone when the bootstrap servers
 //     name only its own controller listener (Kafka 4's shipped
 //     server.properties);
-//   - on a broker-only node: what a controller at a bootstrap server answers
-//     to DescribeQuorum (its KIP-853 Nodes), retried for up to
+//   - on a broker-only node, and on a controller formatted with
+//     --no-initial-controllers to join a running quorum (join is then
+//     true): what a controller at a bootstrap server answers to
+//     DescribeQuorum (its KIP-853 Nodes), retried for up to
 //     initial.broker.registration.timeout.ms.
 //
 // A controller with bootstrap servers naming other controllers and no
 // formatted voters is refused: taking itself as the only voter, as a
 // single node does, would make each such controller a quorum of its own.
-func quorumVoters(cfg *Config, logger hclog.Logger) (map[int32]string, string, error) {
+func quorumVoters(cfg *Config, logger hclog.Logger) (voters map[int32]string, source string, join bool, err error) {
 	if !cfg.DynamicQuorum() {
 		voters, err := raftlog.ParseVoters(cfg.ControllerQuorumVoters)
 		if err != nil {
-			return nil, "", fmt.Errorf("controller.quorum.voters: %w", err)
+			return nil, "", false, fmt.Errorf("controller.quorum.voters: %w", err)
 		}
-		return voters, "controller.quorum.voters", nil
+		return voters, "controller.quorum.voters", false, nil
 	}
 	bootstrap := strings.Join(cfg.ControllerQuorumBootstrapServers, ",")
 	if cfg.HasRole("controller") {
 		voters, err := raftlog.ReadInitialVoters(cfg.MetadataLogDir)
 		switch {
+		case err == nil && voters == nil:
+			join = true // formatted with --no-initial-controllers
 		case err == nil:
-			return voters, raftlog.InitialVotersFile, nil
+			return voters, raftlog.InitialVotersFile, false, nil
 		case !errors.Is(err, fs.ErrNotExist):
-			return nil, "", err
+			return nil, "", false, err
 		}
-		if addr, ok := cfg.OwnControllerAddr(); ok && cfg.StandaloneBootstrap() {
-			return map[int32]string{cfg.NodeID: addr}, "controller.quorum.bootstrap.servers", nil
+		if !join {
+			if addr, ok := cfg.OwnControllerAddr(); ok && cfg.StandaloneBootstrap() {
+				return map[int32]string{cfg.NodeID: addr}, "controller.quorum.bootstrap.servers", false, nil
+			}
+			return nil, "", false, fmt.Errorf("controller.quorum.bootstrap.servers=%s names other controllers, and %s was not formatted with the quorum's voters: "+
+				"format every controller with keel format --cluster-id ID --initial-controllers 1@host:port,2@host:port,... "+
+				"(as kafka-storage.sh format --initial-controllers), or a single controller with --standalone, or set controller.quorum.voters",
+				bootstrap, cfg.MetadataLogDir)
 		}
-		return nil, "", fmt.Errorf("controller.quorum.bootstrap.servers=%s names other controllers, and %s was not formatted with the quorum's voters: "+
-			"format every controller with keel format --cluster-id ID --initial-controllers 1@host:port,2@host:port,... "+
-			"(as kafka-storage.sh format --initial-controllers), or a single controller with --standalone, or set controller.quorum.voters",
-			bootstrap, cfg.MetadataLogDir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.InitialBrokerRegistrationTimeout)
 	defer cancel()
-	voters, err := discoverVoters(ctx, cfg.ControllerQuorumBootstrapServers, cfg.ControllerListenerNames, logger)
+	voters, err = discoverVoters(ctx, cfg.ControllerQuorumBootstrapServers, cfg.ControllerListenerNames, logger)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	logger.Info("learned the metadata quorum's voters", "voters", raftlog.FormatVoters(voters), "bootstrap_servers", bootstrap)
-	return voters, "controller.quorum.bootstrap.servers", nil
+	return voters, "controller.quorum.bootstrap.servers", join, nil
 }
 
 // discoverVoters asks the bootstrap controllers, in turn and with backoff
