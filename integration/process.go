@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,6 +137,11 @@ type ProcessOptions struct {
 	// them) and each broker-only node learning the voters from the
 	// controllers.
 	DynamicQuorum bool
+	// Joining are controllers of a DynamicQuorum formatted with
+	// --no-initial-controllers: not initial voters, nor bootstrap
+	// servers; they start as non-voters until keel metadata-quorum
+	// add-controller makes them voters.
+	Joining []int32
 }
 
 // ProcessCluster is a cluster of keel server processes on loopback.
@@ -219,8 +225,10 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 			p.ControllerPort = FreePort(t)
 			p.AdvertisedController = advertise(s.ID, p.ControllerPort)
 			voters = append(voters, fmt.Sprintf("%d@%s", s.ID, p.AdvertisedController))
-			bootstrap = append(bootstrap, p.AdvertisedController)
-			initial = append(initial, fmt.Sprintf("%d@%s:%s", s.ID, p.AdvertisedController, raftlog.NewClusterID()))
+			if !slices.Contains(opts.Joining, s.ID) {
+				bootstrap = append(bootstrap, p.AdvertisedController)
+				initial = append(initial, fmt.Sprintf("%d@%s:%s", s.ID, p.AdvertisedController, raftlog.NewClusterID()))
+			}
 		}
 		c.procs[s.ID] = p
 	}
@@ -230,7 +238,10 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 		format := []string{"format", "--cluster-id", c.ClusterID, "--config", p.ConfigPath}
 		if opts.DynamicQuorum {
 			quorum = [2]string{"controller.quorum.bootstrap.servers", strings.Join(bootstrap, ",")}
-			if p.ControllerPort != 0 {
+			switch {
+			case slices.Contains(opts.Joining, s.ID):
+				format = append(format, "--no-initial-controllers")
+			case p.ControllerPort != 0:
 				format = append(format, "--initial-controllers", strings.Join(initial, ","))
 			}
 		}

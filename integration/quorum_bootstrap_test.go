@@ -246,7 +246,7 @@ func TestDynamicQuorumControllersNeedTheirVoters(t *testing.T) {
 		want string
 	}{
 		{nil, "give --initial-controllers"},
-		{[]string{"--no-initial-controllers"}, "cannot add a controller to a running quorum"},
+		{[]string{"--no-initial-controllers", "--standalone"}, "only one of"},
 		{[]string{"--standalone", "--initial-controllers", "1@" + bootstrap[0]}, "only one of"},
 		{[]string{"--initial-controllers", "2@" + bootstrap[1] + ",3@" + bootstrap[2]}, "does not name this controller"},
 		{[]string{"--initial-controllers", "1@" + bootstrap[0] + ":nonsense"}, "invalid controller.quorum.voters"},

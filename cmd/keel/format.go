@@ -23,8 +23,9 @@ func formatCommand() *cli.Command {
 			"--initial-controllers 1@host1:9093,2@host2:9093,3@host3:9093 on every controller\n" +
 			"(a :directoryId after each port is accepted and not kept), or --standalone on\n" +
 			"the one controller of a single-controller cluster. Brokers need neither: they\n" +
-			"learn the voters from the bootstrap servers. Keel cannot add controllers to a\n" +
-			"running quorum, so --no-initial-controllers is refused.",
+			"learn the voters from the bootstrap servers. A controller added to a running\n" +
+			"quorum later is formatted with --no-initial-controllers, started, and then made\n" +
+			"a voter with keel metadata-quorum add-controller.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file"},
@@ -32,7 +33,7 @@ func formatCommand() *cli.Command {
 			&cli.BoolFlag{Name: "random-uuid", Usage: "print a new random cluster id and exit"},
 			&cli.BoolFlag{Name: "standalone", Aliases: []string{"s"}, Usage: "this controller is the quorum's only initial voter (dynamic quorum)"},
 			&cli.StringFlag{Name: "initial-controllers", Aliases: []string{"I"}, Usage: "the quorum's initial voters, id@host:port[:directoryId],... (dynamic quorum)"},
-			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "refused: Keel cannot add controllers to a running quorum"},
+			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "this controller joins a running quorum (keel metadata-quorum add-controller) (dynamic quorum)"},
 			&cli.BoolFlag{Name: "ignore-formatted", Aliases: []string{"g"}, Usage: "skip dirs that are already formatted instead of failing on them"},
 			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "accepted for kafka-storage.sh's sake and ignored: Keel has no metadata.version to choose"},
 		},
@@ -48,7 +49,7 @@ func formatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			initial, err := initialVoters(c, cfg)
+			initial, join, err := initialVoters(c, cfg)
 			if err != nil {
 				return err
 			}
@@ -70,7 +71,7 @@ func formatCommand() *cli.Command {
 					return err == nil
 				})
 				if !slices.Contains(dirs, cfg.MetadataLogDir) {
-					initial = nil // its voters were written with it
+					initial, join = nil, false // its voters were written with it
 				}
 				if len(dirs) == 0 {
 					return nil
@@ -80,7 +81,7 @@ func formatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if initial != nil {
+			if initial != nil || join {
 				if err := raftlog.WriteInitialVoters(cfg.MetadataLogDir, initial); err != nil {
 					return err
 				}
@@ -88,8 +89,11 @@ func formatCommand() *cli.Command {
 			for _, d := range dirs {
 				fmt.Fprintf(c.App.Writer, "Formatted %s with cluster.id %s and node.id %d\n", d, id, cfg.NodeID)
 			}
-			if initial != nil {
+			switch {
+			case initial != nil:
 				fmt.Fprintf(c.App.Writer, "Formatted %s with the quorum's initial voters %s\n", cfg.MetadataLogDir, raftlog.FormatVoters(initial))
+			case join:
+				fmt.Fprintf(c.App.Writer, "Formatted %s to join a running quorum: start it, then run keel metadata-quorum add-controller\n", cfg.MetadataLogDir)
 			}
 			return nil
 		},
@@ -100,8 +104,9 @@ func formatCommand() *cli.Command {
 // kafka-storage.sh format does, and returns the voters to record: nil for
 // a static quorum (controller.quorum.voters), a broker-only node, and a
 // controller whose bootstrap servers name only itself (Keel takes that as
-// --standalone when it starts).
-func initialVoters(c *cli.Context, cfg *broker.Config) (map[int32]string, error) {
+// --standalone when it starts); join for --no-initial-controllers, a
+// controller that joins a running quorum.
+func initialVoters(c *cli.Context, cfg *broker.Config) (voters map[int32]string, join bool, err error) {
 	standalone, list, none := c.Bool("standalone"), c.String("initial-controllers"), c.Bool("no-initial-controllers")
 	given := 0
 	for _, set := range []bool{standalone, list != "", none} {
@@ -111,31 +116,34 @@ func initialVoters(c *cli.Context, cfg *broker.Config) (map[int32]string, error)
 	}
 	switch {
 	case given > 1:
-		return nil, fmt.Errorf("only one of --standalone, --initial-controllers and --no-initial-controllers may be given")
-	case none:
-		return nil, fmt.Errorf("--no-initial-controllers: Keel cannot add a controller to a running quorum (kafka-metadata-quorum.sh add-controller); format every controller with the same --initial-controllers instead")
+		return nil, false, fmt.Errorf("only one of --standalone, --initial-controllers and --no-initial-controllers may be given")
 	case given == 1 && !cfg.DynamicQuorum():
-		return nil, fmt.Errorf("--standalone and --initial-controllers are for a dynamic quorum: remove controller.quorum.voters and set controller.quorum.bootstrap.servers, or format without them")
+		return nil, false, fmt.Errorf("--standalone, --initial-controllers and --no-initial-controllers are for a dynamic quorum: remove controller.quorum.voters and set controller.quorum.bootstrap.servers, or format without them")
 	case given == 1 && !cfg.HasRole("controller"):
-		return nil, fmt.Errorf("--standalone and --initial-controllers are for controllers: process.roles=%s has none; a broker learns the voters from controller.quorum.bootstrap.servers", strings.Join(cfg.ProcessRoles, ","))
+		return nil, false, fmt.Errorf("--standalone, --initial-controllers and --no-initial-controllers are for controllers: process.roles=%s has none; a broker learns the voters from controller.quorum.bootstrap.servers", strings.Join(cfg.ProcessRoles, ","))
+	case none:
+		if _, ok := cfg.OwnControllerAddr(); !ok {
+			return nil, false, fmt.Errorf("--no-initial-controllers: no controller listener with a fixed port in listeners=%s", cfg.Listeners)
+		}
+		return nil, true, nil
 	case standalone:
 		addr, ok := cfg.OwnControllerAddr()
 		if !ok {
-			return nil, fmt.Errorf("--standalone: no controller listener with a fixed port in listeners=%s", cfg.Listeners)
+			return nil, false, fmt.Errorf("--standalone: no controller listener with a fixed port in listeners=%s", cfg.Listeners)
 		}
-		return map[int32]string{cfg.NodeID: addr}, nil
+		return map[int32]string{cfg.NodeID: addr}, false, nil
 	case list != "":
 		voters, err := raftlog.ParseInitialControllers(list)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if _, ok := voters[cfg.NodeID]; !ok {
-			return nil, fmt.Errorf("--initial-controllers %s does not name this controller, node.id %d", list, cfg.NodeID)
+			return nil, false, fmt.Errorf("--initial-controllers %s does not name this controller, node.id %d", list, cfg.NodeID)
 		}
-		return voters, nil
+		return voters, false, nil
 	case cfg.DynamicQuorum() && cfg.HasRole("controller") && !cfg.StandaloneBootstrap():
-		return nil, fmt.Errorf("controller.quorum.voters is not set on this controller and controller.quorum.bootstrap.servers=%s names other controllers: give --initial-controllers (or --standalone for a single controller)",
+		return nil, false, fmt.Errorf("controller.quorum.voters is not set on this controller and controller.quorum.bootstrap.servers=%s names other controllers: give --initial-controllers (or --standalone for a single controller)",
 			strings.Join(cfg.ControllerQuorumBootstrapServers, ","))
 	}
-	return nil, nil
+	return nil, false, nil
 }

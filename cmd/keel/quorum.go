@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,10 +22,11 @@ import (
 func metadataQuorumCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "metadata-quorum",
-		Usage: "describe the Raft metadata quorum (like kafka-metadata-quorum.sh)",
+		Usage: "describe the Raft metadata quorum, add and remove controllers (like kafka-metadata-quorum.sh)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "bootstrap-server", Usage: "a broker's HOST:PORT"},
 			&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's HOST:PORT"},
+			&cli.StringFlag{Name: "command-config", Usage: "add-controller: the new controller's server.properties"},
 		},
 		Subcommands: []*cli.Command{
 			{
@@ -34,6 +38,24 @@ func metadataQuorumCommand() *cli.Command {
 					&cli.BoolFlag{Name: "human-readable", Usage: "with --replication: timestamps as durations ago"},
 				},
 				Action: describeQuorum,
+			},
+			{
+				Name:  "add-controller",
+				Usage: "make the controller that --command-config configures a voter of a running quorum (KIP-853)",
+				Description: "The controller was formatted with keel format --no-initial-controllers and is running;\n" +
+					"it joins as a non-voter, copies the metadata log and is made a voter once caught up.\n" +
+					"Only for a quorum configured with controller.quorum.bootstrap.servers.\n\n" +
+					"Example: keel metadata-quorum --command-config controller4.properties --bootstrap-controller ctl1:9093 add-controller",
+				Action: addController,
+			},
+			{
+				Name:  "remove-controller",
+				Usage: "remove a voter from the quorum (KIP-853)",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "controller-id", Required: true, Usage: "the voter's node.id"},
+					&cli.StringFlag{Name: "controller-directory-id", Usage: "accepted for kafka-metadata-quorum.sh's sake: Keel names a voter by node id"},
+				},
+				Action: removeController,
 			},
 			{
 				Name:  "dump-log",
@@ -49,13 +71,22 @@ func metadataQuorumCommand() *cli.Command {
 	}
 }
 
-func describeQuorum(c *cli.Context) error {
+// quorumAddr is the --bootstrap-controller or --bootstrap-server given.
+func quorumAddr(c *cli.Context) (string, error) {
 	addr := c.String("bootstrap-server")
 	if ctl := c.String("bootstrap-controller"); ctl != "" {
 		addr = ctl
 	}
 	if addr == "" {
-		return fmt.Errorf("one of --bootstrap-server or --bootstrap-controller is required")
+		return "", fmt.Errorf("one of --bootstrap-server or --bootstrap-controller is required")
+	}
+	return addr, nil
+}
+
+func describeQuorum(c *cli.Context) error {
+	addr, err := quorumAddr(c)
+	if err != nil {
+		return err
 	}
 	if c.Bool("status") == c.Bool("replication") {
 		return fmt.Errorf("give exactly one of --status or --replication")
@@ -178,4 +209,93 @@ func printQuorumReplication(w io.Writer, p quorumPartition, human bool, now time
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\n", r.r.ReplicaID, r.r.LogEndOffset, lag, ts(r.r.LastFetchTimestamp), ts(r.r.LastCaughtUpTimestamp), r.status)
 	}
 	tw.Flush()
+}
+
+// addController sends AddRaftVoter for the controller --command-config
+// describes: its node id, its controller listener's advertised endpoint
+// and its cluster id (from its metadata log dir's meta.properties).
+func addController(c *cli.Context) error {
+	addr, err := quorumAddr(c)
+	if err != nil {
+		return err
+	}
+	path := c.String("command-config")
+	if path == "" {
+		return fmt.Errorf("add-controller: --command-config with the new controller's server.properties is required")
+	}
+	cfg, err := broker.LoadConfigFile(path, nil)
+	if err != nil {
+		return err
+	}
+	if !cfg.HasRole("controller") {
+		return fmt.Errorf("add-controller: %s configures no controller (process.roles=%s)", path, strings.Join(cfg.ProcessRoles, ","))
+	}
+	endpoint, ok := cfg.OwnControllerAddr()
+	if !ok {
+		return fmt.Errorf("add-controller: %s has no controller listener with a host and port", path)
+	}
+	host, portStr, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return fmt.Errorf("add-controller: controller endpoint %s: %w", endpoint, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("add-controller: controller endpoint %s: %w", endpoint, err)
+	}
+	req := kmsg.NewPtrAddRaftVoterRequest()
+	req.VoterID, req.TimeoutMillis = cfg.NodeID, 60_000
+	if meta, err := raftlog.ReadMetaProperties(cfg.MetadataLogDir); err == nil {
+		req.ClusterID, req.VoterDirectoryID = kmsg.StringPtr(meta.ClusterID), meta.DirectoryID
+	}
+	l := kmsg.NewAddRaftVoterRequestListener()
+	l.Name, l.Host, l.Port = cfg.ControllerListenerNames[0], host, uint16(port)
+	req.Listeners = append(req.Listeners, l)
+	ctx, cancel := context.WithTimeout(c.Context, 70*time.Second)
+	defer cancel()
+	resp, err := broker.Request(ctx, addr, req)
+	if err != nil {
+		return err
+	}
+	r := resp.(*kmsg.AddRaftVoterResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return fmt.Errorf("add controller %d: %w%s", cfg.NodeID, err, errorMessage(r.ErrorMessage))
+	}
+	fmt.Fprintf(c.App.Writer, "Added controller %d with endpoint %s://%s\n", cfg.NodeID, l.Name, endpoint)
+	return nil
+}
+
+// removeController sends RemoveRaftVoter for --controller-id.
+func removeController(c *cli.Context) error {
+	addr, err := quorumAddr(c)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrRemoveRaftVoterRequest()
+	req.VoterID = int32(c.Int("controller-id"))
+	if d := c.String("controller-directory-id"); d != "" {
+		id, err := metadata.ParseUuid(d)
+		if err != nil {
+			return fmt.Errorf("--controller-directory-id %s: %w", d, err)
+		}
+		req.VoterDirectoryID = id
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 35*time.Second)
+	defer cancel()
+	resp, err := broker.Request(ctx, addr, req)
+	if err != nil {
+		return err
+	}
+	r := resp.(*kmsg.RemoveRaftVoterResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return fmt.Errorf("remove controller %d: %w%s", req.VoterID, err, errorMessage(r.ErrorMessage))
+	}
+	fmt.Fprintf(c.App.Writer, "Removed controller %d\n", req.VoterID)
+	return nil
+}
+
+func errorMessage(msg *string) string {
+	if msg == nil || *msg == "" {
+		return ""
+	}
+	return ": " + *msg
 }
