@@ -157,6 +157,13 @@ func (n *Node) open() error {
 			return fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	if voters := n.Voters(); n.cfg.Voter && len(voters) > 0 {
+		if _, ok := voters[n.cfg.NodeID]; !ok {
+			n.logger.Warn("this controller is not a voter of the metadata quorum its log knows (removed with remove-controller?): "+
+				"it takes no part in elections until it is added again with keel metadata-quorum add-controller",
+				"voters", FormatVoters(voters))
+		}
+	}
 	return nil
 }
 

@@ -103,4 +103,24 @@ func TestAddAndRemoveVoters(t *testing.T) {
 	if err := joiner.node.RemoveVoter(ctx, 1); leader != joiner && !errors.Is(err, ErrNotLeader) {
 		t.Errorf("RemoveVoter on a follower: %v", err)
 	}
+
+	// The leader removes itself: it steps down, the other two elect a
+	// leader and commit.
+	if err := leader.node.RemoveVoter(ctx, leader.id); err != nil {
+		t.Fatalf("the leader removes itself: %v", err)
+	}
+	eventually(t, 10*time.Second, "a leader among the remaining voters", func() error {
+		for _, tn := range c.running() {
+			if tn != leader && tn.node.IsLeader() {
+				if v := tn.node.Voters(); len(v) != 2 {
+					return fmt.Errorf("voters %v", v)
+				}
+				return nil
+			}
+		}
+		return errors.New("none yet")
+	})
+	if leader.node.IsLeader() {
+		t.Error("the removed leader still leads")
+	}
 }
