@@ -334,3 +334,83 @@ func TestMetricsFollowTheRoles(t *testing.T) {
 		t.Errorf("the broker sees quorum leader %v, want 1", v)
 	}
 }
+
+// TestMetricsScrapedUnderLoad: scrapes in a loop while kgo produces to and
+// consumes from an in-process node, topics are created and deleted, and a
+// group rebalances — under -race in make test, so a scrape reading state
+// the request paths write shows up as a race. Every scrape parses, and the
+// counters never go down.
+func TestMetricsScrapedUnderLoad(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}}, "keel.metrics.address=127.0.0.1:0",
+		"group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=2")
+	c.WaitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := "http://" + c.Nodes[1].MetricsAddress() + "/metrics"
+	stop := make(chan struct{})
+	scraped := make(chan error, 1)
+	go func() {
+		var last float64
+		n := 0
+		for {
+			select {
+			case <-stop:
+				if n == 0 {
+					scraped <- fmt.Errorf("no scrape")
+				} else {
+					scraped <- nil
+				}
+				return
+			default:
+			}
+			resp, err := http.Get(url)
+			if err != nil {
+				scraped <- err
+				return
+			}
+			var p expfmt.TextParser
+			families, err := p.TextToMetricFamilies(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				scraped <- err
+				return
+			}
+			in := sumSeries(families, "kafka_server_brokertopicmetrics_messagesin_total")
+			if in < last {
+				scraped <- fmt.Errorf("messages in went down: %v after %v", in, last)
+				return
+			}
+			last = in
+			n++
+		}
+	}()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.DefaultProduceTopic("load"),
+		kgo.AllowAutoTopicCreation(), kgo.ConsumerGroup("load-group"), kgo.ConsumeTopics("load"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for round := 0; round < 5; round++ {
+		topic := fmt.Sprintf("churn-%d", round)
+		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2000; i++ {
+			cl.Produce(ctx, &kgo.Record{Value: []byte("load")}, nil)
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte("churn")}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cl.PollRecords(ctx, 1000)
+		if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-scraped; err != nil {
+		t.Fatal(err)
+	}
+}
