@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"time"
 )
 
 // The durable mode (flush.messages=1, log.flush.interval.messages=1): a
@@ -71,7 +72,7 @@ func (f *flusher) run() {
 				parts = append(parts, p)
 			}
 		}
-		for i, err := range syncLogs(parts) {
+		for i, err := range syncLogs(parts, &f.b.metrics.flushes) {
 			p := parts[i]
 			if err != nil {
 				if !p.removed.Load() {
@@ -88,16 +89,22 @@ func (f *flusher) run() {
 // maxParallelSyncs bounds the fsyncs syncLogs runs at once.
 const maxParallelSyncs = 16
 
-// syncLogs runs Log.Sync for each partition and returns the errors, in
-// order. Partitions are synced concurrently (up to maxParallelSyncs at
+// syncLogs runs Log.Sync for each partition, observing each one's time
+// in flushes, and returns the errors, in order. Partitions are synced concurrently (up to maxParallelSyncs at
 // once): a file system commits concurrent fsyncs of different files
 // together (one journal commit on ext4 and XFS), so a broker that leads
 // or follows many durable partitions pays about one fsync a round, not one
 // per partition.
-func syncLogs(parts []*partition) []error {
+func syncLogs(parts []*partition, flushes *histogram) []error {
 	errs := make([]error, len(parts))
+	syncOne := func(p *partition) error {
+		start := time.Now()
+		err := p.log.Sync()
+		flushes.observe(time.Since(start))
+		return err
+	}
 	if len(parts) == 1 {
-		errs[0] = parts[0].log.Sync()
+		errs[0] = syncOne(parts[0])
 		return errs
 	}
 	slots := make(chan struct{}, maxParallelSyncs)
@@ -106,7 +113,7 @@ func syncLogs(parts []*partition) []error {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			errs[i] = p.log.Sync()
+			errs[i] = syncOne(p)
 		})
 	}
 	wg.Wait()

@@ -54,6 +54,11 @@ func TestDurableModeAcksOnlyWhatIsFsynced(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Each acknowledgement needed an fsync: LogFlushRateAndTimeMs saw
+	// them (group commit shares them, so fewer than the batches).
+	if n := c.broker.metrics.flushes.count(); n == 0 {
+		t.Error("no fsync counted in the flush histogram")
+	}
 }
 
 // BenchmarkProduceDurable is BenchmarkProduce with flush.messages=1: every

@@ -586,7 +586,7 @@ func (f *replicaFetcher) syncDurable(parts []*followerFetch) []*followerFetch {
 		logs[i] = ff.p
 	}
 	var failed []*followerFetch
-	for i, err := range syncLogs(logs) {
+	for i, err := range syncLogs(logs, &f.b.metrics.flushes) {
 		if err != nil {
 			f.partitionFailed(unsynced[i], fmt.Errorf("follower fsync: %w", err))
 			failed = append(failed, unsynced[i])

@@ -124,6 +124,7 @@ type brokerMetrics struct {
 	all        topicMetrics
 	isrShrinks atomic.Int64
 	isrExpands atomic.Int64
+	flushes    histogram // the durable mode's fsyncs (LogFlushRateAndTimeMs)
 
 	mu     sync.Mutex
 	topics map[string]*topicMetrics
@@ -158,10 +159,51 @@ func (m *brokerMetrics) retainTopics(exists func(string) bool) {
 	}
 }
 
-// requestTimeBucketsMs are the upper bounds of the TotalTimeMs histogram.
-// A long-poll fetch waits up to fetch.max.wait.ms (500 by default), a
-// follower's replica.fetch.wait.max.ms, and acks=all the replication.
-var requestTimeBucketsMs = [...]float64{0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+// bucketsMs are the upper bounds of the millisecond histograms. A long-poll
+// fetch waits up to fetch.max.wait.ms (500 by default), a follower's
+// replica.fetch.wait.max.ms, acks=all the replication; an fsync takes
+// from under a millisecond to seconds on a busy disk.
+var bucketsMs = [...]float64{0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
+
+// histogram is a Prometheus histogram of durations in milliseconds.
+//
+// Concurrency: observe is safe from any goroutine and never blocks.
+type histogram struct {
+	sumNs   atomic.Int64
+	buckets [len(bucketsMs) + 1]atomic.Int64 // then +Inf
+}
+
+func (h *histogram) observe(d time.Duration) {
+	h.sumNs.Add(int64(d))
+	i, _ := slices.BinarySearch(bucketsMs[:], float64(d)/float64(time.Millisecond))
+	h.buckets[i].Add(1)
+}
+
+// count is how many durations were observed.
+func (h *histogram) count() int64 {
+	var n int64
+	for i := range h.buckets {
+		n += h.buckets[i].Load()
+	}
+	return n
+}
+
+// write writes the histogram's samples (its family's header is the
+// caller's), labelled with labels. The count is the buckets' total, so
+// that the series agree within one scrape even while observations land.
+func (h *histogram) write(w *promWriter, name string, labels ...string) {
+	var cum int64
+	for i := range h.buckets {
+		cum += h.buckets[i].Load()
+		le := "+Inf"
+		if i < len(bucketsMs) {
+			le = strconv.FormatFloat(bucketsMs[i], 'g', -1, 64)
+		}
+		w.sample(name+"_bucket", float64(cum), append(labels[:len(labels):len(labels)], "le", le)...)
+	}
+	w.sample(name+"_sum", float64(h.sumNs.Load())/float64(time.Millisecond), labels...)
+	w.sample(name+"_count", float64(cum), labels...)
+}
 
 // requestKindFetchFollower is the index of FetchFollower in requestMetrics,
 // past every API key (Fetch from consumers keeps the Fetch key).
@@ -170,19 +212,12 @@ const (
 	requestKindFetchFollower = maxRequestKey + 1
 )
 
-// requestStats are one request kind's Requests meter and TotalTimeMs.
-type requestStats struct {
-	count   atomic.Int64
-	sumNs   atomic.Int64
-	buckets [len(requestTimeBucketsMs) + 1]atomic.Int64 // then +Inf
-}
-
 // RequestMetrics is Kafka's RequestMetrics: how many requests of each API
 // and how long they took. Observe is network.Config.RequestDone.
 //
 // Concurrency: safe for concurrent use; Observe never blocks.
 type RequestMetrics struct {
-	kinds [requestKindFetchFollower + 1]requestStats
+	kinds [requestKindFetchFollower + 1]histogram // TotalTimeMs; its count is Requests
 }
 
 // NewRequestMetrics returns empty request metrics.
@@ -197,12 +232,7 @@ func (rm *RequestMetrics) Observe(req *network.Request, took time.Duration) {
 	if f, ok := req.Msg.(*kmsg.FetchRequest); ok && fetchFromFollower(f) {
 		kind = requestKindFetchFollower
 	}
-	s := &rm.kinds[kind]
-	s.count.Add(1)
-	s.sumNs.Add(int64(took))
-	ms := float64(took) / float64(time.Millisecond)
-	i, _ := slices.BinarySearch(requestTimeBucketsMs[:], ms)
-	s.buckets[i].Add(1)
+	rm.kinds[kind].observe(took)
 }
 
 // fetchFromFollower reports whether a fetch comes from a follower replica.
@@ -231,32 +261,16 @@ var kafkaNames = strings.NewReplacer("IDs", "Ids", "ID", "Id", "ISR", "Isr", "SA
 func (rm *RequestMetrics) write(w *promWriter) {
 	w.family("kafka_network_requestmetrics_requests_total", "counter", "Requests received, by API (Kafka's RequestsPerSec).")
 	for kind := range rm.kinds {
-		if n := rm.kinds[kind].count.Load(); n > 0 {
+		if n := rm.kinds[kind].count(); n > 0 {
 			w.sample("kafka_network_requestmetrics_requests_total", float64(n), "request", requestName(kind))
 		}
 	}
 	const name = "kafka_network_requestmetrics_totaltimems"
 	w.family(name, "histogram", "Milliseconds from a request's arrival until its response is ready, by API (Kafka's TotalTimeMs).")
 	for kind := range rm.kinds {
-		s := &rm.kinds[kind]
-		n := s.count.Load()
-		if n == 0 {
-			continue
+		if rm.kinds[kind].count() > 0 {
+			rm.kinds[kind].write(w, name, "request", requestName(kind))
 		}
-		req := requestName(kind)
-		var cum int64
-		for i := range s.buckets {
-			cum += s.buckets[i].Load()
-			le := "+Inf"
-			if i < len(requestTimeBucketsMs) {
-				le = strconv.FormatFloat(requestTimeBucketsMs[i], 'g', -1, 64)
-			}
-			w.sample(name+"_bucket", float64(cum), "request", req, "le", le)
-		}
-		w.sample(name+"_sum", float64(s.sumNs.Load())/float64(time.Millisecond), "request", req)
-		// The count is the buckets' total, so that the series agree
-		// within one scrape even while requests complete.
-		w.sample(name+"_count", float64(cum), "request", req)
 	}
 }
 

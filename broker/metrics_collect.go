@@ -105,6 +105,9 @@ func (b *Broker) writeMetrics(w *promWriter) {
 	w.sample("kafka_server_replicamanager_isrexpands_total", float64(m.isrExpands.Load()))
 	w.family("kafka_server_replicafetchermanager_maxlag", "gauge", "The largest lag of this node's follower replicas, in records: the leader's high watermark less the follower's log end offset at its last fetch.")
 	w.sample("kafka_server_replicafetchermanager_maxlag", float64(maxLag), "clientId", "Replica")
+	const flushName = "kafka_log_logflushstats_logflushrateandtimems"
+	w.family(flushName, "histogram", "Milliseconds of each fsync of a partition's records in the durable mode (flush.messages=1), leaders' group commits and followers' alike (LogFlushRateAndTimeMs).")
+	m.flushes.write(w, flushName)
 	w.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories that failed.", float64(len(b.logs.OfflineDirs())))
 
 	// Per partition: kafka.log:type=Log and kafka.cluster:type=Partition
