@@ -46,67 +46,65 @@ const (
 )
 
 func (h *controllerHandler) addRaftVoter(ctx context.Context, r *kmsg.AddRaftVoterRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.AddRaftVoterResponse)
-	fail := func(code int16, msg string) kmsg.Response {
-		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
-		return resp
-	}
-	if code, msg := h.checkVoterChange(r.ClusterID); code != 0 {
-		return fail(code, msg)
-	}
-	if fwd, ok := h.forwardVoterChange(ctx, r); ok {
-		return fwd
-	}
-	if r.VoterID < 0 {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("voter id %d is negative", r.VoterID))
-	}
-	addr := ""
-	for _, l := range r.Listeners {
-		if l.Name == h.listener && l.Host != "" && l.Port != 0 {
-			addr = net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
+	return h.voterChange(ctx, r, r.ClusterID, func() error {
+		if r.VoterID < 0 {
+			return fmt.Errorf("voter id %d is negative", r.VoterID)
 		}
-	}
-	if addr == "" {
-		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("the new voter has no %s listener with a host and port", h.listener))
-	}
-	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
-	if timeout <= 0 {
-		timeout = defaultAddVoterTimeout
-	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := h.raft.AddVoter(actx, r.VoterID, addr)
-	if err != nil {
-		h.logger.Warn("AddRaftVoter failed", "voter", r.VoterID, "address", addr, "error", err)
-	} else {
+		addr := ""
+		for _, l := range r.Listeners {
+			if l.Name == h.listener && l.Host != "" && l.Port != 0 {
+				addr = net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
+			}
+		}
+		if addr == "" {
+			return fmt.Errorf("the new voter has no %s listener with a host and port", h.listener)
+		}
+		timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
+		if timeout <= 0 {
+			timeout = defaultAddVoterTimeout
+		}
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := h.raft.AddVoter(actx, r.VoterID, addr); err != nil {
+			return err
+		}
 		h.logger.Info("added a controller to the metadata quorum", "voter", r.VoterID, "address", addr)
-	}
-	if code := voterChangeError(err); code != 0 {
-		return fail(code, err.Error())
-	}
-	return resp
+		return nil
+	})
 }
 
 func (h *controllerHandler) removeRaftVoter(ctx context.Context, r *kmsg.RemoveRaftVoterRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
-	fail := func(code int16, msg string) kmsg.Response {
-		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
-		return resp
-	}
-	if code, msg := h.checkVoterChange(r.ClusterID); code != 0 {
-		return fail(code, msg)
-	}
-	if fwd, ok := h.forwardVoterChange(ctx, r); ok {
-		return fwd
-	}
-	err := h.raft.RemoveVoter(ctx, r.VoterID)
-	if err != nil {
-		h.logger.Warn("RemoveRaftVoter failed", "voter", r.VoterID, "error", err)
-	} else {
+	return h.voterChange(ctx, r, r.ClusterID, func() error {
+		if err := h.raft.RemoveVoter(ctx, r.VoterID); err != nil {
+			return err
+		}
 		h.logger.Info("removed a controller from the metadata quorum", "voter", r.VoterID)
+		return nil
+	})
+}
+
+// voterChange answers AddRaftVoter or RemoveRaftVoter: it checks the
+// request, forwards it to the quorum leader when this controller is not
+// it, and otherwise runs change, answering its error as Kafka's code.
+func (h *controllerHandler) voterChange(ctx context.Context, req kmsg.Request, clusterID *string, change func() error) kmsg.Response {
+	code, msg := h.checkVoterChange(clusterID)
+	if code == 0 {
+		if fwd, ok := h.forwardVoterChange(ctx, req); ok {
+			return fwd
+		}
+		if err := change(); err != nil {
+			h.logger.Warn("metadata quorum voter change failed", "api", kmsg.NameForKey(req.Key()), "error", err)
+			code, msg = voterChangeError(err), err.Error()
+		}
 	}
-	if code := voterChangeError(err); code != 0 {
-		return fail(code, err.Error())
+	resp := req.ResponseKind()
+	if code != 0 {
+		switch r := resp.(type) {
+		case *kmsg.AddRaftVoterResponse:
+			r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(msg)
+		case *kmsg.RemoveRaftVoterResponse:
+			r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(msg)
+		}
 	}
 	return resp
 }
