@@ -360,7 +360,7 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 	case *kmsg.DescribeQuorumRequest:
 		return b.handleDescribeQuorum(ctx, m)
 	case *kmsg.AddRaftVoterRequest:
-		return b.forward(ctx, m, addVoterForwardTimeout, func(code int16, msg string) kmsg.Response {
+		return b.forward(ctx, m, addVoterTimeout(m)+5*time.Second, func(code int16, msg string) kmsg.Response {
 			resp := m.ResponseKind().(*kmsg.AddRaftVoterResponse)
 			resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
 			return resp

@@ -39,11 +39,18 @@ import (
 )
 
 // defaultAddVoterTimeout bounds AddRaftVoter when the request gives no
-// timeout; a broker forwarding one waits a little longer for the answer.
-const (
-	defaultAddVoterTimeout = 30 * time.Second
-	addVoterForwardTimeout = defaultAddVoterTimeout + 5*time.Second
-)
+// timeout.
+const defaultAddVoterTimeout = 30 * time.Second
+
+// addVoterTimeout is how long an AddRaftVoter may wait for the new voter
+// to catch up; a broker forwarding one waits a little longer for the
+// answer.
+func addVoterTimeout(r *kmsg.AddRaftVoterRequest) time.Duration {
+	if r.TimeoutMillis <= 0 {
+		return defaultAddVoterTimeout
+	}
+	return time.Duration(r.TimeoutMillis) * time.Millisecond
+}
 
 func (h *controllerHandler) addRaftVoter(ctx context.Context, r *kmsg.AddRaftVoterRequest) kmsg.Response {
 	return h.voterChange(ctx, r, r.ClusterID, func() error {
@@ -59,11 +66,7 @@ func (h *controllerHandler) addRaftVoter(ctx context.Context, r *kmsg.AddRaftVot
 		if addr == "" {
 			return fmt.Errorf("the new voter has no %s listener with a host and port", h.listener)
 		}
-		timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
-		if timeout <= 0 {
-			timeout = defaultAddVoterTimeout
-		}
-		actx, cancel := context.WithTimeout(ctx, timeout)
+		actx, cancel := context.WithTimeout(ctx, addVoterTimeout(r))
 		defer cancel()
 		if err := h.raft.AddVoter(actx, r.VoterID, addr); err != nil {
 			return err
