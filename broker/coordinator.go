@@ -604,6 +604,8 @@ func (s *offsetsShard) append(recs []group.Record, now int64) (int64, int16) {
 		}
 		return 0, kerr.CoordinatorNotAvailable.Code
 	}
+	// Kafka counts the coordinator's appends in BytesIn and MessagesIn too.
+	p.metrics.produced(int64(info.Records), int64(info.Bytes))
 	if st.durable {
 		s.b.flusher.mark(p)
 	}

@@ -18,7 +18,8 @@ package broker
 // What is counted where:
 //   - BrokerTopicMetrics (per topic, and without the topic label for all
 //     topics, as Kafka has them): MessagesIn and BytesIn for what producers
-//     append on the leader; BytesOut for what consumers fetch;
+//     and the group coordinator (__consumer_offsets) append on the leader;
+//     BytesOut for what consumers fetch;
 //     TotalProduceRequests, FailedProduceRequests, TotalFetchRequests and
 //     FailedFetchRequests per partition of a request, as Kafka counts
 //     them; ReplicationBytesIn (follower appends) and ReplicationBytesOut
@@ -70,7 +71,8 @@ type topicMetrics struct {
 	all                                     *topicMetrics
 }
 
-// produced counts an append of records producers sent (on the leader).
+// produced counts an append on the leader: records producers sent, or the
+// group coordinator's.
 func (t *topicMetrics) produced(records, bytes int64) {
 	t.add(messagesIn, records)
 	t.add(bytesIn, bytes)

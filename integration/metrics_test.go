@@ -118,6 +118,11 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("%s%v summed over the nodes = %v, want %v", check.name, check.labels, got, check.want)
 		}
 	}
+	// The group's metadata went into __consumer_offsets: Kafka counts the
+	// coordinator's appends as messages in too.
+	if n := sum("kafka_server_brokertopicmetrics_messagesin_total", "topic", "__consumer_offsets"); n < 1 {
+		t.Errorf("no message in counted for __consumer_offsets after a group formed")
+	}
 	if out := sum("kafka_server_brokertopicmetrics_bytesout_total", "topic", topic); out < bytesIn {
 		t.Errorf("bytes out %v < bytes in %v: the consumer read every batch", out, bytesIn)
 	}
