@@ -51,9 +51,14 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 		c.conn, c.rd = conn, bufio.NewReader(conn)
 	}
 	resp, err := c.roundTrip(ctx, c.conn, req)
-	if err != nil {
+	if err != nil || ctx.Err() != nil {
+		// Once ctx is done, its callback may put the connection's
+		// deadline in the past at any moment, even after a response
+		// arrived whole: the connection is not used again.
 		c.conn.Close()
 		c.conn, c.rd = nil, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s to %s: %w", kmsg.NameForKey(req.Key()), c.addr, err)
 	}
 	return resp, nil
