@@ -76,6 +76,32 @@ type followerFetch struct {
 	truncated bool
 	// retryAt delays the partition after an error (replica.fetch.backoff.ms).
 	retryAt time.Time
+	// quickRetries counts the short backoffs taken because the leader had
+	// not yet caught up with the metadata that made it leader
+	// (leaderBehind). The fetcher's goroutine alone uses it.
+	quickRetries int
+}
+
+// A leader that answers as if it did not lead the partition, right after
+// this follower learned it does, is usually just behind on the metadata
+// log: the follower retries after leaderCatchUpBackoff, up to
+// maxQuickRetries times in a leader epoch, before falling back to
+// replica.fetch.backoff.ms (Kafka's fetcher backs off fully each time,
+// which a new topic's first acks=all produce then waits out).
+const (
+	leaderCatchUpBackoff = 50 * time.Millisecond
+	maxQuickRetries      = 40
+)
+
+// leaderBehind reports whether a partition's fetch error says the leader
+// does not (yet) know itself leader of it in this follower's epoch.
+func leaderBehind(err error) bool {
+	for _, e := range []error{kerr.NotLeaderForPartition, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.UnknownLeaderEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // replicaFetcher fetches the partitions led by one broker.
@@ -98,7 +124,21 @@ type replicaFetcher struct {
 
 	mu    sync.Mutex
 	parts map[*partition]*followerFetch
+	// nextRetry is when the first partition backing off is due again (zero:
+	// none); a fetch's long poll ends by then, so that the partition is
+	// named again on time. run alone uses it.
+	nextRetry time.Time
+	// abort cancels the fetch in flight (nil when none): follow calls it
+	// for a partition new to this fetcher, which the fetch parked at the
+	// leader for up to replica.fetch.wait.max.ms does not name.
+	abort context.CancelCauseFunc
 }
+
+// errNewPartition aborts a fetch in flight so that the next one names a
+// partition the fetcher just took on: a new topic's first acks=all produce
+// then waits for the followers' next fetch, not for their long polls to run
+// out (up to replica.fetch.wait.max.ms).
+var errNewPartition = errors.New("a partition was added to the fetcher")
 
 // followerSession is the follower's side of a KIP-227 fetch session with
 // its leader (Kafka's FetchSessionHandler). A full fetch (epoch 0) asks the
@@ -138,7 +178,11 @@ func newReplicaFetchers(b *Broker) *replicaFetchers {
 
 // follow makes p fetched from leader in leaderEpoch; a new leader epoch
 // (or a new leader) repeats the truncation step (Kafka's makeFollower).
-func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32) {
+// fresh says p is new to this node (a new topic or replica): the fetch in
+// flight is then cut short so that the next one names it at once
+// (errNewPartition). A partition this node had already (a leader change)
+// waits for the fetch in flight, as before.
+func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32, fresh bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	key := fetcherKey{leader, fetcherID(p.tp, fs.b.cfg.NumReplicaFetchers)}
@@ -160,8 +204,12 @@ func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32) {
 		fs.byKey[key] = f
 	}
 	f.mu.Lock()
-	if ff := f.parts[p]; ff == nil || ff.leaderEpoch != leaderEpoch {
+	ff := f.parts[p]
+	if ff == nil || ff.leaderEpoch != leaderEpoch {
 		f.parts[p] = &followerFetch{p: p, leaderEpoch: leaderEpoch}
+	}
+	if fresh && ff == nil && f.abort != nil {
+		f.abort(errNewPartition)
 	}
 	f.mu.Unlock()
 	f.signal()
@@ -218,9 +266,12 @@ func (f *replicaFetcher) current(ff *followerFetch) bool {
 	return f.parts[ff.p] == ff
 }
 
-func (f *replicaFetcher) backoff(ff *followerFetch) {
+func (f *replicaFetcher) backoff(ff *followerFetch) { f.backoffFor(ff, f.b.cfg.ReplicaFetchBackoff) }
+
+// backoffFor leaves ff out of the fetches for d.
+func (f *replicaFetcher) backoffFor(ff *followerFetch, d time.Duration) {
 	f.mu.Lock()
-	ff.retryAt = time.Now().Add(f.b.cfg.ReplicaFetchBackoff)
+	ff.retryAt = time.Now().Add(d)
 	f.mu.Unlock()
 	// Name it again when it is next fetched, whether or not its fetch
 	// state changed: the leader's answer may (an unknown topic id becomes
@@ -246,6 +297,7 @@ func (f *replicaFetcher) run() {
 		default:
 		}
 		ready, next := f.ready()
+		f.nextRetry = next
 		if len(ready) == 0 {
 			if !f.idle(next) {
 				return
@@ -285,7 +337,9 @@ func (f *replicaFetcher) run() {
 		}
 		fetchable = f.syncDurable(fetchable)
 		if len(fetchable) > 0 {
-			if err := f.fetch(fetchable); err != nil {
+			if err := f.fetch(fetchable); errors.Is(err, errNewPartition) {
+				continue // fetch again at once, naming it
+			} else if err != nil {
 				if b.ctx.Err() == nil {
 					b.log.Warn("follower fetch failed", "leader", f.leader, "error", err)
 				}
@@ -478,7 +532,11 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 		req.ReplicaState.Epoch = br.Epoch
 	}
 	cfg := b.cfg
-	req.MaxWaitMillis = int32(cfg.ReplicaFetchWaitMax / time.Millisecond)
+	wait := cfg.ReplicaFetchWaitMax
+	if !f.nextRetry.IsZero() {
+		wait = max(min(wait, time.Until(f.nextRetry)), 0)
+	}
+	req.MaxWaitMillis = int32(wait / time.Millisecond)
 	req.MinBytes = int32(cfg.ReplicaFetchMinBytes)
 	req.MaxBytes = int32(min(cfg.ReplicaFetchResponseMaxBytes, maxInternalResponse))
 	sess := &f.session
@@ -523,10 +581,24 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 		}
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, cfg.ReplicaFetchWaitMax+10*time.Second)
+	ctx, abort := context.WithCancelCause(ctx)
+	f.mu.Lock()
+	f.abort = abort
+	f.mu.Unlock()
 	kresp, err := f.conn.request(ctx, req)
+	f.mu.Lock()
+	f.abort = nil
+	f.mu.Unlock()
+	aborted := errors.Is(context.Cause(ctx), errNewPartition)
+	abort(nil)
 	cancel()
 	if err != nil {
+		// The leader may have taken the request (and moved the session
+		// on) before the connection closed: a full fetch starts over.
 		sess.reset(true)
+		if aborted {
+			return errNewPartition
+		}
 		return err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
@@ -600,8 +672,15 @@ func (f *replicaFetcher) syncDurable(parts []*followerFetch) []*followerFetch {
 
 // partitionFailed logs a partition's failed fetch step and backs it off:
 // it is left out of the fetches (and so reports no log end offset) until
-// replica.fetch.backoff.ms has passed.
+// replica.fetch.backoff.ms has passed, or leaderCatchUpBackoff while the
+// leader seems to be catching up with the metadata (leaderBehind).
 func (f *replicaFetcher) partitionFailed(ff *followerFetch, err error) {
+	if leaderBehind(err) && ff.quickRetries < maxQuickRetries {
+		ff.quickRetries++
+		f.b.log.Debug("follower fetch: the leader is not leader yet; retrying soon", "partition", ff.p.tp, "leader", f.leader, "error", err)
+		f.backoffFor(ff, leaderCatchUpBackoff)
+		return
+	}
 	if !ff.p.removed.Load() && !errors.Is(err, storage.ErrLogDirOffline) {
 		f.b.log.Warn("follower fetch partition failed", "partition", ff.p.tp, "leader", f.leader, "error", err)
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"strconv"
 	"testing"
@@ -15,12 +16,33 @@ import (
 
 // scriptedLeader is a leader broker reduced to its Fetch API: each fetch
 // it reads goes to the test on fetches, and the test's answer on answers
-// goes back. It lets a test see exactly what the follower sends.
+// goes back. It lets a test see exactly what the follower sends. A fetch
+// whose connection the follower closed while it waited (a fetcher cutting
+// its fetch short for a new partition) is not given to the test.
 type scriptedLeader struct {
 	ln      net.Listener
-	fetches chan *kmsg.FetchRequest
+	fetches chan *scriptedFetch
 	answers chan *kmsg.FetchResponse
 	done    chan struct{} // closed when the test ends
+}
+
+// scriptedFetch is a fetch waiting for the test, on its connection.
+type scriptedFetch struct {
+	req  *kmsg.FetchRequest
+	conn net.Conn
+	skip chan struct{} // closed when the test passes it over: its connection is gone
+}
+
+// gone reports whether the follower closed the fetch's connection. The
+// follower sends nothing more on a connection while a fetch is
+// unanswered, so a short read sees only the close.
+func (f *scriptedFetch) gone() bool {
+	_ = f.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	defer f.conn.SetReadDeadline(time.Time{})
+	var b [1]byte
+	_, err := f.conn.Read(b[:])
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
 func newScriptedLeader(t *testing.T) *scriptedLeader {
@@ -29,7 +51,7 @@ func newScriptedLeader(t *testing.T) *scriptedLeader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &scriptedLeader{ln: ln, fetches: make(chan *kmsg.FetchRequest), answers: make(chan *kmsg.FetchResponse), done: make(chan struct{})}
+	l := &scriptedLeader{ln: ln, fetches: make(chan *scriptedFetch), answers: make(chan *kmsg.FetchResponse), done: make(chan struct{})}
 	t.Cleanup(func() {
 		close(l.done)
 		ln.Close()
@@ -70,13 +92,16 @@ func (l *scriptedLeader) serve(c net.Conn) {
 			return
 		}
 		var resp *kmsg.FetchResponse
+		f := &scriptedFetch{req: req, conn: c, skip: make(chan struct{})}
 		select {
-		case l.fetches <- req:
+		case l.fetches <- f:
 		case <-l.done:
 			return
 		}
 		select {
 		case resp = <-l.answers:
+		case <-f.skip:
+			return
 		case <-l.done:
 			return
 		}
@@ -93,15 +118,23 @@ func (l *scriptedLeader) serve(c net.Conn) {
 	}
 }
 
-// next returns the follower's next fetch.
+// next returns the follower's next fetch, passing over those whose
+// connection is gone.
 func (l *scriptedLeader) next(t *testing.T) *kmsg.FetchRequest {
 	t.Helper()
-	select {
-	case req := <-l.fetches:
-		return req
-	case <-time.After(10 * time.Second):
-		t.Fatal("no fetch from the follower")
-		return nil
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case f := <-l.fetches:
+			if f.gone() {
+				close(f.skip)
+				continue
+			}
+			return f.req
+		case <-deadline:
+			t.Fatal("no fetch from the follower")
+			return nil
+		}
 	}
 }
 
@@ -175,15 +208,25 @@ func TestFollowerFetchesInASession(t *testing.T) {
 	leader.answers <- answer(full, 42, 0, nil, 0)
 	epoch := int32(1)
 	if first := fetchedPartitions(full); len(first) == 1 {
-		// The other partition was followed after the first fetch left:
-		// it joins the session in an incremental fetch.
+		// The other partition was followed after the first fetch left.
 		other := map[string]string{"0@0": "1@0", "1@0": "0@0"}[first[0]]
 		add := leader.next(t)
-		if got := fetchedPartitions(add); add.SessionID != 42 || add.SessionEpoch != 1 || len(got) != 1 || got[0] != other {
-			t.Fatalf("fetch adding the other partition: session %d epoch %d partitions %v, want (42, 1) [%s]", add.SessionID, add.SessionEpoch, got, other)
+		switch got := fetchedPartitions(add); {
+		case add.SessionID == 42 && add.SessionEpoch == 1 && len(got) == 1 && got[0] == other:
+			// After the first fetch was answered: it joins the session
+			// in an incremental fetch.
+			leader.answers <- answer(add, 42, 0, nil, 0)
+			epoch++
+		case add.SessionID == 0 && add.SessionEpoch == 0 && len(got) == 2:
+			// While the first fetch was in flight: the fetcher cut it
+			// short for the new partition (errNewPartition) and started
+			// over in full, naming both; the answer to the first went to
+			// a closed connection.
+			leader.answers <- answer(add, 42, 0, nil, 0)
+		default:
+			t.Fatalf("fetch adding the other partition: session %d epoch %d partitions %v, want (42, 1) [%s], or a new full fetch of both",
+				add.SessionID, add.SessionEpoch, got, other)
 		}
-		leader.answers <- answer(add, 42, 0, nil, 0)
-		epoch++
 	}
 	inc := leader.next(t)
 	if inc.SessionID != 42 || inc.SessionEpoch != epoch || len(inc.Topics) != 0 || len(inc.ForgottenTopics) != 0 {

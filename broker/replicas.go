@@ -450,7 +450,7 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		b.groups.partitionChanged(p, st)
 	}
 	if following {
-		b.fetchers.follow(p, st.leader, st.leaderEpoch)
+		b.fetchers.follow(p, st.leader, st.leaderEpoch, prev == nil)
 	}
 	if st.isLeader && (prev == nil || !prev.isLeader || prev.leaderEpoch != st.leaderEpoch) {
 		cache := p.log.LeaderEpochCache()

@@ -287,6 +287,39 @@ func TestReplicationWithSeveralFetchers(t *testing.T) {
 	})
 }
 
+// TestNewTopicsFirstAcksAllProduceIsNotHeldByLongPolls: the followers'
+// fetchers are parked in long polls on an existing topic (the wait here
+// 20 s, Kafka's default is 500 ms) when a new RF=3 topic is created. A
+// fetcher taking on a new partition aborts its parked fetch and fetches
+// again naming it, so the new topic's first acks=all produce is
+// acknowledged in well under a long poll, not after one.
+func TestNewTopicsFirstAcksAllProduceIsNotHeldByLongPolls(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		"replica.fetch.wait.max.ms=20000")
+	c.WaitReady(30 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, _ := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, topic := range []string{"parked-on", "created-later"} {
+		if resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+		for p := int32(0); p < 3; p++ {
+			start := time.Now()
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatalf("produce to %s-%d: %v", topic, p, err)
+			}
+			took := time.Since(start)
+			t.Logf("first acks=all produce to %s-%d: %v", topic, p, took)
+			if topic == "created-later" && took > 10*time.Second {
+				t.Errorf("the first acks=all produce to %s-%d took %v: held by a follower's long poll", topic, p, took)
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // the followers park on what they fetch
+	}
+}
+
 // TestFollowerBelowLeaderLogStartRestarts: a follower that was away while
 // the leader's log start moved past its log end (DeleteRecords here,
 // retention alike) gets OFFSET_OUT_OF_RANGE, restarts its log empty at the
