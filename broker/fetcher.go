@@ -129,13 +129,14 @@ type replicaFetcher struct {
 	// named again on time. run alone uses it.
 	nextRetry time.Time
 	// abort cancels the fetch in flight (nil when none): follow calls it
-	// for a partition new to this fetcher, which the fetch parked at the
-	// leader for up to replica.fetch.wait.max.ms does not name.
+	// for a partition new to this node (see follow), which the fetch
+	// parked at the leader for up to replica.fetch.wait.max.ms does not
+	// name.
 	abort context.CancelCauseFunc
 }
 
 // errNewPartition aborts a fetch in flight so that the next one names a
-// partition the fetcher just took on: a new topic's first acks=all produce
+// partition new to this node that the fetcher just took on: a new topic's first acks=all produce
 // then waits for the followers' next fetch, not for their long polls to run
 // out (up to replica.fetch.wait.max.ms).
 var errNewPartition = errors.New("a partition was added to the fetcher")
