@@ -82,7 +82,7 @@ func TestDurableModeAcksOffsetCommitsOnlyOnceFsynced(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 8 {
 		group := fmt.Sprintf("g%d", g)
-		l := c.broker.lookup(tp(offsetsTopic, c.broker.groups.partitionFor(group))).log
+		l := c.broker.lookup(tp(offsetsTopic, c.broker.groups.partitionOf(group))).log
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

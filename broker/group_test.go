@@ -165,18 +165,18 @@ func TestGroupRoutingErrors(t *testing.T) {
 	c = groupTestCluster(t)
 	cl = c.client()
 	gc := c.broker.groups
-	part := gc.partitionFor("g")
+	part := gc.partitionOf("g")
 	gc.mu.Lock()
 	s := gc.shards[part]
 	gc.mu.Unlock()
-	s.loaded.Store(false) // as while loading
+	s.ready.Store(false) // as while loading
 	if code := request[*kmsg.HeartbeatResponse](t, cl, hb).ErrorCode; code != kerr.CoordinatorLoadInProgress.Code {
 		t.Errorf("heartbeat while loading: %v, want COORDINATOR_LOAD_IN_PROGRESS", kerr.ErrorForCode(code))
 	}
 	if code := request[*kmsg.ListGroupsResponse](t, cl, kmsg.NewPtrListGroupsRequest()).ErrorCode; code != kerr.CoordinatorLoadInProgress.Code {
 		t.Errorf("ListGroups while loading: %v, want COORDINATOR_LOAD_IN_PROGRESS", kerr.ErrorForCode(code))
 	}
-	s.loaded.Store(true)
+	s.ready.Store(true)
 	if code := request[*kmsg.HeartbeatResponse](t, cl, hb).ErrorCode; code != kerr.UnknownMemberID.Code {
 		t.Errorf("heartbeat once loaded: %v, want UNKNOWN_MEMBER_ID", kerr.ErrorForCode(code))
 	}

@@ -59,7 +59,7 @@ func (b *Broker) findCoordinator(req *network.Request, keyType int8, key string)
 	img := b.currentImage()
 	t, ok := img.Topic(offsetsTopic)
 	if !ok || len(t.Partitions) == 0 {
-		b.groups.ensureOffsetsTopic()
+		b.groups.ensureTopic()
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}
 	mp := t.Partitions[record.CoordinatorPartition(key, int32(len(t.Partitions)))]
