@@ -52,7 +52,15 @@ import (
 // its indexes are rebuilt (completeInterruptedSwaps).
 //
 // Offsets never move, so the producer-state snapshots and the leader-epoch
-// cache stay valid. One exception: a group at the head of the log left
+// cache stay valid. Nothing at or above the last stable offset is cleaned
+// (Kafka's firstUncleanableOffset includes the first unstable offset): an
+// open transaction's batches stay as written. A cleaned segment keeps the
+// aborted transaction index entries of the segments it replaces, and every
+// control batch (batchFilter). It keeps the records of aborted
+// transactions too: Kafka's cleaner removes them, and their markers once
+// delete.retention.ms has passed; that is a later step here, and until
+// then read_committed consumers filter them with the index as they would
+// in an uncleaned log. One exception: a group at the head of the log left
 // with no batch at all disappears, and the log start offset moves to the
 // next segment, as a restart would see it.
 
@@ -84,6 +92,9 @@ type cleanSegment struct {
 	base, next, size int64
 	indexBytes       int64
 	timeIndexBytes   int64
+	// abortedTxns are the segment's aborted transaction index entries,
+	// copied into the cleaned segment that replaces it.
+	abortedTxns []AbortedTxn
 }
 
 // cleanPlan is one pass's view of a log.
@@ -138,7 +149,7 @@ func (l *Log) planClean(checkpoint int64) (*cleanPlan, bool) {
 		return nil, false
 	}
 	now := l.now()
-	firstUncleanable := min(l.active().baseOffset, l.highWatermark)
+	firstUncleanable := min(l.active().baseOffset, l.lastStableOffsetLocked())
 	lagBound := now.UnixMilli() - l.cfg.MinCompactionLagMs
 	p := &cleanPlan{cfg: l.cfg, version: l.structureVersion, now: now}
 	firstDirty := checkpoint
@@ -155,7 +166,8 @@ func (l *Log) planClean(checkpoint int64) (*cleanPlan, bool) {
 			break
 		}
 		cs := cleanSegment{seg: s, base: s.baseOffset, next: l.segments[i+1].baseOffset, size: s.size,
-			indexBytes: int64(s.index.Entries()) * offsetIndexEntrySize, timeIndexBytes: int64(s.timeIndex.Entries()) * timeIndexEntrySize}
+			indexBytes: int64(s.index.Entries()) * offsetIndexEntrySize, timeIndexBytes: int64(s.timeIndex.Entries()) * timeIndexEntrySize,
+			abortedTxns: slices.Clone(s.txn.entries)}
 		if cs.base < firstDirty && cs.next > firstDirty {
 			// A checkpoint inside a segment (a truncation moved it): the
 			// segment counts as dirty.
@@ -306,7 +318,16 @@ func (l *Log) cleanGroup(p *cleanPlan, group []cleanSegment, f *batchFilter, sto
 			return before, 0, errors.Join(err, discardCleanedSegment(cleaned))
 		}
 	}
+	var aborted []AbortedTxn
+	for _, cs := range group {
+		aborted = append(aborted, cs.abortedTxns...)
+	}
+	if err := cleaned.txn.appendAll(aborted); err != nil {
+		return before, 0, errors.Join(err, discardCleanedSegment(cleaned))
+	}
 	after := cleaned.size
+	// A group with aborted entries holds their markers, which are kept:
+	// it never cleans to nothing.
 	if after == 0 && !l.isFirstSegment(group[0].seg) {
 		// Nothing survived: the group's segments go with no replacement.
 		// The log's first group keeps an empty segment instead, as
@@ -391,7 +412,12 @@ func createCleanedSegment(dir string, base int64, cfg LogConfig, now time.Time) 
 		return nil, fmt.Errorf("create cleaned segment %s: %w", paths[0], err)
 	}
 	s := &segment{baseOffset: base, dir: dir, file: f, nextOffset: base, created: now,
-		maxTimestamp: -1, offsetOfMaxTimestamp: -1, rollingTimestamp: -1, indexIntervalBytes: cfg.IndexIntervalBytes}
+		maxTimestamp: -1, offsetOfMaxTimestamp: -1, rollingTimestamp: -1, indexIntervalBytes: cfg.IndexIntervalBytes,
+		txn: newTxnIndex(cleanedTxnIndexPath(dir, base, cleanedSuffix))}
+	if err := os.Remove(s.txn.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		f.Close()
+		return nil, fmt.Errorf("create cleaned segment %s: %w", paths[0], err)
+	}
 	if s.index, err = OpenOffsetIndex(paths[1], base, cfg.SegmentIndexBytes); err != nil {
 		f.Close()
 		os.Remove(paths[0])
@@ -417,13 +443,19 @@ func cleanedPaths(dir string, base int64, suffix string) [3]string {
 	}
 }
 
+// cleanedTxnIndexPath is a segment's txn index path with a compaction
+// suffix (none for the final name).
+func cleanedTxnIndexPath(dir string, base int64, suffix string) string {
+	return filepath.Join(dir, segmentFileName(base, txnIndexSuffix)+suffix)
+}
+
 // discardCleanedSegment closes and removes a cleaned segment that was not
 // swapped in. (segment.closeAndRemove would remove the final names, which
 // belong to the live segment.)
 func discardCleanedSegment(s *segment) error {
 	logPath := filepath.Join(s.dir, segmentFileName(s.baseOffset, logSuffix)+cleanedSuffix)
 	paths := []string{s.index.Path(), s.timeIndex.Path(), logPath}
-	err := errors.Join(s.index.Close(), s.timeIndex.Close(), s.file.Close())
+	err := errors.Join(s.index.Close(), s.timeIndex.Close(), s.txn.remove(), s.file.Close())
 	for _, p := range paths {
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
@@ -505,6 +537,9 @@ func renameCleaned(s *segment, from, to string) error {
 	if err := s.timeIndex.RenameTo(dst[2]); err != nil {
 		return err
 	}
+	if err := s.txn.renameTo(cleanedTxnIndexPath(s.dir, s.baseOffset, to)); err != nil {
+		return err
+	}
 	if err := os.Rename(src[0], dst[0]); err != nil {
 		return fmt.Errorf("rename %s: %w", src[0], err)
 	}
@@ -546,7 +581,8 @@ func completeInterruptedSwaps(dir string, entries []os.DirEntry) (map[int64]bool
 	// committed (the log is renamed last).
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, indexSuffix+swapSuffix) || strings.HasSuffix(name, timeIndexSuffix+swapSuffix) {
+		if strings.HasSuffix(name, indexSuffix+swapSuffix) || strings.HasSuffix(name, timeIndexSuffix+swapSuffix) ||
+			strings.HasSuffix(name, txnIndexSuffix+swapSuffix) {
 			if base, ok := parseSegmentBase(name); ok && !slices.Contains(swaps, base) {
 				if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return nil, err
@@ -566,7 +602,7 @@ func completeInterruptedSwaps(dir string, entries []os.DirEntry) (map[int64]bool
 		}
 		for old := range logs {
 			if old > base && old < next {
-				for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 					if err := os.Remove(filepath.Join(dir, segmentFileName(old, suffix))); err != nil && !errors.Is(err, os.ErrNotExist) {
 						return nil, err
 					}
@@ -579,6 +615,16 @@ func completeInterruptedSwaps(dir string, entries []os.DirEntry) (map[int64]bool
 			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, err
 			}
+		}
+		// The cleaned transaction index was fsynced before the swap
+		// committed and is kept: a "<base>.txnindex.swap" replaces the old
+		// segment's file; without one, either it was renamed into place
+		// already (the old file was renamed .deleted before) or the
+		// cleaned segment has no aborted transaction, and neither had the
+		// segments it replaces.
+		txnSwap := cleanedTxnIndexPath(dir, base, swapSuffix)
+		if err := os.Rename(txnSwap, cleanedTxnIndexPath(dir, base, "")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("complete swap of segment %d: %w", base, err)
 		}
 		if err := os.Rename(swapPath, filepath.Join(dir, segmentFileName(base, logSuffix))); err != nil {
 			return nil, fmt.Errorf("complete swap of segment %d: %w", base, err)

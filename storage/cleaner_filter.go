@@ -183,11 +183,12 @@ type batchFilter struct {
 // in the offset map, or it is a tombstone whose batch's delete horizon has
 // passed. A batch keeping tombstones without a horizon gets one: now plus
 // delete.retention.ms (KIP-534), so a tombstone lives at least that long
-// after the cleaner first saw it. Control batches are kept whole (no
-// transactions yet, so no marker can be dropped safely). A batch left with
-// no record is dropped, unless the producer state remembers it: then its
-// header is kept with no records, as Kafka keeps the last batch of each
-// producer.
+// after the cleaner first saw it. Control batches are kept whole: a
+// marker may go only after its transaction's aborted records, and only
+// after delete.retention.ms (Kafka's cleaner), which is not done yet
+// (cleaner.go). A batch left with no record is dropped, unless the
+// producer state remembers it: then its header is kept with no records,
+// as Kafka keeps the last batch of each producer.
 func (f *batchFilter) filter(dst, batch []byte, h record.BatchHeader) ([]byte, error) {
 	f.recordsRead += int64(h.RecordCount)
 	if h.IsControl() {

@@ -36,15 +36,19 @@ var (
 
 // Kafka error codes for the errors above (org.apache.kafka.common.protocol.Errors).
 const (
-	codeNone                       int16 = 0
-	codeOffsetOutOfRange           int16 = 1
-	codeCorruptMessage             int16 = 2
-	codeMessageTooLarge            int16 = 10
-	codeRecordListTooLarge         int16 = 18
-	codeUnknownServerError         int16 = -1
-	codeKafkaStorageError          int16 = 56
-	codeUnsupportedCompressionType int16 = 76
-	codeInvalidRecord              int16 = 87
+	codeNone                         int16 = 0
+	codeOffsetOutOfRange             int16 = 1
+	codeCorruptMessage               int16 = 2
+	codeMessageTooLarge              int16 = 10
+	codeRecordListTooLarge           int16 = 18
+	codeUnknownServerError           int16 = -1
+	codeKafkaStorageError            int16 = 56
+	codeUnsupportedCompressionType   int16 = 76
+	codeInvalidRecord                int16 = 87
+	codeOutOfOrderSequence           int16 = 45
+	codeInvalidProducerEpoch         int16 = 47
+	codeInvalidTxnState              int16 = 48
+	codeTransactionCoordinatorFenced int16 = 52
 )
 
 // ErrorCode maps an error from this package (or from network/record, which
@@ -69,6 +73,14 @@ func ErrorCode(err error) int16 {
 	case errors.Is(err, record.ErrInvalidRecord), errors.Is(err, record.ErrDecompressedTooLarge),
 		errors.Is(err, record.ErrUnsupportedMagic):
 		return codeInvalidRecord
+	case errors.Is(err, ErrOutOfOrderSequence):
+		return codeOutOfOrderSequence
+	case errors.Is(err, ErrInvalidProducerEpoch):
+		return codeInvalidProducerEpoch
+	case errors.Is(err, ErrInvalidTxnState):
+		return codeInvalidTxnState
+	case errors.Is(err, ErrTransactionCoordinatorFenced):
+		return codeTransactionCoordinatorFenced
 	case errors.Is(err, ErrLogClosed), errors.Is(err, ErrStorage):
 		return codeKafkaStorageError
 	}

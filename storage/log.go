@@ -46,8 +46,12 @@ type OpenOptions struct {
 type AppendOptions struct {
 	// LeaderEpoch is stamped into every batch a leader appends (KIP-101).
 	LeaderEpoch int32
-	// FromCoordinator allows control batches (transaction markers); clients
-	// may not produce them.
+	// FromCoordinator is a coordinator's own append: control batches
+	// (transaction markers) are allowed, which clients may not produce,
+	// and producer batches are checked for their epoch only, not their
+	// sequence (Kafka's AppendOrigin.COORDINATOR: the group coordinator
+	// writes a TxnOffsetCommit as a transactional batch of the producer,
+	// each at sequence 0).
 	FromCoordinator bool
 	// Sync fsyncs the appended batches before Append returns.
 	Sync bool
@@ -95,6 +99,9 @@ type ReadInfo struct {
 	LogStartOffset int64
 	LogEndOffset   int64
 	HighWatermark  int64
+	// LastStableOffset is the LSO at the time of the read (read_committed
+	// consumers read below it; txn_state.go).
+	LastStableOffset int64
 }
 
 type pendingDelete struct {
@@ -169,6 +176,9 @@ type Log struct {
 	producers              producerStateMap
 	producerSnapshots      []int64
 	producerBatchesScanned int64
+	// txns orders the transactions that hold the last stable offset
+	// (txn_state.go).
+	txns txnState
 
 	// topicMu guards the topic id of partition.metadata
 	// (partition_metadata.go).
@@ -205,6 +215,7 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		cfg:       opts.Config.normalized(),
 		lastFlush: opts.Now(),
 		producers: producerStateMap{},
+		txns:      newTxnState(),
 		logDir:    opts.logDir,
 	}
 	l.loadTopicID()
@@ -252,7 +263,7 @@ func (l *Log) load(opts OpenOptions) error {
 	// Index files without a log are leftovers of a crashed deletion.
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix) {
+		if strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix) || strings.HasSuffix(name, txnIndexSuffix) {
 			if base, ok := parseSegmentBase(name); ok && !logs[base] {
 				if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 					return err
@@ -325,6 +336,25 @@ func (l *Log) recoverSegments(opts OpenOptions) error {
 			nextBase = l.segments[i+1].baseOffset
 		}
 		suspect := !opts.CleanShutdown && (nextBase < 0 || nextBase > opts.RecoveryPoint)
+		// The transaction index is rebuilt where the records are
+		// re-validated after a crash (Kafka's LogSegment.recover rebuilds
+		// it with the producer state): entries of markers that did not
+		// survive must go, and entries whose write the crash lost must
+		// come back. Elsewhere, and for a compaction swap (whose cleaned
+		// index was fsynced before the swap committed), the file is
+		// trusted unless it cannot be read.
+		if suspect {
+			if err := s.txn.reset(); err != nil {
+				return err
+			}
+			s.txnRebuild = true
+		} else if err := s.txn.load(); err != nil {
+			l.logger.Warn("rebuilding a segment's unreadable transaction index", "segment", s.baseOffset, "error", err)
+			if err := s.txn.reset(); err != nil {
+				return err
+			}
+			s.txnRebuild = true
+		}
 		suspect = suspect || l.swapRecovered[s.baseOffset]
 		if !suspect {
 			if err := errors.Join(s.index.SanityCheck(), s.timeIndex.SanityCheck()); err != nil {
@@ -338,6 +368,9 @@ func (l *Log) recoverSegments(opts OpenOptions) error {
 		if suspect {
 			cut, err := s.recover(prevNext)
 			if err != nil {
+				return err
+			}
+			if err := s.txn.truncateTo(s.nextOffset); err != nil {
 				return err
 			}
 			if cut > 0 {
@@ -426,6 +459,7 @@ func (l *Log) SetHighWatermark(hw int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.highWatermark = min(max(hw, l.logStartOffset), l.active().nextOffset)
+	l.txns.onHighWatermark(l.highWatermark)
 }
 
 // RecoveryPoint is the offset below which the log is known to be fsynced,
@@ -497,6 +531,10 @@ func (l *Log) AppendAsLeader(batches []byte, opts AppendOptions) (AppendInfo, er
 type ValidatedBatches struct {
 	batches []byte
 	info    AppendInfo
+	// fromCoordinator: the coordinators' own append (markers, a
+	// TxnOffsetCommit's transactional batch), whose sequences are not
+	// checked.
+	fromCoordinator bool
 }
 
 // ValidateProduce is the first half of AppendAsLeader: Kafka's
@@ -509,7 +547,7 @@ func (l *Log) ValidateProduce(batches []byte, fromCoordinator bool) (ValidatedBa
 	if err != nil {
 		return ValidatedBatches{info: info}, fmt.Errorf("append to %s: %w", l.tp, err)
 	}
-	return ValidatedBatches{batches: batches, info: info}, nil
+	return ValidatedBatches{batches: batches, info: info, fromCoordinator: fromCoordinator}, nil
 }
 
 // Info is what validation learnt of the batches (offsets not yet assigned):
@@ -539,7 +577,7 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendI
 	}
 	// The idempotent producer checks run under the lock that serialises
 	// appends, so the sequence checked is the sequence appended.
-	dup, err := l.producers.check(batches)
+	dup, err := l.producers.check(batches, v.fromCoordinator)
 	if err != nil {
 		return info, fmt.Errorf("append to %s: %w", l.tp, err)
 	}
@@ -569,7 +607,9 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendI
 	if err := l.appendLocked(batches, info, opts.Sync, opts.DeferFlush); err != nil {
 		return info, err
 	}
-	l.producers.update(batches)
+	if err := l.updateProducerStateLocked(batches); err != nil {
+		return info, err
+	}
 	if latest, ok := l.epochs.LatestEpoch(); opts.LeaderEpoch >= 0 && (!ok || opts.LeaderEpoch > latest) {
 		if err := l.epochs.Assign(opts.LeaderEpoch, info.FirstOffset); err != nil {
 			return info, fmt.Errorf("append to %s: %w", l.tp, err)
@@ -609,8 +649,18 @@ func validateProduce(batches []byte, cfg LogConfig, fromCoordinator bool) (Appen
 		if err != nil {
 			return info, fmt.Errorf("batch at byte %d: %w", pos, err)
 		}
-		if h.IsControl() && !fromCoordinator {
-			return info, fmt.Errorf("batch at byte %d: control batches come only from a transaction coordinator: %w", pos, record.ErrInvalidRecord)
+		if h.IsControl() {
+			if !fromCoordinator {
+				return info, fmt.Errorf("batch at byte %d: control batches come only from a transaction coordinator: %w", pos, record.ErrInvalidRecord)
+			}
+			// The marker is read again under the log's lock (the producer
+			// checks) and by every replica; only a well-formed one is let in.
+			if !h.HasProducerID() || !h.IsTransactional() {
+				return info, fmt.Errorf("batch at byte %d: control batch without a transactional producer: %w", pos, record.ErrInvalidRecord)
+			}
+			if _, err := parseEndTxnMarker(b, &h); err != nil {
+				return info, fmt.Errorf("batch at byte %d: %w", pos, err)
+			}
 		}
 		// A decompressed batch may be far larger than its wire size; bound
 		// it generously but finitely (Kafka has no bound; we refuse bombs).
@@ -680,7 +730,9 @@ func (l *Log) AppendAsFollower(batches []byte, deferFlush bool) (_ AppendInfo, e
 	if err := l.appendLocked(batches, info, false, deferFlush); err != nil {
 		return info, err
 	}
-	l.producers.update(batches)
+	if err := l.updateProducerStateLocked(batches); err != nil {
+		return info, err
+	}
 	for _, h := range epochStarts {
 		if latest, ok := l.epochs.LatestEpoch(); !ok || h.PartitionLeaderEpoch > latest {
 			if err := l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
@@ -859,7 +911,8 @@ func (l *Log) Read(startOffset int64, maxBytes int, upperBound int64, minOneBatc
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	info := ReadInfo{LogStartOffset: l.logStartOffset, LogEndOffset: l.active().nextOffset, HighWatermark: l.highWatermark}
+	info := ReadInfo{LogStartOffset: l.logStartOffset, LogEndOffset: l.active().nextOffset, HighWatermark: l.highWatermark,
+		LastStableOffset: l.lastStableOffsetLocked()}
 	if l.closed {
 		return info, fmt.Errorf("read %s: %w", l.tp, ErrLogClosed)
 	}

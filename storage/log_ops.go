@@ -167,6 +167,10 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		return err
 	}
 	leo := s.nextOffset
+	// The markers at or after leo are gone: so are their aborted entries.
+	if err := s.txn.truncateTo(leo); err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", l.tp, offset, err)
+	}
 	// Kafka lowers the log start offset with a truncation below it
 	// (UnifiedLog.truncateTo): a start above the end would make every read,
 	// even at the log end, out of range.
@@ -205,7 +209,7 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 	// index write).
 	for _, old := range l.segments {
 		if old.baseOffset == offset {
-			if err := errors.Join(old.index.Close(), old.timeIndex.Close(), old.file.Close()); err != nil {
+			if err := errors.Join(old.index.Close(), old.timeIndex.Close(), old.txn.close(), old.file.Close()); err != nil {
 				return err
 			}
 		}
@@ -361,7 +365,7 @@ func (l *Log) Close() error {
 		// no index trimming, no deletions. The next start recovers it
 		// as after a crash.
 		for _, s := range l.segments {
-			errs = append(errs, s.index.Discard(), s.timeIndex.Discard(), s.file.Close())
+			errs = append(errs, s.index.Discard(), s.timeIndex.Discard(), s.txn.close(), s.file.Close())
 		}
 	} else {
 		l.takeProducerSnapshotLocked(l.active().nextOffset, true)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -64,7 +65,7 @@ func BenchmarkLoadProducerState(b *testing.B) {
 				l.mu.Lock()
 				l.producerSnapshots = slices.Clone(c.snapshots)
 				before := l.producerBatchesScanned
-				err := l.rebuildProducerStateLocked()
+				err := l.rebuildProducerStateLocked(math.MaxInt64)
 				n = l.producerBatchesScanned - before
 				l.mu.Unlock()
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,25 +20,39 @@ import (
 // producer state as of offset N, that is after every batch below N; it
 // spares a reopened (or truncated) log the scan of everything below N.
 //
-// Format (version 1, big-endian), our own, not Kafka's:
+// Format (version 2, big-endian), our own, not Kafka's:
 //
-//	version       uint8   1
+//	version       uint8   2
 //	crc           uint32  CRC32C (Castagnoli) of everything after it
 //	offset        int64   N, repeated from the file name
+//	released      int64   txnState.releasedMarker, -1 for none
 //	producers     uint32
 //	per producer, ascending ids:
-//	  producer id   int64
-//	  epoch         int16
-//	  batches       uint8   1..5, oldest first
+//	  producer id         int64
+//	  epoch               int16
+//	  txn first offset    int64   the open transaction's, -1 for none
+//	  coordinator epoch   int32   the last marker's, -1 for none
+//	  last timestamp      int64   of the newest batch or marker
+//	  last offset         int64   of the newest batch or marker
+//	  batches             uint8   0..5, oldest first
 //	  per batch:
 //	    first sequence, last sequence   int32, int32
 //	    first offset, last offset       int64, int64
 //	    max timestamp                   int64
 //	    flags                           uint8 (bit 0: LogAppendTime)
+//	unstable      uint32  completed transactions whose marker was not yet
+//	                      below the high watermark, in marker order:
+//	  producer id, first offset, marker offset   int64 x 3
+//
+// Version 1, before transactions, had neither released, the four
+// transaction fields per producer nor the unstable list, and at least one
+// batch per producer; it still loads, as a state without transactions.
 //
 // Kafka's snapshot keeps only each producer's last batch; ours keeps the
 // five a retry may duplicate, so a retry of any of them is still answered
-// after a restart.
+// after a restart. Kafka's keeps no completed transactions either: after a
+// restart it loses those whose marker the high watermark had not passed,
+// and its LSO runs ahead of them until then; ours keeps them.
 //
 // A snapshot that cannot be read or fails its checks is logged, deleted
 // and skipped: the next older one is tried, and without any the state is
@@ -45,12 +60,17 @@ import (
 // a reason for a log not to open.
 
 const (
-	producerSnapshotSuffix  = ".snapshot"
-	producerSnapshotVersion = 1
-	// producerSnapshotHeader is version + crc + offset + producer count.
-	producerSnapshotHeader = 1 + 4 + 8 + 4
-	producerSnapshotEntry  = 8 + 2 + 1
-	producerSnapshotBatch  = 4 + 4 + 8 + 8 + 8 + 1
+	producerSnapshotSuffix    = ".snapshot"
+	producerSnapshotVersion   = 2
+	producerSnapshotVersionV1 = 1
+	// producerSnapshotHeader is version + crc + offset + released +
+	// producer count.
+	producerSnapshotHeader   = 1 + 4 + 8 + 8 + 4
+	producerSnapshotHeaderV1 = 1 + 4 + 8 + 4
+	producerSnapshotEntry    = 8 + 2 + 8 + 4 + 8 + 8 + 1
+	producerSnapshotEntryV1  = 8 + 2 + 1
+	producerSnapshotBatch    = 4 + 4 + 8 + 8 + 8 + 1
+	producerSnapshotTxn      = 8 + 8 + 8
 	// producerSnapshotsKept is how many snapshots a log keeps, newest
 	// first. Kafka keeps one per segment; truncations (KIP-101) cut to the
 	// leader's epoch end offset, which trails the log end offset by
@@ -65,10 +85,27 @@ func producerSnapshotPath(dir string, offset int64) string {
 	return filepath.Join(dir, segmentFileName(offset, producerSnapshotSuffix))
 }
 
-// encodeProducerSnapshot serialises m as of offset.
-func encodeProducerSnapshot(offset int64, m producerStateMap) []byte {
+// producerSnapshot is what a snapshot holds: the producers, and the
+// transactions the LSO needs besides their open ones.
+type producerSnapshot struct {
+	producers producerStateMap
+	// unstable are the completed transactions whose marker was not yet
+	// below the high watermark, in marker order; releasedMarker is
+	// txnState.releasedMarker.
+	unstable       []txnSpan
+	releasedMarker int64
+}
+
+// snapshotOf is the log's state to write in a snapshot. l.mu is held.
+func (l *Log) snapshotOf() producerSnapshot {
+	return producerSnapshot{producers: l.producers, unstable: l.txns.unstable, releasedMarker: l.txns.releasedMarker}
+}
+
+// encodeProducerSnapshot serialises s as of offset.
+func encodeProducerSnapshot(offset int64, s producerSnapshot) []byte {
+	m := s.producers
 	ids := make([]int64, 0, len(m))
-	size := producerSnapshotHeader
+	size := producerSnapshotHeader + 4 + len(s.unstable)*producerSnapshotTxn
 	for id, e := range m {
 		ids = append(ids, id)
 		size += producerSnapshotEntry + len(e.batches)*producerSnapshotBatch
@@ -78,11 +115,16 @@ func encodeProducerSnapshot(offset int64, m producerStateMap) []byte {
 	b := make([]byte, producerSnapshotHeader, size)
 	b[0] = producerSnapshotVersion
 	be.PutUint64(b[5:], uint64(offset))
-	be.PutUint32(b[13:], uint32(len(ids)))
+	be.PutUint64(b[13:], uint64(s.releasedMarker))
+	be.PutUint32(b[21:], uint32(len(ids)))
 	for _, id := range ids {
 		e := m[id]
 		b = be.AppendUint64(b, uint64(id))
 		b = be.AppendUint16(b, uint16(e.epoch))
+		b = be.AppendUint64(b, uint64(e.txnFirstOffset))
+		b = be.AppendUint32(b, uint32(e.coordinatorEpoch))
+		b = be.AppendUint64(b, uint64(e.lastTimestamp))
+		b = be.AppendUint64(b, uint64(e.lastOffset))
 		b = append(b, byte(len(e.batches)))
 		for _, pb := range e.batches {
 			b = be.AppendUint32(b, uint32(pb.FirstSeq))
@@ -97,47 +139,78 @@ func encodeProducerSnapshot(offset int64, m producerStateMap) []byte {
 			b = append(b, flags)
 		}
 	}
+	b = be.AppendUint32(b, uint32(len(s.unstable)))
+	for _, t := range s.unstable {
+		b = be.AppendUint64(b, uint64(t.producerID))
+		b = be.AppendUint64(b, uint64(t.firstOffset))
+		b = be.AppendUint64(b, uint64(t.lastOffset))
+	}
 	be.PutUint32(b[1:], crc32.Checksum(b[5:], snapshotCRCTable))
 	return b
 }
 
-// decodeProducerSnapshot parses a snapshot that must describe offset. Any
-// defect is an error wrapping ErrCorruptCheckpoint.
-func decodeProducerSnapshot(b []byte, offset int64) (producerStateMap, error) {
+// decodeProducerSnapshot parses a snapshot (version 2 or 1) that must
+// describe offset. Any defect is an error wrapping ErrCorruptCheckpoint.
+func decodeProducerSnapshot(b []byte, offset int64) (producerSnapshot, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("producer snapshot %d: %s: %w", offset, fmt.Sprintf(format, args...), ErrCorruptCheckpoint)
 	}
-	if len(b) < producerSnapshotHeader {
-		return nil, corrupt("%d bytes, shorter than its header", len(b))
+	if len(b) < 1 {
+		return producerSnapshot{}, corrupt("empty")
 	}
-	if b[0] != producerSnapshotVersion {
-		return nil, corrupt("unknown version %d", b[0])
+	v1 := b[0] == producerSnapshotVersionV1
+	header, entry := producerSnapshotHeader, producerSnapshotEntry
+	if v1 {
+		header, entry = producerSnapshotHeaderV1, producerSnapshotEntryV1
+	} else if b[0] != producerSnapshotVersion {
+		return producerSnapshot{}, corrupt("unknown version %d", b[0])
+	}
+	if len(b) < header {
+		return producerSnapshot{}, corrupt("%d bytes, shorter than its header", len(b))
 	}
 	be := binary.BigEndian
 	if want, got := be.Uint32(b[1:]), crc32.Checksum(b[5:], snapshotCRCTable); want != got {
-		return nil, corrupt("crc %08x, computed %08x", want, got)
+		return producerSnapshot{}, corrupt("crc %08x, computed %08x", want, got)
 	}
 	if got := int64(be.Uint64(b[5:])); got != offset {
-		return nil, corrupt("holds offset %d", got)
+		return producerSnapshot{}, corrupt("holds offset %d", got)
 	}
-	count := be.Uint32(b[13:])
-	rest := b[producerSnapshotHeader:]
-	if uint64(count)*(producerSnapshotEntry+producerSnapshotBatch) > uint64(len(rest)) {
-		return nil, corrupt("%d producers in %d bytes", count, len(rest))
+	out := producerSnapshot{releasedMarker: -1}
+	if !v1 {
+		out.releasedMarker = int64(be.Uint64(b[13:]))
+		if out.releasedMarker < -1 || out.releasedMarker >= offset {
+			return producerSnapshot{}, corrupt("released marker %d", out.releasedMarker)
+		}
+	}
+	count := be.Uint32(b[header-4:])
+	rest := b[header:]
+	if uint64(count)*uint64(entry) > uint64(len(rest)) {
+		return producerSnapshot{}, corrupt("%d producers in %d bytes", count, len(rest))
 	}
 	m := make(producerStateMap, count)
 	prevID := int64(-1)
 	for i := uint32(0); i < count; i++ {
-		if len(rest) < producerSnapshotEntry {
-			return nil, corrupt("producer %d truncated", i)
+		if len(rest) < entry {
+			return producerSnapshot{}, corrupt("producer %d truncated", i)
 		}
-		id, epoch, n := int64(be.Uint64(rest)), int16(be.Uint16(rest[8:])), int(rest[10])
-		rest = rest[producerSnapshotEntry:]
-		if id <= prevID || n < 1 || n > producerBatchesKept || len(rest) < n*producerSnapshotBatch {
-			return nil, corrupt("producer %d (id %d, epoch %d, %d batches) is invalid", i, id, epoch, n)
+		id, epoch := int64(be.Uint64(rest)), int16(be.Uint16(rest[8:]))
+		e := newProducerEntry(epoch)
+		minBatches := 0
+		if v1 {
+			minBatches = 1
+		} else {
+			e.txnFirstOffset, e.coordinatorEpoch = int64(be.Uint64(rest[10:])), int32(be.Uint32(rest[18:]))
+			e.lastTimestamp, e.lastOffset = int64(be.Uint64(rest[22:])), int64(be.Uint64(rest[30:]))
+		}
+		n := int(rest[entry-1])
+		rest = rest[entry:]
+		if id <= prevID || n < minBatches || n > producerBatchesKept || len(rest) < n*producerSnapshotBatch ||
+			e.txnFirstOffset < -1 || e.txnFirstOffset >= offset || e.coordinatorEpoch < -1 ||
+			(!v1 && (e.lastOffset < 0 || e.lastOffset >= offset)) {
+			return producerSnapshot{}, corrupt("producer %d (id %d, epoch %d, %d batches) is invalid", i, id, epoch, n)
 		}
 		prevID = id
-		e := &producerEntry{epoch: epoch, batches: make([]ProducerBatch, n)}
+		e.batches = make([]ProducerBatch, n, max(n, 1))
 		prevLast := int64(-1)
 		for j := range e.batches {
 			pb := &e.batches[j]
@@ -147,17 +220,43 @@ func decodeProducerSnapshot(b []byte, offset int64) (producerStateMap, error) {
 			flags := rest[32]
 			pb.LogAppendTime = flags&1 != 0
 			rest = rest[producerSnapshotBatch:]
-			if flags&^1 != 0 || pb.FirstOffset <= prevLast || pb.LastOffset < pb.FirstOffset || pb.LastOffset >= offset {
-				return nil, corrupt("producer %d batch %d (offsets %d-%d) is invalid", id, j, pb.FirstOffset, pb.LastOffset)
+			if flags&^1 != 0 || pb.FirstOffset <= prevLast || pb.LastOffset < pb.FirstOffset || pb.LastOffset >= offset ||
+				(!v1 && pb.LastOffset > e.lastOffset) {
+				return producerSnapshot{}, corrupt("producer %d batch %d (offsets %d-%d) is invalid", id, j, pb.FirstOffset, pb.LastOffset)
 			}
 			prevLast = pb.LastOffset
 		}
+		if v1 {
+			last := e.batches[n-1]
+			e.lastTimestamp, e.lastOffset = last.MaxTimestamp, last.LastOffset
+		}
 		m[id] = e
 	}
-	if len(rest) != 0 {
-		return nil, corrupt("%d trailing bytes", len(rest))
+	out.producers = m
+	if !v1 {
+		if len(rest) < 4 {
+			return producerSnapshot{}, corrupt("no transaction count")
+		}
+		txns := be.Uint32(rest)
+		rest = rest[4:]
+		if uint64(txns)*producerSnapshotTxn != uint64(len(rest)) {
+			return producerSnapshot{}, corrupt("%d transactions in %d bytes", txns, len(rest))
+		}
+		prevMarker := out.releasedMarker
+		for range txns {
+			t := txnSpan{producerID: int64(be.Uint64(rest)), firstOffset: int64(be.Uint64(rest[8:])), lastOffset: int64(be.Uint64(rest[16:]))}
+			rest = rest[producerSnapshotTxn:]
+			if t.producerID < 0 || t.firstOffset < 0 || t.lastOffset <= t.firstOffset || t.lastOffset <= prevMarker || t.lastOffset >= offset {
+				return producerSnapshot{}, corrupt("transaction %+v is invalid", t)
+			}
+			prevMarker = t.lastOffset
+			out.unstable = append(out.unstable, t)
+		}
 	}
-	return m, nil
+	if len(rest) != 0 {
+		return producerSnapshot{}, corrupt("%d trailing bytes", len(rest))
+	}
+	return out, nil
 }
 
 // listProducerSnapshots returns the offsets of dir's snapshot files,
@@ -198,33 +297,60 @@ func (l *Log) loadProducerStateLocked() error {
 		}
 	}
 	l.deleteProducerSnapshotsLocked(func(off int64) bool { return off < l.logStartOffset })
-	return l.rebuildProducerStateLocked()
+	// Recovery discarded the transaction index of the segments it
+	// re-validated (log.go, recoverSegments): the scan rebuilds them.
+	txnIndexFrom := int64(math.MaxInt64)
+	for _, s := range l.segments {
+		if s.txnRebuild {
+			txnIndexFrom = s.baseOffset
+			break
+		}
+	}
+	err = l.rebuildProducerStateLocked(txnIndexFrom)
+	for _, s := range l.segments {
+		s.txnRebuild = false
+	}
+	return err
 }
 
-// rebuildProducerStateLocked replaces the producer state with the newest
-// readable snapshot at or below the log end offset plus a scan of the batch
-// headers after it (from the log start offset without one). l.mu is held.
-func (l *Log) rebuildProducerStateLocked() error {
+// rebuildProducerStateLocked replaces the producer and transaction state
+// with the newest usable snapshot plus a scan of the batches after it
+// (from the log start offset without one). Usable: at or below the log
+// end offset and at or below txnIndexFrom, the first offset whose
+// transaction index recovery discarded (the scan rebuilds those entries,
+// so it must start at or before them; math.MaxInt64 for none), and
+// complete for the high watermark: a snapshot lists the completed
+// transactions its high watermark had not yet passed, so one whose
+// released marker is at or above today's high watermark may miss a
+// transaction that today's still holds the LSO for, and an older one is
+// taken. l.mu is held.
+func (l *Log) rebuildProducerStateLocked(txnIndexFrom int64) error {
 	start := time.Now()
 	leo := l.active().nextOffset
-	m, from := producerStateMap{}, l.logStartOffset
+	snap, from := producerSnapshot{producers: producerStateMap{}, releasedMarker: -1}, l.logStartOffset
 	for i := len(l.producerSnapshots) - 1; i >= 0; i-- {
 		off := l.producerSnapshots[i]
-		if off > leo || off < l.logStartOffset {
+		if off > leo || off > txnIndexFrom || off < l.logStartOffset {
 			continue
 		}
 		b, err := os.ReadFile(producerSnapshotPath(l.dir, off))
 		if err == nil {
-			var loaded producerStateMap
+			var loaded producerSnapshot
 			if loaded, err = decodeProducerSnapshot(b, off); err == nil {
-				m, from = loaded, off
+				if loaded.releasedMarker >= l.highWatermark {
+					continue // usable for an older high watermark only; kept
+				}
+				snap, from = loaded, off
 				break
 			}
 		}
 		l.logger.Warn("skipping an unreadable producer state snapshot", "offset", off, "error", err)
 		l.deleteProducerSnapshotsLocked(func(o int64) bool { return o == off })
 	}
-	n, err := l.scanProducerBatchesLocked(m, from, leo)
+	m := snap.producers
+	var txns txnState
+	txns.rebuild(m, snap.unstable, snap.releasedMarker)
+	n, err := l.scanProducerBatchesLocked(m, &txns, from, leo, txnIndexFrom < leo)
 	l.producerBatchesScanned += int64(n)
 	if err != nil {
 		// Unreadable batch headers make the log itself fail where they
@@ -234,14 +360,15 @@ func (l *Log) rebuildProducerStateLocked() error {
 		l.logger.Error("the producer state was rebuilt without the batches that could not be read", "error", err)
 	}
 	m.evictBefore(l.logStartOffset)
-	l.producers = m
+	txns.onHighWatermark(l.highWatermark)
+	l.producers, l.txns = m, txns
 	if n > 0 {
 		level := hclog.Debug
 		if n >= 10_000 {
 			level = hclog.Info
 		}
 		l.logger.Log(level, "rebuilt producer state", "from_offset", from, "log_end_offset", leo,
-			"batches_scanned", n, "producers", len(m), "duration", time.Since(start))
+			"batches_scanned", n, "producers", len(m), "open_transactions", len(txns.ongoing), "duration", time.Since(start))
 	}
 	return nil
 }
@@ -269,7 +396,7 @@ func (l *Log) takeProducerSnapshotLocked(offset int64, durable bool) {
 	if !durable {
 		write = writeFileNoSync
 	}
-	if err := write(producerSnapshotPath(l.dir, offset), encodeProducerSnapshot(offset, l.producers)); err != nil {
+	if err := write(producerSnapshotPath(l.dir, offset), encodeProducerSnapshot(offset, l.snapshotOf())); err != nil {
 		l.logger.Warn("writing a producer state snapshot failed", "offset", offset, "error", err)
 		return
 	}
@@ -312,16 +439,16 @@ func (l *Log) truncateProducerStateLocked() error {
 			return err
 		}
 	}
-	if len(l.producers) == 0 {
+	if len(l.producers) == 0 && l.txns.empty() {
 		return nil
 	}
-	return l.rebuildProducerStateLocked()
+	return l.rebuildProducerStateLocked(math.MaxInt64)
 }
 
 // clearProducerStateLocked empties the state and deletes every snapshot
 // (the log restarts empty at a new offset). l.mu is held.
 func (l *Log) clearProducerStateLocked() error {
-	l.producers = producerStateMap{}
+	l.producers, l.txns = producerStateMap{}, newTxnState()
 	if l.deleteProducerSnapshotsLocked(func(int64) bool { return true }) {
 		return syncDir(l.dir)
 	}

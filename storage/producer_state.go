@@ -87,12 +87,34 @@ type ProducerState struct {
 	LastTimestamp int64
 	// Batches are the remembered batches, oldest first (at most five).
 	Batches []ProducerBatch
+	// CurrentTxnStartOffset is the first offset of the producer's open
+	// transaction, -1 when none.
+	CurrentTxnStartOffset int64
+	// CoordinatorEpoch is the transaction coordinator epoch of the last
+	// marker written for the producer, -1 when none.
+	CoordinatorEpoch int32
 }
 
 // producerEntry is one producer's state in one partition.
 type producerEntry struct {
-	epoch   int16
-	batches []ProducerBatch // oldest first, 1 to producerBatchesKept
+	epoch int16
+	// batches are oldest first, at most producerBatchesKept; none when a
+	// transaction marker of a new epoch cleared them (or the producer's
+	// only appends were markers).
+	batches []ProducerBatch
+	// txnFirstOffset is the first offset of the producer's open
+	// transaction, -1 when none; coordinatorEpoch that of the last marker,
+	// -1 when none (txn_state.go).
+	txnFirstOffset   int64
+	coordinatorEpoch int32
+	// lastTimestamp is the max timestamp of the newest batch or marker
+	// (producer.id.expiration.ms counts from it), lastOffset its last
+	// offset (eviction when the log start offset passes it).
+	lastTimestamp, lastOffset int64
+}
+
+func newProducerEntry(epoch int16) *producerEntry {
+	return &producerEntry{epoch: epoch, batches: make([]ProducerBatch, 0, 1), txnFirstOffset: -1, coordinatorEpoch: -1, lastTimestamp: -1, lastOffset: -1}
 }
 
 func (e *producerEntry) last() *ProducerBatch {
@@ -129,12 +151,15 @@ func inSequence(last, next int32) bool {
 // check validates every producer batch of a leader's record set against
 // the state without changing it. It returns the first duplicate batch
 // found (nothing must then be appended), or an error wrapping
-// ErrOutOfOrderSequence or ErrInvalidProducerEpoch. Framing was validated
-// before (ValidateProduce).
-func (m producerStateMap) check(batches []byte) (*ProducerBatch, error) {
+// ErrOutOfOrderSequence, ErrInvalidProducerEpoch, ErrInvalidTxnState or
+// ErrTransactionCoordinatorFenced. Framing, and the control records of
+// transaction markers, were validated before (ValidateProduce).
+func (m producerStateMap) check(batches []byte, fromCoordinator bool) (*ProducerBatch, error) {
 	type view struct {
-		epoch int16
-		last  int32
+		epoch            int16
+		last             int32
+		inTxn            bool
+		coordinatorEpoch int32
 	}
 	// pending is the state as the record set's earlier batches leave it.
 	var pending map[int64]view
@@ -143,14 +168,56 @@ func (m producerStateMap) check(batches []byte) (*ProducerBatch, error) {
 		if err != nil {
 			return nil, err
 		}
+		batch := batches[pos : pos+h.Size()]
 		pos += h.Size()
-		if !h.HasProducerID() || h.IsControl() {
+		if !h.HasProducerID() {
 			continue
 		}
 		v, known := pending[h.ProducerID]
 		e := m[h.ProducerID]
 		if !known && e != nil {
-			v, known = view{epoch: e.epoch, last: e.lastSeq()}, true
+			v, known = view{epoch: e.epoch, last: e.lastSeq(), inTxn: e.txnFirstOffset >= 0, coordinatorEpoch: e.coordinatorEpoch}, true
+		}
+		// pending is needed only for a later batch of the same record set:
+		// a record set of one batch (nearly every produce) allocates none.
+		last := pos == len(batches)
+		if pending == nil && !last {
+			pending = map[int64]view{}
+		}
+		if h.IsControl() {
+			// Kafka's ProducerAppendInfo.appendEndTxnMarker checks.
+			mk, err := parseEndTxnMarker(batch, &h)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case known && h.ProducerEpoch < v.epoch:
+				return nil, fmt.Errorf("producer %d: marker epoch %d is older than the current %d: %w", h.ProducerID, h.ProducerEpoch, v.epoch, ErrInvalidProducerEpoch)
+			case known && mk.coordinatorEpoch < v.coordinatorEpoch:
+				return nil, fmt.Errorf("producer %d: marker coordinator epoch %d is older than %d: %w", h.ProducerID, mk.coordinatorEpoch, v.coordinatorEpoch, ErrTransactionCoordinatorFenced)
+			}
+			next := view{epoch: h.ProducerEpoch, last: record.NoSequence, coordinatorEpoch: mk.coordinatorEpoch}
+			if known && h.ProducerEpoch == v.epoch {
+				next.last = v.last
+			}
+			if !last {
+				pending[h.ProducerID] = next
+			}
+			continue
+		}
+		if fromCoordinator {
+			// Kafka checks a coordinator's batch for its epoch only.
+			if known && h.ProducerEpoch < v.epoch {
+				return nil, fmt.Errorf("producer %d epoch %d is older than the current %d: %w", h.ProducerID, h.ProducerEpoch, v.epoch, ErrInvalidProducerEpoch)
+			}
+			if !last {
+				next := view{epoch: h.ProducerEpoch, last: h.LastSequence(), inTxn: v.inTxn || h.IsTransactional(), coordinatorEpoch: -1}
+				if known {
+					next.coordinatorEpoch = v.coordinatorEpoch
+				}
+				pending[h.ProducerID] = next
+			}
+			continue
 		}
 		if e != nil && h.ProducerEpoch == e.epoch {
 			for i := range e.batches {
@@ -163,59 +230,134 @@ func (m producerStateMap) check(batches []byte) (*ProducerBatch, error) {
 		switch {
 		case known && h.ProducerEpoch < v.epoch:
 			return nil, fmt.Errorf("producer %d epoch %d is older than the current %d: %w", h.ProducerID, h.ProducerEpoch, v.epoch, ErrInvalidProducerEpoch)
+		case known && v.inTxn && !h.IsTransactional():
+			// Kafka's appendDataBatch: a transaction, once started, ends
+			// only with its marker.
+			return nil, fmt.Errorf("producer %d: non-transactional batch while its transaction is open: %w", h.ProducerID, ErrInvalidTxnState)
 		case known && h.ProducerEpoch > v.epoch:
 			if h.BaseSequence != 0 {
 				return nil, fmt.Errorf("producer %d: the new epoch %d starts at sequence %d, not 0: %w", h.ProducerID, h.ProducerEpoch, h.BaseSequence, ErrOutOfOrderSequence)
 			}
+		case known && v.last == record.NoSequence && h.BaseSequence != 0:
+			// A producer whose batches a marker of a new epoch cleared
+			// starts that epoch at sequence 0 (Kafka's checkSequence);
+			// only a producer the partition does not know may start
+			// anywhere.
+			return nil, fmt.Errorf("producer %d: epoch %d starts at sequence %d, not 0: %w", h.ProducerID, h.ProducerEpoch, h.BaseSequence, ErrOutOfOrderSequence)
 		case known && v.last != record.NoSequence && !inSequence(v.last, h.BaseSequence):
 			return nil, fmt.Errorf("producer %d: sequence %d after %d: %w", h.ProducerID, h.BaseSequence, v.last, ErrOutOfOrderSequence)
 		}
-		if pending == nil {
-			pending = map[int64]view{}
+		next := view{epoch: h.ProducerEpoch, last: h.LastSequence(), inTxn: v.inTxn || h.IsTransactional(), coordinatorEpoch: -1}
+		if known {
+			next.coordinatorEpoch = v.coordinatorEpoch
 		}
-		pending[h.ProducerID] = view{epoch: h.ProducerEpoch, last: h.LastSequence()}
+		if !last {
+			pending[h.ProducerID] = next
+		}
 	}
 	return nil, nil
 }
 
-// update records the producer batches of a record set just appended (with
-// its final offsets and timestamps).
-func (m producerStateMap) update(batches []byte) {
-	for pos := 0; pos < len(batches); {
-		h, err := record.ParseHeader(batches[pos:])
-		if err != nil {
-			return
-		}
-		pos += h.Size()
-		m.apply(&h)
-	}
-}
-
-// apply adds one batch to the state. A new epoch replaces the producer's
-// batches (Kafka's ProducerAppendInfo on an epoch bump).
-func (m producerStateMap) apply(h *record.BatchHeader) {
-	if !h.HasProducerID() || h.IsControl() {
-		return
+// apply adds one appended batch (with its final offsets; batch holds at
+// least its header, and all of it for a control batch) to the state, the
+// same on a leader, a follower and a rebuild, and returns the transaction
+// a marker completed, if any. A data batch of a new epoch replaces the
+// producer's batches (Kafka's ProducerAppendInfo on an epoch bump); a
+// transactional one opens a transaction unless one is open. A marker of a
+// newer epoch takes the producer to it and clears its batches; it ends the
+// open transaction (Kafka emits no CompletedTxn for a marker without one,
+// nor do we). A marker whose control record cannot be read (only a
+// follower's or a rebuild's: a leader validated it) changes nothing and
+// is returned as an error.
+func (m producerStateMap) apply(t *txnState, h *record.BatchHeader, batch []byte) (completedTxn, bool, error) {
+	if !h.HasProducerID() {
+		return completedTxn{}, false, nil
 	}
 	e := m[h.ProducerID]
-	if e == nil || h.ProducerEpoch != e.epoch {
-		e = &producerEntry{epoch: h.ProducerEpoch, batches: make([]ProducerBatch, 0, 1)}
+	if h.IsControl() {
+		mk, err := parseEndTxnMarker(batch, h)
+		if err != nil {
+			return completedTxn{}, false, err
+		}
+		if e == nil {
+			e = newProducerEntry(h.ProducerEpoch)
+			m[h.ProducerID] = e
+		} else if h.ProducerEpoch > e.epoch {
+			e.epoch, e.batches = h.ProducerEpoch, make([]ProducerBatch, 0, 1)
+		}
+		var c completedTxn
+		ok := e.txnFirstOffset >= 0
+		if ok {
+			c = completedTxn{
+				txnSpan: txnSpan{producerID: h.ProducerID, firstOffset: e.txnFirstOffset, lastOffset: h.LastOffset()},
+				aborted: mk.typ == record.ControlAbort, lastStableOffset: h.LastOffset() + 1,
+			}
+			if first := t.firstOngoingExcept(h.ProducerID); first >= 0 {
+				c.lastStableOffset = first
+			}
+			t.complete(c.txnSpan)
+		}
+		e.txnFirstOffset = -1
+		e.coordinatorEpoch = mk.coordinatorEpoch
+		e.lastTimestamp, e.lastOffset = h.MaxTimestamp, h.LastOffset()
+		return c, ok, nil
+	}
+	if e == nil {
+		e = newProducerEntry(h.ProducerEpoch)
 		m[h.ProducerID] = e
+	} else if h.ProducerEpoch != e.epoch {
+		e.epoch, e.batches = h.ProducerEpoch, make([]ProducerBatch, 0, 1)
 	}
 	e.add(ProducerBatch{
 		FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(),
 		FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(),
 		MaxTimestamp: h.MaxTimestamp, LogAppendTime: h.TimestampType() == record.LogAppendTime,
 	})
+	e.lastTimestamp, e.lastOffset = h.MaxTimestamp, h.LastOffset()
+	if h.IsTransactional() && e.txnFirstOffset < 0 {
+		e.txnFirstOffset = h.BaseOffset
+		t.start(h.ProducerID, h.BaseOffset)
+	}
+	return completedTxn{}, false, nil
+}
+
+// updateProducerStateLocked records the producer batches and transaction
+// markers of a record set just appended to the active segment (with its
+// final offsets and timestamps): every append's, a leader's or a
+// follower's. An aborted transaction gets its entry in the active
+// segment's transaction index, where its marker now is. l.mu is held.
+func (l *Log) updateProducerStateLocked(batches []byte) error {
+	for pos := 0; pos < len(batches); {
+		h, err := record.ParseHeader(batches[pos:])
+		if err != nil {
+			return nil
+		}
+		batch := batches[pos : pos+h.Size()]
+		pos += h.Size()
+		c, ok, err := l.producers.apply(&l.txns, &h, batch)
+		if err != nil {
+			l.logger.Warn("ignoring a transaction marker whose control record cannot be read", "offset", h.BaseOffset, "error", err)
+			continue
+		}
+		if ok && c.aborted {
+			if err := l.active().txn.append(c.abortedTxn()); err != nil {
+				return fmt.Errorf("append to %s: %w", l.tp, err)
+			}
+		}
+	}
+	return nil
 }
 
 // evictBefore forgets the producers whose newest batch lies below
 // logStartOffset (Kafka's ProducerStateManager.evictUnretainedProducers):
 // their batches are gone, so a retry could not be answered anyway.
+//
+// A producer with an open transaction stays whatever its offsets: its
+// transaction holds the LSO until its marker comes, as in Kafka.
 func (m producerStateMap) evictBefore(logStartOffset int64) int {
 	n := 0
 	for id, e := range m {
-		if b := e.last(); b == nil || b.LastOffset < logStartOffset {
+		if e.txnFirstOffset < 0 && e.lastOffset < logStartOffset {
 			delete(m, id)
 			n++
 		}
@@ -223,8 +365,9 @@ func (m producerStateMap) evictBefore(logStartOffset int64) int {
 	return n
 }
 
-// RemoveExpiredProducers forgets every producer whose newest batch's
-// timestamp is at least expiration older than now (Kafka's
+// RemoveExpiredProducers forgets every producer without an open
+// transaction whose newest batch's (or transaction marker's) timestamp is
+// at least expiration older than now (Kafka's
 // producer.id.expiration.ms and ProducerStateManager.removeExpiredProducers,
 // which also counts from the batch's max timestamp). A later batch of such a
 // producer is taken as a new producer's and may carry any sequence. It
@@ -241,7 +384,10 @@ func (l *Log) RemoveExpiredProducers(now time.Time, expiration time.Duration) in
 	cutoff := now.UnixMilli() - expiration.Milliseconds()
 	n := 0
 	for id, e := range l.producers {
-		if b := e.last(); b == nil || b.MaxTimestamp <= cutoff {
+		// An open transaction is never expired (Kafka's isProducerExpired):
+		// the transaction coordinator ends it, with a marker, after
+		// transaction.timeout.ms.
+		if e.txnFirstOffset < 0 && e.lastTimestamp <= cutoff {
 			delete(l.producers, id)
 			n++
 		}
@@ -266,29 +412,30 @@ func (l *Log) ActiveProducers() []ProducerState {
 func (m producerStateMap) describe() []ProducerState {
 	out := make([]ProducerState, 0, len(m))
 	for id, e := range m {
-		b := e.last()
-		if b == nil {
-			continue
-		}
 		out = append(out, ProducerState{
 			ProducerID: id, ProducerEpoch: e.epoch,
-			LastSequence: b.LastSeq, LastOffset: b.LastOffset, LastTimestamp: b.MaxTimestamp,
-			Batches: slices.Clone(e.batches),
+			LastSequence: e.lastSeq(), LastOffset: e.lastOffset, LastTimestamp: e.lastTimestamp,
+			Batches:               slices.Clone(e.batches),
+			CurrentTxnStartOffset: e.txnFirstOffset, CoordinatorEpoch: e.coordinatorEpoch,
 		})
 	}
 	slices.SortFunc(out, func(a, b ProducerState) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	return out
 }
 
-// scanProducerBatchesLocked applies to m the batch headers of the log from
+// scanProducerBatchesLocked applies to m and t the batches of the log from
 // the batch containing from up to (excluding) to, reading only the headers
-// (in 64 KiB reads, so that small batches cost no syscall each). It returns
-// how many batches it read. A segment it cannot read to the end is
-// reported in the error, the producers whose newest batch may lie in its
-// unread part are forgotten, and the scan goes on with the next segment,
-// so that the newest producers are known even then. l.mu is held (or the
-// log is being opened).
-func (l *Log) scanProducerBatchesLocked(m producerStateMap, from, to int64) (int, error) {
+// (in 64 KiB reads, so that small batches cost no syscall each) and the
+// whole of the control batches (transaction markers, a few dozen bytes).
+// With rebuildTxnIndex, an aborted transaction whose marker lies in a
+// segment whose transaction index recovery discarded (segment.txnRebuild)
+// gets its entry there again. It returns how many batches it read. A
+// segment it cannot read to the end is reported in the error, the
+// producers whose newest batch may lie in its unread part are forgotten
+// (but for those with an open transaction, which its marker ends), and
+// the scan goes on with the next segment, so that the newest producers are
+// known even then. l.mu is held (or the log is being opened).
+func (l *Log) scanProducerBatchesLocked(m producerStateMap, t *txnState, from, to int64, rebuildTxnIndex bool) (int, error) {
 	if from >= to {
 		return 0, nil
 	}
@@ -314,7 +461,21 @@ func (l *Log) scanProducerBatchesLocked(m producerStateMap, from, to int64) (int
 			if h.BaseOffset >= to {
 				return n, errors.Join(errs...)
 			}
-			m.apply(&h)
+			var batch []byte
+			if h.IsControl() && h.HasProducerID() {
+				if batch, err = r.batch(pos, h.Size()); err != nil {
+					break
+				}
+			}
+			c, ok, aerr := m.apply(t, &h, batch)
+			if aerr != nil {
+				l.logger.Warn("ignoring a transaction marker whose control record cannot be read", "segment", s.baseOffset, "offset", h.BaseOffset, "error", aerr)
+			}
+			if ok && c.aborted && rebuildTxnIndex && s.txnRebuild {
+				if err = s.txn.append(c.abortedTxn()); err != nil {
+					break
+				}
+			}
 			n++
 			pos += int64(h.Size())
 		}
@@ -345,6 +506,24 @@ type headerReader struct {
 }
 
 func (r *headerReader) reset(s *segment) { r.s, r.start, r.n, r.large = s, 0, 0, false }
+
+// batch returns the size bytes of the batch at pos: from the buffer when
+// the last chunk read holds them, else read on their own. The slice is
+// valid until the next call.
+func (r *headerReader) batch(pos int64, size int) ([]byte, error) {
+	if pos >= r.start && pos+int64(size) <= r.start+int64(r.n) {
+		off := pos - r.start
+		return r.buf[off : off+int64(size)], nil
+	}
+	if pos+int64(size) > r.s.size {
+		return nil, fmt.Errorf("segment %s: batch at %d runs past the end: %w", r.s.logPath(), pos, record.ErrCorruptMessage)
+	}
+	b := make([]byte, size)
+	if _, err := r.s.file.ReadAt(b, pos); err != nil {
+		return nil, fmt.Errorf("read %s at %d: %w", r.s.logPath(), pos, err)
+	}
+	return b, nil
+}
 
 func (r *headerReader) at(pos int64) (record.BatchHeader, error) {
 	s := r.s

@@ -72,8 +72,8 @@ func fullScanState(t testing.TB, l *Log) []ProducerState {
 	t.Helper()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	m := producerStateMap{}
-	if _, err := l.scanProducerBatchesLocked(m, l.logStartOffset, l.active().nextOffset); err != nil {
+	m, txns := producerStateMap{}, newTxnState()
+	if _, err := l.scanProducerBatchesLocked(m, &txns, l.logStartOffset, l.active().nextOffset, false); err != nil {
 		t.Fatalf("full scan: %v", err)
 	}
 	m.evictBefore(l.logStartOffset)
@@ -321,7 +321,7 @@ func TestReopenScansOnlyTheBatchesAfterTheNewestSnapshot(t *testing.T) {
 
 	reopened := openTestLog(t, dir, OpenOptions{Config: smallSegments(), CleanShutdown: true, Now: clock.Now})
 	reopened.mu.RLock()
-	_, err := reopened.scanProducerBatchesLocked(producerStateMap{}, 0, reopened.active().nextOffset)
+	_, err := reopened.scanProducerBatchesLocked(producerStateMap{}, &txnState{}, 0, reopened.active().nextOffset, false)
 	reopened.mu.RUnlock()
 	if !errors.Is(err, record.ErrUnsupportedMagic) {
 		t.Fatalf("a full scan of the damaged log gave %v; the test must make it fail", err)
@@ -591,17 +591,17 @@ func TestProducerSnapshotRoundTrip(t *testing.T) {
 			if pid%2 == 0 {
 				h.Attributes = 1 << 3 // LogAppendTime
 			}
-			m.apply(&h)
+			m.apply(&txnState{}, &h, nil)
 		}
 	}
 	const offset = 10_000
-	b := encodeProducerSnapshot(offset, m)
+	b := encodeProducerSnapshot(offset, producerSnapshot{producers: m, releasedMarker: -1})
 	got, err := decodeProducerSnapshot(b, offset)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.describe(), m.describe()) {
-		t.Fatalf("round trip differs:\n got  %+v\n want %+v", got.describe(), m.describe())
+	if !reflect.DeepEqual(got.producers.describe(), m.describe()) {
+		t.Fatalf("round trip differs:\n got  %+v\n want %+v", got.producers.describe(), m.describe())
 	}
 	if _, err := decodeProducerSnapshot(b, offset+1); !errors.Is(err, ErrCorruptCheckpoint) {
 		t.Fatalf("snapshot read as another offset's: %v", err)
@@ -621,9 +621,11 @@ func TestProducerSnapshotRoundTrip(t *testing.T) {
 func FuzzDecodeProducerSnapshot(f *testing.F) {
 	m := producerStateMap{}
 	h := record.BatchHeader{BaseOffset: 5, LastOffsetDelta: 1, ProducerID: 3, BaseSequence: 0, MaxTimestamp: 9}
-	m.apply(&h)
-	f.Add(encodeProducerSnapshot(10, m))
-	f.Add(encodeProducerSnapshot(0, producerStateMap{}))
+	m.apply(&txnState{}, &h, nil)
+	f.Add(encodeProducerSnapshot(10, producerSnapshot{producers: m, releasedMarker: -1}))
+	f.Add(encodeProducerSnapshot(0, producerSnapshot{producers: producerStateMap{}, releasedMarker: -1}))
+	f.Add(encodeProducerSnapshot(10, txnSnapshotSeed()))
+	f.Add(encodeProducerSnapshotV1(10, m))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := decodeProducerSnapshot(b, 10)
 		if err != nil {
@@ -632,7 +634,11 @@ func FuzzDecodeProducerSnapshot(f *testing.F) {
 			}
 			return
 		}
-		if again := encodeProducerSnapshot(10, got); !slices.Equal(again, b) {
+		again := encodeProducerSnapshot(10, got)
+		if b[0] == producerSnapshotVersionV1 {
+			again = encodeProducerSnapshotV1(10, got.producers)
+		}
+		if !slices.Equal(again, b) {
 			t.Fatalf("accepted bytes do not round-trip")
 		}
 	})
@@ -709,12 +715,12 @@ func TestHeaderScanReadsEveryBatch(t *testing.T) {
 		wantN := 0
 		for i := range all {
 			if all[i].LastOffset() >= from {
-				want.apply(&all[i])
+				want.apply(&txnState{}, &all[i], nil)
 				wantN++
 			}
 		}
 		got := producerStateMap{}
-		n, err := l.scanProducerBatchesLocked(got, from, leo)
+		n, err := l.scanProducerBatchesLocked(got, &txnState{}, from, leo, false)
 		if err != nil || n != wantN || !reflect.DeepEqual(got.describe(), want.describe()) {
 			t.Fatalf("scan from %d: %d batches, err %v; want %d batches\n got  %+v\n want %+v", from, n, err, wantN, got.describe(), want.describe())
 		}

@@ -22,8 +22,8 @@ const (
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
 	deletedSuffix   = ".deleted"
-	// A .snapshot (producer state) and .txnindex will join these with the
-	// idempotent producer and transactions.
+	// producerSnapshotSuffix (producer_snapshot.go) and txnIndexSuffix
+	// (txn_index.go) are the others.
 )
 
 // segmentFileName is the 20-digit zero-padded base offset Kafka names
@@ -53,6 +53,11 @@ type segment struct {
 	file       *os.File
 	index      *OffsetIndex
 	timeIndex  *TimeIndex
+	// txn is the aborted transaction index (txn_index.go); txnRebuild says
+	// recovery discarded it and the producer state scan at open rebuilds
+	// it (producer_snapshot.go).
+	txn        *txnIndex
+	txnRebuild bool
 	// faultLogged is set once the log has reported an index fault.
 	faultLogged atomic.Bool
 
@@ -103,7 +108,7 @@ func createSegment(dir string, baseOffset int64, cfg LogConfig, now time.Time) (
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", path, err)
 	}
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := os.Remove(filepath.Join(dir, segmentFileName(baseOffset, suffix))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			f.Close()
 			return nil, fmt.Errorf("create segment %s: %w", path, err)
@@ -143,6 +148,7 @@ func openSegment(dir string, baseOffset int64, cfg LogConfig, now time.Time) (*s
 }
 
 func (s *segment) openIndexes(cfg LogConfig) error {
+	s.txn = newTxnIndex(filepath.Join(s.dir, segmentFileName(s.baseOffset, txnIndexSuffix)))
 	var err error
 	s.index, err = OpenOffsetIndex(filepath.Join(s.dir, segmentFileName(s.baseOffset, indexSuffix)), s.baseOffset, cfg.SegmentIndexBytes)
 	if err != nil {
@@ -473,12 +479,15 @@ func (s *segment) onBecomeInactive() error {
 	return s.timeIndex.TrimToValidSize()
 }
 
-// flush fsyncs the log file and both indexes.
+// flush fsyncs the log file and the indexes.
 func (s *segment) flush() error {
 	if err := s.syncRecords(); err != nil {
 		return err
 	}
 	if err := s.index.Flush(); err != nil {
+		return err
+	}
+	if err := s.txn.sync(); err != nil {
 		return err
 	}
 	return s.timeIndex.Flush()
@@ -497,14 +506,14 @@ func (s *segment) close() error {
 	if s.maxTimestamp >= 0 {
 		_ = s.timeIndex.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTimestamp)
 	}
-	err := errors.Join(s.index.Close(), s.timeIndex.Close(), s.file.Close())
+	err := errors.Join(s.index.Close(), s.timeIndex.Close(), s.txn.close(), s.file.Close())
 	if err != nil {
 		return fmt.Errorf("close segment %s: %w", s.logPath(), err)
 	}
 	return nil
 }
 
-// renameDeleted renames all three files with the .deleted suffix, marking
+// renameDeleted renames all the files with the .deleted suffix, marking
 // them for asynchronous removal (Kafka's file.delete.delay.ms): open file
 // handles, used by in-flight sendfile reads, stay valid.
 func (s *segment) renameDeleted() error {
@@ -514,6 +523,9 @@ func (s *segment) renameDeleted() error {
 	}
 	s.deleted = true
 	if err := s.index.RenameTo(s.index.Path() + deletedSuffix); err != nil {
+		return err
+	}
+	if err := s.txn.renameTo(s.txn.path + deletedSuffix); err != nil {
 		return err
 	}
 	return s.timeIndex.RenameTo(s.timeIndex.Path() + deletedSuffix)
@@ -531,7 +543,7 @@ func (s *segment) closeAndRemove() error {
 	// names since (a truncated suffix re-appended and deleted again): its
 	// files are removed here too, which is what both wanted, and a file
 	// already gone is no error.
-	err := errors.Join(s.index.Discard(), s.timeIndex.Discard(), s.file.Close())
+	err := errors.Join(s.index.Discard(), s.timeIndex.Discard(), s.txn.remove(), s.file.Close())
 	for _, p := range paths {
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
