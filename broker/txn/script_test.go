@@ -1,0 +1,405 @@
+package txn
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata scripts")
+
+// TestTxnScripts runs the data-driven scripts in testdata: each block is a
+// command, a line "----" and the expected output, ended by a blank line;
+// '#' lines between blocks are comments. The harness keeps a fake clock
+// (advanced by "tick"), the appends the Manager asked for until "written"
+// reports them (committed ones go to a log that "reload" replays into a
+// new Manager, as a new coordinator does), and the marker jobs until
+// "markers-done". `go test ./broker/txn -run TestTxnScripts -rewrite`
+// regenerates the expected output.
+func TestTxnScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
+	}
+}
+
+type block struct {
+	comments []string
+	cmd      string
+	want     string
+}
+
+func parse(t *testing.T, path string) []block {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	var blocks []block
+	var comments []string
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case strings.TrimSpace(l) == "":
+			continue
+		case strings.HasPrefix(l, "#"):
+			comments = append(comments, l)
+			continue
+		}
+		b := block{comments: comments, cmd: l}
+		comments = nil
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			t.Fatalf("%s:%d: command %q is not followed by ----", path, i+1, l)
+		}
+		i += 2
+		var out []string
+		for ; i < len(lines) && lines[i] != ""; i++ {
+			out = append(out, lines[i])
+		}
+		b.want = strings.Join(out, "\n")
+		blocks = append(blocks, b)
+	}
+	if len(comments) > 0 {
+		blocks = append(blocks, block{comments: comments})
+	}
+	return blocks
+}
+
+// pendingAppend is an append the harness has not reported yet.
+type pendingAppend struct {
+	token   WriteToken
+	records []Record
+}
+
+type harness struct {
+	t         *testing.T
+	cfg       Config
+	epoch     int32
+	now       int64
+	m         *Manager
+	log       []Record
+	appends   []pendingAppend
+	jobs      []MarkerJob
+	seenJobs  map[uint64]MarkerJob
+	nextPID   int64
+	allocFail bool
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, cfg: DefaultConfig(), now: 1000, nextPID: 1000, seenJobs: map[uint64]MarkerJob{}}
+	h.m = NewManager(h.cfg, h.epoch)
+	h.m.FinishLoad(h.now)
+	return h
+}
+
+func (h *harness) alloc() (int64, error) {
+	if h.allocFail {
+		return 0, fmt.Errorf("no producer id block yet")
+	}
+	h.nextPID++
+	return h.nextPID, nil
+}
+
+func runScript(t *testing.T, path string) {
+	blocks := parse(t, path)
+	h := newHarness(t)
+	var out strings.Builder
+	for _, b := range blocks {
+		for _, c := range b.comments {
+			out.WriteString(c + "\n")
+		}
+		if b.cmd == "" {
+			continue
+		}
+		got := h.run(b.cmd)
+		if !*rewrite && got != b.want {
+			t.Errorf("%s: %s\n got:\n%s\nwant:\n%s", path, b.cmd, got, b.want)
+		}
+		fmt.Fprintf(&out, "%s\n----\n%s\n\n", b.cmd, got)
+	}
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// args parses "k=v" words.
+func args(words []string) map[string]string {
+	out := map[string]string{}
+	for _, w := range words {
+		k, v, _ := strings.Cut(w, "=")
+		out[k] = v
+	}
+	return out
+}
+
+func num(s string, def int64) int64 {
+	if s == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("bad number %q", s))
+	}
+	return n
+}
+
+func code(c int16) string {
+	if c == 0 {
+		return "OK"
+	}
+	return kerr.ErrorForCode(c).(*kerr.Error).Message
+}
+
+// codeByName is the Kafka error code of a name such as NOT_ENOUGH_REPLICAS.
+func codeByName(name string) int16 {
+	if name == "" || name == "OK" {
+		return 0
+	}
+	for c := int16(1); c < 200; c++ {
+		if e, ok := kerr.ErrorForCode(c).(*kerr.Error); ok && e.Message == name {
+			return c
+		}
+	}
+	panic("unknown error name " + name)
+}
+
+func parseTPs(s string) []TopicPartition {
+	var out []TopicPartition
+	for _, w := range strings.Split(s, ",") {
+		if w == "" {
+			continue
+		}
+		i := strings.LastIndex(w, "-")
+		out = append(out, TopicPartition{Topic: w[:i], Partition: int32(num(w[i+1:], 0))})
+	}
+	return out
+}
+
+func fmtTPs(tps []TopicPartition) string {
+	var parts []string
+	for _, tp := range tps {
+		parts = append(parts, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func (h *harness) run(cmd string) string {
+	words := strings.Fields(cmd)
+	a := args(words[1:])
+	switch words[0] {
+	case "config":
+		h.cfg.MaxTimeoutMs = num(a["max-timeout"], h.cfg.MaxTimeoutMs)
+		h.cfg.IDExpirationMs = num(a["expiration"], h.cfg.IDExpirationMs)
+		h.cfg.AbortCheckIntervalMs = num(a["abort-check"], h.cfg.AbortCheckIntervalMs)
+		h.cfg.ExpireCheckIntervalMs = num(a["expire-check"], h.cfg.ExpireCheckIntervalMs)
+		h.m = NewManager(h.cfg, h.epoch)
+		h.m.FinishLoad(h.now)
+		h.log, h.appends, h.jobs = nil, nil, nil
+		return "ok"
+	case "alloc":
+		h.allocFail = a["fail"] == "true"
+		return "ok"
+	case "init":
+		req := InitProducerIDRequest{Waiter: a["waiter"], TransactionalID: a["id"], TimeoutMs: int32(num(a["timeout"], 60000)),
+			ProducerID: num(a["pid"], -1), ProducerEpoch: int16(num(a["epoch"], -1))}
+		return h.effects(h.m.InitProducerID(h.now, req, h.alloc))
+	case "add":
+		req := AddPartitionsRequest{Waiter: a["waiter"], TransactionalID: a["id"], ProducerID: num(a["pid"], -1),
+			ProducerEpoch: int16(num(a["epoch"], -1)), Partitions: parseTPs(a["tps"])}
+		return h.effects(h.m.AddPartitions(h.now, req))
+	case "end":
+		req := EndTxnRequest{Waiter: a["waiter"], TransactionalID: a["id"], ProducerID: num(a["pid"], -1),
+			ProducerEpoch: int16(num(a["epoch"], -1)), Commit: a["commit"] == "true"}
+		return h.effects(h.m.EndTxn(h.now, req))
+	case "written":
+		if len(h.appends) == 0 {
+			return "no append in flight"
+		}
+		i := 0
+		if tok, ok := a["token"]; ok {
+			i = slices.IndexFunc(h.appends, func(p pendingAppend) bool { return p.token == WriteToken(num(tok, 0)) })
+			if i < 0 {
+				return "no such append"
+			}
+		}
+		p := h.appends[i]
+		h.appends = slices.Delete(h.appends, i, i+1)
+		c := codeByName(a["err"])
+		if c == 0 {
+			h.log = append(h.log, p.records...)
+		}
+		return h.effects(h.m.Written(h.now, p.token, c))
+	case "markers-done":
+		// By id: the oldest job of the id not reported yet; by job=N:
+		// any job seen, even one already reported.
+		if n, ok := a["job"]; ok {
+			j, ok := h.seenJobs[uint64(num(n, 0))]
+			if !ok {
+				return "no such marker job"
+			}
+			return h.effects(h.m.MarkersWritten(h.now, j))
+		}
+		i := slices.IndexFunc(h.jobs, func(j MarkerJob) bool { return j.TransactionalID == a["id"] })
+		if i < 0 {
+			return "no marker job for " + a["id"]
+		}
+		j := h.jobs[i]
+		h.jobs = slices.Delete(h.jobs, i, i+1)
+		return h.effects(h.m.MarkersWritten(h.now, j))
+	case "tick":
+		h.now += num(a["ms"], 0)
+		return h.effects(h.m.Tick(h.now))
+	case "deadline":
+		d := h.m.NextDeadline()
+		if d < 0 {
+			return "no deadline"
+		}
+		return fmt.Sprintf("next deadline: +%d", d-h.now)
+	case "describe":
+		var lines []string
+		for _, d := range h.m.Describe(strings.Split(a["ids"], ",")) {
+			if d.ErrorCode != 0 {
+				lines = append(lines, fmt.Sprintf("%s: %s", d.TransactionalID, code(d.ErrorCode)))
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%s: %s pid=%d epoch=%d timeout=%d start=%d tps=%s", d.TransactionalID,
+				d.State, d.ProducerID, d.ProducerEpoch, d.TimeoutMs, d.StartTimestamp, fmtTPs(d.Partitions)))
+		}
+		return strings.Join(lines, "\n")
+	case "list":
+		f := ListFilter{DurationFilterMs: num(a["duration"], -1)}
+		if s := a["states"]; s != "" {
+			f.States = strings.Split(s, ",")
+		}
+		if s := a["pids"]; s != "" {
+			for _, p := range strings.Split(s, ",") {
+				f.ProducerIDs = append(f.ProducerIDs, num(p, 0))
+			}
+		}
+		txns, unknown := h.m.List(h.now, f)
+		var parts []string
+		for _, l := range txns {
+			parts = append(parts, fmt.Sprintf("%s(%d,%s)", l.TransactionalID, l.ProducerID, l.State))
+		}
+		s := "txns: " + strings.Join(parts, " ")
+		if len(unknown) > 0 {
+			s += "\nunknown states: " + strings.Join(unknown, " ")
+		}
+		return s
+	case "show":
+		return h.show()
+	case "reload":
+		eff := h.m.Unload()
+		h.epoch = int32(num(a["epoch"], int64(h.epoch)+1))
+		s := fmt.Sprintf("reloaded %d records at coordinator epoch %d", len(h.log), h.epoch) + h.suffix(eff)
+		h.appends, h.jobs = nil, nil
+		h.m = NewManager(h.cfg, h.epoch)
+		for _, r := range h.log {
+			if err := h.m.Replay(r.Key, r.Value); err != nil {
+				return "replay error: " + err.Error()
+			}
+		}
+		return s + h.suffix(h.m.FinishLoad(h.now))
+	case "unload":
+		return h.effects(h.m.Unload())
+	}
+	h.t.Fatalf("unknown command %q", cmd)
+	return ""
+}
+
+// show renders every id with the in-memory state Describe does not show.
+func (h *harness) show() string {
+	var lines []string
+	for _, id := range h.m.sortedIDs() {
+		t := h.m.txns[id]
+		s := fmt.Sprintf("%s: %s pid=%d epoch=%d last-pid=%d last-epoch=%d start=%d update=%d tps=%s", id, t.state,
+			t.producerID, t.producerEpoch, t.lastProducerID, t.lastProducerEpoch, t.startTimestamp, t.lastUpdateTimestamp,
+			fmtTPs(t.sortedPartitions()))
+		if t.pending != nil {
+			s += " pending"
+		}
+		if t.markerJob != 0 {
+			s += fmt.Sprintf(" markers=%d", t.markerJob)
+		}
+		if t.retryCompleteAt != 0 {
+			s += fmt.Sprintf(" retry-complete=+%d", t.retryCompleteAt-h.now)
+		}
+		if t.failedEpochFence {
+			s += " failed-fence"
+		}
+		lines = append(lines, s)
+	}
+	if len(lines) == 0 {
+		return "no transactional ids"
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (h *harness) suffix(eff Effects) string {
+	s := h.effects(eff)
+	if s == "no effects" {
+		return ""
+	}
+	return "\n" + s
+}
+
+// effects renders what the Manager asked for and keeps its appends and
+// marker jobs.
+func (h *harness) effects(eff Effects) string {
+	var lines []string
+	if len(eff.Records) > 0 {
+		lines = append(lines, fmt.Sprintf("append #%d:", eff.Token))
+		h.appends = append(h.appends, pendingAppend{token: eff.Token, records: eff.Records})
+	}
+	for _, r := range eff.Records {
+		id, err := DecodeKey(r.Key)
+		if err != nil {
+			lines = append(lines, "  bad key: "+err.Error())
+			continue
+		}
+		if r.Value == nil {
+			lines = append(lines, fmt.Sprintf("  %s tombstone", id))
+			continue
+		}
+		md, err := decodeValue(r.Value)
+		if err != nil {
+			lines = append(lines, "  bad value: "+err.Error())
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  %s %s pid=%d epoch=%d timeout=%d start=%d update=%d tps=%s", id, md.state,
+			md.producerID, md.producerEpoch, md.timeoutMs, md.startTimestamp, md.lastUpdateTimestamp, fmtTPs(md.sortedPartitions())))
+	}
+	for _, r := range eff.Replies {
+		s := fmt.Sprintf("reply %v: %s", r.Waiter, code(r.ErrorCode))
+		if r.ProducerID != -1 || r.ProducerEpoch != -1 {
+			s += fmt.Sprintf(" pid=%d epoch=%d", r.ProducerID, r.ProducerEpoch)
+		}
+		lines = append(lines, s)
+	}
+	for _, j := range eff.Markers {
+		kind := "ABORT"
+		if j.Commit {
+			kind = "COMMIT"
+		}
+		lines = append(lines, fmt.Sprintf("markers #%d: %s %s pid=%d epoch=%d coordinator-epoch=%d tps=%s", j.ID, j.TransactionalID,
+			kind, j.ProducerID, j.ProducerEpoch, j.CoordinatorEpoch, fmtTPs(j.Partitions)))
+		h.jobs = append(h.jobs, j)
+		h.seenJobs[j.ID] = j
+	}
+	if len(lines) == 0 {
+		return "no effects"
+	}
+	return strings.Join(lines, "\n")
+}
