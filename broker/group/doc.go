@@ -11,6 +11,13 @@
 // NextDeadline says when the caller must call Tick (session expiry,
 // rebalance timeouts, the initial rebalance delay, offset expiry).
 //
+// Transactional offset commits (KIP-98, KIP-447; txn.go) are offset
+// records in the producer's transactional batch (Effects.Txn): pending,
+// invisible to OffsetFetch, until the caller reports the producer's
+// COMMIT or ABORT marker (CompleteTxn). Records carry their log offset
+// (ApplyCommitsAt, ReplayAt, ReplayTxn) because a committed transaction's
+// offset replaces only one written before it.
+//
 // Group states follow Kafka: Empty → PreparingRebalance →
 // CompletingRebalance → Stable, and Dead (deleted or unloaded). Only the
 // classic protocol is implemented (no KIP-848).

@@ -111,6 +111,12 @@ type Offset struct {
 	Metadata        string
 	CommitTimestamp int64
 	ExpireTimestamp int64
+
+	// recordOffset is where in __consumer_offsets the record of this
+	// offset is (Kafka's OffsetAndMetadata.recordOffset): when a
+	// transaction commits, its offset replaces the committed one only if
+	// it was written after it.
+	recordOffset int64
 }
 
 // TopicPartition names a partition whose offset a group committed.
@@ -135,6 +141,15 @@ type Group struct {
 	pendingMembers map[string]int64
 	// Offsets are the committed offsets.
 	Offsets map[TopicPartition]Offset
+	// pendingTxn are, by producer id, the offsets of TxnOffsetCommits
+	// whose records are committed in the log while their transaction is
+	// still open (Kafka's pendingTransactionalOffsetCommits): invisible to
+	// OffsetFetch until the producer's COMMIT marker, dropped by its ABORT.
+	pendingTxn map[int64]map[TopicPartition]Offset
+	// txnWrites are the TxnOffsetCommits appended to the log but not yet
+	// committed there (Kafka's prepared commits, with no appended batch
+	// offset yet). They already make their partitions unstable.
+	txnWrites map[*txnWrite]struct{}
 	// stateTimestamp is when the group last changed state (KIP-211:
 	// offsets of an Empty group expire counting from it).
 	stateTimestamp int64
@@ -149,7 +164,8 @@ type Group struct {
 
 func newGroup(id string, now int64) *Group {
 	return &Group{ID: id, State: Empty, Members: map[string]*Member{}, staticMembers: map[string]string{},
-		pendingMembers: map[string]int64{}, Offsets: map[TopicPartition]Offset{}, stateTimestamp: now}
+		pendingMembers: map[string]int64{}, Offsets: map[TopicPartition]Offset{}, stateTimestamp: now,
+		pendingTxn: map[int64]map[TopicPartition]Offset{}, txnWrites: map[*txnWrite]struct{}{}}
 }
 
 // memberList returns the members sorted by id (deterministic output).

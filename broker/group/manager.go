@@ -41,12 +41,25 @@ type Manager struct {
 	newUUID func() string
 	// nextExpiryCheck is when Tick next looks for expired offsets.
 	nextExpiryCheck int64
+	// lastOffset is the highest __consumer_offsets offset an apply or a
+	// replay was given, -1 before any: the place of a record whose caller
+	// did not say where it is (ApplyCommits, Replay).
+	lastOffset int64
+	// txnGroups are the groups that hold pending transactional offsets of
+	// each producer id (Kafka's openGroupsForProducer), so a transaction
+	// marker visits only those. An entry may name a group that no longer
+	// holds any (deleted, or its offsets were deleted): CompleteTxn then
+	// finds nothing to do.
+	txnGroups map[int64]map[string]struct{}
+	// txnWriteSeq numbers TxnOffsetCommit writes (for Group.String).
+	txnWriteSeq uint64
 }
 
 // NewManager returns a Manager with no groups. newUUID must return a
 // string never returned before.
 func NewManager(cfg Config, now int64, newUUID func() string) *Manager {
-	return &Manager{cfg: cfg, groups: map[string]*Group{}, newUUID: newUUID, nextExpiryCheck: now + cfg.OffsetsRetentionCheckMs}
+	return &Manager{cfg: cfg, groups: map[string]*Group{}, newUUID: newUUID, nextExpiryCheck: now + cfg.OffsetsRetentionCheckMs,
+		lastOffset: -1, txnGroups: map[int64]map[string]struct{}{}}
 }
 
 // Group returns a group, or nil.
@@ -64,10 +77,11 @@ func (m *Manager) GroupIDs() []string {
 
 // Effects is what the caller must do after a call: append Records to the
 // partition (in order, as one batch) and, once they are committed (the
-// high watermark passed them), apply Commits (ApplyCommits) and send the
-// replies. With no Records, it sends the replies at once. If the append
-// fails it answers the replies with the failure's error code instead, and
-// calls StoreFailed for the groups whose metadata it could not store.
+// high watermark passed them), apply Commits (ApplyCommitsAt, with the
+// batch's offset) and send the replies. With no Records, it sends the
+// replies at once. If the append fails it answers the replies with the
+// failure's error code instead, calls FailCommits with Commits, and calls
+// StoreFailed for the groups whose metadata it could not store.
 type Effects struct {
 	Records []Record
 	Joins   []JoinReply
@@ -75,6 +89,11 @@ type Effects struct {
 	Commits []PendingCommit
 	// Stored names the groups whose metadata Records carry.
 	Stored []string
+	// Txn is nil unless Records are a TxnOffsetCommit's (CommitTxnOffsets):
+	// the caller must then append them as one transactional batch of that
+	// producer id and epoch, so that the producer's COMMIT or ABORT marker
+	// decides them, and never together with other Effects' records.
+	Txn *TxnProducer
 }
 
 func (e *Effects) merge(o Effects) {
@@ -174,13 +193,13 @@ func (m *Manager) Join(now int64, req JoinRequest) Effects {
 	}
 	known := req.MemberID != "" && (g.Members[req.MemberID] != nil || g.pendingMembers[req.MemberID] != 0)
 	if !known && len(g.Members) >= m.cfg.MaxSize {
-		if len(g.Members) == 0 {
+		if len(g.Members) == 0 && !g.hasPendingTxn() {
 			delete(m.groups, g.ID)
 		}
 		return fail(kerr.GroupMaxSizeReached.Code)
 	}
 	if !g.supportsProtocols(req.ProtocolType, req.Protocols) {
-		if len(g.Members) == 0 && len(g.Offsets) == 0 && g.Generation == 0 {
+		if len(g.Members) == 0 && len(g.Offsets) == 0 && g.Generation == 0 && !g.hasPendingTxn() {
 			delete(m.groups, g.ID)
 		}
 		return fail(kerr.InconsistentGroupProtocol.Code)
@@ -727,7 +746,10 @@ func (m *Manager) Unload() Effects {
 			}
 		}
 	}
+	// Pending transactional offsets go too: the next coordinator rebuilds
+	// them from the log, markers included.
 	m.groups = map[string]*Group{}
+	m.txnGroups = map[int64]map[string]struct{}{}
 	return eff
 }
 
@@ -781,7 +803,11 @@ func (m *Manager) List() []Listed {
 
 // Delete handles one group of a DeleteGroups: only an Empty group is
 // deleted (tombstones for its offsets and metadata), others answer
-// NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND.
+// NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND. Pending transactional
+// offsets do not keep a group (Kafka checks only the state): as Kafka's
+// OffsetMetadataManager.deleteAllOffsets, their partitions get tombstones
+// too, so a later COMMIT marker finds nothing to materialize, live or
+// when the log is replayed.
 func (m *Manager) Delete(now int64, group string) (int16, Effects) {
 	g := m.groups[group]
 	switch {
@@ -793,7 +819,7 @@ func (m *Manager) Delete(now int64, group string) (int16, Effects) {
 		return kerr.NonEmptyGroup.Code, Effects{}
 	}
 	var eff Effects
-	for _, tp := range sortedOffsets(g) {
+	for _, tp := range g.offsetPartitions() {
 		eff.Records = append(eff.Records, Record{Key: OffsetKey(g.ID, tp.Topic, tp.Partition)})
 	}
 	eff.Records = append(eff.Records, Record{Key: GroupKey(g.ID)})
@@ -807,13 +833,17 @@ func sortedOffsets(g *Group) []TopicPartition {
 	for tp := range g.Offsets {
 		out = append(out, tp)
 	}
+	sortPartitions(out)
+	return out
+}
+
+func sortPartitions(out []TopicPartition) {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Topic != out[j].Topic {
 			return out[i].Topic < out[j].Topic
 		}
 		return out[i].Partition < out[j].Partition
 	})
-	return out
 }
 
 // String renders a group for tests and debugging.
@@ -850,5 +880,5 @@ func (g *Group) String() string {
 			s += fmt.Sprintf(" metadata=%q", o.Metadata)
 		}
 	}
-	return s
+	return s + g.pendingTxnString()
 }

@@ -28,11 +28,15 @@ type CommitRequest struct {
 }
 
 // PendingCommit is an offset written to the log and applied to the group
-// once committed (ApplyCommits).
+// once committed (ApplyCommitsAt).
 type PendingCommit struct {
 	Group  string
 	TP     TopicPartition
 	Offset Offset
+	// txn is the TxnOffsetCommit the offset belongs to, nil for an
+	// OffsetCommit's: applying it makes the offset pending for the
+	// producer instead of committed.
+	txn *txnWrite
 }
 
 // CommitOffsets handles an OffsetCommit (Kafka's handleCommitOffsets and
@@ -97,27 +101,90 @@ func (m *Manager) CommitOffsets(now int64, req CommitRequest) ([]int16, Effects)
 	return codes, eff
 }
 
-// ApplyCommits makes committed offsets visible (their records are
-// committed in the log). Offsets of a group deleted meanwhile are dropped.
+// ApplyCommits is ApplyCommitsAt for a caller that does not know the
+// offset of the batch: it takes the highest offset the Manager was given
+// so far. That orders an OffsetCommit's offsets right against pending
+// transactional ones as long as batches are applied in log order, but not
+// a TxnOffsetCommit's against an OffsetCommit applied at that same
+// offset: a caller that writes transactional offsets uses ApplyCommitsAt.
 func (m *Manager) ApplyCommits(commits []PendingCommit) {
+	m.ApplyCommitsAt(commits, m.lastOffset)
+}
+
+// ApplyCommitsAt applies the Commits of an Effects whose records are now
+// committed in the log (the high watermark passed them); offset is where
+// that batch is in __consumer_offsets (any offset inside it, e.g. the
+// append's last offset). An OffsetCommit's offsets become visible, unless
+// a record written later already set the partition's. A TxnOffsetCommit's
+// become pending for its producer (Kafka's onTxnOffsetCommitAppend) until
+// CompleteTxn. Offsets of a group deleted meanwhile, or of a partition
+// whose offsets were deleted after the write, are dropped.
+//
+// Call it from the Manager's goroutine, in log order with CompleteTxn: a
+// transaction marker must not be completed before the writes appended
+// before it are applied (or failed).
+func (m *Manager) ApplyCommitsAt(commits []PendingCommit, offset int64) {
+	m.lastOffset = max(m.lastOffset, offset)
 	for _, c := range commits {
-		if g := m.groups[c.Group]; g != nil && g.State != Dead {
-			g.Offsets[c.TP] = c.Offset
+		g := m.groups[c.Group]
+		if g == nil || g.State == Dead {
+			continue
+		}
+		o := c.Offset
+		o.recordOffset = offset
+		if c.txn == nil {
+			if cur, ok := g.Offsets[c.TP]; !ok || cur.recordOffset <= offset {
+				g.Offsets[c.TP] = o
+			}
+			continue
+		}
+		if _, inFlight := g.txnWrites[c.txn]; !inFlight {
+			continue // failed, or its group was deleted and created again
+		}
+		if _, kept := c.txn.offsets[c.TP]; kept {
+			m.addPendingTxn(g, c.txn.producerID, c.TP, o)
+		}
+	}
+	m.endTxnWrites(commits)
+}
+
+// FailCommits tells the Manager that the records of an Effects with these
+// Commits could not be committed (the append failed, leadership was lost,
+// the write timed out). A TxnOffsetCommit's partitions stop being
+// unstable (Kafka's failPendingTxnOffsetCommit); an OffsetCommit's offsets
+// were never applied, so there is nothing to undo.
+func (m *Manager) FailCommits(commits []PendingCommit) {
+	m.endTxnWrites(commits)
+}
+
+// endTxnWrites forgets the TxnOffsetCommit writes of commits, applied or
+// failed.
+func (m *Manager) endTxnWrites(commits []PendingCommit) {
+	for _, c := range commits {
+		if c.txn == nil {
+			continue
+		}
+		if g := m.groups[c.Group]; g != nil {
+			delete(g.txnWrites, c.txn)
 		}
 	}
 }
 
 // FetchedOffset is one partition of an OffsetFetch answer: Offset -1 when
-// nothing is committed.
+// nothing is committed. ErrorCode is 0 but for FetchStableOffsets'
+// UNSTABLE_OFFSET_COMMIT.
 type FetchedOffset struct {
 	TP          TopicPartition
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	ErrorCode   int16
 }
 
 // FetchOffsets returns a group's committed offsets for tps, or all of them
-// when tps is nil (sorted). An unknown group has no offsets.
+// when tps is nil (sorted). An unknown group has no offsets. Pending
+// transactional offsets are not among them (an OffsetFetch without
+// require_stable answers the last committed offset, as Kafka's).
 func (m *Manager) FetchOffsets(group string, tps []TopicPartition) []FetchedOffset {
 	g := m.groups[group]
 	if tps == nil {
@@ -141,7 +208,11 @@ func (m *Manager) FetchOffsets(group string, tps []TopicPartition) []FetchedOffs
 
 // DeleteOffsets handles an OffsetDelete (KIP-496): a group-level code and
 // one code per partition. Offsets of topics a non-empty consumer group
-// subscribes to stay (GROUP_SUBSCRIBED_TO_TOPIC).
+// subscribes to stay (GROUP_SUBSCRIBED_TO_TOPIC). As Kafka's
+// OffsetMetadataManager.deleteOffsets, a partition with a committed or a
+// pending transactional offset gets a tombstone, and the tombstone drops
+// both: an open transaction's offset for it is not materialized by its
+// COMMIT marker.
 func (m *Manager) DeleteOffsets(now int64, group string, tps []TopicPartition) (int16, []int16, Effects) {
 	codes := make([]int16, len(tps))
 	g := m.groups[group]
@@ -164,8 +235,9 @@ func (m *Manager) DeleteOffsets(now int64, group string, tps []TopicPartition) (
 			codes[i] = kerr.GroupSubscribedToTopic.Code
 			continue
 		}
-		if _, ok := g.Offsets[tp]; ok {
+		if _, ok := g.Offsets[tp]; ok || g.hasPendingTxnOffset(tp) {
 			delete(g.Offsets, tp)
+			g.dropPendingTxn(tp)
 			eff.Records = append(eff.Records, Record{Key: OffsetKey(g.ID, tp.Topic, tp.Partition)})
 		}
 	}
@@ -177,7 +249,9 @@ func (m *Manager) DeleteOffsets(now int64, group string, tps []TopicPartition) (
 // became Empty (or from the commit, for a simple consumer's), for a Stable
 // consumer group only those of topics it no longer subscribes to; an
 // explicit expire timestamp wins. An Empty group left without offsets is
-// deleted.
+// deleted. As Kafka's OffsetMetadataManager.cleanupExpiredOffsets, pending
+// transactional offsets never expire, a committed offset does not while
+// its partition has one, and a group holding some is not deleted.
 func (m *Manager) expireOffsets(now int64) Effects {
 	var eff Effects
 	for _, id := range m.GroupIDs() {
@@ -195,7 +269,7 @@ func (m *Manager) expireOffsets(now int64) Effects {
 		}
 		for _, tp := range sortedOffsets(g) {
 			o := g.Offsets[tp]
-			if subscribed[tp.Topic] {
+			if subscribed[tp.Topic] || g.hasPendingTxnOffset(tp) {
 				continue
 			}
 			base := o.CommitTimestamp
@@ -211,7 +285,7 @@ func (m *Manager) expireOffsets(now int64) Effects {
 				eff.Records = append(eff.Records, Record{Key: OffsetKey(g.ID, tp.Topic, tp.Partition)})
 			}
 		}
-		if g.State == Empty && len(g.Offsets) == 0 {
+		if g.State == Empty && len(g.Offsets) == 0 && !g.hasPendingTxn() {
 			g.transition(Dead, now)
 			delete(m.groups, g.ID)
 			eff.Records = append(eff.Records, Record{Key: GroupKey(g.ID)})
@@ -220,11 +294,23 @@ func (m *Manager) expireOffsets(now int64) Effects {
 	return eff
 }
 
-// Replay applies one record read from the partition while loading it
-// (Kafka's loadGroupsAndOffsets): the last record of a key wins, a
-// tombstone deletes. Records of unknown key versions (transactions,
-// KIP-848) are skipped. Call FinishLoad after the last one.
+// Replay is ReplayAt for a caller that does not know the record's offset:
+// it takes the highest offset the Manager was given so far, which is right
+// only for a log without transactional offsets.
 func (m *Manager) Replay(key, value []byte) error {
+	return m.ReplayAt(m.lastOffset, key, value)
+}
+
+// ReplayAt applies one record of a non-transactional batch read from the
+// partition while loading it (Kafka's loadGroupsAndOffsets); offset is the
+// record's offset. The last record of a key wins, a tombstone deletes (an
+// offset tombstone drops the partition's pending transactional offsets
+// too, as Kafka's OffsetMetadataManager.replay). Records of unknown key
+// versions (KIP-848) are skipped. Records of transactional batches go to
+// ReplayTxn, control batches to ReplayMarker; call FinishLoad after the
+// last record.
+func (m *Manager) ReplayAt(offset int64, key, value []byte) error {
+	m.lastOffset = max(m.lastOffset, offset)
 	k, err := DecodeKey(key)
 	if errors.Is(err, ErrUnknownRecord) {
 		return nil
@@ -238,6 +324,7 @@ func (m *Manager) Replay(key, value []byte) error {
 		if value == nil {
 			if g != nil {
 				delete(g.Offsets, tp)
+				g.dropPendingTxn(tp)
 			}
 			return nil
 		}
@@ -249,6 +336,7 @@ func (m *Manager) Replay(key, value []byte) error {
 			g = newGroup(k.Group, o.CommitTimestamp)
 			m.groups[k.Group] = g
 		}
+		o.recordOffset = offset
 		g.Offsets[tp] = o
 		return nil
 	}
@@ -294,11 +382,12 @@ func (m *Manager) Replay(key, value []byte) error {
 }
 
 // FinishLoad ends loading: groups deleted by tombstones and left without
-// offsets are dropped, and loaded members get a full session to send their
-// next heartbeat.
+// offsets (committed or pending) are dropped, and loaded members get a
+// full session to send their next heartbeat. Transactions still open at
+// the end of the log keep their offsets pending: their markers come later.
 func (m *Manager) FinishLoad(now int64) {
 	for id, g := range m.groups {
-		if len(g.Members) == 0 && len(g.Offsets) == 0 && g.ProtocolType == "" {
+		if len(g.Members) == 0 && len(g.Offsets) == 0 && g.ProtocolType == "" && !g.hasPendingTxn() {
 			delete(m.groups, id)
 			continue
 		}

@@ -59,8 +59,11 @@ func FuzzReplay(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		m := NewManager(DefaultConfig(), 0, func() string { return "x" })
 		_ = m.Replay(key, value)
+		_ = m.ReplayTxn(7, 1, key, value)
 		m.FinishLoad(0)
 		m.Tick(1 << 40)
 		m.List()
+		m.ReplayMarker(7, true)
+		m.FetchStableOffsets("g", nil)
 	})
 }
