@@ -28,7 +28,7 @@ var apiTable = func() []apiSpec {
 		{3, 0, 13}, // Metadata
 		{8, 0, 9},  // OffsetCommit (v10 topic ids: not yet)
 		{9, 0, 8},  // OffsetFetch (v9 KIP-848 member epochs: not yet)
-		{10, 0, 5}, // FindCoordinator (groups; transactions: COORDINATOR_NOT_AVAILABLE)
+		{10, 0, 5}, // FindCoordinator (groups, transactions)
 		{11, 0, 9}, // JoinGroup
 		{12, 0, 4}, // Heartbeat
 		{13, 0, 5}, // LeaveGroup
@@ -39,8 +39,13 @@ var apiTable = func() []apiSpec {
 		{19, 0, 7}, // CreateTopics (forwarded)
 		{20, 0, 6}, // DeleteTopics (forwarded)
 		{21, 0, 2}, // DeleteRecords
-		{22, 0, 5}, // InitProducerId (idempotent producers; no transactions)
+		{22, 0, 5}, // InitProducerId
 		{23, 0, 4}, // OffsetForLeaderEpoch
+		{24, 0, 3}, // AddPartitionsToTxn (v4+ KIP-890 verification: not yet)
+		{25, 0, 3}, // AddOffsetsToTxn
+		{26, 0, 3}, // EndTxn (v4 TRANSACTION_ABORTABLE, v5 KIP-890: not yet)
+		{27, 0, 1}, // WriteTxnMarkers (v2 KIP-890: not yet)
+		{28, 0, 3}, // TxnOffsetCommit
 		{29, 0, 3}, // DescribeAcls (SECURITY_DISABLED: no authorizer)
 		{30, 0, 3}, // CreateAcls (likewise)
 		{31, 0, 3}, // DeleteAcls (likewise)
@@ -60,6 +65,8 @@ var apiTable = func() []apiSpec {
 		{60, 0, 2}, // DescribeCluster
 		{61, 0, 0}, // DescribeProducers
 		{64, 0, 0}, // UnregisterBroker (forwarded)
+		{65, 0, 0}, // DescribeTransactions
+		{66, 0, 1}, // ListTransactions (v2 id pattern: not yet)
 		{80, 0, 1}, // AddRaftVoter (forwarded)
 		{81, 0, 0}, // RemoveRaftVoter (forwarded)
 	}

@@ -143,10 +143,12 @@ type Broker struct {
 	sessions *fetchSessionCache
 	// producerIDs is the block of producer ids InitProducerId hands out.
 	producerIDs producerIDBlock
-	// txnRefusedLog throttles refuseTransactions' log line.
-	txnRefusedLog logThrottle
 	// groups is the group coordinator (coordinator.go).
 	groups *groupCoordinator
+	// txns is the transaction coordinator (txn_coordinator.go), and
+	// txnMarkerConns its connections to partition leaders.
+	txns           *txnCoordinator
+	txnMarkerConns txnMarkerConns
 
 	// autoCreating holds the topic names whose auto-creation is in flight.
 	autoMu       sync.Mutex
@@ -217,6 +219,7 @@ func New(opts Options) (*Broker, error) {
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)
 	b.groups = newGroupCoordinator(b)
+	b.txns = newTxnCoordinator(b)
 	for _, l := range cfg.ControllerListenerNames {
 		b.controllerListeners[l] = true
 	}
@@ -275,6 +278,7 @@ func (b *Broker) Close() error {
 		}
 	}
 	b.wg.Wait()
+	b.txnMarkerConns.close()
 	return nil
 }
 
@@ -337,6 +341,20 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return respond(b.handleDescribeCluster(req, m))
 	case *kmsg.InitProducerIDRequest:
 		return b.handleInitProducerID(ctx, req, m)
+	case *kmsg.AddPartitionsToTxnRequest:
+		return b.handleAddPartitionsToTxn(m)
+	case *kmsg.AddOffsetsToTxnRequest:
+		return b.handleAddOffsetsToTxn(m)
+	case *kmsg.EndTxnRequest:
+		return b.handleEndTxn(m)
+	case *kmsg.WriteTxnMarkersRequest:
+		return b.handleWriteTxnMarkers(ctx, m)
+	case *kmsg.TxnOffsetCommitRequest:
+		return b.handleTxnOffsetCommit(m)
+	case *kmsg.DescribeTransactionsRequest:
+		return b.handleDescribeTransactions(m)
+	case *kmsg.ListTransactionsRequest:
+		return b.handleListTransactions(m)
 	case *kmsg.ElectLeadersRequest:
 		return b.handleElectLeaders(ctx, m)
 	case *kmsg.UnregisterBrokerRequest:

@@ -118,9 +118,14 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"queued.max.request.bytes", i64(c.QueuedMaxRequestBytes), tl, "-1"},
 		{"replica.lag.time.max.ms", ms(c.ReplicaLagTimeMax), tl, "30000"},
 		{"socket.request.max.bytes", i(int(c.SocketRequestMaxBytes)), ti, "104857600"},
+		{"transaction.abort.timed.out.transaction.cleanup.interval.ms", ms(c.TransactionAbortTimedOutInterval), ti, "10000"},
+		{"transaction.max.timeout.ms", ms(c.TransactionMaxTimeout), ti, "900000"},
+		{"transaction.remove.expired.transaction.cleanup.interval.ms", ms(c.TransactionRemoveExpiredInterval), ti, "3600000"},
 		{"transaction.state.log.min.isr", i(c.TransactionStateLogMinISR), ti, "2"},
 		{"transaction.state.log.num.partitions", i(int(c.TransactionStateLogNumPartitions)), ti, "50"},
 		{"transaction.state.log.replication.factor", i(int(c.TransactionStateLogReplicationFactor)), tsh, "3"},
+		{"transaction.state.log.segment.bytes", i(c.TransactionStateLogSegmentBytes), ti, "104857600"},
+		{"transactional.id.expiration.ms", ms(c.TransactionalIDExpiration), ti, "604800000"},
 		{"unclean.leader.election.enable", b(c.UncleanLeaderElectionEnable), tb, "false"},
 	}
 }

@@ -48,6 +48,11 @@ type Config struct {
 	TransactionStateLogReplicationFactor int16
 	TransactionStateLogMinISR            int
 	TransactionStateLogNumPartitions     int32
+	TransactionStateLogSegmentBytes      int
+	TransactionMaxTimeout                time.Duration // transaction.max.timeout.ms
+	TransactionalIDExpiration            time.Duration // transactional.id.expiration.ms
+	TransactionAbortTimedOutInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	TransactionRemoveExpiredInterval     time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms
 	BrokerHeartbeatInterval              time.Duration
 	BrokerSessionTimeout                 time.Duration
 	SocketRequestMaxBytes                int32
@@ -218,32 +223,37 @@ func configKeys(c *Config) map[string]configKey {
 			}
 			return nil
 		}, "used when log.dirs is unset"},
-		"metadata.log.dir":                         {"", s(&c.MetadataLogDir), ""},
-		"num.partitions":                           {"1", i32(&c.NumPartitions), ""},
-		"default.replication.factor":               {"1", i16(&c.DefaultReplicationFactor), ""},
-		"min.insync.replicas":                      {"1", i(&c.MinInsyncReplicas), ""},
-		"replica.lag.time.max.ms":                  {"30000", ms(&c.ReplicaLagTimeMax), ""},
-		"replica.fetch.max.bytes":                  {"1048576", i(&c.ReplicaFetchMaxBytes), ""},
-		"replica.fetch.response.max.bytes":         {"10485760", i(&c.ReplicaFetchResponseMaxBytes), ""},
-		"replica.fetch.wait.max.ms":                {"500", ms(&c.ReplicaFetchWaitMax), ""},
-		"replica.fetch.min.bytes":                  {"1", i(&c.ReplicaFetchMinBytes), ""},
-		"replica.fetch.backoff.ms":                 {"1000", ms(&c.ReplicaFetchBackoff), ""},
-		"num.replica.fetchers":                     {"1", i(&c.NumReplicaFetchers), "fetcher goroutines (and connections) per source broker"},
-		"unclean.leader.election.enable":           {"false", b(&c.UncleanLeaderElectionEnable), ""},
-		"auto.create.topics.enable":                {"true", b(&c.AutoCreateTopicsEnable), ""},
-		"auto.leader.rebalance.enable":             {"true", b(&c.AutoLeaderRebalanceEnable), ""},
-		"leader.imbalance.check.interval.seconds":  {"300", secs(&c.LeaderImbalanceCheckInterval), "how often the controller moves leaderships back to preferred replicas"},
-		"offsets.topic.replication.factor":         {"3", i16(&c.OffsetsTopicReplicationFactor), "replicas of __consumer_offsets, which is not created while fewer brokers are alive; 1 in the single-node development default (controller.quorum.voters unset)"},
-		"offsets.topic.num.partitions":             {"50", i32(&c.OffsetsTopicNumPartitions), ""},
-		"transaction.state.log.replication.factor": {"3", i16(&c.TransactionStateLogReplicationFactor), ""},
-		"transaction.state.log.min.isr":            {"2", i(&c.TransactionStateLogMinISR), ""},
-		"transaction.state.log.num.partitions":     {"50", i32(&c.TransactionStateLogNumPartitions), ""},
-		"producer.id.expiration.ms":                {"86400000", ms(&c.ProducerIDExpiration), "forget idempotent producers idle this long"},
-		"producer.id.expiration.check.interval.ms": {"600000", ms(&c.ProducerIDExpirationCheckInterval), ""},
-		"broker.heartbeat.interval.ms":             {"2000", ms(&c.BrokerHeartbeatInterval), ""},
-		"broker.session.timeout.ms":                {"9000", ms(&c.BrokerSessionTimeout), ""},
-		"socket.request.max.bytes":                 {"104857600", i32(&c.SocketRequestMaxBytes), ""},
-		"queued.max.request.bytes":                 {"-1", i64(&c.QueuedMaxRequestBytes), "bytes of requests read and not yet handled beyond which no more are read; -1: no bound"},
+		"metadata.log.dir":                                            {"", s(&c.MetadataLogDir), ""},
+		"num.partitions":                                              {"1", i32(&c.NumPartitions), ""},
+		"default.replication.factor":                                  {"1", i16(&c.DefaultReplicationFactor), ""},
+		"min.insync.replicas":                                         {"1", i(&c.MinInsyncReplicas), ""},
+		"replica.lag.time.max.ms":                                     {"30000", ms(&c.ReplicaLagTimeMax), ""},
+		"replica.fetch.max.bytes":                                     {"1048576", i(&c.ReplicaFetchMaxBytes), ""},
+		"replica.fetch.response.max.bytes":                            {"10485760", i(&c.ReplicaFetchResponseMaxBytes), ""},
+		"replica.fetch.wait.max.ms":                                   {"500", ms(&c.ReplicaFetchWaitMax), ""},
+		"replica.fetch.min.bytes":                                     {"1", i(&c.ReplicaFetchMinBytes), ""},
+		"replica.fetch.backoff.ms":                                    {"1000", ms(&c.ReplicaFetchBackoff), ""},
+		"num.replica.fetchers":                                        {"1", i(&c.NumReplicaFetchers), "fetcher goroutines (and connections) per source broker"},
+		"unclean.leader.election.enable":                              {"false", b(&c.UncleanLeaderElectionEnable), ""},
+		"auto.create.topics.enable":                                   {"true", b(&c.AutoCreateTopicsEnable), ""},
+		"auto.leader.rebalance.enable":                                {"true", b(&c.AutoLeaderRebalanceEnable), ""},
+		"leader.imbalance.check.interval.seconds":                     {"300", secs(&c.LeaderImbalanceCheckInterval), "how often the controller moves leaderships back to preferred replicas"},
+		"offsets.topic.replication.factor":                            {"3", i16(&c.OffsetsTopicReplicationFactor), "replicas of __consumer_offsets, which is not created while fewer brokers are alive; 1 in the single-node development default (controller.quorum.voters unset)"},
+		"offsets.topic.num.partitions":                                {"50", i32(&c.OffsetsTopicNumPartitions), ""},
+		"transaction.state.log.replication.factor":                    {"3", i16(&c.TransactionStateLogReplicationFactor), ""},
+		"transaction.state.log.min.isr":                               {"2", i(&c.TransactionStateLogMinISR), ""},
+		"transaction.state.log.num.partitions":                        {"50", i32(&c.TransactionStateLogNumPartitions), ""},
+		"transaction.state.log.segment.bytes":                         {"104857600", i(&c.TransactionStateLogSegmentBytes), ""},
+		"transaction.max.timeout.ms":                                  {"900000", ms(&c.TransactionMaxTimeout), "the longest transaction.timeout.ms a producer may ask for"},
+		"transactional.id.expiration.ms":                              {"604800000", ms(&c.TransactionalIDExpiration), "forget a transactional id idle this long"},
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms": {"10000", ms(&c.TransactionAbortTimedOutInterval), ""},
+		"transaction.remove.expired.transaction.cleanup.interval.ms":  {"3600000", ms(&c.TransactionRemoveExpiredInterval), ""},
+		"producer.id.expiration.ms":                                   {"86400000", ms(&c.ProducerIDExpiration), "forget idempotent producers idle this long"},
+		"producer.id.expiration.check.interval.ms":                    {"600000", ms(&c.ProducerIDExpirationCheckInterval), ""},
+		"broker.heartbeat.interval.ms":                                {"2000", ms(&c.BrokerHeartbeatInterval), ""},
+		"broker.session.timeout.ms":                                   {"9000", ms(&c.BrokerSessionTimeout), ""},
+		"socket.request.max.bytes":                                    {"104857600", i32(&c.SocketRequestMaxBytes), ""},
+		"queued.max.request.bytes":                                    {"-1", i64(&c.QueuedMaxRequestBytes), "bytes of requests read and not yet handled beyond which no more are read; -1: no bound"},
 		// Kafka's defaults are 102400; Keel's are the OS's: a fixed buffer
 		// turns off Linux's autotuning, which loopback and fast links need.
 		"socket.send.buffer.bytes":            {"-1", i(&c.SocketSendBufferBytes), "SO_SNDBUF of accepted connections (clients, other brokers); -1: the OS default"},
@@ -571,17 +581,27 @@ func sameEndpoint(addr, listener string) bool {
 
 // defaultOffsetsReplication gives the single-node development default
 // (controller.quorum.voters not set, and controller.quorum.bootstrap.servers
-// not set or naming only this node) offsets.topic.replication.factor=1, as
-// Kafka's shipped config/server.properties does. Anywhere else Kafka's
-// default of 3 stands, and it is enforced: __consumer_offsets is not
-// created while fewer brokers are alive (KIP-115), lest a cluster still
-// starting up keep an unreplicated offsets topic for good.
+// not set or naming only this node) offsets.topic.replication.factor=1,
+// transaction.state.log.replication.factor=1 and
+// transaction.state.log.min.isr=1, as Kafka's shipped
+// config/server.properties does. Anywhere else Kafka's defaults (3, and a
+// minimum ISR of 2) stand, and they are enforced: the internal topics are
+// not created while fewer brokers are alive (KIP-115), lest a cluster still
+// starting up keep an unreplicated one for good.
 func (c *Config) defaultOffsetsReplication() {
-	_, rfSet := c.Explicit["offsets.topic.replication.factor"]
 	_, votersSet := c.Explicit["controller.quorum.voters"]
 	single := len(c.ControllerQuorumBootstrapServers) == 0 || c.StandaloneBootstrap()
-	if !rfSet && !votersSet && single {
+	if votersSet || !single {
+		return
+	}
+	if _, set := c.Explicit["offsets.topic.replication.factor"]; !set {
 		c.OffsetsTopicReplicationFactor = 1
+	}
+	if _, set := c.Explicit["transaction.state.log.replication.factor"]; !set {
+		c.TransactionStateLogReplicationFactor = 1
+	}
+	if _, set := c.Explicit["transaction.state.log.min.isr"]; !set {
+		c.TransactionStateLogMinISR = 1
 	}
 }
 
@@ -646,6 +666,15 @@ func (c *Config) validate() error {
 	}
 	if c.OffsetsTopicReplicationFactor < 1 {
 		return fmt.Errorf("offsets.topic.replication.factor must be >= 1, got %d", c.OffsetsTopicReplicationFactor)
+	}
+	if c.TransactionStateLogNumPartitions < 1 {
+		return fmt.Errorf("transaction.state.log.num.partitions must be >= 1, got %d", c.TransactionStateLogNumPartitions)
+	}
+	if c.TransactionStateLogReplicationFactor < 1 {
+		return fmt.Errorf("transaction.state.log.replication.factor must be >= 1, got %d", c.TransactionStateLogReplicationFactor)
+	}
+	if c.TransactionMaxTimeout < time.Millisecond {
+		return fmt.Errorf("transaction.max.timeout.ms must be >= 1, got %v", c.TransactionMaxTimeout)
 	}
 	if c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
 		return fmt.Errorf("group.min.session.timeout.ms (%v) is above group.max.session.timeout.ms (%v)", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout)

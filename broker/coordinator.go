@@ -12,7 +12,6 @@ package broker
 import (
 	"crypto/rand"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,6 +45,27 @@ func newGroupCoordinator(b *Broker) *groupCoordinator {
 	})}
 }
 
+// completeTxn tells the shard of offsets partition p that a producer's
+// transaction ended there (its marker is committed): the producer's
+// transactional offset commits become visible or are dropped. Without a
+// shard (no longer led here) the next leader's load reads the marker.
+func (gc *groupCoordinator) completeTxn(p *partition, producerID int64, commit bool) {
+	gc.mu.Lock()
+	s, ok := gc.shards[p.tp.Partition]
+	gc.mu.Unlock()
+	if !ok || s.p != p {
+		return
+	}
+	// Queued behind the load if it still runs: the load may or may not
+	// have read the marker, and completing twice is a no-op. The writes
+	// appended before the marker are committed too: they are applied
+	// first, in log order.
+	s.submit(func(now int64) {
+		s.flushPending(now)
+		s.mgr.CompleteTxn(producerID, commit)
+	}, func() {})
+}
+
 // offsetsShard is the coordinator of one offsets partition this node
 // leads: the shard goroutine owns mgr.
 type offsetsShard struct {
@@ -59,13 +79,29 @@ func (s *offsetsShard) reset(now int64) {
 	s.mgr = group.NewManager(s.b.cfg.groupConfig(), now, newMemberUUID)
 }
 
-// replay loads one record (Kafka's loadGroupsAndOffsets); control batches
-// and tombstone-less keys are skipped.
+// replay loads one record (Kafka's loadGroupsAndOffsets): a transactional
+// batch's offsets are pending for its producer until its marker, which
+// commits or drops them.
 func (s *offsetsShard) replay(h *record.BatchHeader, r *record.Record) error {
-	if h.IsControl() || r.Key == nil {
+	switch {
+	case h.IsControl():
+		if !h.HasProducerID() {
+			return nil
+		}
+		typ, err := record.ParseControlRecord(r.Key)
+		if err != nil {
+			return err
+		}
+		if typ == record.ControlCommit || typ == record.ControlAbort {
+			s.mgr.ReplayMarker(h.ProducerID, typ == record.ControlCommit)
+		}
 		return nil
+	case r.Key == nil:
+		return nil
+	case h.IsTransactional():
+		return s.mgr.ReplayTxn(h.ProducerID, r.Offset, r.Key, r.Value)
 	}
-	return s.mgr.Replay(r.Key, r.Value)
+	return s.mgr.ReplayAt(r.Offset, r.Key, r.Value)
 }
 
 func (s *offsetsShard) loaded(now int64, records int, elapsed time.Duration) {
@@ -95,21 +131,23 @@ func (s *offsetsShard) apply(eff group.Effects, done func(code int16)) {
 		}
 		return
 	}
-	complete := func(code int16) { s.finish(eff, done, code) }
-	required, code := s.append(eff.Records, s.nowMs())
+	required, code := s.append(eff, s.nowMs())
 	if code != 0 {
-		complete(code)
+		s.finish(eff, done, code, 0)
 		return
 	}
-	s.await(required, s.b.cfg.OffsetsCommitTimeout, complete)
+	s.await(required, s.b.cfg.OffsetsCommitTimeout, func(code int16) { s.finish(eff, done, code, required-1) })
 }
 
-// finish completes a write: applies its offsets and answers its replies,
-// or answers them with code (and rebalances groups whose metadata was lost,
-// as Kafka does when storing a group fails).
-func (s *offsetsShard) finish(eff group.Effects, done func(code int16), code int16) {
-	if code == 0 {
-		s.mgr.ApplyCommits(eff.Commits)
+// finish completes a write: applies its offsets (those of the batch at
+// offset) and answers its replies, or answers them with code (and
+// rebalances groups whose metadata was lost, as Kafka does when storing a
+// group fails).
+func (s *offsetsShard) finish(eff group.Effects, done func(code int16), code int16, offset int64) {
+	if code != 0 {
+		s.mgr.FailCommits(eff.Commits)
+	} else {
+		s.mgr.ApplyCommitsAt(eff.Commits, offset)
 		for _, id := range eff.Stored {
 			if g := s.mgr.Group(id); g != nil {
 				// Kafka's "Stabilized group ... generation ..." line.
@@ -151,12 +189,19 @@ func (s *offsetsShard) reply(eff group.Effects, code int16) {
 	}
 }
 
-// append writes records as one batch and returns the offset the high
+// append writes eff's records as one batch and returns the offset the high
 // watermark must reach, or the coordinator error code (Kafka's mapping in
-// GroupMetadataManager.storeOffsets).
-func (s *offsetsShard) append(recs []group.Record, now int64) (int64, int16) {
-	bb := record.NewBatchBuilder(record.DefaultBatchOptions())
-	for _, r := range recs {
+// GroupMetadataManager.storeOffsets). A TxnOffsetCommit's batch is a
+// transactional batch of its producer, so that the producer's marker
+// decides it; the log checks its epoch, not its sequence (the
+// coordinator's own append, as Kafka's AppendOrigin.COORDINATOR).
+func (s *offsetsShard) append(eff group.Effects, now int64) (int64, int16) {
+	opts := record.DefaultBatchOptions()
+	if eff.Txn != nil {
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = eff.Txn.ProducerID, eff.Txn.ProducerEpoch, 0, true
+	}
+	bb := record.NewBatchBuilder(opts)
+	for _, r := range eff.Records {
 		bb.Append(now, r.Key, r.Value, nil)
 	}
 	batch, err := bb.Build(nil)
@@ -171,11 +216,13 @@ func (s *offsetsShard) append(recs []group.Record, now int64) (int64, int16) {
 	case err == nil:
 		return required, 0
 	}
-	switch storage.ErrorCode(err) {
+	switch c := storage.ErrorCode(err); c {
 	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code:
 		return 0, kerr.InvalidCommitOffsetSize.Code
 	case kerr.KafkaStorageError.Code:
 		return 0, kerr.NotCoordinator.Code
+	case kerr.InvalidProducerEpoch.Code, kerr.InvalidTxnState.Code:
+		return 0, c // a TxnOffsetCommit of a fenced producer
 	}
 	return 0, kerr.CoordinatorNotAvailable.Code
 }
@@ -193,15 +240,5 @@ func newMemberUUID() string {
 // with what f answers; errResp builds the response for a group-level error
 // code (not the coordinator, loading, or the shard stopped).
 func (b *Broker) onShard(groupID string, errResp func(code int16) kmsg.Response, f func(s *offsetsShard, now int64, answer func(kmsg.Response))) network.Result {
-	s, code := b.groups.shardFor(groupID)
-	if code != 0 {
-		return respond(errResp(code))
-	}
-	d := network.NewDeferred()
-	var once sync.Once
-	answer := func(r kmsg.Response) { once.Do(func() { d.Complete(&network.Response{Msg: r}) }) }
-	if !s.submit(func(now int64) { f(s, now, answer) }, func() { answer(errResp(kerr.NotCoordinator.Code)) }) {
-		return respond(errResp(kerr.NotCoordinator.Code))
-	}
-	return d
+	return onCoordShard(b.groups.shardRouter, groupID, errResp, f)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/network/record"
 	"github.com/keelstream/keel/storage"
 )
@@ -328,7 +329,9 @@ func (s *coordShard) appendBatch(batch []byte) (required int64, code int16, err 
 	// flusher fsyncs, and its high watermark move wakes this shard's
 	// listener, which completes the append. Appending with the fsync
 	// inline held every request of the shard for each append's fsync.
-	info, err := p.log.AppendAsLeader(batch, storage.AppendOptions{LeaderEpoch: st.leaderEpoch, DeferFlush: st.durable})
+	// FromCoordinator: a TxnOffsetCommit's transactional batch is checked
+	// for its producer epoch, not its sequence.
+	info, err := p.log.AppendAsLeader(batch, storage.AppendOptions{LeaderEpoch: st.leaderEpoch, FromCoordinator: true, DeferFlush: st.durable})
 	if err != nil {
 		s.b.log.Warn("appending to a coordinator partition failed", "partition", p.tp, "error", err)
 		return 0, 0, err
@@ -347,6 +350,24 @@ func (s *coordShard) appendBatch(batch []byte) (required int64, code int16, err 
 // a coordShard.
 type coordShardOf interface {
 	core() *coordShard
+}
+
+// onCoordShard runs f on the shard coordinating key and completes the
+// returned result with what f answers; errResp builds the response for a
+// coordinator-level error code (not the coordinator, loading, or the shard
+// stopped).
+func onCoordShard[S coordShardOf](r *shardRouter[S], key string, errResp func(code int16) kmsg.Response, f func(s S, now int64, answer func(kmsg.Response))) network.Result {
+	s, code := r.shardFor(key)
+	if code != 0 {
+		return respond(errResp(code))
+	}
+	d := network.NewDeferred()
+	var once sync.Once
+	answer := func(r kmsg.Response) { once.Do(func() { d.Complete(&network.Response{Msg: r}) }) }
+	if !s.core().submit(func(now int64) { f(s, now, answer) }, func() { answer(errResp(kerr.NotCoordinator.Code)) }) {
+		return respond(errResp(kerr.NotCoordinator.Code))
+	}
+	return d
 }
 
 // internalTopic describes a coordinator's internal topic, for its creation.

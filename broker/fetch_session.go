@@ -69,10 +69,11 @@ type fetchPartition struct {
 	currentLeaderEpoch int32
 	lastFetchedEpoch   int32
 
-	// highWatermark and logStartOffset are what the last response sent
-	// (-1 after an error), so an incremental response can leave the
-	// partition out when nothing moved.
+	// highWatermark, lastStable and logStartOffset are what the last
+	// response sent (-1 after an error), so an incremental response can
+	// leave the partition out when nothing moved.
 	highWatermark  int64
+	lastStable     int64
 	logStartOffset int64
 }
 
@@ -287,7 +288,7 @@ func (b *Broker) newFetchContext(m *kmsg.FetchRequest, img *metadata.Image, foll
 					continue // Kafka keeps the last; duplicates are a client bug
 				}
 				seen[key] = true
-				fp := &fetchPartition{key: key, topic: name, highWatermark: -1, logStartOffset: -1}
+				fp := &fetchPartition{key: key, topic: name, highWatermark: -1, lastStable: -1, logStartOffset: -1}
 				fp.updateFrom(rp)
 				fc.parts = append(fc.parts, fp)
 			}
@@ -314,7 +315,7 @@ func (b *Broker) newFetchContext(m *kmsg.FetchRequest, img *metadata.Image, foll
 			key.partition = rp.Partition
 			fp := s.index[key]
 			if fp == nil {
-				fp = &fetchPartition{key: key, topic: name, highWatermark: -1, logStartOffset: -1}
+				fp = &fetchPartition{key: key, topic: name, highWatermark: -1, lastStable: -1, logStartOffset: -1}
 				s.index[key] = fp
 				s.parts = append(s.parts, fp)
 			}

@@ -3,8 +3,10 @@ package broker
 // DescribeProducers (key 61), v0 (KIP-664; kafka-transactions.sh
 // describe-producers): the idempotent producers a partition's leader
 // remembers, each with its epoch and its newest batch's last sequence and
-// timestamp. CoordinatorEpoch and CurrentTxnStartOffset are -1: there are
-// no transactions. Only the leader answers: NOT_LEADER_OR_FOLLOWER
+// timestamp, and for a transactional producer the coordinator epoch of its
+// last marker and the first offset of its open transaction (-1 when none:
+// what kafka-transactions.sh find-hanging looks for). Only the leader
+// answers: NOT_LEADER_OR_FOLLOWER
 // elsewhere, UNKNOWN_TOPIC_OR_PARTITION for a partition the image does not
 // know.
 
@@ -32,7 +34,7 @@ func (b *Broker) handleDescribeProducers(m *kmsg.DescribeProducersRequest) kmsg.
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = ps.ProducerID, int32(ps.ProducerEpoch)
 				ap.LastSequence, ap.LastTimestamp = ps.LastSequence, ps.LastTimestamp
-				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = ps.CoordinatorEpoch, ps.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, ap)
 			}
 			st.Partitions = append(st.Partitions, sp)

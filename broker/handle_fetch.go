@@ -11,9 +11,11 @@ package broker
 //     returned whole (storage.Read's minOneBatch), so a consumer never
 //     stalls on a large batch (Kafka's rule since KIP-74).
 //   - Consumers (replica id -1) read below the high watermark;
-//     read_committed (v4+ IsolationLevel 1) below the last stable offset,
-//     which without transactions is the high watermark, with an empty
-//     aborted-transactions list. Followers (replica id ≥ 0; v15+ in
+//     read_committed (v4+ IsolationLevel 1) below the last stable offset
+//     (the first offset of a transaction not yet decided, or the high
+//     watermark), with the aborted transactions the records read may hold
+//     (from the partition's aborted-transaction index), so that the
+//     consumer skips their batches. Followers (replica id ≥ 0; v15+ in
 //     ReplicaState, KIP-903) read up to the log end offset; their fetch
 //     offset is their log end offset for the high watermark and the ISR
 //     (replication.go). Over leader.replication.throttled.rate, a
@@ -75,9 +77,11 @@ type fetchOp struct {
 
 // partRead is what reading one partition gave.
 type partRead struct {
-	code           int16
-	highWatermark  int64
-	lastStable     int64
+	code          int16
+	highWatermark int64
+	lastStable    int64
+	// aborted are the aborted transactions of a read_committed read.
+	aborted        []network.FetchAbortedTransaction
 	logStartOffset int64
 	info           storage.ReadInfo
 	diverging      *network.FetchEpochEndOffset
@@ -235,14 +239,17 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 		epoch, end := l.LeaderEpochCache().EndOffsetFor(fp.lastFetchedEpoch, leo)
 		if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {
 			r.diverging = &network.FetchEpochEndOffset{Epoch: epoch, EndOffset: end}
-			r.highWatermark, r.logStartOffset = l.HighWatermark(), l.LogStartOffset()
-			r.lastStable = r.highWatermark
+			r.highWatermark, r.lastStable, r.logStartOffset = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
 			return
 		}
 	}
 	upper := int64(math.MaxInt64) // followers read to the log end offset
-	if !op.follower {
-		upper = l.HighWatermark() // also the last stable offset: no transactions yet
+	committed := !op.follower && op.m.IsolationLevel == 1
+	switch {
+	case committed:
+		upper = l.LastStableOffset()
+	case !op.follower:
+		upper = l.HighWatermark()
 	}
 	info, err := l.Read(fp.fetchOffset, int(min(maxBytes, math.MaxInt32)), upper, minOneBatch)
 	if err != nil {
@@ -267,7 +274,16 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 		}
 	}
 	r.info = info
-	r.highWatermark, r.lastStable, r.logStartOffset = info.HighWatermark, info.HighWatermark, info.LogStartOffset
+	r.highWatermark, r.lastStable, r.logStartOffset = info.HighWatermark, info.LastStableOffset, info.LogStartOffset
+	if committed && info.Bytes > 0 {
+		// The aborted transactions the records read may hold a part of
+		// (Kafka bounds them by the fetched batches; the last stable
+		// offset bounds them here, which can only list a few more, which
+		// the consumer ignores).
+		for _, a := range l.AbortedTransactions(fp.fetchOffset, upper) {
+			r.aborted = append(r.aborted, network.FetchAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+		}
+	}
 }
 
 // currentLeader is the partition's leader from the image, for KIP-951
@@ -305,7 +321,7 @@ func (op *fetchOp) respond(parts []*fetchPartition, reads []partRead) *network.R
 		if op.fc.kind == incrementalFetch && !mustRespond(fp, r) {
 			continue
 		}
-		fp.highWatermark, fp.logStartOffset = r.highWatermark, r.logStartOffset
+		fp.highWatermark, fp.lastStable, fp.logStartOffset = r.highWatermark, r.lastStable, r.logStartOffset
 		if r.code != 0 {
 			fp.highWatermark = -1 // resend the partition once the error clears
 		}
@@ -333,7 +349,10 @@ func (op *fetchOp) respond(parts []*fetchPartition, reads []partRead) *network.R
 			PreferredReadReplica: -1,
 		}
 		if isolationCommitted {
-			fpr.AbortedTransactions = []network.FetchAbortedTransaction{}
+			fpr.AbortedTransactions = r.aborted
+			if fpr.AbortedTransactions == nil {
+				fpr.AbortedTransactions = []network.FetchAbortedTransaction{}
+			}
 		}
 		start := len(regions)
 		for j := range r.info.Regions {
@@ -398,11 +417,11 @@ func (op *fetchOp) count(r *partRead) {
 
 // mustRespond is Kafka's CachedPartition.maybeUpdateResponseData: an
 // incremental response includes a partition with records, an error, a
-// divergence, a leader hint, or a high watermark or log start offset other
-// than the last one sent.
+// divergence, a leader hint, or a high watermark, last stable offset or
+// log start offset other than the last one sent.
 func mustRespond(fp *fetchPartition, r *partRead) bool {
 	return r.info.Bytes > 0 || r.code != 0 || r.diverging != nil || r.leader != nil ||
-		fp.highWatermark != r.highWatermark || fp.logStartOffset != r.logStartOffset
+		fp.highWatermark != r.highWatermark || fp.lastStable != r.lastStable || fp.logStartOffset != r.logStartOffset
 }
 
 // encode writes the response with the zero-copy encoder.

@@ -12,14 +12,17 @@ package broker
 // partition without a live leader, or a leader without an endpoint on the
 // request's listener. An empty group id is INVALID_REQUEST.
 //
+// Transaction keys (key type 1, v1+): the leader of __transaction_state
+// partition abs(javaHashCode(transactional id)) % partitions, created on
+// first use the same way (transaction.state.log.num.partitions,
+// transaction.state.log.replication.factor, min.insync.replicas from
+// transaction.state.log.min.isr, compacted).
+//
 // v4+ batches keys (KIP-699): one Coordinators entry per key, the
-// top-level fields unused. Transaction keys (type 1) are INVALID_REQUEST
-// with a message saying transactions are not supported (refuseTransactions),
-// as are other key types (v6 share groups).
+// top-level fields unused. Other key types (v6 share groups) are
+// INVALID_REQUEST.
 
 import (
-	"time"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -49,17 +52,22 @@ func (b *Broker) findCoordinator(req *network.Request, keyType int8, key string)
 		c.ErrorMessage = kmsg.StringPtr(kerr.ErrorForCode(code).Error())
 		return c
 	}
+	var topic string
+	var ensure func()
 	switch {
+	case key == "":
+		return fail(kerr.InvalidRequest.Code)
+	case keyType == 0:
+		topic, ensure = offsetsTopic, b.groups.ensureTopic
 	case keyType == 1:
-		c.ErrorCode, c.ErrorMessage = b.refuseTransactions(req, key)
-		return c
-	case keyType != 0, key == "":
+		topic, ensure = txnTopic, b.txns.ensureTopic
+	default:
 		return fail(kerr.InvalidRequest.Code)
 	}
 	img := b.currentImage()
-	t, ok := img.Topic(offsetsTopic)
+	t, ok := img.Topic(topic)
 	if !ok || len(t.Partitions) == 0 {
-		b.groups.ensureTopic()
+		ensure()
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}
 	mp := t.Partitions[record.CoordinatorPartition(key, int32(len(t.Partitions)))]
@@ -76,20 +84,4 @@ func (b *Broker) findCoordinator(req *network.Request, keyType int8, key string)
 	}
 	c.NodeID, c.Host, c.Port = mp.Leader, ep.Host, ep.Port
 	return c
-}
-
-// refuseTransactions answers a transactional client (FindCoordinator for a
-// transactional id, InitProducerId with one): Keel has no transaction
-// coordinator. INVALID_REQUEST is not retriable, so the client fails at
-// once with the message, where COORDINATOR_NOT_AVAILABLE had it retry a
-// coordinator that never comes (kafkajs for 8 s, the Java producer until
-// max.block.ms) before failing with a misleading error. The log says which
-// client, at most every 10 s.
-func (b *Broker) refuseTransactions(req *network.Request, transactionalID string) (code int16, msg *string) {
-	const why = "transactions are not supported by this broker (Keel): use the idempotent producer without a transactional.id"
-	if b.txnRefusedLog.allow(10 * time.Second) {
-		b.log.Warn("refusing a transactional client: transactions are not supported", "client_id", req.Header.ClientID,
-			"remote", req.Conn.RemoteAddr.String(), "transactional_id", transactionalID, "api", kmsg.NameForKey(req.Header.APIKey))
-	}
-	return kerr.InvalidRequest.Code, kmsg.StringPtr(why)
 }

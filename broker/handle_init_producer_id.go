@@ -11,9 +11,8 @@ package broker
 //     id. A block that cannot be had in time answers
 //     COORDINATOR_LOAD_IN_PROGRESS (retriable), as Kafka's
 //     RPCProducerIdManager does.
-//   - With a transactional id: INVALID_REQUEST, not retriable (an empty
-//     one is invalid anyway): there is no transaction coordinator
-//     (refuseTransactions; FindCoordinator answers the same).
+//   - With a transactional id: the transaction coordinator answers
+//     (handle_txn.go).
 
 import (
 	"context"
@@ -33,8 +32,7 @@ func (b *Broker) handleInitProducerID(ctx context.Context, req *network.Request,
 	resp := m.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if m.TransactionalID != nil {
-		resp.ErrorCode, _ = b.refuseTransactions(req, *m.TransactionalID)
-		return respond(resp)
+		return b.initTransactionalProducerID(m)
 	}
 	if id, ok := b.producerIDs.tryNext(); ok {
 		resp.ProducerID, resp.ProducerEpoch = id, 0

@@ -11,9 +11,8 @@ package broker
 //   - -2 (earliest) and -4 (earliest local; no tiered storage, so the
 //     same): the log start offset and the epoch of its batch.
 //   - -1 (latest): the high watermark for read_uncommitted consumers, the
-//     last stable offset for read_committed (v2+; equal without
-//     transactions), the log end offset for replicas; the epoch is the
-//     current leader epoch.
+//     last stable offset for read_committed (v2+), the log end offset for
+//     replicas; the epoch is the current leader epoch.
 //   - -3 (max timestamp, KIP-734): the record with the largest timestamp;
 //     -5 (latest tiered) and -6 (earliest pending upload, KIP-1023): offset
 //     -1, as Kafka answers without remote storage. These came with v7, v8,
@@ -22,8 +21,8 @@ package broker
 //   - other negative timestamps are searched for like any timestamp: the
 //     first record.
 //   - a timestamp: the first record at or after it. Answers at or past
-//     the fetchable end (high watermark) are hidden (-1), as Kafka hides
-//     them.
+//     the fetchable end (high watermark, or last stable offset for
+//     read_committed) are hidden (-1), as Kafka hides them.
 //   - A consumer asking a leader whose high watermark has not yet reached
 //     the start of its epoch gets OFFSET_NOT_AVAILABLE (v5+, KIP-207;
 //     LEADER_NOT_AVAILABLE before) instead of an offset that may move back.
@@ -95,7 +94,10 @@ func (b *Broker) listOffset(m *kmsg.ListOffsetsRequest, topic string, rp kmsg.Li
 	hw := l.HighWatermark()
 	lastFetchable := l.LogEndOffset()
 	if consumer {
-		lastFetchable = hw // read_committed: the LSO, equal without transactions
+		lastFetchable = hw
+		if m.Version >= 2 && m.IsolationLevel == 1 {
+			lastFetchable = l.LastStableOffset()
+		}
 	}
 	// KIP-207: a new leader whose high watermark is below its epoch's
 	// start may still move it back; consumers must wait.

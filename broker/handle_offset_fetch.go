@@ -5,8 +5,11 @@ package broker
 // A group's committed offsets for the listed partitions, or for all of
 // them with a null topic list (v2+); a partition with no commit answers
 // offset -1 and empty metadata. Offsets are visible once their commit is
-// committed in __consumer_offsets, so RequireStable (v7+) never has to
-// wait. Group-level errors (INVALID_GROUP_ID, NOT_COORDINATOR,
+// committed in __consumer_offsets; a transactional commit's once its
+// transaction committed too. With RequireStable (v7+, KIP-447) a partition
+// with a transactional commit not yet completed answers
+// UNSTABLE_OFFSET_COMMIT (offset -1) and the consumer retries; without it
+// the last committed offset is returned, as Kafka does. Group-level errors (INVALID_GROUP_ID, NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS) are the top-level error from v2, each
 // partition's before; v8+ asks about several groups, each answered with
 // its own error. v5+ leader epochs. v9's KIP-848 member epochs are not
@@ -47,12 +50,12 @@ func (b *Broker) handleOffsetFetch(_ context.Context, m *kmsg.OffsetFetchRequest
 				continue
 			}
 			b.onGroup(f, rg.Group, fail, func(s *offsetsShard, _ int64, finish func()) {
-				for _, t := range offsetFetchTopics(s.mgr.FetchOffsets(rg.Group, tps)) {
+				for _, t := range offsetFetchTopics(s.fetchOffsets(rg.Group, tps, m.RequireStable)) {
 					rt := kmsg.NewOffsetFetchResponseGroupTopic()
 					rt.Topic = t.Topic
 					for _, p := range t.Partitions {
 						rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-						rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+						rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
 						rt.Partitions = append(rt.Partitions, rp)
 					}
 					rg.Topics = append(rg.Topics, rt)
@@ -97,12 +100,12 @@ func (b *Broker) handleOffsetFetch(_ context.Context, m *kmsg.OffsetFetchRequest
 		return respond(errResp(kerr.InvalidGroupID.Code))
 	}
 	return b.onShard(m.Group, errResp, func(s *offsetsShard, _ int64, answer func(kmsg.Response)) {
-		for _, t := range offsetFetchTopics(s.mgr.FetchOffsets(m.Group, tps)) {
+		for _, t := range offsetFetchTopics(s.fetchOffsets(m.Group, tps, m.Version >= 7 && m.RequireStable)) {
 			rt := kmsg.NewOffsetFetchResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetFetchResponseTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
@@ -122,6 +125,16 @@ type fetchedPartition struct {
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    *string
+	ErrorCode   int16
+}
+
+// fetchOffsets is the group's offsets for tps, the stable ones (KIP-447)
+// when requireStable.
+func (s *offsetsShard) fetchOffsets(groupID string, tps []group.TopicPartition, requireStable bool) []group.FetchedOffset {
+	if requireStable {
+		return s.mgr.FetchStableOffsets(groupID, tps)
+	}
+	return s.mgr.FetchOffsets(groupID, tps)
 }
 
 func offsetFetchTopics(fs []group.FetchedOffset) []fetchedTopic {
@@ -135,7 +148,7 @@ func offsetFetchTopics(fs []group.FetchedOffset) []fetchedTopic {
 			out = append(out, fetchedTopic{Topic: f.TP.Topic})
 		}
 		out[i].Partitions = append(out[i].Partitions, fetchedPartition{Partition: f.TP.Partition, Offset: f.Offset,
-			LeaderEpoch: f.LeaderEpoch, Metadata: kmsg.StringPtr(f.Metadata)})
+			LeaderEpoch: f.LeaderEpoch, Metadata: kmsg.StringPtr(f.Metadata), ErrorCode: f.ErrorCode})
 	}
 	return out
 }

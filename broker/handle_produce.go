@@ -17,8 +17,6 @@ package broker
 //   - more than one batch for a partition: INVALID_RECORD (Kafka's
 //     ProduceRequest.validateRecords); zstd before v7:
 //     UNSUPPORTED_COMPRESSION_TYPE;
-//   - transactional batches: INVALID_TXN_STATE (there is no transaction
-//     coordinator yet, so no transaction can be open);
 //   - acks=-1 with fewer in-sync replicas than min.insync.replicas:
 //     NOT_ENOUGH_REPLICAS, nothing appended;
 //   - the storage validation of every batch (framing, CRC, magic,
@@ -33,10 +31,15 @@ package broker
 //   - a compression.type naming a codec: batches in another codec are
 //     recompressed before the append (compression levels are the codecs'
 //     defaults: compression.*.level is not applied yet);
-//   - idempotent batches: the producer's sequence state (producer_state.go):
-//     a retried duplicate is acknowledged with its original offsets,
-//     OUT_OF_ORDER_SEQUENCE_NUMBER on a gap, INVALID_PRODUCER_EPOCH for
-//     an old epoch;
+//   - idempotent and transactional batches: the producer's sequence state
+//     (storage/producer_state.go): a retried duplicate is acknowledged
+//     with its original offsets, OUT_OF_ORDER_SEQUENCE_NUMBER on a gap,
+//     INVALID_PRODUCER_EPOCH for an old epoch, INVALID_TXN_STATE for a
+//     non-transactional batch of a producer with a transaction open. A
+//     transactional batch opens the producer's transaction in the
+//     partition (it holds the last stable offset) until the coordinator's
+//     marker ends it. The partition is not verified with the coordinator
+//     first (KIP-890's transaction.partition.verification.enable);
 //   - success: BaseOffset, LogAppendTime (v2+; -1 with CreateTime) and
 //     LogStartOffset (v5+).
 //
@@ -315,14 +318,7 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 		rp.ErrorCode = kerr.UnsupportedCompressionType.Code
 		return nil, 0
 	}
-	transactional, idempotent := classifyBatches(in.Records)
-	if transactional {
-		rp.ErrorCode = kerr.InvalidTxnState.Code
-		if m.Version >= 8 {
-			rp.ErrorMessage = kmsg.StringPtr("transactions are not supported yet")
-		}
-		return nil, 0
-	}
+	idempotent := hasProducerID(in.Records)
 	if m.Acks == -1 && len(st.isr) < st.minISR {
 		rp.ErrorCode = kerr.NotEnoughReplicas.Code
 		if m.Version >= 8 {
@@ -515,18 +511,19 @@ func (b *Broker) addProduceBrokers(img *metadata.Image, listener string, resp *k
 	}
 }
 
-// classifyBatches reports whether a record set holds transactional
-// batches, and batches of an idempotent producer. Framing errors are left
-// to the storage validation.
-func classifyBatches(batches []byte) (transactional, idempotent bool) {
+// hasProducerID reports whether a record set holds batches of an
+// idempotent or transactional producer. Framing errors are left to the
+// storage validation.
+func hasProducerID(batches []byte) bool {
 	for pos := 0; pos < len(batches); {
 		h, err := record.ParseHeader(batches[pos:])
 		if err != nil {
-			return
+			return false
 		}
-		transactional = transactional || h.IsTransactional()
-		idempotent = idempotent || h.HasProducerID()
+		if h.HasProducerID() {
+			return true
+		}
 		pos += h.Size()
 	}
-	return
+	return false
 }

@@ -284,11 +284,15 @@ func (c *testCluster) restart() {
 	c.start(c.port)
 }
 
+// clientOpts are the options every test client starts with.
+func (c *testCluster) clientOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(c.addr), kgo.MetadataMinAge(50 * time.Millisecond)}
+}
+
 // client returns a kgo client for the broker, closed at cleanup.
 func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(c.addr), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(c.clientOpts(), opts...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -1,13 +1,10 @@
 package broker
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/network/record"
@@ -52,32 +49,6 @@ func TestInitProducerIDAllocatesBlocks(t *testing.T) {
 	}
 	if next := c.meta.Image().NextProducerID(); next != 2000 {
 		t.Fatalf("controller handed out up to %d, want two blocks", next)
-	}
-	// Transactions need a coordinator Keel does not have. The answer is not
-	// retriable, so that a transactional client fails at once and says why.
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.Version, req.TransactionalID = 4, kmsg.StringPtr("txn")
-	if resp := roundTrip[*kmsg.InitProducerIDResponse](rc, req); resp.ErrorCode != kerr.InvalidRequest.Code {
-		t.Fatalf("transactional: %v", kerr.ErrorForCode(resp.ErrorCode))
-	}
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"txn"}
-	if resp := roundTrip[*kmsg.FindCoordinatorResponse](rc, fc); len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != kerr.InvalidRequest.Code ||
-		resp.Coordinators[0].ErrorMessage == nil || !strings.Contains(*resp.Coordinators[0].ErrorMessage, "transactions are not supported") {
-		t.Fatalf("transaction coordinator: %+v", resp.Coordinators)
-	}
-	c.createTopic("txn", 1, nil)
-	start := time.Now()
-	cl := c.client(kgo.TransactionalID("txn"), kgo.DefaultProduceTopic("txn"))
-	err := cl.BeginTransaction() // kgo initializes the producer id at once
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err = cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr()
-	}
-	// kgo reports a fatal producer id error, quoting the code.
-	if err == nil || !strings.Contains(err.Error(), "INVALID_REQUEST") || time.Since(start) > 5*time.Second {
-		t.Fatalf("transactional produce: %v after %v", err, time.Since(start))
 	}
 }
 

@@ -223,7 +223,7 @@ func TestProduceErrors(t *testing.T) {
 		{"not hosted here (known to the image)", "elsewhere", 0, 1, good, kerr.NotLeaderForPartition},
 		{"acks=2 is INVALID_REQUIRED_ACKS", "small", 0, 2, good, kerr.InvalidRequiredAcks},
 		{"acks=-1 with ISR below min.insync.replicas is NOT_ENOUGH_REPLICAS", "minisr", 0, -1, good, kerr.NotEnoughReplicas},
-		{"transactional batch is INVALID_TXN_STATE", "small", 0, 1, transactionalBatch(t), kerr.InvalidTxnState},
+		{"a client's transaction marker is INVALID_RECORD", "small", 0, 1, clientMarker(t), kerr.InvalidRecord},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,12 +295,10 @@ func zipBomb(t testing.TB) []byte {
 	return b
 }
 
-func transactionalBatch(t testing.TB) []byte {
-	opts := record.DefaultBatchOptions()
-	opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, 7, 0, 0
-	bb := record.NewBatchBuilder(opts)
-	bb.Append(time.Now().UnixMilli(), nil, []byte("v"), nil)
-	b, err := bb.Build(nil)
+// clientMarker is a COMMIT control batch, which only a transaction
+// coordinator may write (WriteTxnMarkers).
+func clientMarker(t testing.TB) []byte {
+	b, err := record.BuildControlBatch(nil, record.ControlCommit, 0, 7, 0, time.Now().UnixMilli())
 	if err != nil {
 		t.Fatal(err)
 	}

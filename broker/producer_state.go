@@ -31,6 +31,8 @@ func producerErrorCode(err error) (code int16, ok bool) {
 		return kerr.OutOfOrderSequenceNumber.Code, true
 	case errors.Is(err, storage.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code, true
+	case errors.Is(err, storage.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code, true
 	}
 	return 0, false
 }

@@ -446,8 +446,11 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		b.updateFollowers(p, st)
 	}
 	p.state.Store(st)
-	if topic == offsetsTopic {
+	switch topic {
+	case offsetsTopic:
 		b.groups.partitionChanged(p, st)
+	case txnTopic:
+		b.txns.partitionChanged(p, st)
 	}
 	if following {
 		b.fetchers.follow(p, st.leader, st.leaderEpoch, prev == nil)
@@ -521,8 +524,11 @@ func (b *Broker) refreshConfig(p *partition, img *metadata.Image) {
 // gone) and its log is deleted. applyMu is held.
 func (b *Broker) removePartition(p *partition, why string) {
 	p.removed.Store(true)
-	if p.tp.Topic == offsetsTopic {
+	switch p.tp.Topic {
+	case offsetsTopic:
 		b.groups.partitionRemoved(p)
+	case txnTopic:
+		b.txns.partitionRemoved(p)
 	}
 	b.fetchers.unfollow(p)
 	p.fetchWatch.wakeAll()

@@ -924,9 +924,9 @@ func TestGroupAdminAPIs(t *testing.T) {
 	if r := find(0, ""); r.ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("FindCoordinator of an empty group: %v, want INVALID_REQUEST", kerr.ErrorForCode(r.ErrorCode))
 	}
-	if r := find(1, "txn"); r.ErrorCode != kerr.InvalidRequest.Code {
-		t.Errorf("FindCoordinator of a transactional id: %v, want INVALID_REQUEST (no transactions)", kerr.ErrorForCode(r.ErrorCode))
-	}
+	// A transactional id's coordinator: __transaction_state is created
+	// on first use, as the offsets topic is.
+	waitFor(t, 30*time.Second, "the transaction state topic", func() bool { r := find(1, "txn"); return r.ErrorCode == 0 && r.NodeID == 1 })
 	md, err := adm.Metadata(ctx, "__consumer_offsets")
 	if err != nil {
 		t.Fatal(err)

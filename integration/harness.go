@@ -150,6 +150,15 @@ func offsetsReplication(specs []NodeSpec) string {
 	return fmt.Sprint(max(1, min(3, brokers)))
 }
 
+// txnMinISR is transaction.state.log.min.isr for __transaction_state with
+// rf replicas: Kafka's 2, or 1 for a single replica.
+func txnMinISR(rf string) string {
+	if rf == "1" {
+		return "1"
+	}
+	return "2"
+}
+
 func (c *Cluster) config(s NodeSpec) *broker.Config {
 	return c.configAt(s, c.dirs[s.ID], c.ports[s.ID])
 }
@@ -173,6 +182,10 @@ func (c *Cluster) configAt(s NodeSpec, dir string, p [2]int) *broker.Config {
 		"broker.heartbeat.interval.ms":     "500",
 		"broker.session.timeout.ms":        "3000",
 		"offsets.topic.replication.factor": offsetsReplication(c.Specs),
+		// __transaction_state likewise, with Kafka's min ISR of 2 where
+		// there are replicas for it.
+		"transaction.state.log.replication.factor": offsetsReplication(c.Specs),
+		"transaction.state.log.min.isr":            txnMinISR(offsetsReplication(c.Specs)),
 	}
 	cfg, err := broker.LoadConfig(props, c.overrides)
 	if err != nil {

@@ -59,7 +59,8 @@ func runJava(ctx context.Context, cp, class string, args ...string) *exec.Cmd {
 // quorum, groups and their offsets, quotas, producers, reassignments), the
 // idempotent producer with every codec and a consumer group checking every
 // key, value, header and offset and murmur2's partitioning, acks=0 and 1,
-// message.max.bytes, a refused transactional producer, seeks, offsets by
+// message.max.bytes, transactions (commit, abort, offsets sent to a
+// transaction, read_committed), seeks, offsets by
 // time, read_committed and static membership.
 func TestJavaClient(t *testing.T) {
 	cp := javaCheck(t)

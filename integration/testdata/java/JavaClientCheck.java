@@ -296,6 +296,9 @@ public class JavaClientCheck {
     static void moreChecks(Admin admin) throws Exception {
             admin.createTopics(List.of(new NewTopic("k2", 3, (short) 1))).all().get();
             TopicPartition p0 = new TopicPartition("k2", 0);
+            // acks=0 loses what a leader not yet hosting the new partition
+            // refuses: start once the leader answers for it.
+            eventually(() -> admin.listOffsets(Map.of(p0, OffsetSpec.latest())).all().get().get(p0).offset(), x -> x == 0);
 
             // acks=0 and acks=1 without idempotence.
             for (String acks : new String[] {"0", "1"}) {
@@ -336,13 +339,44 @@ public class JavaClientCheck {
                 check(rs.count() == 1 && rs.iterator().next().value().length == 2_000_000, "2 MB record read back by a consumer at default fetch sizes: " + rs.count());
             }
 
-            // Transactions are not supported: the producer must fail saying so.
-            try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(prod("transactional.id", "tx-1", "max.block.ms", "5000"))) {
+            // Transactions: commit, abort, commit again, and a consumer
+            // group's offsets sent to the transaction; read_committed sees
+            // only the committed records, read_uncommitted all of them.
+            admin.createTopics(List.of(new NewTopic("j-txn", 1, (short) 3))).all().get();
+            TopicPartition tx0 = new TopicPartition("j-txn", 0);
+            try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(prod("transactional.id", "tx-1"))) {
                 p.initTransactions();
-                check(false, "transactions refused");
-            } catch (Exception e) {
-                check(String.valueOf(e.getMessage()).contains("transactions are not supported"), "a transactional producer is told why it cannot start: " + e);
+                p.beginTransaction();
+                p.send(new ProducerRecord<>("j-txn", 0, null, "c1".getBytes())).get();
+                p.commitTransaction();
+                p.beginTransaction();
+                p.send(new ProducerRecord<>("j-txn", 0, null, "a1".getBytes())).get();
+                p.abortTransaction();
+                p.beginTransaction();
+                p.send(new ProducerRecord<>("j-txn", 0, null, "c2".getBytes())).get();
+                p.sendOffsetsToTransaction(Map.of(p0, new OffsetAndMetadata(42)), new ConsumerGroupMetadata("j-txn-group"));
+                p.commitTransaction();
             }
+            for (String level : List.of("read_committed", "read_uncommitted")) {
+                try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cons("isolation.level", level))) {
+                    c.assign(List.of(tx0));
+                    c.seekToBeginning(List.of(tx0));
+                    List<String> vals = new ArrayList<>();
+                    long deadline = System.currentTimeMillis() + 10000;
+                    int want = level.equals("read_committed") ? 2 : 3;
+                    while (vals.size() < want && System.currentTimeMillis() < deadline) {
+                        for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) vals.add(new String(r.value()));
+                    }
+                    String expect = level.equals("read_committed") ? "[c1, c2]" : "[c1, a1, c2]";
+                    check(vals.toString().equals(expect), level + " consumer of a transactional topic: " + vals);
+                    long txEnd = c.endOffsets(List.of(tx0)).get(tx0);
+                    check(txEnd == 6, level + " end offset after three transactions (3 records, 3 markers): " + txEnd);
+                }
+            }
+            Map<TopicPartition, OffsetAndMetadata> txOffsets = eventually(
+                () -> admin.listConsumerGroupOffsets("j-txn-group").partitionsToOffsetAndMetadata().get(),
+                m -> m.containsKey(p0) && m.get(p0).offset() == 42);
+            check(txOffsets.get(p0).offset() == 42, "offsets sent to a committed transaction: " + txOffsets);
 
             // Consumer positioning: offsetsForTimes, begin/end, seek, position, read_committed.
             try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cons("isolation.level", "read_committed"))) {
