@@ -72,6 +72,8 @@ type txnShard struct {
 	// waiting are requests answered CONCURRENT_TRANSACTIONS that run again
 	// once a write of the shard completes (serve).
 	waiting []waitingTxnOp
+	// mgrUnloaded: unload called the Manager's Unload.
+	mgrUnloaded bool
 }
 
 // concurrentTxnWait is how long a request that would be answered
@@ -113,9 +115,10 @@ func (s *txnShard) serve(now int64, answer func(txn.Reply), op func(now int64, r
 }
 
 // retryWaiting runs the parked requests again (a write completed, or
-// their time is up).
+// their time is up). While the shard stops it leaves them to unload, which
+// runs them once the Manager answers everything NOT_COORDINATOR.
 func (s *txnShard) retryWaiting() {
-	if len(s.waiting) == 0 {
+	if len(s.waiting) == 0 || s.unloading && !s.mgrUnloaded {
 		return
 	}
 	ops := s.waiting
@@ -176,6 +179,7 @@ func (s *txnShard) unload() {
 	s.stopMarkers()
 	if s.mgr != nil {
 		s.apply(s.mgr.Unload())
+		s.mgrUnloaded = true
 		s.retryWaiting() // the unloaded Manager answers NOT_COORDINATOR
 	}
 }

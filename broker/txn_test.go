@@ -429,9 +429,58 @@ func TestNextTransactionWaitsForMarkers(t *testing.T) {
 			t.Fatalf("transaction %d: EndTxn: %v", i, kerr.ErrorForCode(r.ErrorCode))
 		}
 	}
+	// EndTxn is answered before its markers are written.
 	for p := range int32(3) {
-		if l := c.broker.lookup(tp("w", p)).log; l.LogEndOffset() != 20 {
-			t.Errorf("partition %d holds %d markers, want 20", p, l.LogEndOffset())
-		}
+		l := c.broker.lookup(tp("w", p)).log
+		waitFor(t, fmt.Sprintf("partition %d's 20 markers", p), 10*time.Second, func() bool { return l.LogEndOffset() == 20 })
+	}
+}
+
+// TestStuckMarkersAnswerConcurrentTransactions: while a transaction's
+// markers cannot be written (its partition's leader is gone), the
+// transaction stays PrepareCommit and the producer's next request waits
+// concurrentTxnWait, then gets CONCURRENT_TRANSACTIONS; a transaction
+// whose commit is not complete is never reported complete.
+func TestStuckMarkersAnswerConcurrentTransactions(t *testing.T) {
+	c := newTxnCluster(t)
+	c.createTopic("here", 1, nil)
+	rc := c.dialRaw(t)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"stuck"}
+	waitFor(t, "__transaction_state", 10*time.Second, func() bool {
+		return roundTrip[*kmsg.FindCoordinatorResponse](rc, fc).Coordinators[0].ErrorCode == 0
+	})
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.Version, init.TransactionalID, init.TransactionTimeoutMillis = 4, kmsg.StringPtr("stuck"), 60000
+	var ir *kmsg.InitProducerIDResponse
+	waitFor(t, "the coordinator", 10*time.Second, func() bool {
+		ir = roundTrip[*kmsg.InitProducerIDResponse](rc, init)
+		return ir.ErrorCode == 0
+	})
+	// Once __transaction_state is all here: a partition on a broker that
+	// never answers.
+	c.meta.registerBroker(2, "127.0.0.1", 1)
+	c.createAssigned("away", []int32{2})
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version, add.TransactionalID, add.ProducerID, add.ProducerEpoch = 3, "stuck", ir.ProducerID, ir.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "away", Partitions: []int32{0}}}
+	if r := roundTrip[*kmsg.AddPartitionsToTxnResponse](rc, add); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("add: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 3, "stuck", ir.ProducerID, ir.ProducerEpoch, true
+	if r := roundTrip[*kmsg.EndTxnResponse](rc, end); r.ErrorCode != 0 {
+		t.Fatalf("end: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "here", Partitions: []int32{0}}}
+	start := time.Now()
+	r := roundTrip[*kmsg.AddPartitionsToTxnResponse](rc, add)
+	if code := r.Topics[0].Partitions[0].ErrorCode; code != kerr.ConcurrentTransactions.Code || time.Since(start) < concurrentTxnWait {
+		t.Fatalf("next transaction: %v after %v, want CONCURRENT_TRANSACTIONS after %v", kerr.ErrorForCode(code), time.Since(start), concurrentTxnWait)
+	}
+	desc := kmsg.NewPtrDescribeTransactionsRequest()
+	desc.TransactionalIDs = []string{"stuck"}
+	if d := roundTrip[*kmsg.DescribeTransactionsResponse](rc, desc); d.TransactionStates[0].State != "PrepareCommit" {
+		t.Fatalf("described %+v", d.TransactionStates)
 	}
 }

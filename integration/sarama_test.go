@@ -152,3 +152,96 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama
 	}
 	return nil
 }
+
+// TestSaramaTransactions: sarama's transactional producer commits, aborts
+// and commits again, sending a consumer group's offsets with the last
+// transaction (AddOffsetsToTxn, TxnOffsetCommit); its read_committed
+// consumer reads only the committed records, and the group's offset is
+// the one committed with the transaction.
+func TestSaramaTransactions(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(20 * time.Second)
+	const topic, group = "sarama-txn", "sarama-txn-group"
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.DefaultVersion
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Transaction.ID = "sarama-txn-producer"
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	client, err := sarama.NewClient(c.BootstrapServers(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	producer, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	txn := func(value string, commit bool, offsets bool) {
+		t.Helper()
+		if err := producer.BeginTxn(); err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.StringEncoder(value)}); err != nil {
+			t.Fatalf("send %s: %v", value, err)
+		}
+		if offsets {
+			if err := producer.AddOffsetsToTxn(map[string][]*sarama.PartitionOffsetMetadata{topic: {{Partition: 0, Offset: 7}}}, group); err != nil {
+				t.Fatalf("offsets: %v", err)
+			}
+		}
+		end := producer.CommitTxn
+		if !commit {
+			end = producer.AbortTxn
+		}
+		if err := end(); err != nil {
+			t.Fatalf("end %s (commit %v): %v", value, commit, err)
+		}
+	}
+	txn("c1", true, false)
+	txn("a1", false, false)
+	txn("c2", true, true)
+
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var got []string
+	timeout := time.After(10 * time.Second)
+	for len(got) < 2 {
+		select {
+		case m := <-pc.Messages():
+			got = append(got, string(m.Value))
+		case err := <-pc.Errors():
+			t.Fatalf("consume: %v", err)
+		case <-timeout:
+			t.Fatalf("read_committed read %q", got)
+		}
+	}
+	if !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Fatalf("read_committed read %q, want c1, c2", got)
+	}
+	offs, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: {0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := offs.GetBlock(topic, 0); b == nil || b.Offset != 7 {
+		t.Fatalf("the group's offset committed with the transaction: %+v", b)
+	}
+}
