@@ -54,13 +54,15 @@ import (
 // Offsets never move, so the producer-state snapshots and the leader-epoch
 // cache stay valid. Nothing at or above the last stable offset is cleaned
 // (Kafka's firstUncleanableOffset includes the first unstable offset): an
-// open transaction's batches stay as written. A cleaned segment keeps the
-// aborted transaction index entries of the segments it replaces, and every
-// control batch (batchFilter). It keeps the records of aborted
-// transactions too: Kafka's cleaner removes them, and their markers once
-// delete.retention.ms has passed; that is a later step here, and until
-// then read_committed consumers filter them with the index as they would
-// in an uncleaned log. One exception: a group at the head of the log left
+// open transaction's batches stay as written. The batches of aborted
+// transactions are neither mapped nor kept (Kafka's cleaner discards them
+// too): an aborted record would otherwise shadow the committed value of
+// its key, which read_committed consumers and the coordinators' loading
+// (an aborted TxnOffsetCommit in __consumer_offsets) would then lose. A
+// cleaned segment keeps the aborted transaction index entries of the
+// segments it replaces, and every control batch (batchFilter); Kafka
+// removes a marker once its transaction's records are gone and
+// delete.retention.ms has passed, which is not done here. One exception: a group at the head of the log left
 // with no batch at all disappears, and the log start offset moves to the
 // next segment, as a restart would see it.
 
@@ -111,7 +113,10 @@ type cleanPlan struct {
 	firstDirtyOffset, endOffset int64
 	cleanBytes, dirtyBytes      int64
 	producerBatches             map[int64]bool
-	now                         time.Time
+	// aborted are the log's aborted transactions that may have batches in
+	// the cleanable range (their markers may lie beyond it).
+	aborted []AbortedTxn
+	now     time.Time
 	// maxCompactionDelayMs is how long ago the oldest dirty batch passed
 	// max.compaction.lag.ms (Kafka's maxCompactionDelay); above 0 the log
 	// is cleaned whatever its dirty ratio.
@@ -196,6 +201,13 @@ func (l *Log) planClean(checkpoint int64) (*cleanPlan, bool) {
 			}
 		}
 	}
+	for _, s := range l.segments {
+		for _, a := range s.txn.entries {
+			if a.FirstOffset < p.endOffset && a.LastOffset >= l.logStartOffset {
+				p.aborted = append(p.aborted, a)
+			}
+		}
+	}
 	p.producerBatches = map[int64]bool{}
 	for _, e := range l.producers {
 		for _, b := range e.batches {
@@ -228,6 +240,9 @@ func (l *Log) clean(p *cleanPlan, maxKeys int, stop <-chan struct{}) (cleanStats
 			break
 		}
 		err := readSegmentBatches(cs, stop, func(batch []byte, h record.BatchHeader) error {
+			if abortedBatch(p.aborted, &h) {
+				return nil // its records are dropped: they shadow no key
+			}
 			var err error
 			scratch, err = offsets.mapBatch(batch, h, scratch, maxUncompressed)
 			return err
@@ -241,7 +256,7 @@ func (l *Log) clean(p *cleanPlan, maxKeys int, stop <-chan struct{}) (cleanStats
 	stats.EndOffset = segs[len(segs)-1].next
 	stats.KeysMapped = len(offsets.m)
 	f := &batchFilter{offsets: offsets, nowMs: p.now.UnixMilli(), deleteRetentionMs: max(p.cfg.DeleteRetentionMs, 0),
-		producerBatches: p.producerBatches, maxUncompressed: maxUncompressed, scratch: scratch}
+		producerBatches: p.producerBatches, aborted: p.aborted, maxUncompressed: maxUncompressed, scratch: scratch}
 	for _, group := range groupSegmentsBySize(segs, p.cfg) {
 		before, after, err := l.cleanGroup(p, group, f, stop)
 		if err != nil {

@@ -162,6 +162,8 @@ type batchFilter struct {
 	// producer state remembers: kept, empty if need be, so that the state
 	// rebuilt from the log after a restart still answers those retries.
 	producerBatches map[int64]bool
+	// aborted are the aborted transactions whose batches are dropped.
+	aborted         []AbortedTxn
 	maxUncompressed int
 
 	scratch  []byte // decompressed records
@@ -194,6 +196,12 @@ func (f *batchFilter) filter(dst, batch []byte, h record.BatchHeader) ([]byte, e
 	if h.IsControl() {
 		f.recordsKept += int64(h.RecordCount)
 		return append(dst, batch...), nil
+	}
+	if abortedBatch(f.aborted, &h) {
+		if f.producerBatches[h.BaseOffset] {
+			return appendEmptyBatch(dst, batch, h), nil
+		}
+		return dst, nil
 	}
 	rs, scratch, err := uncompressedRecords(batch, h, f.scratch, f.maxUncompressed)
 	f.scratch = scratch
@@ -289,6 +297,22 @@ func (f *batchFilter) filter(dst, batch []byte, h record.BatchHeader) ([]byte, e
 	be.PutUint32(out[57:], uint32(kept))
 	be.PutUint32(out[17:], record.ComputeCRC(out))
 	return dst, nil
+}
+
+// abortedBatch reports whether h is a data batch of one of the aborted
+// transactions: a transactional batch of the transaction's producer between
+// its first offset and its marker (a producer's transactions do not
+// overlap). Transactions are few; a linear scan is cheaper than an index.
+func abortedBatch(aborted []AbortedTxn, h *record.BatchHeader) bool {
+	if !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	for i := range aborted {
+		if a := &aborted[i]; a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && h.BaseOffset <= a.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // appendEmptyBatch appends h's header with no records (Kafka's

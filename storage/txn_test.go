@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/keelstream/keel/network/record"
@@ -520,6 +521,48 @@ func TestCompactionKeepsAbortedEntriesAndMarkers(t *testing.T) {
 	r := openTestLog(t, l.Dir(), OpenOptions{Config: cfg, Now: clock.Now, CleanShutdown: true, HighWatermark: l.LogEndOffset()})
 	if got := r.AbortedTransactions(0, math.MaxInt64); !reflect.DeepEqual(got, want) {
 		t.Fatalf("reopened after cleaning:\n got  %+v\n want %+v", got, want)
+	}
+}
+
+// TestCompactionDropsAbortedRecords: an aborted transaction's record does
+// not shadow the committed value of its key (it would then be lost to
+// read_committed readers and to a coordinator loading __consumer_offsets);
+// the cleaner drops it, as Kafka's does.
+func TestCompactionDropsAbortedRecords(t *testing.T) {
+	clock := newFakeClock()
+	cfg := compactConfig()
+	l := openTestLog(t, partitionDir(t), OpenOptions{Config: cfg, Now: clock.Now})
+	txnKeyed := func(pid int64, seq int32, key, value string) []byte {
+		b := keyedBatch(t, record.CompressionNone, testEpochMs, kv{key, []byte(value)})
+		record.SetProducerFields(b, pid, 0, seq)
+		b[22] |= 0x10 // transactional
+		return resign(b)
+	}
+	appendOK(t, l, keyedBatch(t, record.CompressionNone, testEpochMs, kv{"a", []byte("committed")}), 0) // 0
+	appendOK(t, l, txnKeyed(1, 0, "a", "aborted"), 0)                                                    // 1
+	appendOK(t, l, txnKeyed(2, 0, "b", "committed"), 0)                                                  // 2
+	l.Roll()
+	appendMarkerOK(t, l, record.ControlAbort, 1, 0, 0)  // 3
+	appendMarkerOK(t, l, record.ControlCommit, 2, 0, 0) // 4
+	appendOK(t, l, txnKeyed(1, 1, "b", "aborted"), 0)   // 5, aborted at 6 in the active segment
+	appendMarkerOK(t, l, record.ControlAbort, 1, 0, 0)  // 6
+	l.Roll()
+	l.SetHighWatermark(l.LogEndOffset())
+	cleanOnce(t, l, 0)
+	values := map[string]string{}
+	for _, r := range readRecords(t, l) {
+		if r.key == "a" || r.key == "b" {
+			if strings.HasPrefix(r.value, "aborted") {
+				t.Errorf("aborted record %s=%s at %d kept", r.key, r.value, r.offset)
+			}
+			values[r.key] = r.value
+		}
+	}
+	if values["a"] != "committed" || values["b"] != "committed" {
+		t.Fatalf("after cleaning: %v, want the committed value of each key", values)
+	}
+	if got := l.AbortedTransactions(0, math.MaxInt64); len(got) != 2 {
+		t.Fatalf("aborted entries after cleaning: %+v", got)
 	}
 }
 
