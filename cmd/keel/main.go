@@ -36,6 +36,7 @@ func newApp() *cli.App {
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),
+			transactionsCommand(),
 			perfCommand(),
 		},
 	}
