@@ -484,3 +484,50 @@ func TestStuckMarkersAnswerConcurrentTransactions(t *testing.T) {
 		t.Fatalf("described %+v", d.TransactionStates)
 	}
 }
+
+// BenchmarkFetchReadCommitted consumes b.N records written in
+// transactions of 1,000 (one in ten aborted, which the consumer drops with
+// the aborted-transaction list) with read_committed; BenchmarkFetch is the
+// read_uncommitted baseline of plain records.
+func BenchmarkFetchReadCommitted(b *testing.B) {
+	c := newTestCluster(b, withConfig("transaction.state.log.num.partitions=3"))
+	c.createTopic("bench", benchPartitions, nil)
+	prod := c.client(kgo.TransactionalID("bench"), kgo.DefaultProduceTopic("bench"), kgo.MaxBufferedRecords(1<<20))
+	ctx := context.Background()
+	value := make([]byte, benchValueSize)
+	committed := 0
+	for i := 0; committed < b.N; i++ {
+		if err := prod.BeginTransaction(); err != nil {
+			b.Fatal(err)
+		}
+		for range 1000 {
+			prod.Produce(ctx, &kgo.Record{Value: value}, nil)
+		}
+		if err := prod.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		commit := i%10 != 9
+		if err := prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			b.Fatal(err)
+		}
+		if commit {
+			committed += 1000
+		}
+	}
+	cons := c.client(kgo.ConsumeTopics("bench"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	b.ResetTimer()
+	start := time.Now()
+	got := 0
+	for got < committed {
+		fs := cons.PollFetches(ctx)
+		fs.EachError(func(topic string, p int32, err error) { b.Fatalf("%s-%d: %v", topic, p, err) })
+		got += fs.NumRecords()
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if got != committed {
+		b.Fatalf("read %d records, %d committed", got, committed)
+	}
+	reportRate(b, got, elapsed)
+}
