@@ -3,14 +3,14 @@ package txn
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/keelstream/keel/broker/internal/scripttest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata scripts")
@@ -24,55 +24,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // "markers-done". `go test ./broker/txn -run TestTxnScripts -rewrite`
 // regenerates the expected output.
 func TestTxnScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
-	}
-}
-
-type block struct {
-	comments []string
-	cmd      string
-	want     string
-}
-
-func parse(t *testing.T, path string) []block {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	var blocks []block
-	var comments []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		switch {
-		case strings.TrimSpace(l) == "":
-			continue
-		case strings.HasPrefix(l, "#"):
-			comments = append(comments, l)
-			continue
-		}
-		b := block{comments: comments, cmd: l}
-		comments = nil
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command %q is not followed by ----", path, i+1, l)
-		}
-		i += 2
-		var out []string
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			out = append(out, lines[i])
-		}
-		b.want = strings.Join(out, "\n")
-		blocks = append(blocks, b)
-	}
-	if len(comments) > 0 {
-		blocks = append(blocks, block{comments: comments})
-	}
-	return blocks
+	scripttest.Run(t, *rewrite, func(t *testing.T) func(string) string { return newHarness(t).run })
 }
 
 // pendingAppend is an append the harness has not reported yet.
@@ -108,40 +60,6 @@ func (h *harness) alloc() (int64, error) {
 	}
 	h.nextPID++
 	return h.nextPID, nil
-}
-
-func runScript(t *testing.T, path string) {
-	blocks := parse(t, path)
-	h := newHarness(t)
-	var out strings.Builder
-	for _, b := range blocks {
-		for _, c := range b.comments {
-			out.WriteString(c + "\n")
-		}
-		if b.cmd == "" {
-			continue
-		}
-		got := h.run(b.cmd)
-		if !*rewrite && got != b.want {
-			t.Errorf("%s: %s\n got:\n%s\nwant:\n%s", path, b.cmd, got, b.want)
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n\n", b.cmd, got)
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// args parses "k=v" words.
-func args(words []string) map[string]string {
-	out := map[string]string{}
-	for _, w := range words {
-		k, v, _ := strings.Cut(w, "=")
-		out[k] = v
-	}
-	return out
 }
 
 func num(s string, def int64) int64 {
@@ -197,7 +115,7 @@ func fmtTPs(tps []TopicPartition) string {
 
 func (h *harness) run(cmd string) string {
 	words := strings.Fields(cmd)
-	a := args(words[1:])
+	a := scripttest.Args(words[1:])
 	switch words[0] {
 	case "config":
 		h.cfg.MaxTimeoutMs = num(a["max-timeout"], h.cfg.MaxTimeoutMs)
