@@ -73,15 +73,18 @@ import (
 	"github.com/keelstream/keel/storage"
 )
 
-// producePending is a partition of an acks=-1 produce waiting for its high
-// watermark.
+// producePending is a partition of an acks=-1 produce (or of a
+// WriteTxnMarkers) waiting for its high watermark.
 type producePending struct {
-	p              *partition
-	resp           *kmsg.ProduceResponseTopicPartition
+	p *partition
+	// code is the response partition's error code, set when settled.
+	code           *int16
 	requiredOffset int64 // the high watermark must reach it
 	// acks is the request's: -1 waits for the high watermark; 1 waits,
 	// in the durable mode only, for the local fsync (the durable offset).
 	acks int16
+	// committed, if set, runs when the partition settles without error.
+	committed func()
 }
 
 // produceMustWait reports whether an append answered with acks waits in the
@@ -153,7 +156,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 			b.setCurrentLeader(img, j.topic, j.rp, leaders)
 		}
 		if j.p != nil && produceMustWait(j.p, acks, j.required) {
-			pending = append(pending, producePending{p: j.p, resp: j.rp, requiredOffset: j.required, acks: acks})
+			pending = append(pending, producePending{p: j.p, code: &j.rp.ErrorCode, requiredOffset: j.required, acks: acks})
 		}
 	}
 	if len(leaders) > 0 {
@@ -418,8 +421,8 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 }
 
 // parkProduce waits until the high watermark of every pending partition
-// reaches its required offset, or timeout.
-func (b *Broker) parkProduce(ctx context.Context, resp *kmsg.ProduceResponse, pending []producePending, timeout time.Duration) network.Result {
+// reaches its required offset, or timeout, then answers resp.
+func (b *Broker) parkProduce(ctx context.Context, resp kmsg.Response, pending []producePending, timeout time.Duration) network.Result {
 	parts := make([]*partition, len(pending))
 	settled := make([]bool, len(pending))
 	for i := range pending {
@@ -435,9 +438,12 @@ func (b *Broker) parkProduce(ctx context.Context, resp *kmsg.ProduceResponse, pe
 			code, ok := produceReady(pp)
 			switch {
 			case ok:
-				pp.resp.ErrorCode, settled[i] = code, true
+				*pp.code, settled[i] = code, true
+				if code == 0 && pp.committed != nil {
+					pp.committed()
+				}
 			case final:
-				pp.resp.ErrorCode, settled[i] = kerr.RequestTimedOut.Code, true
+				*pp.code, settled[i] = kerr.RequestTimedOut.Code, true
 			default:
 				done = false
 			}

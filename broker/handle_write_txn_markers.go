@@ -43,19 +43,10 @@ import (
 // request.timeout.ms default, which its handler uses.
 const txnMarkerTimeout = 30 * time.Second
 
-// markerPending is a marker appended to a partition and waiting for the
-// high watermark.
-type markerPending struct {
-	wait       producePending // resp unused
-	code       *int16         // the response partition's error code
-	producerID int64
-	commit     bool
-}
-
 func (b *Broker) handleWriteTxnMarkers(ctx context.Context, m *kmsg.WriteTxnMarkersRequest) network.Result {
 	resp := m.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	now := b.now().UnixMilli()
-	var pending []markerPending
+	var pending []producePending
 	for _, mk := range m.Markers {
 		rm := kmsg.NewWriteTxnMarkersResponseMarker()
 		rm.ProducerID = mk.ProducerID
@@ -69,12 +60,16 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, m *kmsg.WriteTxnMark
 				rp.Partition = part
 				p, required, code := b.appendMarker(t.Topic, part, &mk, now)
 				rp.ErrorCode = code
-				if p != nil && produceMustWait(p, -1, required) {
+				if p == nil {
+					continue
+				}
+				pid, commit := mk.ProducerID, mk.Committed
+				committed := func() { b.txnMarkerCommitted(p, pid, commit) }
+				if produceMustWait(p, -1, required) {
 					// rp stays valid: rt.Partitions keeps its array.
-					pending = append(pending, markerPending{wait: producePending{p: p, requiredOffset: required, acks: -1},
-						code: &rp.ErrorCode, producerID: mk.ProducerID, commit: mk.Committed})
-				} else if p != nil {
-					b.txnMarkerCommitted(p, mk.ProducerID, mk.Committed)
+					pending = append(pending, producePending{p: p, code: &rp.ErrorCode, requiredOffset: required, acks: -1, committed: committed})
+				} else {
+					committed()
 				}
 			}
 			rm.Topics = append(rm.Topics, rt)
@@ -84,7 +79,7 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, m *kmsg.WriteTxnMark
 	if len(pending) == 0 {
 		return respond(resp)
 	}
-	return b.parkMarkers(ctx, resp, pending, txnMarkerTimeout)
+	return b.parkProduce(ctx, resp, pending, txnMarkerTimeout)
 }
 
 // appendMarker appends one control batch as the partition's leader. It
@@ -124,43 +119,6 @@ func (b *Broker) appendMarker(topic string, part int32, mk *kmsg.WriteTxnMarkers
 	b.maybeAdvanceHighWatermark(p)
 	p.fetchWatch.completeAll()
 	return p, info.LastOffset + 1, 0
-}
-
-// parkMarkers waits for the markers' high watermarks, as an acks=all
-// produce does (produceReady), and tells the group coordinator of each
-// committed marker on an offsets partition.
-func (b *Broker) parkMarkers(ctx context.Context, resp *kmsg.WriteTxnMarkersResponse, pending []markerPending, timeout time.Duration) network.Result {
-	parts := make([]*partition, len(pending))
-	settled := make([]bool, len(pending))
-	for i := range pending {
-		parts[i] = pending[i].wait.p
-	}
-	check := func(final bool) *network.Response {
-		done := true
-		for i := range pending {
-			if settled[i] {
-				continue
-			}
-			mp := &pending[i]
-			code, ok := produceReady(&mp.wait)
-			switch {
-			case ok:
-				*mp.code, settled[i] = code, true
-				if code == 0 {
-					b.txnMarkerCommitted(mp.wait.p, mp.producerID, mp.commit)
-				}
-			case final:
-				*mp.code, settled[i] = kerr.RequestTimedOut.Code, true
-			default:
-				done = false
-			}
-		}
-		if !done {
-			return nil
-		}
-		return &network.Response{Msg: resp}
-	}
-	return b.park(ctx, parts, func(p *partition) *watchList { return &p.produceWatch }, timeout, check)
 }
 
 // txnMarkerCommitted runs once a marker is committed: on an offsets
