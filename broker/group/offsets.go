@@ -51,18 +51,9 @@ func (m *Manager) CommitOffsets(now int64, req CommitRequest) ([]int16, Effects)
 		}
 		return codes, Effects{}
 	}
-	if req.Group == "" {
-		return all(kerr.InvalidGroupID.Code)
-	}
-	g := m.groups[req.Group]
-	if g == nil {
-		if req.Generation >= 0 {
-			// A member commit to a group that is not here: a stale
-			// generation, or a coordinator that lost the group.
-			return all(kerr.IllegalGeneration.Code)
-		}
-		g = newGroup(req.Group, now)
-		m.groups[req.Group] = g
+	g, code := m.commitGroup(now, req.Group, req.Generation)
+	if code != 0 {
+		return all(code)
 	}
 	switch {
 	case g.State == Dead:
@@ -84,21 +75,53 @@ func (m *Manager) CommitOffsets(now int64, req CommitRequest) ([]int16, Effects)
 		}
 		mem.heartbeatDeadline = now + mem.SessionTimeoutMs
 	}
+	expire := int64(-1)
+	if req.RetentionMs >= 0 {
+		expire = now + req.RetentionMs
+	}
+	return codes, m.offsetRecords(now, g, req.Partitions, expire, codes, nil)
+}
+
+// commitGroup is the group an offset commit goes to: for a commit without
+// a generation (a simple consumer, an admin, or a producer committing for
+// one), a group that is not here is created Empty, as Kafka does; for a
+// member's, it is ILLEGAL_GENERATION (a stale generation, or a coordinator
+// that lost the group).
+func (m *Manager) commitGroup(now int64, id string, generation int32) (*Group, int16) {
+	if id == "" {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	g := m.groups[id]
+	if g == nil {
+		if generation >= 0 {
+			return nil, kerr.IllegalGeneration.Code
+		}
+		g = newGroup(id, now)
+		m.groups[id] = g
+	}
+	return g, 0
+}
+
+// offsetRecords is the Effects of committing parts to g (the partitions of
+// a TxnOffsetCommit's write txn, when not nil): a record and a pending
+// commit per partition, OFFSET_METADATA_TOO_LARGE in codes instead for
+// metadata over offset.metadata.max.bytes.
+func (m *Manager) offsetRecords(now int64, g *Group, parts []CommitPartition, expire int64, codes []int16, txn *txnWrite) Effects {
 	var eff Effects
-	for i, p := range req.Partitions {
+	for i, p := range parts {
 		if len(p.Metadata) > m.cfg.MaxMetadataSize {
 			codes[i] = kerr.OffsetMetadataTooLarge.Code
 			continue
 		}
-		o := Offset{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, CommitTimestamp: now, ExpireTimestamp: -1}
-		if req.RetentionMs >= 0 {
-			o.ExpireTimestamp = now + req.RetentionMs
-		}
+		o := Offset{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, CommitTimestamp: now, ExpireTimestamp: expire}
 		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		eff.Records = append(eff.Records, Record{Key: OffsetKey(g.ID, p.Topic, p.Partition), Value: OffsetValue(o)})
-		eff.Commits = append(eff.Commits, PendingCommit{Group: g.ID, TP: tp, Offset: o})
+		eff.Commits = append(eff.Commits, PendingCommit{Group: g.ID, TP: tp, Offset: o, txn: txn})
+		if txn != nil {
+			txn.offsets[tp] = o
+		}
 	}
-	return codes, eff
+	return eff
 }
 
 // ApplyCommits is ApplyCommitsAt for a caller that does not know the

@@ -81,39 +81,20 @@ func (m *Manager) CommitTxnOffsets(now int64, req TxnCommitRequest) ([]int16, Ef
 		}
 		return codes, Effects{}
 	}
-	if req.Group == "" {
-		return all(kerr.InvalidGroupID.Code)
-	}
-	g := m.groups[req.Group]
-	if g == nil {
-		if req.Generation >= 0 {
-			// Kafka's OffsetMetadataManager.validateTransactionalOffsetCommit:
-			// a member of a group that is not here is stale.
-			return all(kerr.IllegalGeneration.Code)
-		}
-		// A producer committing for a simple consumer: Kafka creates the
-		// group, Empty.
-		g = newGroup(req.Group, now)
-		m.groups[req.Group] = g
+	// Kafka's OffsetMetadataManager.validateTransactionalOffsetCommit: a
+	// member of a group that is not here is stale; a producer committing
+	// for a simple consumer creates the group, Empty.
+	g, code := m.commitGroup(now, req.Group, req.Generation)
+	if code != 0 {
+		return all(code)
 	}
 	if code := g.validateTxnOffsetCommit(req); code != 0 {
 		return all(code)
 	}
 	m.txnWriteSeq++
 	w := &txnWrite{producerID: req.ProducerID, seq: m.txnWriteSeq, offsets: map[TopicPartition]Offset{}}
-	var eff Effects
-	for i, p := range req.Partitions {
-		if len(p.Metadata) > m.cfg.MaxMetadataSize {
-			codes[i] = kerr.OffsetMetadataTooLarge.Code
-			continue
-		}
-		// TxnOffsetCommit has no retention: the broker's applies.
-		o := Offset{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, CommitTimestamp: now, ExpireTimestamp: -1}
-		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		eff.Records = append(eff.Records, Record{Key: OffsetKey(g.ID, p.Topic, p.Partition), Value: OffsetValue(o)})
-		eff.Commits = append(eff.Commits, PendingCommit{Group: g.ID, TP: tp, Offset: o, txn: w})
-		w.offsets[tp] = o
-	}
+	// TxnOffsetCommit has no retention: the broker's applies.
+	eff := m.offsetRecords(now, g, req.Partitions, -1, codes, w)
 	if len(eff.Records) > 0 {
 		g.txnWrites[w] = struct{}{}
 		eff.Txn = &TxnProducer{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch}
