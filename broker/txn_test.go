@@ -392,6 +392,25 @@ func BenchmarkTransactions(b *testing.B) {
 	}
 }
 
+// initTransactional finds the transaction coordinator of id (creating
+// __transaction_state) and gets a producer id and epoch from it.
+func initTransactional(t *testing.T, rc *rawClient, id string, timeoutMs int32) *kmsg.InitProducerIDResponse {
+	t.Helper()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{id}
+	waitFor(t, "__transaction_state", 10*time.Second, func() bool {
+		return roundTrip[*kmsg.FindCoordinatorResponse](rc, fc).Coordinators[0].ErrorCode == 0
+	})
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.Version, init.TransactionalID, init.TransactionTimeoutMillis = 4, kmsg.StringPtr(id), timeoutMs
+	var ir *kmsg.InitProducerIDResponse
+	waitFor(t, "a producer id from the coordinator", 10*time.Second, func() bool {
+		ir = roundTrip[*kmsg.InitProducerIDResponse](rc, init)
+		return ir.ErrorCode == 0
+	})
+	return ir
+}
+
 // TestNextTransactionWaitsForMarkers: the AddPartitionsToTxn that begins a
 // producer's next transaction right after EndTxn, while the last one's
 // markers are still being written, is answered once they are, not with
@@ -401,18 +420,7 @@ func TestNextTransactionWaitsForMarkers(t *testing.T) {
 	c := newTxnCluster(t)
 	c.createTopic("w", 3, nil)
 	rc := c.dialRaw(t)
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"w"}
-	waitFor(t, "__transaction_state", 10*time.Second, func() bool {
-		return roundTrip[*kmsg.FindCoordinatorResponse](rc, fc).Coordinators[0].ErrorCode == 0
-	})
-	init := kmsg.NewPtrInitProducerIDRequest()
-	init.Version, init.TransactionalID, init.TransactionTimeoutMillis = 4, kmsg.StringPtr("w"), 10000
-	var ir *kmsg.InitProducerIDResponse
-	waitFor(t, "a transaction coordinator", 10*time.Second, func() bool {
-		ir = roundTrip[*kmsg.InitProducerIDResponse](rc, init)
-		return ir.ErrorCode == 0
-	})
+	ir := initTransactional(t, rc, "w", 10000)
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.Version, add.TransactionalID, add.ProducerID, add.ProducerEpoch = 3, "w", ir.ProducerID, ir.ProducerEpoch
 	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "w", Partitions: []int32{0, 1, 2}}}
@@ -445,18 +453,7 @@ func TestStuckMarkersAnswerConcurrentTransactions(t *testing.T) {
 	c := newTxnCluster(t)
 	c.createTopic("here", 1, nil)
 	rc := c.dialRaw(t)
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"stuck"}
-	waitFor(t, "__transaction_state", 10*time.Second, func() bool {
-		return roundTrip[*kmsg.FindCoordinatorResponse](rc, fc).Coordinators[0].ErrorCode == 0
-	})
-	init := kmsg.NewPtrInitProducerIDRequest()
-	init.Version, init.TransactionalID, init.TransactionTimeoutMillis = 4, kmsg.StringPtr("stuck"), 60000
-	var ir *kmsg.InitProducerIDResponse
-	waitFor(t, "the coordinator", 10*time.Second, func() bool {
-		ir = roundTrip[*kmsg.InitProducerIDResponse](rc, init)
-		return ir.ErrorCode == 0
-	})
+	ir := initTransactional(t, rc, "stuck", 60000)
 	// Once __transaction_state is all here: a partition on a broker that
 	// never answers.
 	c.meta.registerBroker(2, "127.0.0.1", 1)
