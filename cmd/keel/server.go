@@ -31,7 +31,11 @@ func serverCommand() *cli.Command {
 			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.\n\n" +
 			"Metrics: --override keel.metrics.address=0.0.0.0:9404 serves Kafka's broker metrics\n" +
 			"(UnderReplicatedPartitions, MessagesInPerSec, RequestMetrics, ...) at http://host:9404/metrics\n" +
-			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.",
+			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.\n\n" +
+			"Transactions: producers with a transactional.id and read_committed consumers work as\n" +
+			"with Kafka; the transaction coordinator keeps its state in __transaction_state, created\n" +
+			"on first use (transaction.state.log.num.partitions, .replication.factor, .min.isr;\n" +
+			"transaction.max.timeout.ms, transactional.id.expiration.ms). keel transactions lists them.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},
