@@ -77,6 +77,38 @@
 // retry always stays within the five batches the broker remembers. A broker's responses are read by one goroutine per broker, which
 // runs the callbacks, in order per partition.
 //
+// # Transactions
+//
+//	p, err := client.NewProducer(ctx, client.SeedBrokers("localhost:9092"),
+//		client.TransactionalID("billing-1")) // InitProducerId: fences older "billing-1"s
+//	if err != nil { ... }
+//	for {
+//		recs, err := c.Poll(ctx) // c: ConsumerGroup, AutoCommit(false), Isolation(ReadCommitted)
+//		if err != nil { ... }
+//		if err := p.BeginTransaction(); err != nil { ... }
+//		for _, r := range recs {
+//			p.Produce(ctx, client.StringRecord("invoices", transform(r)), nil)
+//		}
+//		err = p.SendOffsetsToTransaction(ctx, nextOffsets(recs), c.GroupMetadata())
+//		if err == nil {
+//			err = p.CommitTransaction(ctx)
+//		}
+//		switch {
+//		case errors.Is(err, client.ErrProducerFatal): // fenced: stop
+//			return err
+//		case err != nil: // ErrTransactionAbortable and the like
+//			_ = p.AbortTransaction(ctx) // then rewind c to its committed offsets
+//		}
+//	}
+//
+// With TransactionalID the Producer is Java's transactional producer
+// (KIP-98, KIP-447; producer_txn.go): records only between
+// BeginTransaction and CommitTransaction or AbortTransaction, each
+// partition added with AddPartitionsToTxn before its first batch, a
+// failed record making the transaction abortable, fencing making the
+// producer unusable. Lock order: txnManager.opMu before txnManager.mu;
+// txnManager.mu and a partition's mutex are never held together.
+//
 // # Consuming
 //
 //	c, err := client.NewConsumer(ctx,

@@ -104,6 +104,23 @@ var (
 	ErrUnknownProducerID = codeError(59)
 	// ErrGroupIDNotFound (69): the group does not exist.
 	ErrGroupIDNotFound = codeError(69)
+	// ErrInvalidTxnState (48): the request does not fit the transaction's
+	// state at the coordinator. Fatal for a transactional producer.
+	ErrInvalidTxnState = codeError(48)
+	// ErrInvalidProducerIDMapping (49): the coordinator does not know the
+	// producer id for the transactional id. Fatal for a transactional
+	// producer.
+	ErrInvalidProducerIDMapping = codeError(49)
+	// ErrConcurrentTransactions (51): the previous transaction of the
+	// transactional id is still completing; retried.
+	ErrConcurrentTransactions = codeError(51)
+	// ErrTransactionalIDAuthorizationFailed (53): the principal may not use
+	// the transactional id. Fatal for a transactional producer.
+	ErrTransactionalIDAuthorizationFailed = codeError(53)
+	// ErrProducerFenced (90): a newer producer with the same transactional
+	// id has initialized (KIP-588). A transactional producer also reports
+	// INVALID_PRODUCER_EPOCH (47) as this. Fatal.
+	ErrProducerFenced = codeError(90)
 )
 
 // SDK errors that are not Kafka error codes.
@@ -128,6 +145,26 @@ var (
 	// ErrConnectionClosed means the broker connection died while a request
 	// was in flight; the request may or may not have been processed.
 	ErrConnectionClosed = errors.New("broker connection closed")
+	// ErrTransactionState is returned by a transactional call that does
+	// not fit the producer's state: Produce outside a transaction,
+	// BeginTransaction with one open, CommitTransaction without one, any
+	// of them on a producer without TransactionalID (Java's
+	// IllegalStateException).
+	ErrTransactionState = errors.New("illegal transactional state")
+	// ErrTransactionAbortable is matched by the errors of a transaction
+	// that can no longer commit (a record failed, offsets could not be
+	// added); the error also wraps the cause. Produce, CommitTransaction
+	// and SendOffsetsToTransaction return it until AbortTransaction.
+	ErrTransactionAbortable = errors.New("transaction failed and must be aborted")
+	// ErrProducerFatal is matched by every error of a transactional
+	// producer after a fatal one (ErrProducerFenced,
+	// ErrTransactionalIDAuthorizationFailed, ErrInvalidProducerIDMapping,
+	// ErrInvalidTxnState), which the error also wraps. The producer can
+	// only be closed.
+	ErrProducerFatal = errors.New("producer is unusable")
+	// ErrTransactionAborted is passed to the callbacks of records that were
+	// still buffered when their transaction was aborted.
+	ErrTransactionAborted = errors.New("transaction aborted before the record was sent")
 	// ErrRequestTimeout means no response arrived within request.timeout.ms;
 	// the connection is closed (responses on it can no longer be trusted
 	// to line up).

@@ -53,6 +53,8 @@ type Producer struct {
 	id       producerID
 	needBump atomic.Bool
 
+	txn *txnManager // nil unless TransactionalID was given
+
 	// closeMu is read-held by every Produce call while it buffers a
 	// record, and write-held once by Close, so that Close knows no record
 	// can slip into the buffer after it failed what was left.
@@ -84,7 +86,10 @@ type topicState struct {
 
 // NewProducer builds a Producer with its own Client from opts (client and
 // producer options). With idempotence on (the default) it obtains a
-// producer id before returning.
+// producer id before returning. With TransactionalID it also initializes
+// transactions before returning (Java's initTransactions: InitProducerId
+// from the transaction coordinator, which fences older producers with the
+// same id), retrying for at most max.block.ms.
 func NewProducer(ctx context.Context, opts ...Opt) (*Producer, error) {
 	ccfg, rest := splitOpts(opts)
 	cl, err := newClient(ctx, ccfg)
@@ -113,6 +118,19 @@ func newProducer(ctx context.Context, cl *Client, opts []Opt) (*Producer, error)
 		if po, ok := o.(producerOpt); ok {
 			po.fn(&cfg)
 		}
+	}
+	if cfg.transactionalID != "" {
+		// Kafka's rule: transactions need idempotence, hence acks=all.
+		if cfg.idempotentSet && !cfg.idempotent {
+			return nil, fmt.Errorf("new producer: transactional.id %q requires idempotence, but it was turned off", cfg.transactionalID)
+		}
+		if cfg.acksSet && cfg.acks != AcksAll {
+			return nil, fmt.Errorf("new producer: transactional.id %q requires acks=all, got acks=%d", cfg.transactionalID, cfg.acks)
+		}
+		if cfg.txnTimeout < time.Millisecond || cfg.txnTimeout > time.Duration(1<<31-1)*time.Millisecond {
+			return nil, fmt.Errorf("new producer: transaction timeout %v out of range", cfg.txnTimeout)
+		}
+		cfg.idempotent = true
 	}
 	if cfg.acksSet && cfg.acks != AcksAll {
 		if cfg.idempotentSet && cfg.idempotent {
@@ -151,7 +169,16 @@ func newProducer(ctx context.Context, cl *Client, opts []Opt) (*Producer, error)
 	empty := map[string]*topicState{}
 	p.topics.Store(&empty)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if cfg.idempotent {
+	if cfg.transactionalID != "" {
+		p.txn = newTxnManager(p)
+		initCtx, cancel := context.WithTimeout(ctx, cfg.maxBlock)
+		err := p.txn.initProducerID(initCtx)
+		cancel()
+		if err != nil {
+			p.cancel()
+			return nil, fmt.Errorf("new producer: %w", err)
+		}
+	} else if cfg.idempotent {
 		if err := p.initProducerID(ctx); err != nil {
 			p.cancel()
 			return nil, err
@@ -218,10 +245,19 @@ func (p *Producer) currentID() producerID {
 // offset order per partition; they must not block for long (they hold up
 // the responses of their broker) and must not call Flush or Close.
 //
+// A transactional producer accepts records only between BeginTransaction
+// and the end of the transaction: otherwise cb gets ErrTransactionState
+// (or the transaction's abortable or fatal error).
+//
 // Safe for concurrent use. The producer owns r until cb runs.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) {
-	if err := p.produce(ctx, r, cb); err != nil && cb != nil {
-		cb(r, err)
+	if err := p.produce(ctx, r, cb); err != nil {
+		if p.txn != nil && !errors.Is(err, ErrTransactionState) && !errors.Is(err, ErrClosed) {
+			p.txn.batchFailed(err) // as in Java, a failed send fails the transaction
+		}
+		if cb != nil {
+			cb(r, err)
+		}
 	}
 }
 
@@ -230,6 +266,11 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	defer p.closeMu.RUnlock()
 	if p.closing.Load() {
 		return ErrClosed
+	}
+	if p.txn != nil {
+		if err := p.txn.checkProduce(); err != nil {
+			return fmt.Errorf("produce to %s: %w", r.Topic, err)
+		}
 	}
 	size := recordSize(r)
 	if size > p.cfg.maxRequestSize || int64(size) > p.cfg.bufferMemory {
@@ -482,13 +523,19 @@ func (p *Producer) ProduceSync(ctx context.Context, records ...*Record) ProduceR
 
 // Close flushes buffered records (bounded by ctx), then stops the sender
 // and the response readers; records still buffered or in flight when ctx
-// ends fail with ErrClosed. If the Producer built its own Client, Close
-// closes it. Safe to call more than once; later calls return the first
-// call's result.
+// ends fail with ErrClosed. A transactional producer first aborts a
+// transaction left open, as Kafka's does. If the Producer built its own
+// Client, Close closes it. Safe to call more than once; later calls return
+// the first call's result.
 func (p *Producer) Close(ctx context.Context) error {
 	p.once.Do(func() {
+		if p.txn != nil {
+			if err := p.txn.abortOnClose(ctx); err != nil {
+				p.closeErr = err
+			}
+		}
 		p.closing.Store(true)
-		if err := p.Flush(ctx); err != nil {
+		if err := p.Flush(ctx); err != nil && p.closeErr == nil {
 			p.closeErr = err
 		}
 		close(p.closed) // wakes Produce calls blocked on memory or metadata

@@ -30,6 +30,12 @@ type partitionState struct {
 	nextSeq     int32
 	seqProducer int64
 	seqEpoch    int16
+
+	// Transactions: AddPartitionsToTxn accepted the partition in the
+	// open transaction (txnAdded), or it is queued or being sent
+	// (txnAdding). Both are reset when the transaction ends.
+	txnAdded  bool
+	txnAdding bool
 }
 
 // batch is one partition's records on their way to the broker.
@@ -57,10 +63,11 @@ var batchPool = sync.Pool{New: func() any {
 	return &batch{builder: record.NewProducerBatchBuilder(record.DefaultBatchOptions(), 0)}
 }}
 
-func newBatch(ps *partitionState, c record.Compression) *batch {
+func newBatch(ps *partitionState, c record.Compression, transactional bool) *batch {
 	b := batchPool.Get().(*batch)
 	opts := record.DefaultBatchOptions()
 	opts.Compression = c
+	opts.Transactional = transactional
 	b.builder.Reset(opts)
 	b.ps = ps
 	b.created = time.Now()
@@ -84,7 +91,7 @@ func (ps *partitionState) append(p *Producer, r *Record, cb func(*Record, error)
 		wake = true
 	}
 	if b == nil {
-		b = newBatch(ps, p.cfg.compression)
+		b = newBatch(ps, p.cfg.compression, p.txn != nil)
 		b.builder.Grow(max(p.cfg.batchSize, size+64) - b.builder.UncompressedSize())
 		ps.cur = b
 		wake = true
@@ -105,6 +112,9 @@ func (ps *partitionState) append(p *Producer, r *Record, cb func(*Record, error)
 // baseOffset is -1 when unknown (acks=0, errors); logAppendTime is -1
 // unless the topic uses LogAppendTime. Called without locks.
 func (b *batch) complete(p *Producer, baseOffset, logAppendTime int64, err error) {
+	if err != nil && p.txn != nil {
+		p.txn.batchFailed(err) // a failed record fails its transaction
+	}
 	for i, br := range b.recs {
 		r := br.r
 		if err == nil {

@@ -50,6 +50,8 @@ type producerConfig struct {
 	maxRequestSize  int
 	produceTimeout  time.Duration
 	partitioner     Partitioner
+	transactionalID string
+	txnTimeout      time.Duration
 }
 
 func defaultProducerConfig() producerConfig {
@@ -65,6 +67,7 @@ func defaultProducerConfig() producerConfig {
 		deliveryTimeout: 2 * time.Minute,
 		maxRequestSize:  1 << 20,
 		produceTimeout:  30 * time.Second,
+		txnTimeout:      60 * time.Second,
 	}
 }
 
@@ -148,4 +151,28 @@ func ProduceRequestTimeout(d time.Duration) Opt {
 // sticky for keyless records).
 func WithPartitioner(p Partitioner) Opt {
 	return producerOpt{func(c *producerConfig) { c.partitioner = p }}
+}
+
+// TransactionalID sets transactional.id and makes the producer
+// transactional (KIP-98): NewProducer finds the transaction coordinator and
+// calls InitProducerId with the id (Java's initTransactions), which fences
+// any earlier producer with the same id and aborts its open transaction.
+// Records may then only be produced between BeginTransaction and
+// CommitTransaction or AbortTransaction.
+//
+// It implies idempotence and acks=all: NewProducer fails if
+// ProducerIdempotence(false) or RequiredAcks other than AcksAll was also
+// given, as Kafka's producer refuses the combination. An empty id is the
+// default: not transactional.
+func TransactionalID(id string) Opt {
+	return producerOpt{func(c *producerConfig) { c.transactionalID = id }}
+}
+
+// TransactionTimeout sets transaction.timeout.ms: how long the transaction
+// coordinator lets a transaction stay open before it aborts it on its own
+// (and fences this producer's epoch). The broker refuses values above its
+// transaction.max.timeout.ms. Only meaningful with TransactionalID.
+// Default 60s, as in Kafka.
+func TransactionTimeout(d time.Duration) Opt {
+	return producerOpt{func(c *producerConfig) { c.txnTimeout = d }}
 }

@@ -102,9 +102,15 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 			next = t
 		}
 	}
-	if p.cfg.idempotent && p.needBump.Load() {
+	if p.txn != nil {
+		if err := p.txn.blocked(); err != nil {
+			p.failBuffered(err) // aborting, abortable or fatal: send nothing more
+			return false, time.Time{}
+		}
+	} else if p.cfg.idempotent && p.needBump.Load() {
 		// KIP-360: bump the epoch once nothing is in flight, then
-		// every partition restarts its sequences at 0.
+		// every partition restarts its sequences at 0. (A
+		// transactional producer bumps it when it aborts.)
 		if p.inflightRequests() > 0 {
 			return false, time.Time{}
 		}
@@ -119,6 +125,7 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 	urgent := p.flushing.Load() > 0 || p.closing.Load() || linger <= 0
 	meta := p.cl.meta.Load()
 	var expired []*batch
+	var needAdd []*partitionState // transactional: not yet in the transaction
 	for _, ts := range *p.topics.Load() {
 		tm := meta.Topics[ts.name]
 		for _, ps := range *ts.parts.Load() {
@@ -137,6 +144,16 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 				ps.cur = nil
 			}
 			if ps.cur == nil && len(ps.queue) == 0 {
+				ps.mu.Unlock()
+				continue
+			}
+			if p.txn != nil && !ps.txnAdded {
+				// Nothing goes out before AddPartitionsToTxn
+				// accepted the partition; its success wakes us.
+				if !ps.txnAdding {
+					ps.txnAdding = true
+					needAdd = append(needAdd, ps)
+				}
 				ps.mu.Unlock()
 				continue
 			}
@@ -225,6 +242,9 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 			send.bytes += len(b.built)
 			ps.mu.Unlock()
 		}
+	}
+	if len(needAdd) > 0 {
+		p.txn.queueAdds(needAdd)
 	}
 	for _, b := range expired {
 		err := ErrDeliveryTimeout
@@ -466,7 +486,13 @@ func (p *Producer) batchFailed(b *batch, err error, done []completion) []complet
 	closing := p.ctx.Err() != nil
 	expired := time.Since(b.created) >= p.cfg.deliveryTimeout
 	ps.mu.Lock()
-	if isKafka && (ke.Code == 45 || ke.Code == 59 || ke.Code == 47) {
+	if isKafka && p.txn != nil && (ke.Code == 59 || ke.Code == 47 || ke.Code == 90 || (ke.Code == 45 && !ps.failing)) {
+		// In a transaction these fail the transaction instead (Java):
+		// a sequence error makes it abortable, and AbortTransaction
+		// bumps the epoch; a fencing is fatal. (An out-of-order batch
+		// behind an earlier failed one is resent in order, below.)
+		retriable = false
+	} else if isKafka && (ke.Code == 45 || ke.Code == 59 || ke.Code == 47) {
 		// OUT_OF_ORDER_SEQUENCE_NUMBER is expected behind an earlier
 		// failed batch of the partition: resending in order fixes it,
 		// and bumping the epoch then could duplicate an earlier batch
@@ -481,7 +507,10 @@ func (p *Producer) batchFailed(b *batch, err error, done []completion) []complet
 	}
 	ps.inflight--
 	ps.failing = true
-	if retriable && !closing && !expired {
+	// A transaction that is ending or failed retries nothing (read under
+	// ps.mu, so failBuffered, which runs after the state changed, sees
+	// any batch requeued before).
+	if retriable && !closing && !expired && (p.txn == nil || p.txn.sending()) {
 		ps.retries = append(ps.retries, b)
 		ps.requeueLocked(p.cl.backoffFor(b.attempts - 1))
 		ps.mu.Unlock()
