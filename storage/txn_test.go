@@ -539,8 +539,8 @@ func TestCompactionDropsAbortedRecords(t *testing.T) {
 		return resign(b)
 	}
 	appendOK(t, l, keyedBatch(t, record.CompressionNone, testEpochMs, kv{"a", []byte("committed")}), 0) // 0
-	appendOK(t, l, txnKeyed(1, 0, "a", "aborted"), 0)                                                    // 1
-	appendOK(t, l, txnKeyed(2, 0, "b", "committed"), 0)                                                  // 2
+	appendOK(t, l, txnKeyed(1, 0, "a", "aborted"), 0)                                                   // 1
+	appendOK(t, l, txnKeyed(2, 0, "b", "committed"), 0)                                                 // 2
 	l.Roll()
 	appendMarkerOK(t, l, record.ControlAbort, 1, 0, 0)  // 3
 	appendMarkerOK(t, l, record.ControlCommit, 2, 0, 0) // 4
