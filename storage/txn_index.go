@@ -71,6 +71,16 @@ func encodeAbortedTxn(b []byte, e AbortedTxn) []byte {
 	return be.AppendUint64(b, uint64(e.LastStableOffset))
 }
 
+// ReadTxnIndexFile reads the entries of a segment's .txnindex file (the
+// operator's dump-log; the log itself keeps them in memory).
+func ReadTxnIndexFile(path string) ([]AbortedTxn, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read txn index: %w", err)
+	}
+	return decodeTxnIndex(b, path)
+}
+
 // decodeTxnIndex parses a txnindex file's bytes. Any defect (a torn
 // entry, an unknown version, offsets no writer produces) is an error
 // wrapping ErrCorruptIndex: the caller rebuilds the index from the log.

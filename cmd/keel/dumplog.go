@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/keelstream/keel/network/record"
+	"github.com/keelstream/keel/storage"
 	"github.com/urfave/cli/v2"
 )
 
@@ -21,7 +22,7 @@ func dumpLogCommand() *cli.Command {
 		Usage:     "print the batches of segment files and the entries of their indexes (like kafka-dump-log.sh)",
 		ArgsUsage: " ",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "files", Required: true, Usage: "segment files (.log, .index, .timeindex) to dump"},
+			&cli.StringSliceFlag{Name: "files", Required: true, Usage: "segment files (.log, .index, .timeindex, .txnindex) to dump"},
 			&cli.BoolFlag{Name: "print-data-log", Usage: "print each record's key and value (implies --deep-iteration)"},
 			&cli.BoolFlag{Name: "deep-iteration", Usage: "print every record, decompressing batches"},
 		},
@@ -38,8 +39,10 @@ func dumpLogCommand() *cli.Command {
 					err = dumpIndex(w, path, 8)
 				case ".timeindex":
 					err = dumpIndex(w, path, 12)
+				case ".txnindex":
+					err = dumpTxnIndex(w, path)
 				default:
-					err = fmt.Errorf("%s: not a .log, .index or .timeindex file", path)
+					err = fmt.Errorf("%s: not a .log, .index, .timeindex or .txnindex file", path)
 				}
 				if err != nil {
 					return err
@@ -181,6 +184,21 @@ func dumpIndex(w io.Writer, path string, entrySize int) error {
 			}
 			fmt.Fprintf(w, "timestamp: %d offset: %d\n", ts, base+int64(rel))
 		}
+	}
+	return nil
+}
+
+// dumpTxnIndex prints a segment's aborted transactions as
+// kafka-dump-log.sh does.
+func dumpTxnIndex(w io.Writer, path string) error {
+	entries, err := storage.ReadTxnIndexFile(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Dumping %s\n", path)
+	for _, e := range entries {
+		fmt.Fprintf(w, "version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n",
+			e.ProducerID, e.FirstOffset, e.LastOffset, e.LastStableOffset)
 	}
 	return nil
 }

@@ -79,6 +79,51 @@ func TestDumpLogPrintsBatchesRecordsAndIndexes(t *testing.T) {
 	}
 }
 
+// An aborted transaction: its marker, and its entry in the segment's
+// .txnindex, as kafka-dump-log.sh prints them.
+func TestDumpLogPrintsMarkersAndAbortedTransactions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "orders-0")
+	l, err := storage.OpenLog(dir, storage.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = 7, 0, 0, true
+	b := record.NewBatchBuilder(opts)
+	b.Append(1000, nil, []byte("aborted"), nil)
+	batch, err := b.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsLeader(batch, storage.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	marker, err := record.BuildControlBatch(nil, record.ControlAbort, 3, 7, 0, 1001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsLeader(marker, storage.AppendOptions{FromCoordinator: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, "00000000000000000000")
+	out, err := run(t, "dump-log", "--files", seg+".log", "--deep-iteration", "--files", seg+".txnindex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"isTransactional: true isControl: true",
+		"| offset: 1 CreateTime: 1001 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: ABORT",
+		"version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dump-log output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestDumpLogReportsATornTail(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir)
