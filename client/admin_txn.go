@@ -8,6 +8,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -336,4 +337,111 @@ func sortedIDs[V any](m map[int32]V) []int32 {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// AbortTransactionSpec names one transaction on one partition for
+// AbortTransaction: the producer and epochs its ABORT marker carries, as
+// kafka-transactions.sh abort reads them from DescribeProducers
+// (ProducerState.ProducerEpoch and CoordinatorEpoch).
+type AbortTransactionSpec struct {
+	Topic         string
+	Partition     int32
+	ProducerID    int64
+	ProducerEpoch int16
+	// CoordinatorEpoch is the marker's coordinator epoch. The leader
+	// refuses one older than the last marker it has from this producer
+	// (TRANSACTION_COORDINATOR_FENCED); for a producer that never had a
+	// marker (-1 in DescribeProducers) 0 is what Kafka's tool sends.
+	CoordinatorEpoch int32
+}
+
+// AbortTransaction ends a hanging transaction on one partition (KIP-664):
+// it writes an ABORT marker there itself, sending WriteTxnMarkers to the
+// partition's leader as Kafka's Admin.abortTransaction does, in place of
+// the transaction coordinator that never will. The leader refuses a
+// marker of an older producer epoch (INVALID_PRODUCER_EPOCH) or
+// coordinator epoch (TRANSACTION_COORDINATOR_FENCED) than its own; those
+// and other Kafka errors are returned as *Error. NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, a partition without a leader and dead
+// connections are retried after a metadata refresh, up to RequestRetries
+// times: a second ABORT marker is harmless, the leader accepts markers of
+// a producer with no transaction open.
+//
+// Safe for concurrent use; it blocks until the leader has the marker
+// in-sync (acks=all) or the call fails.
+func (a *Admin) AbortTransaction(ctx context.Context, spec AbortTransactionSpec) error {
+	for attempt := 0; ; attempt++ {
+		err := a.writeAbortMarker(ctx, spec)
+		if err == nil {
+			return nil
+		}
+		if !abortRetriable(err) || attempt >= a.cl.cfg.requestRetries {
+			return fmt.Errorf("abort transaction of producer %d (epoch %d) on %s-%d: %w",
+				spec.ProducerID, spec.ProducerEpoch, spec.Topic, spec.Partition, err)
+		}
+		if werr := a.cl.backoff(ctx, attempt); werr != nil {
+			return fmt.Errorf("abort transaction on %s-%d: %w (after %v)", spec.Topic, spec.Partition, werr, err)
+		}
+		// The leader is looked up again from fresh metadata, not the
+		// cache that named the wrong one.
+		if _, ferr := a.cl.FetchMetadata(ctx, []string{spec.Topic}); ferr != nil && !IsRetriable(ferr) {
+			return fmt.Errorf("abort transaction on %s-%d: %w", spec.Topic, spec.Partition, ferr)
+		}
+	}
+}
+
+// abortRetriable says whether AbortTransaction looks the leader up again
+// after err: the errors of Kafka's AbortTransactionHandler that unmap the
+// partition, a partition between leaders, or a request that never got an
+// answer. Other Kafka codes (NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH,
+// ...) are the caller's to judge, as in Kafka.
+func abortRetriable(err error) bool {
+	var ke *Error
+	if errors.As(err, &ke) {
+		return errors.Is(err, ErrNotLeaderOrFollower) || errors.Is(err, ErrUnknownTopicOrPartition) ||
+			errors.Is(err, errLeaderNotAvailable)
+	}
+	return IsRetriable(err)
+}
+
+// errLeaderNotAvailable (5): a partition between leaders.
+var errLeaderNotAvailable = codeError(5)
+
+// writeAbortMarker sends spec's ABORT marker once to the partition's
+// leader as the cache names it.
+func (a *Admin) writeAbortMarker(ctx context.Context, spec AbortTransactionSpec) error {
+	leader, err := a.cl.PartitionLeader(ctx, spec.Topic, spec.Partition)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = spec.ProducerID, spec.ProducerEpoch, false, spec.CoordinatorEpoch
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = spec.Topic, []int32{spec.Partition}
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	kresp, err := a.cl.BrokerRequest(ctx, leader, req)
+	if err != nil {
+		return fmt.Errorf("broker %d: %w", leader, err)
+	}
+	for _, rm := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
+		if rm.ProducerID != spec.ProducerID {
+			continue
+		}
+		for _, rt := range rm.Topics {
+			if rt.Topic != spec.Topic {
+				continue
+			}
+			for _, rp := range rt.Partitions {
+				if rp.Partition == spec.Partition {
+					if err := ErrorForCode(rp.ErrorCode); err != nil {
+						return fmt.Errorf("leader %d: %w", leader, err)
+					}
+					return nil
+				}
+			}
+		}
+	}
+	return fmt.Errorf("leader %d did not answer for %s-%d", leader, spec.Topic, spec.Partition)
 }
