@@ -325,25 +325,19 @@ func transactionsDescribeProducers(c *cli.Context) error {
 	failed := func(err error) error {
 		return fmt.Errorf("failed to describe producers for partition %s-%d on leader: %w", topic, partition, err)
 	}
-	if err := checkPartitionExists(ctx, adm, topic, partition); err != nil {
-		return failed(err)
-	}
-	res, err := adm.DescribeProducers(ctx, topic, int32(partition))
-	if err == nil && res[0].Err != nil {
-		err = res[0].Err
-	}
+	producers, err := partitionProducers(ctx, adm, topic, partition)
 	if err != nil {
 		return failed(err)
 	}
 	if asJSON {
 		out := []producerJSON{}
-		for _, p := range res[0].ActiveProducers {
+		for _, p := range producers {
 			out = append(out, producerJSON{p.ProducerID, p.ProducerEpoch, p.CoordinatorEpoch, p.LastSequence, p.LastTimestamp, p.CurrentTxnStartOffset})
 		}
 		return writeJSON(c.App.Writer, out)
 	}
-	rows := make([][]string, 0, len(res[0].ActiveProducers))
-	for _, p := range res[0].ActiveProducers {
+	rows := make([][]string, 0, len(producers))
+	for _, p := range producers {
 		rows = append(rows, []string{strconv.FormatInt(p.ProducerID, 10), strconv.Itoa(int(p.ProducerEpoch)),
 			strconv.Itoa(int(p.CoordinatorEpoch)), strconv.Itoa(int(p.LastSequence)), strconv.FormatInt(p.LastTimestamp, 10),
 			orNone(p.CurrentTxnStartOffset)})
@@ -399,21 +393,15 @@ func transactionsAbort(c *cli.Context) error {
 		failed := func(err error) error {
 			return fmt.Errorf("failed to validate producer state for partition %s: %w", tp, err)
 		}
-		if err := checkPartitionExists(ctx, adm, topic, partition); err != nil {
-			return failed(err)
-		}
-		res, err := adm.DescribeProducers(ctx, topic, int32(partition))
-		if err == nil && res[0].Err != nil {
-			err = res[0].Err
-		}
+		producers, err := partitionProducers(ctx, adm, topic, partition)
 		if err != nil {
 			return failed(err)
 		}
-		i := slices.IndexFunc(res[0].ActiveProducers, func(p client.ProducerState) bool { return p.CurrentTxnStartOffset == start })
+		i := slices.IndexFunc(producers, func(p client.ProducerState) bool { return p.CurrentTxnStartOffset == start })
 		if start < 0 || i < 0 {
 			return fmt.Errorf("could not find any open transactions starting at offset %d on partition %s", start, tp)
 		}
-		p := res[0].ActiveProducers[i]
+		p := producers[i]
 		// A producer that never had a marker here reports coordinator
 		// epoch -1; Kafka sends 0, which no leader's epoch is below.
 		spec.ProducerID, spec.ProducerEpoch, spec.CoordinatorEpoch = p.ProducerID, int16(p.ProducerEpoch), max(p.CoordinatorEpoch, 0)
@@ -428,6 +416,22 @@ func transactionsAbort(c *cli.Context) error {
 	_, err = fmt.Fprintf(c.App.Writer, "Aborted the transaction of producer %d (producer epoch %d, coordinator epoch %d) on %s-%d.\n",
 		spec.ProducerID, spec.ProducerEpoch, spec.CoordinatorEpoch, topic, partition)
 	return err
+}
+
+// partitionProducers is DescribeProducers of one partition at its leader,
+// failing at once for a partition that does not exist.
+func partitionProducers(ctx context.Context, adm *client.Admin, topic string, partition int) ([]client.ProducerState, error) {
+	if err := checkPartitionExists(ctx, adm, topic, partition); err != nil {
+		return nil, err
+	}
+	res, err := adm.DescribeProducers(ctx, topic, int32(partition))
+	if err != nil {
+		return nil, err
+	}
+	if res[0].Err != nil {
+		return nil, res[0].Err
+	}
+	return res[0].ActiveProducers, nil
 }
 
 // checkPartitionExists fails at once for a missing topic or partition,
