@@ -375,15 +375,10 @@ func (m *Manager) AddPartitions(now int64, req AddPartitionsRequest) Effects {
 		eff.reply(req.Waiter, code)
 		return eff
 	}
-	if code := m.refusal(); code != 0 {
-		return fail(code)
-	}
-	t := m.txns[req.TransactionalID]
+	t, code := m.producerTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch)
 	switch {
-	case t == nil || t.producerID != req.ProducerID:
-		return fail(kerr.InvalidProducerIDMapping.Code)
-	case t.producerEpoch != req.ProducerEpoch:
-		return fail(kerr.ProducerFenced.Code)
+	case code != 0:
+		return fail(code)
 	case t.busy() || t.state == PrepareCommit || t.state == PrepareAbort:
 		return fail(kerr.ConcurrentTransactions.Code)
 	case t.state == Dead || t.state == PrepareEpochFence:
@@ -402,6 +397,25 @@ func (m *Manager) AddPartitions(now int64, req AddPartitionsRequest) Effects {
 	}
 	m.write(&eff, t, &transition{kind: opAdd, target: target, waiter: req.Waiter})
 	return eff
+}
+
+// producerTxn is the transactional id's entry for a request of its
+// producer, or the code a request gets first (Kafka's checks shared by
+// AddPartitionsToTxn and EndTxn): loading or unloaded, an id this
+// coordinator does not know or another producer's
+// (INVALID_PRODUCER_ID_MAPPING), an older or newer epoch (PRODUCER_FENCED).
+func (m *Manager) producerTxn(id string, producerID int64, epoch int16) (*txnEntry, int16) {
+	if code := m.refusal(); code != 0 {
+		return nil, code
+	}
+	t := m.txns[id]
+	switch {
+	case t == nil || t.producerID != producerID:
+		return nil, kerr.InvalidProducerIDMapping.Code
+	case t.producerEpoch != epoch:
+		return nil, kerr.ProducerFenced.Code
+	}
+	return t, 0
 }
 
 func (t *txnEntry) hasAll(tps []TopicPartition) bool {
@@ -433,15 +447,10 @@ func (m *Manager) EndTxn(now int64, req EndTxnRequest) Effects {
 		eff.reply(req.Waiter, code)
 		return eff
 	}
-	if code := m.refusal(); code != 0 {
-		return fail(code)
-	}
-	t := m.txns[req.TransactionalID]
+	t, code := m.producerTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch)
 	switch {
-	case t == nil || t.producerID != req.ProducerID:
-		return fail(kerr.InvalidProducerIDMapping.Code)
-	case t.producerEpoch != req.ProducerEpoch:
-		return fail(kerr.ProducerFenced.Code)
+	case code != 0:
+		return fail(code)
 	case t.busy():
 		return fail(kerr.ConcurrentTransactions.Code)
 	}
