@@ -384,7 +384,7 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 			return resp
 		})
 	case *kmsg.RemoveRaftVoterRequest:
-		return b.forward(ctx, m, defaultForwardTimeout, func(code int16, msg string) kmsg.Response {
+		return b.forward(ctx, m, removeVoterTimeout+5*time.Second, func(code int16, msg string) kmsg.Response {
 			resp := m.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
 			resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
 			return resp

@@ -53,7 +53,7 @@ func addVoterTimeout(r *kmsg.AddRaftVoterRequest) time.Duration {
 }
 
 func (h *controllerHandler) addRaftVoter(ctx context.Context, r *kmsg.AddRaftVoterRequest) kmsg.Response {
-	return h.voterChange(ctx, r, r.ClusterID, func() error {
+	return h.voterChange(ctx, r, r.ClusterID, addVoterTimeout(r), func(ctx context.Context) error {
 		if r.VoterID < 0 {
 			return fmt.Errorf("voter id %d is negative", r.VoterID)
 		}
@@ -66,9 +66,7 @@ func (h *controllerHandler) addRaftVoter(ctx context.Context, r *kmsg.AddRaftVot
 		if addr == "" {
 			return fmt.Errorf("the new voter has no %s listener with a host and port", h.listener)
 		}
-		actx, cancel := context.WithTimeout(ctx, addVoterTimeout(r))
-		defer cancel()
-		if err := h.raft.AddVoter(actx, r.VoterID, addr); err != nil {
+		if err := h.raft.AddVoter(ctx, r.VoterID, addr); err != nil {
 			return err
 		}
 		h.logger.Info("added a controller to the metadata quorum", "voter", r.VoterID, "address", addr)
@@ -76,8 +74,12 @@ func (h *controllerHandler) addRaftVoter(ctx context.Context, r *kmsg.AddRaftVot
 	})
 }
 
+// removeVoterTimeout bounds RemoveRaftVoter, which has no timeout field:
+// the change commits once a majority of the remaining voters has it.
+const removeVoterTimeout = 30 * time.Second
+
 func (h *controllerHandler) removeRaftVoter(ctx context.Context, r *kmsg.RemoveRaftVoterRequest) kmsg.Response {
-	return h.voterChange(ctx, r, r.ClusterID, func() error {
+	return h.voterChange(ctx, r, r.ClusterID, removeVoterTimeout, func(ctx context.Context) error {
 		if err := h.raft.RemoveVoter(ctx, r.VoterID); err != nil {
 			return err
 		}
@@ -86,16 +88,24 @@ func (h *controllerHandler) removeRaftVoter(ctx context.Context, r *kmsg.RemoveR
 	})
 }
 
+// voterForwardSlack is how much longer a follower controller waits for the
+// leader's answer to a forwarded voter change than the leader may take.
+const voterForwardSlack = 2 * time.Second
+
 // voterChange answers AddRaftVoter or RemoveRaftVoter: it checks the
 // request, forwards it to the quorum leader when this controller is not
-// it, and otherwise runs change, answering its error as Kafka's code.
-func (h *controllerHandler) voterChange(ctx context.Context, req kmsg.Request, clusterID *string, change func() error) kmsg.Response {
+// it, and otherwise runs change with timeout, answering its error as
+// Kafka's code.
+func (h *controllerHandler) voterChange(ctx context.Context, req kmsg.Request, clusterID *string, timeout time.Duration, change func(context.Context) error) kmsg.Response {
 	code, msg := h.checkVoterChange(clusterID)
 	if code == 0 {
-		if fwd, ok := h.forwardVoterChange(ctx, req); ok {
+		if fwd, ok := h.forwardVoterChange(ctx, req, timeout+voterForwardSlack); ok {
 			return fwd
 		}
-		if err := change(); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err := change(cctx)
+		cancel()
+		if err != nil {
 			h.logger.Warn("metadata quorum voter change failed", "api", kmsg.NameForKey(req.Key()), "error", err)
 			code, msg = voterChangeError(err), err.Error()
 		}
@@ -127,11 +137,13 @@ func (h *controllerHandler) checkVoterChange(clusterID *string) (int16, string) 
 
 // forwardVoterChange sends a voter change to the quorum leader when this
 // controller is not it; ok is false when this controller should act.
-func (h *controllerHandler) forwardVoterChange(ctx context.Context, req kmsg.Request) (kmsg.Response, bool) {
+func (h *controllerHandler) forwardVoterChange(ctx context.Context, req kmsg.Request, timeout time.Duration) (kmsg.Response, bool) {
 	if h.raft.IsLeader() || h.forward == nil {
 		return nil, false
 	}
-	resp, err := h.forward(ctx, req)
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := h.forward(fctx, req)
 	if err != nil {
 		return errorResponse(req, kerr.NotLeaderForPartition.Code), true
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,20 +17,24 @@ import (
 // kafkaConn is the minimal Kafka-protocol client one node uses to talk to
 // another (a broker to the active controller): one connection, one request
 // at a time, versions fixed at the newest kmsg knows (both ends are Keel
-// and decode with the same kmsg). Safe for concurrent use: requests are
-// serialised by mu.
+// and decode with the same kmsg). Safe for concurrent use: requests take
+// turns.
 type kafkaConn struct {
 	addr     string
 	clientID string
 
-	mu   sync.Mutex
-	conn net.Conn
+	// turn holds a token while a request is in flight. A request waiting
+	// for its turn gives up when its context ends, where a mutex would
+	// hold it (a broker's heartbeat, say) for as long as the request
+	// ahead (a 30-second voter change) takes.
+	turn chan struct{}
+	conn net.Conn // the fields below belong to the holder of turn
 	rd   *bufio.Reader
 	corr int32
 }
 
 func newKafkaConn(addr, clientID string) *kafkaConn {
-	return &kafkaConn{addr: addr, clientID: clientID}
+	return &kafkaConn{addr: addr, clientID: clientID, turn: make(chan struct{}, 1)}
 }
 
 // maxInternalResponse bounds a response frame from another node.
@@ -40,8 +43,12 @@ const maxInternalResponse = 100 << 20
 // request sends req and waits for its response, dialling if needed. Any
 // transport error closes the connection so the next request redials.
 func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s to %s: waiting for the request ahead: %w", kmsg.NameForKey(req.Key()), c.addr, ctx.Err())
+	}
+	defer func() { <-c.turn }()
 	if c.conn == nil {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", c.addr)
@@ -122,10 +129,10 @@ func (c *kafkaConn) roundTrip(ctx context.Context, conn net.Conn, req kmsg.Reque
 	return resp, nil
 }
 
-// close drops the connection.
+// close drops the connection, after the request in flight if there is one.
 func (c *kafkaConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.turn <- struct{}{}
+	defer func() { <-c.turn }()
 	if c.conn != nil {
 		c.conn.Close()
 		c.conn, c.rd = nil, nil

@@ -22,21 +22,43 @@ import (
 // among the voters: the Raft leader when this node knows it, otherwise each
 // voter in turn until one does not answer NOT_CONTROLLER. Safe for
 // concurrent use.
+//
+// A node keeps one channel per use, as Kafka keeps a
+// NodeToControllerChannelManager per use: a broker's heartbeats never wait
+// behind a forwarded request (a voter change may take 30 seconds), and a
+// controller's forwarding to the quorum leader never waits behind either.
 type controllerChannel struct {
 	voters   func() map[int32]string
 	leader   func() (int32, bool)
 	clientID string
+	// self is this controller's node id on its channel to the quorum
+	// leader (newLeaderChannel), -1 on a broker's. That channel sends only
+	// to the leader this node knows, never to this node, and waits while
+	// it knows none: a follower's voters do not know the leader either,
+	// and passing the request round them could bring it back here.
+	self int32
 
 	mu    sync.Mutex
 	conns map[int32]*kafkaConn
 	next  int
 }
 
-// newControllerChannel returns a channel to the voters voters returns
-// (they change when voters are added or removed).
+// newControllerChannel returns a broker's channel to the voters voters
+// returns (they change when voters are added or removed).
 func newControllerChannel(voters func() map[int32]string, leader func() (int32, bool), clientID string) *controllerChannel {
-	return &controllerChannel{voters: voters, leader: leader, clientID: clientID, conns: map[int32]*kafkaConn{}}
+	return &controllerChannel{voters: voters, leader: leader, clientID: clientID, self: -1, conns: map[int32]*kafkaConn{}}
 }
+
+// newLeaderChannel returns controller self's channel to the quorum leader,
+// for what a follower controller forwards (DescribeQuorum, voter changes).
+func newLeaderChannel(voters func() map[int32]string, leader func() (int32, bool), self int32, clientID string) *controllerChannel {
+	c := newControllerChannel(voters, leader, clientID)
+	c.self = self
+	return c
+}
+
+// errNoLeaderKnown: a controller's channel has no leader to send to.
+var errNoLeaderKnown = errors.New("no other controller is known to lead the metadata quorum")
 
 func (c *controllerChannel) target() (*kafkaConn, error) {
 	c.mu.Lock()
@@ -46,7 +68,11 @@ func (c *controllerChannel) target() (*kafkaConn, error) {
 		return nil, errors.New("no metadata quorum voters known")
 	}
 	id, ok := c.leader()
-	if _, voter := voters[id]; !ok || !voter {
+	_, voter := voters[id]
+	switch {
+	case c.self >= 0 && (!ok || !voter || id == c.self):
+		return nil, errNoLeaderKnown
+	case !ok || !voter:
 		ids := slices.Sorted(maps.Keys(voters))
 		id = ids[c.next%len(ids)]
 	}
@@ -88,7 +114,7 @@ func (c *controllerChannel) send(ctx context.Context, req kmsg.Request) (kmsg.Re
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no active controller answered %s: %w (last: %v)", kmsg.NameForKey(req.Key()), ctx.Err(), err)
+			return nil, fmt.Errorf("no active controller answered %s: %w (last: %w)", kmsg.NameForKey(req.Key()), ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, time.Second)

@@ -32,13 +32,16 @@ type Node struct {
 	advertised []network.Listener
 	raftPorts  map[int]bool // bound ports whose listeners accept Raft
 
-	server    *network.Server
-	mux       *raftlog.Mux
-	raft      *raftlog.Node
-	logs      *storage.Manager
-	broker    *Broker
-	driver    *controllerDriver
-	channel   *controllerChannel
+	server *network.Server
+	mux    *raftlog.Mux
+	raft   *raftlog.Node
+	logs   *storage.Manager
+	broker *Broker
+	driver *controllerDriver
+	// channels to the active controller, one per use (controllerChannel):
+	// the broker's forwarding, its heartbeats, and a controller's
+	// forwarding to the quorum leader, as this node's roles need them.
+	channels  []*controllerChannel
 	lifecycle *brokerLifecycle
 
 	handlerWG sync.WaitGroup // controller request goroutines
@@ -211,13 +214,18 @@ func (n *Node) start() (err error) {
 		}
 		return voters
 	}
-	n.channel = newControllerChannel(currentVoters, n.raft.LeaderID, fmt.Sprintf("keel-node-%d", cfg.NodeID))
+	clientID := fmt.Sprintf("keel-node-%d", cfg.NodeID)
+	channel := func(c *controllerChannel) *controllerChannel {
+		n.channels = append(n.channels, c)
+		return c
+	}
 
 	if isController {
 		ccfg := controllerConfig(cfg, n.clusterID)
 		n.driver = newControllerDriver(n.raft, ccfg, cfg.InterBrokerListenerName, logger)
 		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, currentVoters, cfg.DynamicQuorum(), controllerListener, logger, &n.handlerWG)
-		router.controller.forward, router.controller.clusterID = n.channel.send, n.clusterID
+		router.controller.forward = channel(newLeaderChannel(currentVoters, n.raft.LeaderID, cfg.NodeID, clientID)).send
+		router.controller.clusterID = n.clusterID
 	}
 	if isBroker {
 		n.logs, err = storage.OpenManager(storage.ManagerConfig{
@@ -242,7 +250,7 @@ func (n *Node) start() (err error) {
 			Config:     cfg,
 			Logs:       n.logs,
 			Metadata:   n.raft,
-			Controller: &controllerForwarder{ch: n.channel, raft: n.raft},
+			Controller: &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID)), raft: n.raft},
 			Logger:     logger,
 		})
 		if err != nil {
@@ -266,7 +274,8 @@ func (n *Node) start() (err error) {
 				endpoints = append(endpoints, l)
 			}
 		}
-		n.lifecycle = newBrokerLifecycle(n.channel, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
+		heartbeats := channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID))
+		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
 	}
 	if cfg.MetricsAddress != "" {
 		// Last: a scrape reads the fields set above.
@@ -517,8 +526,8 @@ func (n *Node) close(graceful bool) error {
 			n.driver.close()
 		}
 		n.handlerWG.Wait()
-		if n.channel != nil {
-			n.channel.close()
+		for _, c := range n.channels {
+			c.close()
 		}
 		if n.raft != nil {
 			if graceful && n.raft.IsLeader() {
