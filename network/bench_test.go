@@ -3,6 +3,7 @@ package network
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -20,6 +21,17 @@ type benchClient struct {
 func newBenchClient(b *testing.B, addr string) *benchClient {
 	rc := dialRaw(b, addr)
 	return &benchClient{rc: rc, br: bufio.NewReaderSize(rc.c, 256<<10)}
+}
+
+// newTLSBenchClient is newBenchClient over TLS.
+func newTLSBenchClient(b *testing.B, addr string, cfg *tls.Config) *benchClient {
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	rc := &rawClient{t: b, c: c, fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))}
+	return &benchClient{rc: rc, br: bufio.NewReaderSize(c, 256<<10)}
 }
 
 // roundTrips sends window requests in one write and reads window
@@ -76,11 +88,17 @@ func (r copyRegion) WriteTo(w io.Writer) (int64, error) {
 }
 
 // BenchmarkFetchRoundTrip measures Fetch responses of 6 partitions × 64 KiB
-// of records, sent with sendfile and with read+write copies.
+// of records, sent with sendfile, with read+write copies, and over TLS (an
+// SSL listener: copies through the pooled buffer, encrypted).
 func BenchmarkFetchRoundTrip(b *testing.B) {
 	f := testRecordFile(b, 1<<20)
-	for _, mode := range []string{"sendfile", "copy"} {
+	pki := newTestPKI(b)
+	for _, mode := range []string{"sendfile", "copy", "tls"} {
 		b.Run(mode, func(b *testing.B) {
+			var mod func(*Config)
+			if mode == "tls" {
+				mod = pki.sslListener(tls.NoClientCert, nil)
+			}
 			ts := startServer(b, func(_ context.Context, req *Request) (Result, bool) {
 				if _, ok := req.Msg.(*kmsg.FetchRequest); !ok {
 					return nil, false
@@ -101,8 +119,11 @@ func BenchmarkFetchRoundTrip(b *testing.B) {
 					b.Error(err)
 				}
 				return &Response{Body: body}, true
-			}, nil)
+			}, mod)
 			c := newBenchClient(b, ts.addr)
+			if mode == "tls" {
+				c = newTLSBenchClient(b, ts.addr, pki.clientConfig(false))
+			}
 			frame, _ := c.rc.frame(fetchRequest([16]byte{}), 12)
 			b.SetBytes(6 << 16)
 			b.ReportAllocs()

@@ -3,6 +3,7 @@ package network
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -41,7 +42,8 @@ var (
 // from the Server.
 type conn struct {
 	srv      *Server
-	nc       net.Conn
+	nc       net.Conn     // a *tls.Conn on an SSL listener
+	tls      *TLSListener // SSL listeners only
 	info     *ConnInfo
 	log      hclog.Logger
 	versions VersionRange
@@ -81,6 +83,7 @@ func newConn(s *Server, nc net.Conn, b *boundListener, seq uint64) *conn {
 	c := &conn{
 		srv:  s,
 		nc:   nc,
+		tls:  b.tls,
 		info: info,
 		log:  s.log.With("conn", info.ID, "listener", b.Name),
 		versions: func(key int16) (int16, int16, bool) {
@@ -124,7 +127,21 @@ func (c *conn) serve() {
 	if c.srv.draining() {
 		return
 	}
-	if c.srv.cfg.ConnClassifier != nil {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if err := c.handshake(tc, c.tls); err != nil {
+			if peerGone(err) {
+				c.log.Debug("connection closed during the TLS handshake", "error", err)
+			} else {
+				c.log.Info("closing connection: TLS handshake failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
+			}
+			return
+		}
+		if idle := c.srv.cfg.ConnectionsMaxIdle; idle > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
+	}
+	// Raft never comes in over TLS: SSL listeners are not classified.
+	if c.srv.cfg.ConnClassifier != nil && c.tls == nil {
 		var err error
 		if handedOff, err = c.classify(); handedOff || err != nil {
 			if err != nil {

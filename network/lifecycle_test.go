@@ -324,7 +324,7 @@ func TestNewServerValidatesConfig(t *testing.T) {
 	cases := map[string]Config{
 		"no listeners":               {Handler: &testHandler{}},
 		"no handler":                 {Listeners: plain},
-		"SSL listener":               {Handler: &testHandler{}, Listeners: []Listener{{Name: "SSL", Port: 9093, SecurityProtocol: SSL}}},
+		"SASL listener":              {Handler: &testHandler{}, Listeners: []Listener{{Name: "SASL", Port: 9093, SecurityProtocol: SASLSSL}}},
 		"classifier without handoff": {Handler: &testHandler{}, Listeners: plain, ConnClassifier: func(byte) bool { return false }},
 	}
 	for name, cfg := range cases {
@@ -332,9 +332,9 @@ func TestNewServerValidatesConfig(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	_, err := NewServer(cases["SSL listener"])
+	_, err := NewServer(cases["SASL listener"])
 	if !errors.Is(err, ErrUnsupportedSecurityProtocol) {
-		t.Errorf("SSL listener: %v, want ErrUnsupportedSecurityProtocol", err)
+		t.Errorf("SASL listener: %v, want ErrUnsupportedSecurityProtocol", err)
 	}
 }
 

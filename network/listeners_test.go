@@ -45,7 +45,7 @@ func TestParseListeners(t *testing.T) {
 			want: []Listener{{Name: "PLAINTEXT", Host: "::1", Port: 9092, SecurityProtocol: Plaintext}},
 		},
 		{
-			name: "SSL parses (the server refuses it)", listeners: "SSL://host:9094", protocols: defaults,
+			name: "SSL parses", listeners: "SSL://host:9094", protocols: defaults,
 			want: []Listener{{Name: "SSL", Host: "host", Port: 9094, SecurityProtocol: SSL}},
 		},
 		{
@@ -135,7 +135,10 @@ func TestParseAdvertisedListeners(t *testing.T) {
 }
 
 func TestSecurityProtocolSupport(t *testing.T) {
-	for _, p := range []SecurityProtocol{SSL, SASLPlaintext, SASLSSL} {
+	if !Plaintext.Supported() || !SSL.Supported() {
+		t.Error("PLAINTEXT and SSL are served")
+	}
+	for _, p := range []SecurityProtocol{SASLPlaintext, SASLSSL} {
 		if p.Supported() {
 			t.Errorf("%s supported", p)
 		}

@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -79,8 +80,9 @@ type ConnInfo struct {
 	SecurityProtocol SecurityProtocol
 	LocalAddr        net.Addr
 	RemoteAddr       net.Addr
-	// Principal is the authenticated principal: "User:ANONYMOUS" on
-	// PLAINTEXT listeners, as in Kafka, until SASL and mTLS arrive.
+	// Principal is the authenticated principal, as Kafka names it:
+	// "User:" and the client certificate's mapped subject on an SSL
+	// listener when the client presented one, "User:ANONYMOUS" otherwise.
 	Principal string
 
 	// mutedUntil is when the connection may read requests again after a
@@ -120,9 +122,12 @@ type Request struct {
 
 // Config configures a Server. Listeners and Handler are required.
 type Config struct {
-	// Listeners to bind, from ParseListeners. Each must be PLAINTEXT for
-	// now; others are refused with ErrUnsupportedSecurityProtocol.
+	// Listeners to bind, from ParseListeners. Each must be PLAINTEXT or
+	// SSL (with an entry in TLS); SASL ones are refused with
+	// ErrUnsupportedSecurityProtocol.
 	Listeners []Listener
+	// TLS configures each SSL listener, by listener name.
+	TLS map[string]*TLSListener
 	// Handler serves every listener's requests; Request.Conn.Listener says
 	// which listener a request came in on.
 	Handler Handler
@@ -181,7 +186,8 @@ type Config struct {
 // boundListener is a bound listener with its accept state.
 type boundListener struct {
 	Listener
-	ln net.Listener
+	ln  net.Listener
+	tls *TLSListener // SSL listeners only
 }
 
 // Server accepts Kafka connections on its listeners and runs, per
@@ -223,7 +229,14 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	for _, l := range cfg.Listeners {
 		if !l.SecurityProtocol.Supported() {
-			return nil, fmt.Errorf("network: listener %s: %s: %w (only PLAINTEXT)", l, l.SecurityProtocol, ErrUnsupportedSecurityProtocol)
+			return nil, fmt.Errorf("network: listener %s: %s: %w (only PLAINTEXT and SSL)", l, l.SecurityProtocol, ErrUnsupportedSecurityProtocol)
+		}
+		t := cfg.TLS[l.Name]
+		switch {
+		case l.SecurityProtocol == SSL && (t == nil || t.Config == nil):
+			return nil, fmt.Errorf("network: listener %s is SSL but has no TLS configuration (ssl.keystore.*)", l)
+		case l.SecurityProtocol != SSL && t != nil:
+			return nil, fmt.Errorf("network: listener %s is %s but has a TLS configuration", l, l.SecurityProtocol)
 		}
 	}
 	if cfg.Logger == nil {
@@ -280,7 +293,7 @@ func (s *Server) Listen() error {
 			}
 			return fmt.Errorf("network: listen %s: %w", l, err)
 		}
-		bl := &boundListener{Listener: l, ln: ln}
+		bl := &boundListener{Listener: l, ln: ln, tls: s.cfg.TLS[l.Name]}
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			bl.Port = a.Port
 		}
@@ -410,6 +423,9 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 		if n := s.cfg.SocketReceiveBufferBytes; n > 0 {
 			_ = tc.SetReadBuffer(n)
 		}
+	}
+	if b.tls != nil {
+		nc = tls.Server(nc, b.tls.Config)
 	}
 	c := newConn(s, nc, b, s.connSeq.Add(1)-1)
 	s.conns[c] = struct{}{}

@@ -449,7 +449,11 @@ func (c *conn) writeRegion(r Region) error {
 	c.setWriteDeadline()
 	want := r.Len()
 	c.writing.Store(true)
-	n, err := r.WriteTo(c.nc)
+	var w io.Writer = c.nc
+	if c.tls != nil {
+		w = copyWriter{c.nc}
+	}
+	n, err := r.WriteTo(w)
 	c.writing.Store(false)
 	if err == nil && n != want {
 		err = fmt.Errorf("region wrote %d of %d bytes: %w", n, want, io.ErrShortWrite)
