@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/keelstream/keel/network/tlsconf"
 )
 
 // Config is a node's configuration, in Kafka's server.properties vocabulary.
@@ -103,6 +105,10 @@ type Config struct {
 	// Idempotent producer state (storage/producer_state.go).
 	ProducerIDExpiration              time.Duration // producer.id.expiration.ms
 	ProducerIDExpirationCheckInterval time.Duration // producer.id.expiration.check.interval.ms
+
+	// SSL holds the ssl.* settings and their listener-prefixed overrides
+	// (listener.name.<listener>.ssl.*) as written; ListenerTLS reads them.
+	SSL map[string]string
 
 	// Explicit holds the known keys that server.properties or an override
 	// set (whatever their value), with the value as written: DescribeConfigs
@@ -375,7 +381,16 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 	}
 	c.Explicit = map[string]string{}
+	c.SSL = map[string]string{}
 	for k, v := range merged {
+		if name, ok := sslKey(k); ok {
+			if slices.Contains(tlsconf.Keys(), name) {
+				c.SSL[k] = strings.TrimSpace(v)
+			} else {
+				c.Ignored = append(c.Ignored, k) // the JVM's ssl.provider, ssl.keymanager.algorithm, ...
+			}
+			continue
+		}
 		if _, known := keys[k]; known {
 			c.Explicit[k] = strings.TrimSpace(v)
 			continue

@@ -118,6 +118,10 @@ func (n *Node) start() (err error) {
 	if isBroker && !slices.ContainsFunc(listeners, func(l network.Listener) bool { return l.Name == cfg.InterBrokerListenerName }) {
 		return fmt.Errorf("inter.broker.listener.name %s is not among listeners %q", cfg.InterBrokerListenerName, cfg.Listeners)
 	}
+	tlsListeners, err := listenerTLS(cfg, listeners, isBroker)
+	if err != nil {
+		return err
+	}
 
 	dirs := slices.Clone(cfg.LogDirs)
 	if !slices.Contains(dirs, cfg.MetadataLogDir) {
@@ -133,6 +137,7 @@ func (n *Node) start() (err error) {
 	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames, logger: logger}
 	n.server, err = network.NewServer(network.Config{
 		Listeners:                listeners,
+		TLS:                      tlsListeners,
 		Handler:                  router,
 		Logger:                   logger.Named("network"),
 		MaxConnections:           cfg.MaxConnections,

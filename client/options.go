@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net"
 	"time"
 )
@@ -154,6 +156,39 @@ func MetadataMinAge(d time.Duration) Opt {
 // keep-alive.
 func Dialer(fn func(ctx context.Context, network, address string) (net.Conn, error)) Opt {
 	return clientOpt{func(c *clientConfig) { c.dialer = fn }}
+}
+
+// TLS opens every connection with TLS (a broker's SSL listener, Kafka's
+// security.protocol=SSL). cfg is cloned per connection; when its
+// ServerName is empty it is set to the host dialled, so the broker's
+// certificate is verified for the address in its metadata. A client
+// certificate in cfg.Certificates is presented to brokers with
+// ssl.client.auth=required. TLS runs over the dialer set before it
+// (Dialer), so a proxy dialer given first still carries the connections.
+func TLS(cfg *tls.Config) Opt {
+	return clientOpt{func(c *clientConfig) {
+		tcp := c.dialer
+		c.dialer = func(ctx context.Context, network, address string) (net.Conn, error) {
+			conf := cfg.Clone()
+			if conf.ServerName == "" {
+				host, _, err := net.SplitHostPort(address)
+				if err != nil {
+					return nil, err
+				}
+				conf.ServerName = host
+			}
+			nc, err := tcp(ctx, network, address)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(nc, conf)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				nc.Close()
+				return nil, fmt.Errorf("TLS handshake with %s: %w", address, err)
+			}
+			return tc, nil
+		}
+	}}
 }
 
 // SASL authenticates every new connection with m (SaslHandshake v1, then

@@ -225,3 +225,59 @@ func parseJavaPerf(out []byte) (javaPerfResult, error) {
 	}
 	return r, nil
 }
+
+// TestJavaClientSSL runs JavaSSLCheck against two keel processes whose SSL
+// listener loads stores keytool made, as a Kafka operator's are: the
+// brokers' keystore and truststore in JKS (Kafka's default type), the
+// client's keystore in PKCS12 with an EC key, every certificate signed by
+// a keytool CA. The listener requires a client certificate.
+func TestJavaClientSSL(t *testing.T) {
+	cp := javaCheck(t)
+	keytool, err := exec.LookPath("keytool")
+	if err != nil {
+		t.Skip("keytool is not on the PATH")
+	}
+	dir := t.TempDir()
+	kt := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(keytool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("keytool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	kt("-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-dname", "CN=Keel Test CA", "-ext", "bc:c",
+		"-validity", "2", "-keystore", "ca.p12", "-storetype", "PKCS12", "-storepass", "ca-pass")
+	kt("-exportcert", "-alias", "ca", "-keystore", "ca.p12", "-storepass", "ca-pass", "-rfc", "-file", "ca.pem")
+	// signed makes store hold alias's key pair with a certificate the CA signed.
+	signed := func(store, storeType, pass, alias, dname string, keyArgs []string, ext ...string) {
+		kt(append([]string{"-genkeypair", "-alias", alias, "-dname", dname, "-validity", "2",
+			"-keystore", store, "-storetype", storeType, "-storepass", pass, "-keypass", pass}, keyArgs...)...)
+		kt("-certreq", "-alias", alias, "-keystore", store, "-storepass", pass, "-file", alias+".csr")
+		kt(append([]string{"-gencert", "-alias", "ca", "-keystore", "ca.p12", "-storepass", "ca-pass",
+			"-infile", alias + ".csr", "-outfile", alias + ".crt", "-rfc", "-validity", "2"}, ext...)...)
+		kt("-importcert", "-alias", "ca", "-file", "ca.pem", "-keystore", store, "-storepass", pass, "-noprompt")
+		kt("-importcert", "-alias", alias, "-file", alias+".crt", "-keystore", store, "-storepass", pass, "-keypass", pass)
+	}
+	signed("broker.jks", "JKS", "broker-pass", "broker", "CN=broker", []string{"-keyalg", "RSA", "-keysize", "2048"},
+		"-ext", "san=ip:127.0.0.1,dns:localhost")
+	signed("client.p12", "PKCS12", "client-pass", "client", "CN=java-app,OU=services,O=Acme", []string{"-keyalg", "EC", "-groupname", "secp256r1"})
+	kt("-importcert", "-alias", "ca", "-file", "ca.pem", "-keystore", "truststore.jks", "-storetype", "JKS", "-storepass", "trust-pass", "-noprompt")
+
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker"}}, ProcessOptions{SSL: []string{
+		"ssl.keystore.location=" + filepath.Join(dir, "broker.jks"),
+		"ssl.keystore.password=broker-pass",
+		"ssl.key.password=broker-pass",
+		"ssl.truststore.location=" + filepath.Join(dir, "truststore.jks"),
+		"ssl.truststore.password=trust-pass",
+		"ssl.client.auth=required",
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := runJava(ctx, cp, "JavaSSLCheck", c.Node(1).SSLAddr(), filepath.Join(dir, "truststore.jks"), "trust-pass",
+		filepath.Join(dir, "client.p12"), "client-pass").CombinedOutput()
+	t.Logf("Java client over TLS:\n%s", out)
+	if err != nil {
+		t.Fatalf("JavaSSLCheck: %v", err)
+	}
+}

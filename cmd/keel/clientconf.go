@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/client"
 	"github.com/keelstream/keel/network/record"
+	"github.com/keelstream/keel/network/tlsconf"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
@@ -330,6 +332,13 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 		delete(props, "bootstrap.servers")
 	}
 	opts := []client.Opt{client.ClientID("keel-cli"), client.SeedBrokers(splitList(c.String("bootstrap-server"))...)}
+	tlsOpt, err := tlsOption(props)
+	if err != nil {
+		return nil, err
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
@@ -338,6 +347,8 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 	for _, k := range keys {
 		p, ok := clientProperties[k]
 		switch {
+		case tlsOpt != nil && (k == "security.protocol" || slices.Contains(tlsconf.Keys(), k)):
+			continue // read by tlsOption
 		case !ok:
 			fmt.Fprintf(c.App.ErrWriter, "warning: the %s property %s is not supported and is ignored\n", r, k)
 			continue
@@ -353,6 +364,35 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 		}
 	}
 	return opts, nil
+}
+
+// tlsOption reads security.protocol and the ssl.* properties, as Kafka's
+// clients do: SSL connects with TLS, verifying the brokers against the
+// truststore (the system's roots when none is set) and, with a keystore,
+// presenting its certificate to a listener with ssl.client.auth=required.
+// Nil for PLAINTEXT. SASL is not supported yet.
+func tlsOption(props map[string]string) (client.Opt, error) {
+	switch proto := strings.ToUpper(strings.TrimSpace(props["security.protocol"])); proto {
+	case "", "PLAINTEXT":
+		return nil, nil
+	case "SSL":
+	case "SASL_PLAINTEXT", "SASL_SSL":
+		return nil, fmt.Errorf("security.protocol=%s: SASL is not supported yet (PLAINTEXT and SSL are)", proto)
+	default:
+		return nil, fmt.Errorf("security.protocol=%s: want PLAINTEXT or SSL", proto)
+	}
+	settings, err := tlsconf.FromProperties(func(k string) (string, bool) {
+		v, ok := props[k]
+		return strings.TrimSpace(v), ok
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := settings.ClientConfig("")
+	if err != nil {
+		return nil, err
+	}
+	return client.TLS(cfg), nil
 }
 
 // commandContext is the command's context, canceled on SIGINT/SIGTERM so
@@ -465,6 +505,13 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  fetch.max.wait.ms group.instance.id enable.auto.commit
                  auto.commit.interval.ms partition.assignment.strategy
 
-Other keys are warned about and ignored (security.protocol, sasl.* and ssl.* are
-not supported by the CLI yet).
+  TLS            security.protocol (PLAINTEXT or SSL) ssl.truststore.location
+                 ssl.truststore.type ssl.truststore.password
+                 ssl.truststore.certificates ssl.keystore.location
+                 ssl.keystore.type ssl.keystore.password ssl.key.password
+                 ssl.keystore.certificate.chain ssl.keystore.key
+                 ssl.endpoint.identification.algorithm ssl.enabled.protocols
+                 ssl.cipher.suites (JKS, PKCS12 or PEM stores, as Kafka's)
+
+Other keys are warned about and ignored (sasl.* is not supported yet).
 `
