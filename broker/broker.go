@@ -63,6 +63,10 @@ type Options struct {
 	Logs       *storage.Manager
 	Metadata   MetadataView
 	Controller ControllerForwarder
+	// InterBrokerDial opens connections to other brokers' inter-broker
+	// listeners (replica fetchers, transaction markers): TLS when that
+	// listener is SSL. Nil: plain TCP.
+	InterBrokerDial DialFunc
 	// Logger receives the broker's logs; nil discards them.
 	Logger hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
@@ -94,6 +98,7 @@ type Broker struct {
 	logs      *storage.Manager
 	meta      MetadataView
 	ctrl      ControllerForwarder
+	dial      DialFunc // to other brokers' inter-broker listeners
 	log       hclog.Logger
 	now       func() time.Time
 
@@ -197,6 +202,7 @@ func New(opts Options) (*Broker, error) {
 		ready:               make(chan struct{}),
 		nodeID:              opts.NodeID,
 		clusterID:           opts.ClusterID,
+		dial:                opts.InterBrokerDial,
 		cfg:                 cfg,
 		logs:                opts.Logs,
 		meta:                opts.Metadata,
@@ -215,6 +221,7 @@ func New(opts Options) (*Broker, error) {
 		producerQuotas:      newClientQuotas(metadata.QuotaProducerByteRate),
 		consumerQuotas:      newClientQuotas(metadata.QuotaConsumerByteRate),
 		metrics:             newBrokerMetrics(),
+		txnMarkerConns:      txnMarkerConns{dial: opts.InterBrokerDial},
 	}
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)

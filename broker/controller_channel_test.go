@@ -94,7 +94,7 @@ func (f *fakeController) release() {
 func TestKafkaConnWaitEndsWithContext(t *testing.T) {
 	f := startFakeController(t)
 	f.hold()
-	conn := newKafkaConn(f.addr, "test")
+	conn := newKafkaConn(f.addr, "test", nil)
 	defer conn.close()
 
 	first := make(chan error, 1)
@@ -136,7 +136,7 @@ func TestLeaderChannelSendsOnlyToAnotherLeader(t *testing.T) {
 	var leader atomic.Int32 // 0: none known
 	leader.Store(1)
 	leaderID := func() (int32, bool) { id := leader.Load(); return id, id != 0 }
-	ch := newLeaderChannel(func() map[int32]string { return voters }, leaderID, 1, "test")
+	ch := newLeaderChannel(func() map[int32]string { return voters }, leaderID, 1, "test", nil)
 	defer ch.close()
 
 	// This controller leads (it became leader after deciding to forward):
@@ -180,7 +180,7 @@ func TestControllerChannelRotatesWithoutLeader(t *testing.T) {
 	dead := ln.Addr().String()
 	ln.Close()
 	voters := map[int32]string{1: dead, 2: up.addr}
-	ch := newControllerChannel(func() map[int32]string { return voters }, func() (int32, bool) { return 0, false }, "test")
+	ch := newControllerChannel(func() map[int32]string { return voters }, func() (int32, bool) { return 0, false }, "test", nil)
 	defer ch.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

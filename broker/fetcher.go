@@ -196,7 +196,7 @@ func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32, fresh
 	if f == nil {
 		f = &replicaFetcher{
 			b: fs.b, leader: leader, key: key, wake: make(chan struct{}, 1), stop: make(chan struct{}),
-			conn:  newKafkaConn("", "keel-replica-fetcher-"+strconv.Itoa(int(fs.b.nodeID))),
+			conn:  newKafkaConn("", "keel-replica-fetcher-"+strconv.Itoa(int(fs.b.nodeID)), fs.b.dial),
 			parts: map[*partition]*followerFetch{},
 		}
 		if !fs.b.spawn(f.run) {

@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -28,13 +29,54 @@ type kafkaConn struct {
 	// hold it (a broker's heartbeat, say) for as long as the request
 	// ahead (a 30-second voter change) takes.
 	turn chan struct{}
+	dial DialFunc
 	conn net.Conn // the fields below belong to the holder of turn
 	rd   *bufio.Reader
 	corr int32
 }
 
-func newKafkaConn(addr, clientID string) *kafkaConn {
-	return &kafkaConn{addr: addr, clientID: clientID, turn: make(chan struct{}, 1)}
+// newKafkaConn returns a connection to addr, opened with dial when first
+// used (nil: plain TCP).
+func newKafkaConn(addr, clientID string, dial DialFunc) *kafkaConn {
+	if dial == nil {
+		dial = dialTCP
+	}
+	return &kafkaConn{addr: addr, clientID: clientID, dial: dial, turn: make(chan struct{}, 1)}
+}
+
+// DialFunc opens a connection to another node's listener: plain TCP, or
+// TLS when that listener is SSL (DialTLS).
+type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// DialTLS dials with TLS configured by cfg (tlsconf's ClientConfig of the
+// listener dialled, with this node's keystore as its client certificate).
+// A cfg without a ServerName verifies the host dialled.
+func DialTLS(cfg *tls.Config) DialFunc {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		conf := cfg.Clone()
+		if conf.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			conf.ServerName = host
+		}
+		nc, err := dialTCP(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(nc, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		return tc, nil
+	}
 }
 
 // maxInternalResponse bounds a response frame from another node.
@@ -50,8 +92,7 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 	}
 	defer func() { <-c.turn }()
 	if c.conn == nil {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", c.addr)
+		conn, err := c.dial(ctx, c.addr)
 		if err != nil {
 			return nil, fmt.Errorf("dial %s: %w", c.addr, err)
 		}
@@ -144,7 +185,12 @@ func (c *kafkaConn) close() {
 // until the client SDK exists. The newest version kmsg knows is used, so
 // the peer should be Keel.
 func Request(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
-	c := newKafkaConn(addr, "keel-cli")
+	return RequestVia(ctx, nil, addr, req)
+}
+
+// RequestVia is Request over a connection dial opens (nil: plain TCP).
+func RequestVia(ctx context.Context, dial DialFunc, addr string, req kmsg.Request) (kmsg.Response, error) {
+	c := newKafkaConn(addr, "keel-cli", dial)
 	defer c.close()
 	return c.request(ctx, req)
 }

@@ -37,6 +37,7 @@ type controllerChannel struct {
 	// it knows none: a follower's voters do not know the leader either,
 	// and passing the request round them could bring it back here.
 	self int32
+	dial DialFunc // to the controller listener
 
 	mu    sync.Mutex
 	conns map[int32]*kafkaConn
@@ -44,15 +45,16 @@ type controllerChannel struct {
 }
 
 // newControllerChannel returns a broker's channel to the voters voters
-// returns (they change when voters are added or removed).
-func newControllerChannel(voters func() map[int32]string, leader func() (int32, bool), clientID string) *controllerChannel {
-	return &controllerChannel{voters: voters, leader: leader, clientID: clientID, self: -1, conns: map[int32]*kafkaConn{}}
+// returns (they change when voters are added or removed), dialled with
+// dial (nil: plain TCP).
+func newControllerChannel(voters func() map[int32]string, leader func() (int32, bool), clientID string, dial DialFunc) *controllerChannel {
+	return &controllerChannel{voters: voters, leader: leader, clientID: clientID, self: -1, dial: dial, conns: map[int32]*kafkaConn{}}
 }
 
 // newLeaderChannel returns controller self's channel to the quorum leader,
 // for what a follower controller forwards (DescribeQuorum, voter changes).
-func newLeaderChannel(voters func() map[int32]string, leader func() (int32, bool), self int32, clientID string) *controllerChannel {
-	c := newControllerChannel(voters, leader, clientID)
+func newLeaderChannel(voters func() map[int32]string, leader func() (int32, bool), self int32, clientID string, dial DialFunc) *controllerChannel {
+	c := newControllerChannel(voters, leader, clientID, dial)
 	c.self = self
 	return c
 }
@@ -83,7 +85,7 @@ func (c *controllerChannel) target() (*kafkaConn, error) {
 		ok = false
 	}
 	if !ok {
-		conn = newKafkaConn(addr, c.clientID)
+		conn = newKafkaConn(addr, c.clientID, c.dial)
 		c.conns[id] = conn
 	}
 	return conn, nil

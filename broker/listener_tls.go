@@ -3,7 +3,6 @@ package broker
 import (
 	"crypto/x509"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/keelstream/keel/network"
@@ -45,28 +44,29 @@ func (c *Config) ListenerTLS(listener string) (tlsconf.Settings, error) {
 	})
 }
 
-// listenerTLS builds the TLS side of each SSL listener from its ssl.*
-// settings, as Kafka's SslFactory does at startup: a keystore that does not
-// load, a truststore missing with ssl.client.auth set, or bad principal
-// mapping rules stop the node with the setting named.
-//
-// Brokers and controllers talk PLAINTEXT among themselves for now (the
-// replica fetchers, the controller channel, transaction markers and Raft
-// dial without TLS), so neither a controller listener nor the inter-broker
-// listener may be SSL: put SSL on the client listeners.
-func listenerTLS(cfg *Config, listeners []network.Listener, isBroker bool) (map[string]*network.TLSListener, error) {
-	out := map[string]*network.TLSListener{}
+// nodeTLS is the TLS of a node's listeners: the server side of each SSL
+// listener it binds, and the client side of the two it dials on other
+// nodes, as Kafka builds a listener's SslFactory for both modes: the
+// controller listener (the controller channel, the quorum's bootstrap
+// servers, Raft) and the inter-broker listener (replica fetchers,
+// transaction markers, Raft to broker observers). A dial is plain TCP
+// where that listener is PLAINTEXT.
+type nodeTLS struct {
+	servers         map[string]*network.TLSListener
+	controllerDial  DialFunc
+	interBrokerDial DialFunc
+}
+
+// loadNodeTLS builds a node's TLS from its listeners' ssl.* settings at
+// startup, as Kafka does: a keystore that does not load, a truststore
+// missing with ssl.client.auth set, or bad principal mapping rules stop
+// the node with the setting named. protocols is the parsed
+// listener.security.protocol.map.
+func loadNodeTLS(cfg *Config, listeners []network.Listener, protocols map[string]network.SecurityProtocol) (*nodeTLS, error) {
+	t := &nodeTLS{servers: map[string]*network.TLSListener{}, controllerDial: dialTCP, interBrokerDial: dialTCP}
 	for _, l := range listeners {
 		if l.SecurityProtocol != network.SSL {
 			continue
-		}
-		switch {
-		case slices.Contains(cfg.ControllerListenerNames, l.Name):
-			return nil, fmt.Errorf("listener %s is a controller listener (controller.listener.names) mapped to SSL: "+
-				"Keel's controllers and brokers talk PLAINTEXT among themselves for now; map it to PLAINTEXT and use SSL on client listeners", l.Name)
-		case isBroker && l.Name == cfg.InterBrokerListenerName:
-			return nil, fmt.Errorf("listener %s is the inter-broker listener (inter.broker.listener.name) mapped to SSL: "+
-				"Keel's brokers talk PLAINTEXT among themselves for now; give them a PLAINTEXT listener and use SSL on client listeners", l.Name)
 		}
 		settings, err := cfg.ListenerTLS(l.Name)
 		if err != nil {
@@ -80,10 +80,33 @@ func listenerTLS(cfg *Config, listeners []network.Listener, isBroker bool) (map[
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: ssl.principal.mapping.rules: %w", l.Name, err)
 		}
-		out[l.Name] = &network.TLSListener{
+		t.servers[l.Name] = &network.TLSListener{
 			Config:    tc,
 			Principal: func(chain []*x509.Certificate) (string, error) { return mapper.Name(chain[0]) },
 		}
 	}
-	return out, nil
+	dial := func(listener, role string) (DialFunc, error) {
+		if protocols[listener] != network.SSL {
+			return dialTCP, nil
+		}
+		settings, err := cfg.ListenerTLS(listener)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener %s: %w", role, listener, err)
+		}
+		cc, err := settings.ClientConfig("")
+		if err != nil {
+			return nil, fmt.Errorf("%s listener %s (dialling other nodes): %w", role, listener, err)
+		}
+		return DialTLS(cc), nil
+	}
+	var err error
+	if len(cfg.ControllerListenerNames) > 0 {
+		if t.controllerDial, err = dial(cfg.ControllerListenerNames[0], "controller"); err != nil {
+			return nil, err
+		}
+	}
+	if t.interBrokerDial, err = dial(cfg.InterBrokerListenerName, "inter-broker"); err != nil {
+		return nil, err
+	}
+	return t, nil
 }

@@ -47,45 +47,52 @@ func TestListenerTLSSettings(t *testing.T) {
 	}
 }
 
-// Brokers and controllers talk PLAINTEXT among themselves for now: an SSL
-// controller or inter-broker listener is refused with a message saying
-// what to do; an SSL listener whose keystore does not load stops the node
-// with the setting named.
-func TestListenerTLSRefusals(t *testing.T) {
+// An SSL listener whose keystore does not load stops the node with the
+// setting named; so does an SSL controller or inter-broker listener whose
+// client side (this node dialling others) does not load. PLAINTEXT ones
+// dial plain TCP.
+func TestLoadNodeTLS(t *testing.T) {
+	protocols := map[string]network.SecurityProtocol{"INTERNAL": network.Plaintext, "CONTROLLER": network.Plaintext, "EXTERNAL": network.SSL}
 	listeners := []network.Listener{
 		{Name: "INTERNAL", SecurityProtocol: network.Plaintext},
 		{Name: "CONTROLLER", SecurityProtocol: network.Plaintext},
 		{Name: "EXTERNAL", SecurityProtocol: network.SSL},
 	}
-	load := func(props map[string]string) *Config {
+	load := func(extra map[string]string) *Config {
 		t.Helper()
+		props := map[string]string{"inter.broker.listener.name": "INTERNAL", "controller.listener.names": "CONTROLLER"}
+		for k, v := range extra {
+			props[k] = v
+		}
 		c, err := LoadConfig(props, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	base := map[string]string{"inter.broker.listener.name": "INTERNAL", "controller.listener.names": "CONTROLLER"}
-
-	if _, err := listenerTLS(load(base), listeners, true); err == nil || !strings.Contains(err.Error(), "ssl.keystore") {
+	if _, err := loadNodeTLS(load(nil), listeners, protocols); err == nil || !strings.Contains(err.Error(), "ssl.keystore") {
 		t.Errorf("SSL listener without a keystore: %v", err)
 	}
-	missing := load(map[string]string{"inter.broker.listener.name": "INTERNAL", "controller.listener.names": "CONTROLLER",
-		"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/nonexistent/broker.p12", "ssl.keystore.password": "x"})
-	if _, err := listenerTLS(missing, listeners, true); err == nil || !strings.Contains(err.Error(), "/nonexistent/broker.p12") {
+	missing := load(map[string]string{"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/nonexistent/broker.p12", "ssl.keystore.password": "x"})
+	if _, err := loadNodeTLS(missing, listeners, protocols); err == nil || !strings.Contains(err.Error(), "/nonexistent/broker.p12") {
 		t.Errorf("missing keystore file: %v", err)
 	}
+	plain, err := loadNodeTLS(load(nil), listeners[:2], protocols)
+	if err != nil || len(plain.servers) != 0 {
+		t.Fatalf("PLAINTEXT listeners only: %+v %v", plain, err)
+	}
 
-	interSSL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.SSL}, {Name: "CONTROLLER", SecurityProtocol: network.Plaintext}}
-	if _, err := listenerTLS(load(base), interSSL, true); err == nil || !strings.Contains(err.Error(), "inter.broker.listener.name") {
-		t.Errorf("SSL inter-broker listener: %v", err)
+	// The inter-broker listener is SSL: this node dials it with its
+	// truststore, which must load even where this node binds no such
+	// listener (a controller-only node dialling broker observers).
+	sslInternal := map[string]network.SecurityProtocol{"INTERNAL": network.SSL, "CONTROLLER": network.Plaintext}
+	bad := load(map[string]string{"listener.name.internal.ssl.truststore.type": "PEM", "listener.name.internal.ssl.truststore.location": "/nonexistent/ca.pem"})
+	if _, err := loadNodeTLS(bad, listeners[1:2], sslInternal); err == nil || !strings.Contains(err.Error(), "inter-broker listener INTERNAL") {
+		t.Errorf("inter-broker listener's truststore missing: %v", err)
 	}
-	ctlSSL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.Plaintext}, {Name: "CONTROLLER", SecurityProtocol: network.SSL}}
-	if _, err := listenerTLS(load(base), ctlSSL, true); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
-		t.Errorf("SSL controller listener: %v", err)
-	}
-	plain := listeners[:2]
-	if got, err := listenerTLS(load(base), plain, true); err != nil || len(got) != 0 {
-		t.Errorf("PLAINTEXT listeners only: %v %v", got, err)
+	sslCtl := map[string]network.SecurityProtocol{"INTERNAL": network.Plaintext, "CONTROLLER": network.SSL}
+	badCtl := load(map[string]string{"ssl.truststore.type": "PEM", "ssl.truststore.location": "/nonexistent/ca.pem"})
+	if _, err := loadNodeTLS(badCtl, listeners[:1], sslCtl); err == nil || !strings.Contains(err.Error(), "controller listener CONTROLLER") {
+		t.Errorf("controller listener's truststore missing: %v", err)
 	}
 }

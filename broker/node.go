@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,15 +78,6 @@ func (n *Node) start() (err error) {
 	for _, k := range cfg.Unknown {
 		logger.Warn("ignoring unknown config key", "key", k)
 	}
-	voters, source, join, err := quorumVoters(cfg, logger)
-	if err != nil {
-		return err
-	}
-	isController, isBroker := cfg.HasRole("controller"), cfg.HasRole("broker")
-	if _, ok := voters[cfg.NodeID]; isController && !ok && !join {
-		return fmt.Errorf("node.id %d has the controller role but is not among the voters %s (from %s)", cfg.NodeID, raftlog.FormatVoters(voters), source)
-	}
-
 	protocols, err := network.ParseSecurityProtocolMap(cfg.ListenerSecurityProtocolMap)
 	if err != nil {
 		return fmt.Errorf("listener.security.protocol.map: %w", err)
@@ -102,6 +94,19 @@ func (n *Node) start() (err error) {
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
+	tlsCfg, err := loadNodeTLS(cfg, listeners, protocols)
+	if err != nil {
+		return err
+	}
+	voters, source, join, err := quorumVoters(cfg, tlsCfg.controllerDial, logger)
+	if err != nil {
+		return err
+	}
+	isController, isBroker := cfg.HasRole("controller"), cfg.HasRole("broker")
+	if _, ok := voters[cfg.NodeID]; isController && !ok && !join {
+		return fmt.Errorf("node.id %d has the controller role but is not among the voters %s (from %s)", cfg.NodeID, raftlog.FormatVoters(voters), source)
+	}
+
 	var controllerListener string
 	for _, l := range listeners {
 		isCtl := slices.Contains(cfg.ControllerListenerNames, l.Name)
@@ -118,10 +123,6 @@ func (n *Node) start() (err error) {
 	if isBroker && !slices.ContainsFunc(listeners, func(l network.Listener) bool { return l.Name == cfg.InterBrokerListenerName }) {
 		return fmt.Errorf("inter.broker.listener.name %s is not among listeners %q", cfg.InterBrokerListenerName, cfg.Listeners)
 	}
-	tlsListeners, err := listenerTLS(cfg, listeners, isBroker)
-	if err != nil {
-		return err
-	}
 
 	dirs := slices.Clone(cfg.LogDirs)
 	if !slices.Contains(dirs, cfg.MetadataLogDir) {
@@ -137,7 +138,7 @@ func (n *Node) start() (err error) {
 	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames, logger: logger}
 	n.server, err = network.NewServer(network.Config{
 		Listeners:                listeners,
-		TLS:                      tlsListeners,
+		TLS:                      tlsCfg.servers,
 		Handler:                  router,
 		Logger:                   logger.Named("network"),
 		MaxConnections:           cfg.MaxConnections,
@@ -193,6 +194,15 @@ func (n *Node) start() (err error) {
 	}
 	n.mux = raftlog.NewClusterMux(muxAddr, n.clusterID)
 	n.mux.SetNodeID(cfg.NodeID)
+	// A controller dials voters at their controller listener and broker
+	// observers at their inter-broker listener: each with that
+	// listener's security.
+	n.mux.SetDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		if n.isObserverAddr(addr) {
+			return tlsCfg.interBrokerDial(ctx, addr)
+		}
+		return tlsCfg.controllerDial(ctx, addr)
+	})
 	n.raft, err = raftlog.Open(raftlog.Config{
 		NodeID:  cfg.NodeID,
 		Voters:  voters,
@@ -229,7 +239,7 @@ func (n *Node) start() (err error) {
 		ccfg := controllerConfig(cfg, n.clusterID)
 		n.driver = newControllerDriver(n.raft, ccfg, cfg.InterBrokerListenerName, logger)
 		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, currentVoters, cfg.DynamicQuorum(), controllerListener, logger, &n.handlerWG)
-		router.controller.forward = channel(newLeaderChannel(currentVoters, n.raft.LeaderID, cfg.NodeID, clientID)).send
+		router.controller.forward = channel(newLeaderChannel(currentVoters, n.raft.LeaderID, cfg.NodeID, clientID, tlsCfg.controllerDial)).send
 		router.controller.clusterID = n.clusterID
 	}
 	if isBroker {
@@ -250,13 +260,14 @@ func (n *Node) start() (err error) {
 			return err
 		}
 		n.broker, err = New(Options{
-			NodeID:     cfg.NodeID,
-			ClusterID:  n.clusterID,
-			Config:     cfg,
-			Logs:       n.logs,
-			Metadata:   n.raft,
-			Controller: &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID)), raft: n.raft},
-			Logger:     logger,
+			NodeID:          cfg.NodeID,
+			ClusterID:       n.clusterID,
+			Config:          cfg,
+			Logs:            n.logs,
+			Metadata:        n.raft,
+			InterBrokerDial: tlsCfg.interBrokerDial,
+			Controller:      &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
+			Logger:          logger,
 		})
 		if err != nil {
 			return err
@@ -279,7 +290,7 @@ func (n *Node) start() (err error) {
 				endpoints = append(endpoints, l)
 			}
 		}
-		heartbeats := channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID))
+		heartbeats := channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial))
 		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
 	}
 	if cfg.MetricsAddress != "" {
@@ -329,6 +340,24 @@ func (n *Node) handoffRaft(c net.Conn) {
 		return
 	}
 	n.mux.HandoffWithMarker(c)
+}
+
+// isObserverAddr reports whether a Raft peer at addr is a broker observer
+// (dialled at its inter-broker listener) rather than a controller: a
+// registered broker's inter-broker endpoint that is no voter's address.
+// Raft dials only once it runs, so n.raft is set.
+func (n *Node) isObserverAddr(addr string) bool {
+	for _, a := range n.raft.Voters() {
+		if a == addr {
+			return false
+		}
+	}
+	for _, b := range n.raft.Image().Brokers() {
+		if ep, ok := b.Endpoint(n.cfg.InterBrokerListenerName); ok && net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))) == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // applyMetadata feeds every published image to the broker, in order.

@@ -33,10 +33,11 @@ import (
 //     DescribeQuorum (its KIP-853 Nodes), retried for up to
 //     initial.broker.registration.timeout.ms.
 //
-// A controller with bootstrap servers naming other controllers and no
-// formatted voters is refused: taking itself as the only voter, as a
+// dial opens the connections to the bootstrap controllers (TLS when the
+// controller listener is SSL). A controller with bootstrap servers naming
+// other controllers and no formatted voters is refused: taking itself as the only voter, as a
 // single node does, would make each such controller a quorum of its own.
-func quorumVoters(cfg *Config, logger hclog.Logger) (voters map[int32]string, source string, join bool, err error) {
+func quorumVoters(cfg *Config, dial DialFunc, logger hclog.Logger) (voters map[int32]string, source string, join bool, err error) {
 	if !cfg.DynamicQuorum() {
 		voters, err := raftlog.ParseVoters(cfg.ControllerQuorumVoters)
 		if err != nil {
@@ -67,7 +68,7 @@ func quorumVoters(cfg *Config, logger hclog.Logger) (voters map[int32]string, so
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.InitialBrokerRegistrationTimeout)
 	defer cancel()
-	voters, err = discoverVoters(ctx, cfg.ControllerQuorumBootstrapServers, cfg.ControllerListenerNames, logger)
+	voters, err = discoverVoters(ctx, dial, cfg.ControllerQuorumBootstrapServers, cfg.ControllerListenerNames, logger)
 	if err != nil {
 		return nil, "", false, err
 	}
@@ -77,12 +78,12 @@ func quorumVoters(cfg *Config, logger hclog.Logger) (voters map[int32]string, so
 
 // discoverVoters asks the bootstrap controllers, in turn and with backoff
 // until ctx ends, for the voters and their controller listeners.
-func discoverVoters(ctx context.Context, servers, listenerNames []string, logger hclog.Logger) (map[int32]string, error) {
+func discoverVoters(ctx context.Context, dial DialFunc, servers, listenerNames []string, logger hclog.Logger) (map[int32]string, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		var last error
 		for _, addr := range servers {
-			voters, err := askVoters(ctx, addr, listenerNames)
+			voters, err := askVoters(ctx, dial, addr, listenerNames)
 			if err == nil {
 				return voters, nil
 			}
@@ -105,10 +106,10 @@ func discoverVoters(ctx context.Context, servers, listenerNames []string, logger
 // askVoters sends DescribeQuorum to one controller. Its Nodes give each
 // voter's listeners; the first of controller.listener.names that a voter
 // has is its address, as brokers reach controllers in Kafka.
-func askVoters(ctx context.Context, addr string, listenerNames []string) (map[int32]string, error) {
+func askVoters(ctx context.Context, dial DialFunc, addr string, listenerNames []string) (map[int32]string, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	r, err := Request(rctx, addr, NewDescribeQuorumRequest())
+	r, err := RequestVia(rctx, dial, addr, NewDescribeQuorumRequest())
 	if err != nil {
 		return nil, err
 	}

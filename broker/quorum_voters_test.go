@@ -87,7 +87,7 @@ func TestAskVotersTakesUsableControllerListeners(t *testing.T) {
 		quorumNode(3, nodeListener("CONTROLLER", "c3", 0)),
 	}
 	ctx := context.Background()
-	voters, err := askVoters(ctx, serveDescribeQuorum(t, resp), []string{"CONTROLLER", "SECOND"})
+	voters, err := askVoters(ctx, nil, serveDescribeQuorum(t, resp), []string{"CONTROLLER", "SECOND"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,14 +95,14 @@ func TestAskVotersTakesUsableControllerListeners(t *testing.T) {
 		t.Fatalf("voters %v", voters)
 	}
 
-	if _, err := askVoters(ctx, serveDescribeQuorum(t, resp), []string{"NONE"}); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
+	if _, err := askVoters(ctx, nil, serveDescribeQuorum(t, resp), []string{"NONE"}); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
 		t.Fatalf("no usable listener: %v", err)
 	}
 	// discoverVoters tries the next bootstrap server after one that fails.
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	voters, err = discoverVoters(ctx, []string{deadAddr, serveDescribeQuorum(t, resp)}, []string{"CONTROLLER", "SECOND"}, hclog.NewNullLogger())
+	voters, err = discoverVoters(ctx, nil, []string{deadAddr, serveDescribeQuorum(t, resp)}, []string{"CONTROLLER", "SECOND"}, hclog.NewNullLogger())
 	if err != nil || len(voters) != 2 {
 		t.Fatalf("discover: %v %v", voters, err)
 	}

@@ -51,6 +51,7 @@ type markerJob struct {
 //
 // Concurrency: mu guards conns; safe from any goroutine.
 type txnMarkerConns struct {
+	dial   DialFunc // set before the first conn
 	mu     sync.Mutex
 	conns  map[int32]*kafkaConn
 	closed bool
@@ -72,7 +73,7 @@ func (c *txnMarkerConns) conn(id int32, addr string) (*kafkaConn, error) {
 		if c.conns == nil {
 			c.conns = map[int32]*kafkaConn{}
 		}
-		kc = newKafkaConn(addr, "keel-txn-markers")
+		kc = newKafkaConn(addr, "keel-txn-markers", c.dial)
 		c.conns[id] = kc
 	}
 	return kc, nil

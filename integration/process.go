@@ -147,6 +147,11 @@ type ProcessOptions struct {
 	// properties (key=value). Brokers still talk PLAINTEXT among
 	// themselves.
 	SSL []string
+	// InternalSSL (with SSL) makes the nodes talk TLS among themselves:
+	// the CONTROLLER listener is SSL, and every broker has an SSL
+	// listener INTERNAL (Process.InternalPort) as its
+	// inter.broker.listener.name. Clients keep PLAINTEXT (and SSL).
+	InternalSSL bool
 }
 
 // ProcessCluster is a cluster of keel server processes on loopback.
@@ -177,6 +182,7 @@ type Process struct {
 	PlaintextPort  int    // 0 for a controller-only node
 	ControllerPort int    // 0 for a broker-only node
 	SSLPort        int    // with ProcessOptions.SSL: the SSL listener (never proxied)
+	InternalPort   int    // with ProcessOptions.InternalSSL: the inter-broker listener
 	// AdvertisedPlaintext and AdvertisedController are the addresses other
 	// nodes and clients use: the proxies' with ProcessOptions.Proxy, the
 	// listeners' otherwise.
@@ -232,6 +238,9 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 			if len(opts.SSL) > 0 {
 				p.SSLPort = FreePort(t)
 			}
+			if opts.InternalSSL {
+				p.InternalPort = FreePort(t)
+			}
 		}
 		if strings.Contains(s.Roles, "controller") {
 			p.ControllerPort = FreePort(t)
@@ -257,7 +266,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 				format = append(format, "--initial-controllers", strings.Join(initial, ","))
 			}
 		}
-		if err := os.WriteFile(p.ConfigPath, []byte(processProperties(s, p, quorum, offsetsReplication(specs), opts.SSL)), 0o644); err != nil {
+		if err := os.WriteFile(p.ConfigPath, []byte(processProperties(s, p, quorum, offsetsReplication(specs), opts.SSL, opts.InternalSSL)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(c.bin, format...).CombinedOutput()
@@ -278,7 +287,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 // short (3 s, heartbeat 0.5 s) so that a node restarted after kill -9,
 // whose old registration holds its node.id until the session expires (as
 // in Kafka), serves again within seconds.
-func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF string, ssl []string) string {
+func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF string, ssl []string, internalSSL bool) string {
 	var listeners []string
 	if p.PlaintextPort != 0 {
 		listeners = append(listeners, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", p.PlaintextPort))
@@ -294,6 +303,14 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 		listeners = append(listeners, fmt.Sprintf("SSL://127.0.0.1:%d", p.SSLPort))
 		advertised = append(advertised, fmt.Sprintf("SSL://127.0.0.1:%d", p.SSLPort))
 	}
+	protocols, interBroker := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL", "PLAINTEXT"
+	if internalSSL {
+		protocols, interBroker = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL,SSL:SSL,INTERNAL:SSL", "INTERNAL"
+		if p.InternalPort != 0 {
+			listeners = append(listeners, fmt.Sprintf("INTERNAL://127.0.0.1:%d", p.InternalPort))
+			advertised = append(advertised, fmt.Sprintf("INTERNAL://127.0.0.1:%d", p.InternalPort))
+		}
+	}
 	props := [][2]string{
 		{"process.roles", s.Roles},
 		{"advertised.listeners", strings.Join(advertised, ",")},
@@ -301,8 +318,8 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 		quorum, // controller.quorum.voters or controller.quorum.bootstrap.servers
 		{"controller.listener.names", "CONTROLLER"},
 		{"listeners", strings.Join(listeners, ",")},
-		{"listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL"},
-		{"inter.broker.listener.name", "PLAINTEXT"},
+		{"listener.security.protocol.map", protocols},
+		{"inter.broker.listener.name", interBroker},
 		{"log.dirs", p.Dir},
 		{"broker.heartbeat.interval.ms", "500"},
 		{"broker.session.timeout.ms", "3000"},
@@ -315,7 +332,7 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 	for _, kv := range props {
 		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
 	}
-	if p.SSLPort != 0 {
+	if p.SSLPort != 0 || internalSSL {
 		for _, kv := range ssl {
 			fmt.Fprintln(&b, kv)
 		}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelstream/keel/broker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"software.sslmate.com/src/go-pkcs12"
@@ -59,7 +60,9 @@ func newTestCerts(t *testing.T) *testCerts {
 		Subject:     pkix.Name{CommonName: "broker"},
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// Client authentication too: a node presents it to the nodes it
+		// dials over SSL (InternalSSL).
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})
 	p12, err := pkcs12.Modern.Encode(brokerKey, broker, []*x509.Certificate{ca}, "broker-secret")
 	if err != nil {
@@ -162,7 +165,7 @@ func (c *testCerts) brokerSSL() []string {
 		"ssl.key.password=broker-secret",
 		"ssl.truststore.type=PEM",
 		"ssl.truststore.location=" + c.caPEM,
-		"listener.name.ssl.ssl.client.auth=required",
+		"ssl.client.auth=required",
 		`ssl.principal.mapping.rules=RULE:^CN=([^,]*),OU=services.*$/$1/L,DEFAULT`,
 	}
 }
@@ -339,3 +342,79 @@ except KafkaException as e:
     print("untrusted client refused:", e)
 print("ok: 500 records produced and consumed over TLS")
 `
+
+// TestSSLBetweenNodes: the nodes talk TLS among themselves, mutual TLS
+// required everywhere: Raft and the controller channel over the SSL
+// CONTROLLER listener, replica fetching and Raft to the broker observer
+// over the SSL inter-broker listener INTERNAL. A controller-only node, two
+// combined nodes and a broker-only one; a topic with three replicas and
+// min.insync.replicas=2 takes acks=all records while a broker is killed -9
+// and restarted: it catches up over TLS and rejoins every ISR, and every
+// acknowledged record is read back. keel metadata-quorum describes the
+// quorum over the SSL controller listener.
+func TestSSLBetweenNodes(t *testing.T) {
+	certs := newTestCerts(t)
+	c := StartProcessCluster(t, []NodeSpec{{1, "controller"}, {2, "broker,controller"}, {3, "broker,controller"}, {4, "broker"}},
+		ProcessOptions{SSL: certs.brokerSSL(), InternalSSL: true, Overrides: []string{"replica.lag.time.max.ms=3000"}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const topic, partitions = "tls-replicated", 3
+	if resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	w := StartWorkload(t, c.BootstrapServers(), topic, 2, 200)
+	defer w.Stop()
+	w.WaitEachPartition(partitions, 50, 30*time.Second, "with every node up")
+
+	c.Kill(4)
+	w.WaitAcked(300, 30*time.Second, "with broker 4 killed")
+	c.Start(4)
+	c.WaitReady(4)
+	waitFor(t, 60*time.Second, "broker 4 back in every ISR", func() bool {
+		topics, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return false
+		}
+		for _, p := range topics[topic].Partitions {
+			if len(p.ISR) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	w.WaitAcked(300, 30*time.Second, "after broker 4 rejoined")
+	w.Stop()
+	if got := w.Check(60 * time.Second); got == 0 {
+		t.Fatal("read no records back")
+	}
+
+	props := writePEM(t, t.TempDir(), "admin-ssl.properties", []byte(strings.Join([]string{
+		"security.protocol=SSL",
+		"ssl.truststore.type=PEM",
+		"ssl.truststore.location=" + certs.caPEM,
+		"ssl.keystore.type=PEM",
+		"ssl.keystore.location=" + certs.clientKeystorePEM,
+	}, "\n")+"\n"))
+	out, err := exec.CommandContext(ctx, c.bin, "metadata-quorum", "--bootstrap-controller", c.Node(1).AdvertisedController,
+		"--command-config", props, "describe", "--status").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "CurrentVoters:") {
+		t.Fatalf("keel metadata-quorum describe over TLS: %v\n%s", err, out)
+	}
+	for _, id := range []int32{1, 2, 3, 4} {
+		if log := c.Log(id); strings.Contains(log, "TLS handshake failed") {
+			t.Errorf("node %d refused a TLS handshake:\n%s", id, c.LogTail(id, 20))
+		}
+	}
+	// The controller listener speaks only TLS: a plaintext request is not answered.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, err := broker.Request(pctx, c.Node(1).AdvertisedController, broker.NewDescribeQuorumRequest()); err == nil {
+		t.Error("the SSL controller listener answered a plaintext request")
+	}
+	pcancel()
+}

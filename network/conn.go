@@ -140,8 +140,9 @@ func (c *conn) serve() {
 			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
 		}
 	}
-	// Raft never comes in over TLS: SSL listeners are not classified.
-	if c.srv.cfg.ConnClassifier != nil && c.tls == nil {
+	// On an SSL listener Raft comes in over TLS too: classified after the
+	// handshake, handed off as the TLS connection.
+	if c.srv.cfg.ConnClassifier != nil {
 		var err error
 		if handedOff, err = c.classify(); handedOff || err != nil {
 			if err != nil {

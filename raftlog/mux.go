@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -108,6 +109,9 @@ type Mux struct {
 	// receiving side (its logs, a test's fault-injecting proxy) knows who
 	// dialled; "" sends none.
 	nodeID string
+	// dial opens a connection to a peer: TCP, or TLS where the listener
+	// dialled is SSL (SetDialer).
+	dial   func(ctx context.Context, address string) (net.Conn, error)
 	connCh chan net.Conn
 	closed chan struct{}
 	once   sync.Once
@@ -243,6 +247,13 @@ func (m *Mux) Close() error {
 	return nil
 }
 
+// SetDialer replaces how the Mux opens connections to peers (plain TCP by
+// default): a node whose controller or inter-broker listener is SSL dials
+// with TLS. Call it before Raft starts.
+func (m *Mux) SetDialer(dial func(ctx context.Context, address string) (net.Conn, error)) {
+	m.dial = dial
+}
+
 // Addr is the advertised address (raft.StreamLayer; Raft tells its peers
 // this address as its own).
 func (m *Mux) Addr() net.Addr { return m.addr }
@@ -255,7 +266,18 @@ func (m *Mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn,
 		return nil, errMuxClosed
 	default:
 	}
-	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	dial := m.dial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, address string) (net.Conn, error) { return d.DialContext(ctx, "tcp", address) }
+	}
+	conn, err := dial(ctx, string(address))
 	if err != nil {
 		return nil, fmt.Errorf("dial raft %s: %w", address, err)
 	}

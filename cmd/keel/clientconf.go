@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -367,11 +368,20 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 }
 
 // tlsOption reads security.protocol and the ssl.* properties, as Kafka's
-// clients do: SSL connects with TLS, verifying the brokers against the
-// truststore (the system's roots when none is set) and, with a keystore,
-// presenting its certificate to a listener with ssl.client.auth=required.
-// Nil for PLAINTEXT. SASL is not supported yet.
+// clients do (tlsConfig): SSL connects with TLS. Nil for PLAINTEXT.
 func tlsOption(props map[string]string) (client.Opt, error) {
+	cfg, err := tlsConfig(props)
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	return client.TLS(cfg), nil
+}
+
+// tlsConfig is the TLS of security.protocol=SSL: the brokers verified
+// against the truststore (the system's roots when none is set) and, with a
+// keystore, its certificate presented to a listener with
+// ssl.client.auth=required. Nil for PLAINTEXT; SASL is not supported yet.
+func tlsConfig(props map[string]string) (*tls.Config, error) {
 	switch proto := strings.ToUpper(strings.TrimSpace(props["security.protocol"])); proto {
 	case "", "PLAINTEXT":
 		return nil, nil
@@ -388,11 +398,31 @@ func tlsOption(props map[string]string) (client.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := settings.ClientConfig("")
+	return settings.ClientConfig("")
+}
+
+// commandDial is how a command that talks to one node directly (keel
+// metadata-quorum) connects: TLS when --command-config says
+// security.protocol=SSL, plain TCP otherwise.
+func commandDial(c *cli.Context) (broker.DialFunc, error) {
+	path := c.String("command-config")
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
 	if err != nil {
+		return nil, fmt.Errorf("--command-config: %w", err)
+	}
+	props, _, err := broker.ParseProperties(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("--command-config %s: %w", path, err)
+	}
+	cfg, err := tlsConfig(props)
+	if cfg == nil || err != nil {
 		return nil, err
 	}
-	return client.TLS(cfg), nil
+	return broker.DialTLS(cfg), nil
 }
 
 // commandContext is the command's context, canceled on SIGINT/SIGTERM so

@@ -26,7 +26,7 @@ func metadataQuorumCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "bootstrap-server", Usage: "a broker's HOST:PORT"},
 			&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's HOST:PORT"},
-			&cli.StringFlag{Name: "command-config", Usage: "add-controller: the new controller's server.properties"},
+			&cli.StringFlag{Name: "command-config", Usage: "client properties (security.protocol=SSL and ssl.*: TLS to an SSL listener); for add-controller, the new controller's server.properties"},
 		},
 		Subcommands: []*cli.Command{
 			{
@@ -71,20 +71,22 @@ func metadataQuorumCommand() *cli.Command {
 	}
 }
 
-// quorumAddr is the --bootstrap-controller or --bootstrap-server given.
-func quorumAddr(c *cli.Context) (string, error) {
+// quorumAddr is the --bootstrap-controller or --bootstrap-server given,
+// and how to dial it (TLS with --command-config's security.protocol=SSL).
+func quorumAddr(c *cli.Context) (string, broker.DialFunc, error) {
 	addr := c.String("bootstrap-server")
 	if ctl := c.String("bootstrap-controller"); ctl != "" {
 		addr = ctl
 	}
 	if addr == "" {
-		return "", fmt.Errorf("one of --bootstrap-server or --bootstrap-controller is required")
+		return "", nil, fmt.Errorf("one of --bootstrap-server or --bootstrap-controller is required")
 	}
-	return addr, nil
+	dial, err := commandDial(c)
+	return addr, dial, err
 }
 
 func describeQuorum(c *cli.Context) error {
-	addr, err := quorumAddr(c)
+	addr, dial, err := quorumAddr(c)
 	if err != nil {
 		return err
 	}
@@ -93,7 +95,7 @@ func describeQuorum(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
 	defer cancel()
-	resp, err := broker.Request(ctx, addr, broker.NewDescribeQuorumRequest())
+	resp, err := broker.RequestVia(ctx, dial, addr, broker.NewDescribeQuorumRequest())
 	if err != nil {
 		return err
 	}
@@ -109,7 +111,7 @@ func describeQuorum(c *cli.Context) error {
 		return fmt.Errorf("describe quorum: %w", err)
 	}
 	if c.Bool("status") {
-		cl, err := broker.Request(ctx, addr, kmsg.NewPtrDescribeClusterRequest())
+		cl, err := broker.RequestVia(ctx, dial, addr, kmsg.NewPtrDescribeClusterRequest())
 		if err != nil {
 			return err
 		}
@@ -215,7 +217,7 @@ func printQuorumReplication(w io.Writer, p quorumPartition, human bool, now time
 // describes: its node id, its controller listener's advertised endpoint
 // and its cluster id (from its metadata log dir's meta.properties).
 func addController(c *cli.Context) error {
-	addr, err := quorumAddr(c)
+	addr, dial, err := quorumAddr(c)
 	if err != nil {
 		return err
 	}
@@ -252,7 +254,7 @@ func addController(c *cli.Context) error {
 	req.Listeners = append(req.Listeners, l)
 	ctx, cancel := context.WithTimeout(c.Context, 70*time.Second)
 	defer cancel()
-	resp, err := broker.Request(ctx, addr, req)
+	resp, err := broker.RequestVia(ctx, dial, addr, req)
 	if err != nil {
 		return err
 	}
@@ -266,7 +268,7 @@ func addController(c *cli.Context) error {
 
 // removeController sends RemoveRaftVoter for --controller-id.
 func removeController(c *cli.Context) error {
-	addr, err := quorumAddr(c)
+	addr, dial, err := quorumAddr(c)
 	if err != nil {
 		return err
 	}
@@ -281,7 +283,7 @@ func removeController(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 35*time.Second)
 	defer cancel()
-	resp, err := broker.Request(ctx, addr, req)
+	resp, err := broker.RequestVia(ctx, dial, addr, req)
 	if err != nil {
 		return err
 	}

@@ -36,11 +36,11 @@ func serverCommand() *cli.Command {
 			"with Kafka; the transaction coordinator keeps its state in __transaction_state, created\n" +
 			"on first use (transaction.state.log.num.partitions, .replication.factor, .min.isr;\n" +
 			"transaction.max.timeout.ms, transactional.id.expiration.ms). keel transactions lists them.\n\n" +
-			"TLS: a listener mapped to SSL in listener.security.protocol.map serves clients over TLS\n" +
-			"with Kafka's ssl.* settings (ssl.keystore.* and ssl.truststore.*: JKS, PKCS12 or PEM;\n" +
-			"ssl.client.auth; ssl.principal.mapping.rules), or listener.name.<listener>.ssl.* for one\n" +
-			"listener. The controller and inter-broker listeners stay PLAINTEXT for now; SASL is not\n" +
-			"supported yet.",
+			"TLS: a listener mapped to SSL in listener.security.protocol.map speaks TLS with Kafka's\n" +
+			"ssl.* settings (ssl.keystore.* and ssl.truststore.*: JKS, PKCS12 or PEM; ssl.client.auth;\n" +
+			"ssl.principal.mapping.rules), or listener.name.<listener>.ssl.* for one listener: client\n" +
+			"listeners, the inter-broker listener and the controller listener alike (a node dialling\n" +
+			"another's uses that listener's settings). SASL is not supported yet.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},
