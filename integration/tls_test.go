@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,6 +267,44 @@ func TestSSLListener(t *testing.T) {
 		t.Error("the refused handshakes were not logged")
 	}
 
+	// The client certificate is the principal: its mapped subject
+	// (orders-app, by the listener's rule) is the user a user quota
+	// throttles; the same produce from a PLAINTEXT client (ANONYMOUS) is not.
+	t.Run("principal", func(t *testing.T) {
+		user := "orders-app"
+		alt, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &user}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}},
+		}})
+		if err != nil || alt[0].Err != nil {
+			t.Fatalf("set a user quota: %v %v", err, alt)
+		}
+		throttled := func(seed string, tlsCfg *tls.Config) time.Duration {
+			hook := &throttleHook{}
+			opts := []kgo.Opt{kgo.SeedBrokers(seed), kgo.DefaultProduceTopic(topic), kgo.WithHooks(hook)}
+			if tlsCfg != nil {
+				opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+			}
+			p, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			for range 3 {
+				if err := p.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 64<<10)}).FirstErr(); err != nil {
+					t.Fatalf("produce: %v", err)
+				}
+			}
+			return hook.max()
+		}
+		waitFor(t, 20*time.Second, "the mTLS principal throttled by its user quota", func() bool {
+			return throttled(ssl, tlsCfg(&certs.client)) > 0
+		})
+		if d := throttled(c.Node(1).AdvertisedPlaintext, nil); d > 0 {
+			t.Errorf("an ANONYMOUS client was throttled %v by orders-app's quota", d)
+		}
+	})
+
 	t.Run("keel CLI", func(t *testing.T) {
 		props := writePEM(t, t.TempDir(), "client-ssl.properties", []byte(strings.Join([]string{
 			"security.protocol=SSL",
@@ -417,4 +456,22 @@ func TestSSLBetweenNodes(t *testing.T) {
 		t.Error("the SSL controller listener answered a plaintext request")
 	}
 	pcancel()
+}
+
+// throttleHook records the longest throttle a broker asked for.
+type throttleHook struct {
+	mu      sync.Mutex
+	longest time.Duration
+}
+
+func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	h.mu.Lock()
+	h.longest = max(h.longest, d)
+	h.mu.Unlock()
+}
+
+func (h *throttleHook) max() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.longest
 }
