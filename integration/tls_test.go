@@ -171,6 +171,18 @@ func (c *testCerts) brokerSSL() []string {
 	}
 }
 
+// clientProperties writes the Kafka client properties of a client with
+// the client certificate (keel's --command-config) and returns their path.
+func (c *testCerts) clientProperties(t *testing.T) string {
+	return writePEM(t, t.TempDir(), "client-ssl.properties", []byte(strings.Join([]string{
+		"security.protocol=SSL",
+		"ssl.truststore.type=PEM",
+		"ssl.truststore.location=" + c.caPEM,
+		"ssl.keystore.type=PEM",
+		"ssl.keystore.location=" + c.clientKeystorePEM,
+	}, "\n")+"\n"))
+}
+
 // TestSSLListener: a broker with an SSL listener (ssl.client.auth=required)
 // next to its PLAINTEXT one, through the real binary. franz-go, librdkafka
 // (confluent-kafka-python) and keel's own CLI, each with a client
@@ -306,13 +318,7 @@ func TestSSLListener(t *testing.T) {
 	})
 
 	t.Run("keel CLI", func(t *testing.T) {
-		props := writePEM(t, t.TempDir(), "client-ssl.properties", []byte(strings.Join([]string{
-			"security.protocol=SSL",
-			"ssl.truststore.type=PEM",
-			"ssl.truststore.location=" + certs.caPEM,
-			"ssl.keystore.type=PEM",
-			"ssl.keystore.location=" + certs.clientKeystorePEM,
-		}, "\n")+"\n"))
+		props := certs.clientProperties(t)
 		keel := func(args ...string) string {
 			t.Helper()
 			out, err := exec.CommandContext(ctx, c.bin, args...).CombinedOutput()
@@ -433,13 +439,7 @@ func TestSSLBetweenNodes(t *testing.T) {
 		t.Fatal("read no records back")
 	}
 
-	props := writePEM(t, t.TempDir(), "admin-ssl.properties", []byte(strings.Join([]string{
-		"security.protocol=SSL",
-		"ssl.truststore.type=PEM",
-		"ssl.truststore.location=" + certs.caPEM,
-		"ssl.keystore.type=PEM",
-		"ssl.keystore.location=" + certs.clientKeystorePEM,
-	}, "\n")+"\n"))
+	props := certs.clientProperties(t)
 	out, err := exec.CommandContext(ctx, c.bin, "metadata-quorum", "--bootstrap-controller", c.Node(1).AdvertisedController,
 		"--command-config", props, "describe", "--status").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "CurrentVoters:") {

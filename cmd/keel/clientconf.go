@@ -311,18 +311,9 @@ func splitPairs(v string) []string {
 // of other roles or unknown keys are warned about on stderr, as Kafka's
 // clients warn about unknown configs, and ignored.
 func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Opt, error) {
-	props := map[string]string{}
-	if path := c.String("command-config"); path != "" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("--command-config: %w", err)
-		}
-		file, _, err := broker.ParseProperties(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--command-config %s: %w", path, err)
-		}
-		props = file
+	props, err := commandConfig(c)
+	if err != nil {
+		return nil, err
 	}
 	for k, v := range extra {
 		props[k] = v
@@ -405,24 +396,34 @@ func tlsConfig(props map[string]string) (*tls.Config, error) {
 // metadata-quorum) connects: TLS when --command-config says
 // security.protocol=SSL, plain TCP otherwise.
 func commandDial(c *cli.Context) (broker.DialFunc, error) {
-	path := c.String("command-config")
-	if path == "" {
-		return nil, nil
-	}
-	f, err := os.Open(path)
+	props, err := commandConfig(c)
 	if err != nil {
-		return nil, fmt.Errorf("--command-config: %w", err)
-	}
-	props, _, err := broker.ParseProperties(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("--command-config %s: %w", path, err)
+		return nil, err
 	}
 	cfg, err := tlsConfig(props)
 	if cfg == nil || err != nil {
 		return nil, err
 	}
 	return broker.DialTLS(cfg), nil
+}
+
+// commandConfig reads the --command-config properties file; empty without
+// one.
+func commandConfig(c *cli.Context) (map[string]string, error) {
+	path := c.String("command-config")
+	if path == "" {
+		return map[string]string{}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config: %w", err)
+	}
+	defer f.Close()
+	props, _, err := broker.ParseProperties(f)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config %s: %w", path, err)
+	}
+	return props, nil
 }
 
 // commandContext is the command's context, canceled on SIGINT/SIGTERM so
