@@ -1,0 +1,82 @@
+package sasl
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+)
+
+// FuzzAuthenticatePlain feeds untrusted SaslAuthenticate bytes to the PLAIN
+// check: it must not panic, must accept exactly the right credentials, and
+// must not put the password in an error or the client's message.
+func FuzzAuthenticatePlain(f *testing.F) {
+	const pass = "alice-secret"
+	users := PlainUsers{"alice": pass}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		user, err := users.AuthenticatePlain(msg)
+		if err == nil {
+			authzid, _, _ := bytes.Cut(msg, []byte{0})
+			if user != "alice" || !bytes.Equal(msg, append(append([]byte{}, authzid...), "\x00alice\x00"+pass...)) ||
+				(len(authzid) != 0 && string(authzid) != "alice") {
+				t.Fatalf("accepted %q as %q", msg, user)
+			}
+			return
+		}
+		if user != "" {
+			t.Fatalf("user %q with error %v", user, err)
+		}
+		if !errors.Is(err, ErrInvalidPlainMessage) && !errors.Is(err, ErrAuthenticationFailed) && !errors.Is(err, ErrAuthorizationIDMismatch) {
+			t.Fatalf("error %v wraps no sentinel", err)
+		}
+		if strings.Contains(err.Error(), pass) || strings.Contains(ClientMessage(MechanismPlain, err), pass) {
+			t.Fatalf("error %q shows the password", err)
+		}
+	})
+}
+
+// FuzzParseJAAS checks that ParseJAAS does not panic and that what it
+// parses survives writing it back out, fully quoted, and parsing it again.
+func FuzzParseJAAS(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseJAAS(s)
+		if err != nil {
+			if c.LoginModule != "" || c.Flag != "" || c.Options != nil {
+				t.Fatalf("error %v with a result %v", err, c)
+			}
+			return
+		}
+		switch c.Flag {
+		case "required", "requisite", "sufficient", "optional":
+		default:
+			t.Fatalf("flag %q", c.Flag)
+		}
+		if c.LoginModule == "" || c.Options == nil {
+			t.Fatalf("parsed %q into %v", s, c)
+		}
+		again, err := ParseJAAS(formatJAAS(c))
+		if err != nil {
+			t.Fatalf("%q parsed into %q, which does not parse: %v", s, formatJAAS(c), err)
+		}
+		if again.LoginModule != c.LoginModule || again.Flag != c.Flag || !maps.Equal(again.Options, c.Options) {
+			t.Fatalf("%q round trip: %q %q %q, want %q %q %q", s, again.LoginModule, again.Flag, again.Options, c.LoginModule, c.Flag, c.Options)
+		}
+	})
+}
+
+// formatJAAS writes c with every string quoted.
+func formatJAAS(c JAASConfig) string {
+	var b strings.Builder
+	b.WriteString(quoteJAAS(c.LoginModule) + " " + c.Flag)
+	for k, v := range c.Options {
+		b.WriteString("\n  " + quoteJAAS(k) + "=" + quoteJAAS(v))
+	}
+	b.WriteString(";")
+	return b.String()
+}
+
+func quoteJAAS(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`)
+	return `"` + r.Replace(s) + `"`
+}
