@@ -42,8 +42,9 @@ var (
 // from the Server.
 type conn struct {
 	srv      *Server
-	nc       net.Conn     // a *tls.Conn on an SSL listener
-	tls      *TLSListener // SSL listeners only
+	nc       net.Conn      // a *tls.Conn on an SSL listener
+	tls      *TLSListener  // SSL and SASL_SSL listeners only
+	sasl     *SASLListener // SASL listeners only
 	info     *ConnInfo
 	log      hclog.Logger
 	versions VersionRange
@@ -52,9 +53,10 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	br  *bufio.Reader  // reader goroutine only
-	dec requestDecoder // reader goroutine only
-	q   responseQueue
+	br        *bufio.Reader  // reader goroutine only
+	dec       requestDecoder // reader goroutine only
+	saslState saslState      // reader goroutine only
+	q         responseQueue
 	// dout is the encode buffer of direct writes (direct.go), owned by
 	// whoever set q.direct.
 	dout outbound
@@ -84,9 +86,15 @@ func newConn(s *Server, nc net.Conn, b *boundListener, seq uint64) *conn {
 		srv:  s,
 		nc:   nc,
 		tls:  b.tls,
+		sasl: b.sasl,
 		info: info,
 		log:  s.log.With("conn", info.ID, "listener", b.Name),
 		versions: func(key int16) (int16, int16, bool) {
+			if b.sasl != nil {
+				if min, max, ok := saslVersions(key); ok {
+					return min, max, true
+				}
+			}
 			return handler.SupportedVersions(listener, key)
 		},
 		ctx:        ctx,
@@ -403,6 +411,9 @@ func (c *conn) wakeReader() { _ = c.nc.SetReadDeadline(time.Now()) }
 // dispatch decodes a frame, runs the handler and queues its result. An
 // error closes the connection.
 func (c *conn) dispatch(frame []byte) error {
+	if c.saslState.raw {
+		return c.saslRawToken(frame)
+	}
 	received := time.Now()
 	hdr, msg, verdict, err := c.dec.decode(frame, c.versions)
 	if err != nil {
@@ -414,7 +425,16 @@ func (c *conn) dispatch(frame []byte) error {
 		respVersion: hdr.APIVersion,
 	}
 	var res Result
-	if verdict == verdictUnsupportedApiVersions {
+	var saslResp *Response
+	handled := false
+	if c.sasl != nil && verdict != verdictUnsupportedApiVersions {
+		if saslResp, handled, err = c.saslStep(&p.req); err != nil {
+			c.log.Warn("closing connection: request before SASL authentication", "remote", c.info.RemoteAddr.String(), "error", err)
+			return err
+		}
+	}
+	switch {
+	case verdict == verdictUnsupportedApiVersions:
 		resp, ok := unsupportedApiVersionsResponse(c.versions)
 		if !ok {
 			c.log.Warn("closing connection: ApiVersions not served on this listener", "remote", c.info.RemoteAddr.String())
@@ -422,8 +442,12 @@ func (c *conn) dispatch(frame []byte) error {
 		}
 		c.log.Debug("unsupported ApiVersions version; answering with v0", "api_version", hdr.APIVersion, "client_id", hdr.ClientID)
 		res, p.respVersion = &Response{Msg: resp}, 0
-	} else if res, err = c.handle(&p.req); err != nil {
-		return err
+	case handled:
+		res = saslResp
+	default:
+		if res, err = c.handle(&p.req); err != nil {
+			return err
+		}
 	}
 	switch r := res.(type) {
 	case *Response:

@@ -49,7 +49,11 @@ func (h *testHandler) Handle(ctx context.Context, req *Request) Result {
 	}
 	switch req.Msg.(type) {
 	case *kmsg.ApiVersionsRequest:
-		return &Response{Msg: apiVersionsResponse()}
+		resp := apiVersionsResponse()
+		if req.Conn.SecurityProtocol.IsSASL() { // as the broker does
+			resp.ApiKeys = append(resp.ApiKeys, SASLApiVersions()...)
+		}
+		return &Response{Msg: resp}
 	case *kmsg.MetadataRequest:
 		resp := kmsg.NewPtrMetadataResponse()
 		b := kmsg.NewMetadataResponseBroker()

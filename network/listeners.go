@@ -13,9 +13,7 @@ import (
 // listener.security.protocol.map.
 type SecurityProtocol string
 
-// The security protocols Kafka defines. Plaintext and SSL are served; the
-// SASL ones parse (so a server.properties naming them gets a precise error,
-// not a syntax error) and are refused by NewServer.
+// The security protocols Kafka defines.
 const (
 	Plaintext     SecurityProtocol = "PLAINTEXT"
 	SSL           SecurityProtocol = "SSL"
@@ -25,9 +23,6 @@ const (
 
 // knownProtocols lists every SecurityProtocol Kafka defines.
 var knownProtocols = []SecurityProtocol{Plaintext, SSL, SASLPlaintext, SASLSSL}
-
-// Supported reports whether Keel can serve a listener of this protocol yet.
-func (p SecurityProtocol) Supported() bool { return p == Plaintext || p == SSL }
 
 // Listener is one entry of `listeners` or `advertised.listeners`:
 // NAME://host:port plus the security protocol its name maps to.

@@ -1,7 +1,6 @@
 package network
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -131,20 +130,5 @@ func TestParseAdvertisedListeners(t *testing.T) {
 	withExternal := map[string]SecurityProtocol{"PLAINTEXT": Plaintext, "CONTROLLER": Plaintext, "EXTERNAL": Plaintext}
 	if _, err := ParseAdvertisedListeners("EXTERNAL://x:1", listeners, withExternal); err == nil || !strings.Contains(err.Error(), "not in listeners") {
 		t.Errorf("advertised name missing from listeners: %v", err)
-	}
-}
-
-func TestSecurityProtocolSupport(t *testing.T) {
-	if !Plaintext.Supported() || !SSL.Supported() {
-		t.Error("PLAINTEXT and SSL are served")
-	}
-	for _, p := range []SecurityProtocol{SASLPlaintext, SASLSSL} {
-		if p.Supported() {
-			t.Errorf("%s supported", p)
-		}
-		_, err := NewServer(Config{Handler: &testHandler{}, Listeners: []Listener{{Name: string(p), SecurityProtocol: p}}})
-		if !errors.Is(err, ErrUnsupportedSecurityProtocol) || !strings.Contains(err.Error(), "not supported yet") {
-			t.Errorf("%s: %v", p, err)
-		}
 	}
 }

@@ -38,6 +38,12 @@ type Response struct {
 	// every earlier one is written. Kafka closes the connection instead of
 	// answering an acks=0 Produce that failed, so the client notices.
 	CloseConnection bool
+
+	// saslToken, with rawToken set, is a SASL token answered without a
+	// response header (SaslHandshake v0's exchange): the size, then the
+	// token.
+	saslToken []byte
+	rawToken  bool
 }
 
 func (*Response) result() {}

@@ -35,9 +35,6 @@ var (
 	// ErrServerClosed is returned by Serve after Shutdown or Close, and by
 	// Listen and Serve on a server that was shut down.
 	ErrServerClosed = errors.New("network: server closed")
-	// ErrUnsupportedSecurityProtocol refuses a listener whose security
-	// protocol Keel cannot serve yet (SSL, SASL_PLAINTEXT, SASL_SSL).
-	ErrUnsupportedSecurityProtocol = errors.New("security protocol not supported yet")
 )
 
 // Handler serves decoded requests. The broker implements it; the network
@@ -122,12 +119,14 @@ type Request struct {
 
 // Config configures a Server. Listeners and Handler are required.
 type Config struct {
-	// Listeners to bind, from ParseListeners. Each must be PLAINTEXT or
-	// SSL (with an entry in TLS); SASL ones are refused with
-	// ErrUnsupportedSecurityProtocol.
+	// Listeners to bind, from ParseListeners: SSL and SASL_SSL ones need
+	// an entry in TLS, SASL_PLAINTEXT and SASL_SSL ones in SASL.
 	Listeners []Listener
-	// TLS configures each SSL listener, by listener name.
+	// TLS configures each SSL and SASL_SSL listener, by listener name.
 	TLS map[string]*TLSListener
+	// SASL configures each SASL_PLAINTEXT and SASL_SSL listener, by
+	// listener name.
+	SASL map[string]*SASLListener
 	// Handler serves every listener's requests; Request.Conn.Listener says
 	// which listener a request came in on.
 	Handler Handler
@@ -186,8 +185,9 @@ type Config struct {
 // boundListener is a bound listener with its accept state.
 type boundListener struct {
 	Listener
-	ln  net.Listener
-	tls *TLSListener // SSL listeners only
+	ln   net.Listener
+	tls  *TLSListener  // SSL and SASL_SSL listeners only
+	sasl *SASLListener // SASL listeners only
 }
 
 // Server accepts Kafka connections on its listeners and runs, per
@@ -228,15 +228,17 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, errors.New("network: ConnClassifier and HandoffRaft must be set together")
 	}
 	for _, l := range cfg.Listeners {
-		if !l.SecurityProtocol.Supported() {
-			return nil, fmt.Errorf("network: listener %s: %s: %w (only PLAINTEXT and SSL)", l, l.SecurityProtocol, ErrUnsupportedSecurityProtocol)
-		}
-		t := cfg.TLS[l.Name]
+		t, sasl := cfg.TLS[l.Name], cfg.SASL[l.Name]
+		wantTLS := l.SecurityProtocol == SSL || l.SecurityProtocol == SASLSSL
 		switch {
-		case l.SecurityProtocol == SSL && (t == nil || t.Config == nil):
-			return nil, fmt.Errorf("network: listener %s is SSL but has no TLS configuration (ssl.keystore.*)", l)
-		case l.SecurityProtocol != SSL && t != nil:
+		case wantTLS && (t == nil || t.Config == nil):
+			return nil, fmt.Errorf("network: listener %s is %s but has no TLS configuration (ssl.keystore.*)", l, l.SecurityProtocol)
+		case !wantTLS && t != nil:
 			return nil, fmt.Errorf("network: listener %s is %s but has a TLS configuration", l, l.SecurityProtocol)
+		case l.SecurityProtocol.IsSASL() && (sasl == nil || len(sasl.Mechanisms) == 0 || sasl.Start == nil):
+			return nil, fmt.Errorf("network: listener %s is %s but has no SASL mechanism configured (sasl.enabled.mechanisms)", l, l.SecurityProtocol)
+		case !l.SecurityProtocol.IsSASL() && sasl != nil:
+			return nil, fmt.Errorf("network: listener %s is %s but has a SASL configuration", l, l.SecurityProtocol)
 		}
 	}
 	if cfg.Logger == nil {
@@ -293,7 +295,7 @@ func (s *Server) Listen() error {
 			}
 			return fmt.Errorf("network: listen %s: %w", l, err)
 		}
-		bl := &boundListener{Listener: l, ln: ln, tls: s.cfg.TLS[l.Name]}
+		bl := &boundListener{Listener: l, ln: ln, tls: s.cfg.TLS[l.Name], sasl: s.cfg.SASL[l.Name]}
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			bl.Port = a.Port
 		}

@@ -379,6 +379,13 @@ func (c *conn) writeFailed(err error) {
 // appendResponse encodes resp into out. Regions are written straight to
 // the socket after flushing what precedes them.
 func (c *conn) appendResponse(out *outbound, p *pending, resp *Response) error {
+	if resp.rawToken {
+		start := len(out.buf)
+		out.buf = binary.BigEndian.AppendUint32(out.buf, uint32(len(resp.saslToken)))
+		out.buf = append(out.buf, resp.saslToken...)
+		out.addBuf(start, len(out.buf))
+		return nil
+	}
 	hdr := &p.req.Header
 	flexHdr := hdr.responseHeaderFlexible()
 	start := len(out.buf)
