@@ -109,6 +109,11 @@ type Config struct {
 	// SSL holds the ssl.* settings and their listener-prefixed overrides
 	// (listener.name.<listener>.ssl.*) as written; ListenerTLS reads them.
 	SSL map[string]string
+	// SASL holds the sasl.* settings and their listener-prefixed forms
+	// (listener.name.<listener>.sasl.enabled.mechanisms,
+	// listener.name.<listener>.<mechanism>.sasl.jaas.config) as written;
+	// loadNodeSASL reads them.
+	SASL map[string]string
 
 	// Explicit holds the known keys that server.properties or an override
 	// set (whatever their value), with the value as written: DescribeConfigs
@@ -381,8 +386,12 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 	}
 	c.Explicit = map[string]string{}
-	c.SSL = map[string]string{}
+	c.SSL, c.SASL = map[string]string{}, map[string]string{}
 	for k, v := range merged {
+		if isSASLKey(k) {
+			c.SASL[k] = strings.TrimSpace(v)
+			continue
+		}
 		if name, ok := sslKey(k); ok {
 			if slices.Contains(tlsconf.Keys(), name) {
 				c.SSL[k] = strings.TrimSpace(v)

@@ -4,7 +4,8 @@ package broker
 //
 // The answer lists every API key this handler serves on the request's
 // listener with the versions in apiTable (Produce from v0, KAFKA-18659; see
-// apis.go). A version above v5 never reaches here: the network layer
+// apis.go), and on a SASL listener SaslHandshake and SaslAuthenticate,
+// which the network layer serves. A version above v5 never reaches here: the network layer
 // answers it with a v0 UNSUPPORTED_VERSION response (KIP-511).
 //
 //   - v1+: ThrottleMillis (always 0: no quotas yet).
@@ -19,6 +20,7 @@ package broker
 //     INVALID_REQUEST.
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,6 +52,11 @@ func (b *Broker) handleApiVersions(req *network.Request, m *kmsg.ApiVersionsRequ
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = int16(key), a.advertisedMin, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)
+	}
+	if req.Conn.SecurityProtocol.IsSASL() {
+		// The network layer serves SaslHandshake and SaslAuthenticate.
+		resp.ApiKeys = append(resp.ApiKeys, network.SASLApiVersions()...)
+		slices.SortFunc(resp.ApiKeys, func(a, b kmsg.ApiVersionsResponseApiKey) int { return int(a.ApiKey) - int(b.ApiKey) })
 	}
 	return resp
 }

@@ -32,16 +32,24 @@ func sslKey(k string) (string, bool) {
 // Kafka writes it lower-case), otherwise from <key>, as Kafka's
 // listener-prefixed configs override the plain ones.
 func (c *Config) ListenerTLS(listener string) (tlsconf.Settings, error) {
+	return tlsconf.FromProperties(func(key string) (string, bool) { return listenerSetting(c.SSL, listener, key, true) })
+}
+
+// listenerSetting looks key up in settings as
+// listener.name.<listener>.<key> (the listener name in any case: Kafka
+// writes it lower-case) and then, with plain, as <key>.
+func listenerSetting(settings map[string]string, listener, key string, plain bool) (string, bool) {
 	prefix := "listener.name." + strings.ToLower(listener) + "."
-	return tlsconf.FromProperties(func(key string) (string, bool) {
-		for k, v := range c.SSL {
-			if strings.HasPrefix(strings.ToLower(k), prefix) && k[len(prefix):] == key {
-				return v, true
-			}
+	for k, v := range settings {
+		if len(k) > len(prefix) && strings.EqualFold(k[:len(prefix)], prefix) && strings.EqualFold(k[len(prefix):], key) {
+			return v, true
 		}
-		v, ok := c.SSL[key]
-		return v, ok
-	})
+	}
+	if !plain {
+		return "", false
+	}
+	v, ok := settings[key]
+	return v, ok
 }
 
 // nodeTLS is the TLS of a node's listeners: the server side of each SSL
@@ -65,12 +73,17 @@ type nodeTLS struct {
 func loadNodeTLS(cfg *Config, listeners []network.Listener, protocols map[string]network.SecurityProtocol) (*nodeTLS, error) {
 	t := &nodeTLS{servers: map[string]*network.TLSListener{}, controllerDial: dialTCP, interBrokerDial: dialTCP}
 	for _, l := range listeners {
-		if l.SecurityProtocol != network.SSL {
+		if l.SecurityProtocol != network.SSL && l.SecurityProtocol != network.SASLSSL {
 			continue
 		}
 		settings, err := cfg.ListenerTLS(l.Name)
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: %w", l.Name, err)
+		}
+		if _, prefixed := listenerSetting(cfg.SSL, l.Name, "ssl.client.auth", false); l.SecurityProtocol == network.SASLSSL && !prefixed {
+			// As Kafka: a SASL_SSL listener's clients authenticate with
+			// SASL; ssl.client.auth applies to it only listener-prefixed.
+			settings.ClientAuth = tlsconf.ClientAuthNone
 		}
 		tc, err := settings.ServerConfig()
 		if err != nil {

@@ -135,10 +135,15 @@ func (n *Node) start() (err error) {
 		return fmt.Errorf("%w (format the log dirs first: keel format --cluster-id ID --config ...)", err)
 	}
 
+	saslListeners, err := loadNodeSASL(cfg, listeners, isBroker)
+	if err != nil {
+		return err
+	}
 	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames, logger: logger}
 	n.server, err = network.NewServer(network.Config{
 		Listeners:                listeners,
 		TLS:                      tlsCfg.servers,
+		SASL:                     saslListeners,
 		Handler:                  router,
 		Logger:                   logger.Named("network"),
 		MaxConnections:           cfg.MaxConnections,

@@ -226,7 +226,7 @@ func parseJavaPerf(out []byte) (javaPerfResult, error) {
 	return r, nil
 }
 
-// TestJavaClientSSL runs JavaSSLCheck against two keel processes whose SSL
+// TestJavaClientSSL runs JavaSecurityCheck against two keel processes whose SSL
 // listener loads stores keytool made, as a Kafka operator's are: the
 // brokers' keystore and truststore in JKS (Kafka's default type), the
 // client's keystore in PKCS12 with an EC key, every certificate signed by
@@ -274,10 +274,44 @@ func TestJavaClientSSL(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := runJava(ctx, cp, "JavaSSLCheck", c.Node(1).SSLAddr(), filepath.Join(dir, "truststore.jks"), "trust-pass",
-		filepath.Join(dir, "client.p12"), "client-pass").CombinedOutput()
-	t.Logf("Java client over TLS:\n%s", out)
-	if err != nil {
-		t.Fatalf("JavaSSLCheck: %v", err)
+	trust := []string{"security.protocol=SSL", "ssl.truststore.location=" + filepath.Join(dir, "truststore.jks"), "ssl.truststore.password=trust-pass"}
+	withCert := append(slices.Clone(trust), "ssl.keystore.type=PKCS12", "ssl.keystore.location="+filepath.Join(dir, "client.p12"),
+		"ssl.keystore.password=client-pass", "ssl.key.password=client-pass")
+	runJavaSecurityCheck(t, ctx, cp, c.Node(1).SSLAddr(), "java-tls", withCert, trust) // no certificate: refused
+}
+
+// runJavaSecurityCheck runs JavaSecurityCheck against bootstrap with the
+// client properties secured (which must work) and refused (which the
+// broker must refuse).
+func runJavaSecurityCheck(t *testing.T, ctx context.Context, cp, bootstrap, topic string, secured, refused []string) {
+	t.Helper()
+	dir := t.TempDir()
+	files := []string{filepath.Join(dir, "secured.properties"), filepath.Join(dir, "refused.properties")}
+	for i, props := range [][]string{secured, refused} {
+		if err := os.WriteFile(files[i], []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	out, err := runJava(ctx, cp, "JavaSecurityCheck", bootstrap, files[0], files[1], topic).CombinedOutput()
+	t.Logf("Java client (%s):\n%s", secured[0], out)
+	if err != nil {
+		t.Fatalf("JavaSecurityCheck: %v", err)
+	}
+}
+
+// TestJavaClientSASL runs JavaSecurityCheck over a SASL_SSL listener with
+// SASL/PLAIN (Kafka's PlainLoginModule in sasl.jaas.config, a PEM
+// truststore); a wrong password is refused.
+func TestJavaClientSASL(t *testing.T) {
+	cp := javaCheck(t)
+	certs := newTestCerts(t)
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker"}}, ProcessOptions{SSL: certs.brokerSSL(), SASL: brokerSASL()})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	props := func(pass string) []string {
+		return []string{"security.protocol=SASL_SSL", "sasl.mechanism=PLAIN",
+			`sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="` + pass + `";`,
+			"ssl.truststore.type=PEM", "ssl.truststore.location=" + certs.caPEM}
+	}
+	runJavaSecurityCheck(t, ctx, cp, fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLSSLPort), "java-sasl", props("alice-secret"), props("wrong"))
 }

@@ -152,6 +152,11 @@ type ProcessOptions struct {
 	// listener INTERNAL (Process.InternalPort) as its
 	// inter.broker.listener.name. Clients keep PLAINTEXT (and SSL).
 	InternalSSL bool
+	// SASL, when set, gives every broker two more listeners, SASLP
+	// (SASL_PLAINTEXT, Process.SASLPlaintextPort) and SASLS (SASL_SSL,
+	// Process.SASLSSLPort, with the SSL properties), with these sasl.*
+	// server properties (key=value).
+	SASL []string
 }
 
 // ProcessCluster is a cluster of keel server processes on loopback.
@@ -183,6 +188,9 @@ type Process struct {
 	ControllerPort int    // 0 for a broker-only node
 	SSLPort        int    // with ProcessOptions.SSL: the SSL listener (never proxied)
 	InternalPort   int    // with ProcessOptions.InternalSSL: the inter-broker listener
+	// SASLPlaintextPort and SASLSSLPort are the SASL listeners
+	// (ProcessOptions.SASL).
+	SASLPlaintextPort, SASLSSLPort int
 	// AdvertisedPlaintext and AdvertisedController are the addresses other
 	// nodes and clients use: the proxies' with ProcessOptions.Proxy, the
 	// listeners' otherwise.
@@ -241,6 +249,9 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 			if opts.InternalSSL {
 				p.InternalPort = FreePort(t)
 			}
+			if len(opts.SASL) > 0 {
+				p.SASLPlaintextPort, p.SASLSSLPort = FreePort(t), FreePort(t)
+			}
 		}
 		if strings.Contains(s.Roles, "controller") {
 			p.ControllerPort = FreePort(t)
@@ -266,7 +277,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 				format = append(format, "--initial-controllers", strings.Join(initial, ","))
 			}
 		}
-		if err := os.WriteFile(p.ConfigPath, []byte(processProperties(s, p, quorum, offsetsReplication(specs), opts.SSL, opts.InternalSSL)), 0o644); err != nil {
+		if err := os.WriteFile(p.ConfigPath, []byte(processProperties(s, p, quorum, offsetsReplication(specs), opts)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(c.bin, format...).CombinedOutput()
@@ -287,7 +298,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 // short (3 s, heartbeat 0.5 s) so that a node restarted after kill -9,
 // whose old registration holds its node.id until the session expires (as
 // in Kafka), serves again within seconds.
-func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF string, ssl []string, internalSSL bool) string {
+func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF string, opts ProcessOptions) string {
 	var listeners []string
 	if p.PlaintextPort != 0 {
 		listeners = append(listeners, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", p.PlaintextPort))
@@ -303,9 +314,14 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 		listeners = append(listeners, fmt.Sprintf("SSL://127.0.0.1:%d", p.SSLPort))
 		advertised = append(advertised, fmt.Sprintf("SSL://127.0.0.1:%d", p.SSLPort))
 	}
-	protocols, interBroker := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL", "PLAINTEXT"
-	if internalSSL {
-		protocols, interBroker = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL,SSL:SSL,INTERNAL:SSL", "INTERNAL"
+	if p.SASLPlaintextPort != 0 {
+		for _, l := range []string{fmt.Sprintf("SASLP://127.0.0.1:%d", p.SASLPlaintextPort), fmt.Sprintf("SASLS://127.0.0.1:%d", p.SASLSSLPort)} {
+			listeners, advertised = append(listeners, l), append(advertised, l)
+		}
+	}
+	protocols, interBroker := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL", "PLAINTEXT"
+	if opts.InternalSSL {
+		protocols, interBroker = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL,SSL:SSL,INTERNAL:SSL,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL", "INTERNAL"
 		if p.InternalPort != 0 {
 			listeners = append(listeners, fmt.Sprintf("INTERNAL://127.0.0.1:%d", p.InternalPort))
 			advertised = append(advertised, fmt.Sprintf("INTERNAL://127.0.0.1:%d", p.InternalPort))
@@ -332,8 +348,13 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 	for _, kv := range props {
 		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
 	}
-	if p.SSLPort != 0 || internalSSL {
-		for _, kv := range ssl {
+	if p.SSLPort != 0 || opts.InternalSSL {
+		for _, kv := range opts.SSL {
+			fmt.Fprintln(&b, kv)
+		}
+	}
+	if p.SASLPlaintextPort != 0 {
+		for _, kv := range opts.SASL {
 			fmt.Fprintln(&b, kv)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/client"
 	"github.com/keelstream/keel/network/record"
+	"github.com/keelstream/keel/network/sasl"
 	"github.com/keelstream/keel/network/tlsconf"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -324,13 +326,11 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 		delete(props, "bootstrap.servers")
 	}
 	opts := []client.Opt{client.ClientID("keel-cli"), client.SeedBrokers(splitList(c.String("bootstrap-server"))...)}
-	tlsOpt, err := tlsOption(props)
+	secOpts, err := securityOptions(props)
 	if err != nil {
 		return nil, err
 	}
-	if tlsOpt != nil {
-		opts = append(opts, tlsOpt)
-	}
+	opts = append(opts, secOpts...)
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
@@ -339,8 +339,8 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 	for _, k := range keys {
 		p, ok := clientProperties[k]
 		switch {
-		case tlsOpt != nil && (k == "security.protocol" || slices.Contains(tlsconf.Keys(), k)):
-			continue // read by tlsOption
+		case isSecurityProperty(k):
+			continue // read by securityOptions
 		case !ok:
 			fmt.Fprintf(c.App.ErrWriter, "warning: the %s property %s is not supported and is ignored\n", r, k)
 			continue
@@ -358,30 +358,57 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 	return opts, nil
 }
 
-// tlsOption reads security.protocol and the ssl.* properties, as Kafka's
-// clients do (tlsConfig): SSL connects with TLS. Nil for PLAINTEXT.
-func tlsOption(props map[string]string) (client.Opt, error) {
-	cfg, err := tlsConfig(props)
-	if cfg == nil || err != nil {
+// securityOptions reads security.protocol with the ssl.* and sasl.*
+// properties, as Kafka's clients do: SSL and SASL_SSL connect with TLS
+// (tlsConfig), SASL_PLAINTEXT and SASL_SSL authenticate with
+// sasl.mechanism=PLAIN and the user name and password of sasl.jaas.config
+// (org.apache.kafka.common.security.plain.PlainLoginModule required
+// username="..." password="...";). None for PLAINTEXT.
+func securityOptions(props map[string]string) ([]client.Opt, error) {
+	proto, err := securityProtocol(props)
+	if err != nil {
 		return nil, err
 	}
-	return client.TLS(cfg), nil
+	var opts []client.Opt
+	if proto == "SSL" || proto == "SASL_SSL" {
+		cfg, err := tlsConfig(props)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.TLS(cfg))
+	}
+	if proto == "SASL_PLAINTEXT" || proto == "SASL_SSL" {
+		m, err := saslMechanism(props)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.SASL(m))
+	}
+	return opts, nil
 }
 
-// tlsConfig is the TLS of security.protocol=SSL: the brokers verified
-// against the truststore (the system's roots when none is set) and, with a
-// keystore, its certificate presented to a listener with
-// ssl.client.auth=required. Nil for PLAINTEXT; SASL is not supported yet.
-func tlsConfig(props map[string]string) (*tls.Config, error) {
+// securityProtocol is security.protocol, upper-cased: PLAINTEXT when unset.
+func securityProtocol(props map[string]string) (string, error) {
 	switch proto := strings.ToUpper(strings.TrimSpace(props["security.protocol"])); proto {
 	case "", "PLAINTEXT":
-		return nil, nil
-	case "SSL":
-	case "SASL_PLAINTEXT", "SASL_SSL":
-		return nil, fmt.Errorf("security.protocol=%s: SASL is not supported yet (PLAINTEXT and SSL are)", proto)
+		return "PLAINTEXT", nil
+	case "SSL", "SASL_PLAINTEXT", "SASL_SSL":
+		return proto, nil
 	default:
-		return nil, fmt.Errorf("security.protocol=%s: want PLAINTEXT or SSL", proto)
+		return "", fmt.Errorf("security.protocol=%s: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
 	}
+}
+
+// isSecurityProperty reports the properties securityOptions reads.
+func isSecurityProperty(k string) bool {
+	return k == "security.protocol" || k == "sasl.mechanism" || k == "sasl.jaas.config" || slices.Contains(tlsconf.Keys(), k)
+}
+
+// tlsConfig is the TLS of security.protocol=SSL or SASL_SSL: the brokers
+// verified against the truststore (the system's roots when none is set)
+// and, with a keystore, its certificate presented to a listener with
+// ssl.client.auth=required.
+func tlsConfig(props map[string]string) (*tls.Config, error) {
 	settings, err := tlsconf.FromProperties(func(k string) (string, bool) {
 		v, ok := props[k]
 		return strings.TrimSpace(v), ok
@@ -392,6 +419,32 @@ func tlsConfig(props map[string]string) (*tls.Config, error) {
 	return settings.ClientConfig("")
 }
 
+// saslMechanism is sasl.mechanism with its sasl.jaas.config credentials.
+// Kafka's default mechanism, GSSAPI, is not supported; PLAIN is.
+func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
+	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
+	switch mech {
+	case sasl.MechanismPlain:
+	case "":
+		return nil, fmt.Errorf("security.protocol=%s needs sasl.mechanism (Kafka's default, GSSAPI, is not supported; PLAIN is)", props["security.protocol"])
+	default:
+		return nil, fmt.Errorf("sasl.mechanism=%s is not supported yet (PLAIN is)", mech)
+	}
+	text, ok := props["sasl.jaas.config"]
+	if !ok {
+		return nil, errors.New(`sasl.mechanism=PLAIN needs sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="..." password="...";`)
+	}
+	jaas, err := sasl.ParseJAAS(text)
+	if err != nil {
+		return nil, fmt.Errorf("sasl.jaas.config: %w", err)
+	}
+	user, pass := jaas.Options["username"], jaas.Options["password"]
+	if user == "" || pass == "" {
+		return nil, errors.New("sasl.jaas.config: the PlainLoginModule needs username and password")
+	}
+	return client.PlainAuth{User: user, Pass: pass}, nil
+}
+
 // commandDial is how a command that talks to one node directly (keel
 // metadata-quorum) connects: TLS when --command-config says
 // security.protocol=SSL, plain TCP otherwise.
@@ -400,8 +453,16 @@ func commandDial(c *cli.Context) (broker.DialFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch proto, err := securityProtocol(props); {
+	case err != nil:
+		return nil, err
+	case proto == "PLAINTEXT":
+		return nil, nil
+	case proto != "SSL":
+		return nil, fmt.Errorf("security.protocol=%s: this command speaks PLAINTEXT and SSL (give it a controller with --bootstrap-controller)", proto)
+	}
 	cfg, err := tlsConfig(props)
-	if cfg == nil || err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return broker.DialTLS(cfg), nil
@@ -536,13 +597,15 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  fetch.max.wait.ms group.instance.id enable.auto.commit
                  auto.commit.interval.ms partition.assignment.strategy
 
-  TLS            security.protocol (PLAINTEXT or SSL) ssl.truststore.location
-                 ssl.truststore.type ssl.truststore.password
+  security       security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)
+                 ssl.truststore.location ssl.truststore.type ssl.truststore.password
                  ssl.truststore.certificates ssl.keystore.location
                  ssl.keystore.type ssl.keystore.password ssl.key.password
                  ssl.keystore.certificate.chain ssl.keystore.key
                  ssl.endpoint.identification.algorithm ssl.enabled.protocols
                  ssl.cipher.suites (JKS, PKCS12 or PEM stores, as Kafka's)
+                 sasl.mechanism (PLAIN) sasl.jaas.config (PlainLoginModule
+                 required username="..." password="...";)
 
-Other keys are warned about and ignored (sasl.* is not supported yet).
+Other keys are warned about and ignored.
 `

@@ -5,28 +5,51 @@ import (
 	"testing"
 )
 
-// security.protocol and ssl.* in --command-config: SSL is TLS with the
-// truststore and keystore named, PLAINTEXT nothing, SASL a clear refusal,
-// a store that does not load an error naming it.
-func TestTLSOption(t *testing.T) {
+// security.protocol with ssl.* and sasl.* in --command-config: SSL is TLS
+// with the truststore and keystore named, SASL_* adds PLAIN with the
+// sasl.jaas.config credentials, PLAINTEXT nothing; what cannot work is a
+// clear error.
+func TestSecurityOptions(t *testing.T) {
 	for _, props := range []map[string]string{{}, {"security.protocol": "PLAINTEXT"}, {"security.protocol": "plaintext", "ssl.truststore.location": "/x"}} {
-		if o, err := tlsOption(props); o != nil || err != nil {
+		if o, err := securityOptions(props); len(o) != 0 || err != nil {
 			t.Errorf("%v: %v %v, want no TLS", props, o, err)
 		}
 	}
-	if o, err := tlsOption(map[string]string{"security.protocol": "SSL"}); o == nil || err != nil {
-		t.Errorf("SSL with the system's roots: %v %v", o, err)
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";`
+	for props, want := range map[string]int{
+		"security.protocol=SSL": 1,
+		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=" + jaas: 1,
+		"security.protocol=SASL_SSL|sasl.mechanism=plain|sasl.jaas.config=" + jaas:       2,
+	} {
+		o, err := securityOptions(parseTestProps(props))
+		if len(o) != want || err != nil {
+			t.Errorf("%s: %d options, %v; want %d", props, len(o), err, want)
+		}
 	}
 	for props, want := range map[string]string{
-		"security.protocol=SASL_SSL":                          "SASL is not supported yet",
-		"security.protocol=TLS":                               "want PLAINTEXT or SSL",
-		"ssl.truststore.location=/nonexistent/truststore.jks": "/nonexistent/truststore.jks",
+		"security.protocol=TLS":                                                                "want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+		"ssl.truststore.location=/nonexistent/trust.jks":                                       "/nonexistent/trust.jks",
+		"security.protocol=SASL_SSL":                                                           "needs sasl.mechanism",
+		"security.protocol=SASL_SSL|sasl.mechanism=GSSAPI":                                     "GSSAPI is not supported yet",
+		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN":                                "needs sasl.jaas.config",
+		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=Foo required;": "username and password",
 	} {
-		m := map[string]string{"security.protocol": "SSL"}
-		k, v, _ := strings.Cut(props, "=")
-		m[k] = v
-		if _, err := tlsOption(m); err == nil || !strings.Contains(err.Error(), want) {
+		m := parseTestProps(props)
+		if _, ok := m["security.protocol"]; !ok {
+			m["security.protocol"] = "SSL"
+		}
+		if _, err := securityOptions(m); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error with %q", props, err, want)
 		}
 	}
+}
+
+// parseTestProps reads "k=v|k=v".
+func parseTestProps(s string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, "|") {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
 }

@@ -40,7 +40,11 @@ func serverCommand() *cli.Command {
 			"ssl.* settings (ssl.keystore.* and ssl.truststore.*: JKS, PKCS12 or PEM; ssl.client.auth;\n" +
 			"ssl.principal.mapping.rules), or listener.name.<listener>.ssl.* for one listener: client\n" +
 			"listeners, the inter-broker listener and the controller listener alike (a node dialling\n" +
-			"another's uses that listener's settings). SASL is not supported yet.",
+			"another's uses that listener's settings).\n\n" +
+			"SASL: a SASL_PLAINTEXT or SASL_SSL listener authenticates clients with PLAIN\n" +
+			"(sasl.enabled.mechanisms=PLAIN), its users the user_<name>=\"<password>\" options of\n" +
+			"listener.name.<listener>.plain.sasl.jaas.config (Kafka's PlainLoginModule). SCRAM, OAUTHBEARER\n" +
+			"and GSSAPI are not supported yet, nor SASL between nodes (use SSL there).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},

@@ -1,0 +1,260 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// saslJAAS is a listener's PlainLoginModule with two users, as Kafka's
+// docs write it.
+const saslJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="admin" password="admin-secret" \
+    user_admin="admin-secret" \
+    user_alice="alice-secret";`
+
+// brokerSASL are the server properties of the SASL listeners (ProcessOptions.SASL).
+func brokerSASL() []string {
+	return []string{
+		"sasl.enabled.mechanisms=PLAIN",
+		"listener.name.saslp.plain.sasl.jaas.config=" + saslJAAS,
+		"listener.name.sasls.plain.sasl.jaas.config=" + saslJAAS,
+	}
+}
+
+// TestSASLPlain: SASL/PLAIN on a SASL_PLAINTEXT and a SASL_SSL listener of
+// two brokers, through the real binary. franz-go, librdkafka
+// (confluent-kafka-python) and keel's own CLI authenticate with a user of
+// the listener's JAAS configuration, create a topic, produce and consume;
+// the principal is the user (a user quota throttles it). A wrong password,
+// an unknown user, an unsupported mechanism and a request before
+// authentication are refused and logged, and the broker goes on serving.
+func TestSASLPlain(t *testing.T) {
+	certs := newTestCerts(t)
+	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker"}},
+		ProcessOptions{SSL: certs.brokerSSL(), SASL: brokerSASL()})
+	saslp := fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLPlaintextPort)
+	sasls := fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLSSLPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	newClient := func(seed string, tlsCfg *tls.Config, auth plain.Auth, opts ...kgo.Opt) *kgo.Client {
+		opts = append([]kgo.Opt{kgo.SeedBrokers(seed), kgo.SASL(auth.AsMechanism())}, opts...)
+		if tlsCfg != nil {
+			opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	alice := plain.Auth{User: "alice", Pass: "alice-secret"}
+	trust := &tls.Config{RootCAs: certs.pool}
+
+	const topic, n = "sasl-orders", 2000
+	for _, tc := range []struct {
+		name, seed string
+		tls        *tls.Config
+	}{{"SASL_PLAINTEXT", saslp, nil}, {"SASL_SSL", sasls, trust}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newClient(tc.seed, tc.tls, alice, kgo.DefaultProduceTopic(topic+"-"+tc.name))
+			adm := kadm.NewClient(cl)
+			if resp, err := adm.CreateTopic(ctx, 3, 2, nil, topic+"-"+tc.name); err != nil || resp.Err != nil {
+				t.Fatalf("create topic: %v %v", err, resp.Err)
+			}
+			for i := range n {
+				cl.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						t.Errorf("produce: %v", err)
+					}
+				})
+			}
+			if err := cl.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cons := newClient(tc.seed, tc.tls, alice, kgo.ConsumeTopics(topic+"-"+tc.name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			seen := 0
+			for seen < n && ctx.Err() == nil {
+				seen += cons.PollFetches(ctx).NumRecords()
+			}
+			if seen != n {
+				t.Fatalf("consumed %d of %d", seen, n)
+			}
+		})
+	}
+
+	// Refused: each answered SASL_AUTHENTICATION_FAILED or
+	// UNSUPPORTED_SASL_MECHANISM by a broker that goes on serving.
+	refused := func(what string, mech kgo.Opt) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(saslp), mech, kgo.RequestRetries(0), kgo.RetryTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer pcancel()
+		if err := cl.Ping(pctx); err == nil {
+			t.Errorf("%s: served", what)
+		} else {
+			t.Logf("%s: %v", what, err)
+		}
+	}
+	refused("wrong password", kgo.SASL(plain.Auth{User: "alice", Pass: "guess"}.AsMechanism()))
+	refused("unknown user", kgo.SASL(plain.Auth{User: "mallory", Pass: "alice-secret"}.AsMechanism()))
+	refused("SCRAM (not enabled)", kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+	plainClient, err := kgo.NewClient(kgo.SeedBrokers(saslp), kgo.RequestRetries(0), kgo.RetryTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := plainClient.Ping(pctx); err == nil {
+		t.Error("a client without SASL was served on the SASL listener")
+	}
+	pcancel()
+	plainClient.Close()
+	for _, want := range []string{"SASL authentication failed", "SASL mechanism not enabled", "request before SASL authentication"} {
+		waitFor(t, 10*time.Second, "node 1 to log "+want, func() bool { return strings.Contains(c.Log(1), want) })
+	}
+	if strings.Contains(c.Log(1), "guess") {
+		t.Error("a password reached the log")
+	}
+
+	// The principal is the SASL user: alice's user quota throttles alice,
+	// not admin.
+	adm := kadm.NewClient(newClient(saslp, nil, plain.Auth{User: "admin", Pass: "admin-secret"}))
+	user := "alice"
+	if alt, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &user}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}},
+	}}); err != nil || alt[0].Err != nil {
+		t.Fatalf("set a user quota: %v %v", err, alt)
+	}
+	throttled := func(auth plain.Auth) time.Duration {
+		hook := &throttleHook{}
+		p := newClient(saslp, nil, auth, kgo.DefaultProduceTopic(topic+"-SASL_PLAINTEXT"), kgo.WithHooks(hook))
+		for range 3 {
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 64<<10)}).FirstErr(); err != nil {
+				t.Fatalf("produce as %s: %v", auth.User, err)
+			}
+		}
+		return hook.max()
+	}
+	waitFor(t, 20*time.Second, "alice throttled by her user quota", func() bool { return throttled(alice) > 0 })
+	if d := throttled(plain.Auth{User: "admin", Pass: "admin-secret"}); d > 0 {
+		t.Errorf("admin was throttled %v by alice's quota", d)
+	}
+
+	t.Run("keel CLI", func(t *testing.T) {
+		props := writePEM(t, t.TempDir(), "client-sasl.properties", []byte(strings.Join([]string{
+			"security.protocol=SASL_SSL",
+			"sasl.mechanism=PLAIN",
+			`sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";`,
+			"ssl.truststore.type=PEM",
+			"ssl.truststore.location=" + certs.caPEM,
+		}, "\n")+"\n"))
+		out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", sasls, "--command-config", props,
+			"--topic", topic+"-SASL_SSL", "--from-beginning", "--max-messages", "5", "--timeout-ms", "20000").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Processed a total of 5 messages") {
+			t.Fatalf("keel consume over SASL_SSL: %v\n%s", err, out)
+		}
+	})
+
+	// kafka-python 2.0 (Debian's python3-kafka) still authenticates with
+	// SaslHandshake v0 and bare tokens.
+	t.Run("kafka-python", func(t *testing.T) {
+		python := pythonWith(t, "kafka", "python3-kafka")
+		script := writePEM(t, t.TempDir(), "sasl.py", []byte(kafkaPythonSASLScript))
+		out, err := exec.CommandContext(ctx, python, script, saslp).CombinedOutput()
+		t.Logf("kafka-python:\n%s", out)
+		if err != nil {
+			t.Fatalf("kafka-python over SASL_PLAINTEXT: %v", err)
+		}
+	})
+
+	t.Run("librdkafka", func(t *testing.T) {
+		python := pythonWith(t, "confluent_kafka", "python3-confluent-kafka")
+		script := writePEM(t, t.TempDir(), "sasl.py", []byte(librdkafkaSASLScript))
+		out, err := exec.CommandContext(ctx, python, script, saslp, sasls, certs.caPEM).CombinedOutput()
+		t.Logf("librdkafka:\n%s", out)
+		if err != nil {
+			t.Fatalf("librdkafka over SASL: %v", err)
+		}
+	})
+}
+
+const librdkafkaSASLScript = `
+import sys, time
+from confluent_kafka import Producer, Consumer, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+saslp, sasls, ca = sys.argv[1:4]
+for proto, bs in (("SASL_PLAINTEXT", saslp), ("SASL_SSL", sasls)):
+    conf = {"bootstrap.servers": bs, "security.protocol": proto, "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "alice-secret"}
+    if proto == "SASL_SSL":
+        conf["ssl.ca.location"] = ca
+    topic = "rdk-" + proto.lower()
+    admin = AdminClient(conf)  # kept: a collected client ends its futures
+    for f in admin.create_topics([NewTopic(topic, 2, 2)]).values():
+        f.result()
+    time.sleep(1)
+    p = Producer(conf)
+    for i in range(300):
+        p.produce(topic, ("r%d" % i).encode())
+    assert p.flush(30) == 0
+    c = Consumer(dict(conf, **{"group.id": "rdk-" + proto, "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    seen, deadline = set(), time.time() + 60
+    while len(seen) < 300 and time.time() < deadline:
+        m = c.poll(1)
+        if m is not None and m.error() is None:
+            seen.add(m.value())
+    c.close()
+    assert len(seen) == 300, "%s: consumed %d of 300" % (proto, len(seen))
+    print("ok:", proto)
+
+bad = AdminClient({"bootstrap.servers": saslp, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                   "sasl.username": "alice", "sasl.password": "wrong"})
+try:
+    bad.list_topics(timeout=5)
+    raise SystemExit("a wrong password was served")
+except KafkaException as e:
+    print("wrong password refused:", e)
+`
+
+const kafkaPythonSASLScript = `
+import sys
+from kafka import KafkaProducer, KafkaConsumer
+from kafka.errors import KafkaError
+
+bs = sys.argv[1]
+conf = dict(bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+            sasl_plain_username="alice", sasl_plain_password="alice-secret")
+p = KafkaProducer(**conf)
+for i in range(200):
+    p.send("kp-sasl", ("r%d" % i).encode())
+p.flush(30)
+p.close()
+c = KafkaConsumer("kp-sasl", auto_offset_reset="earliest", consumer_timeout_ms=10000, **conf)
+n = sum(1 for _ in c)
+c.close()
+assert n == 200, "consumed %d of 200" % n
+try:
+    KafkaProducer(**dict(conf, sasl_plain_password="wrong"))
+    raise SystemExit("a wrong password was served")
+except KafkaError as e:
+    print("wrong password refused:", repr(e))
+print("ok: 200 records over SASL/PLAIN with SaslHandshake v0")
+`
