@@ -339,7 +339,12 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 	for _, k := range keys {
 		p, ok := clientProperties[k]
 		switch {
+		case k == "security.protocol":
+			continue // read by securityOptions
 		case isSecurityProperty(k):
+			if proto, _ := securityProtocol(props); !usesSecurityProperty(proto, k) {
+				fmt.Fprintf(c.App.ErrWriter, "warning: the property %s is ignored with security.protocol=%s\n", k, proto)
+			}
 			continue // read by securityOptions
 		case !ok:
 			fmt.Fprintf(c.App.ErrWriter, "warning: the %s property %s is not supported and is ignored\n", r, k)
@@ -399,9 +404,19 @@ func securityProtocol(props map[string]string) (string, error) {
 	}
 }
 
-// isSecurityProperty reports the properties securityOptions reads.
+// isSecurityProperty reports the ssl.* and sasl.* properties
+// securityOptions reads.
 func isSecurityProperty(k string) bool {
-	return k == "security.protocol" || k == "sasl.mechanism" || k == "sasl.jaas.config" || slices.Contains(tlsconf.Keys(), k)
+	return k == "sasl.mechanism" || k == "sasl.jaas.config" || slices.Contains(tlsconf.Keys(), k)
+}
+
+// usesSecurityProperty reports whether security.protocol proto reads the
+// ssl.* or sasl.* property k.
+func usesSecurityProperty(proto, k string) bool {
+	if strings.HasPrefix(k, "sasl.") {
+		return proto == "SASL_PLAINTEXT" || proto == "SASL_SSL"
+	}
+	return proto == "SSL" || proto == "SASL_SSL"
 }
 
 // tlsConfig is the TLS of security.protocol=SSL or SASL_SSL: the brokers
