@@ -20,21 +20,7 @@ func TestLoadNodeSASL(t *testing.T) {
 		{Name: "CLIENTS", SecurityProtocol: network.SASLPlaintext},
 	}
 	const jaas = `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`
-	load := func(extra map[string]string) *Config {
-		t.Helper()
-		props := map[string]string{"inter.broker.listener.name": "INTERNAL", "controller.listener.names": "CONTROLLER"}
-		for k, v := range extra {
-			props[k] = v
-		}
-		c, err := LoadConfig(props, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(c.Unknown) != 0 {
-			t.Errorf("unknown keys %v", c.Unknown)
-		}
-		return c
-	}
+	load := func(extra map[string]string) *Config { return loadListenerConfig(t, extra) }
 	for what, tc := range map[string]struct {
 		props map[string]string
 		want  string

@@ -58,18 +58,7 @@ func TestLoadNodeTLS(t *testing.T) {
 		{Name: "CONTROLLER", SecurityProtocol: network.Plaintext},
 		{Name: "EXTERNAL", SecurityProtocol: network.SSL},
 	}
-	load := func(extra map[string]string) *Config {
-		t.Helper()
-		props := map[string]string{"inter.broker.listener.name": "INTERNAL", "controller.listener.names": "CONTROLLER"}
-		for k, v := range extra {
-			props[k] = v
-		}
-		c, err := LoadConfig(props, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	load := func(extra map[string]string) *Config { return loadListenerConfig(t, extra) }
 	if _, err := loadNodeTLS(load(nil), listeners, protocols); err == nil || !strings.Contains(err.Error(), "ssl.keystore") {
 		t.Errorf("SSL listener without a keystore: %v", err)
 	}
@@ -95,4 +84,23 @@ func TestLoadNodeTLS(t *testing.T) {
 	if _, err := loadNodeTLS(badCtl, listeners[:1], sslCtl); err == nil || !strings.Contains(err.Error(), "controller listener CONTROLLER") {
 		t.Errorf("controller listener's truststore missing: %v", err)
 	}
+}
+
+// loadListenerConfig is a node's config with listeners INTERNAL
+// (inter-broker) and CONTROLLER, and extra settings; it fails the test on
+// keys reported unknown.
+func loadListenerConfig(t *testing.T, extra map[string]string) *Config {
+	t.Helper()
+	props := map[string]string{"inter.broker.listener.name": "INTERNAL", "controller.listener.names": "CONTROLLER"}
+	for k, v := range extra {
+		props[k] = v
+	}
+	c, err := LoadConfig(props, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Unknown) != 0 {
+		t.Errorf("unknown keys %v", c.Unknown)
+	}
+	return c
 }
