@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,57 @@ func TestSASLStateMachine(t *testing.T) {
 	rc.read(kmsg.NewPtrMetadataResponse(), 12, corr)
 	// A wrong password after v0: closed without an answer, as Kafka does.
 	rawExchange("\x00alice\x00nope").expectClosed()
+}
+
+// BenchmarkConnectionSetup measures what a client pays to connect before
+// its first request is answered, on a PLAINTEXT, an SSL and a SASL_SSL
+// (PLAIN) listener: dial, TLS handshake (ECDSA P-256, TLS 1.3), ApiVersions,
+// SaslHandshake and SaslAuthenticate, then a Metadata request. Client and
+// server share the process.
+func BenchmarkConnectionSetup(b *testing.B) {
+	pki := newTestPKI(b)
+	serverTLS := &TLSListener{Config: &tls.Config{Certificates: []tls.Certificate{pki.server}}}
+	for _, mode := range []string{"plaintext", "ssl", "sasl_ssl"} {
+		b.Run(mode, func(b *testing.B) {
+			var mod func(*Config)
+			switch mode {
+			case "ssl":
+				mod = func(cfg *Config) {
+					cfg.Listeners[0].SecurityProtocol = SSL
+					cfg.TLS = map[string]*TLSListener{cfg.Listeners[0].Name: serverTLS}
+				}
+			case "sasl_ssl":
+				mod = saslListener(serverTLS)
+			}
+			ts := startServer(b, nil, mod)
+			hs := kmsg.NewPtrSASLHandshakeRequest()
+			hs.Mechanism = "PLAIN"
+			auth := kmsg.NewPtrSASLAuthenticateRequest()
+			auth.SASLAuthBytes = []byte("\x00alice\x00alice-secret")
+			for b.Loop() {
+				var rc *rawClient
+				if mode == "plaintext" {
+					nc, err := net.Dial("tcp", ts.addr)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rc = &rawClient{t: b, c: nc, fmt: kmsg.NewRequestFormatter()}
+				} else {
+					rc = newTLSBenchClient(b, ts.addr, pki.clientConfig(false)).rc
+				}
+				corr := rc.send(kmsg.NewPtrApiVersionsRequest(), 3)
+				rc.read(kmsg.NewPtrApiVersionsResponse(), 3, corr)
+				if mode == "sasl_ssl" {
+					corr = rc.send(hs, 1)
+					rc.read(kmsg.NewPtrSASLHandshakeResponse(), 1, corr)
+					corr = rc.send(auth, 2)
+					rc.read(kmsg.NewPtrSASLAuthenticateResponse(), 2, corr)
+				}
+				corr = rc.send(metadataRequest(), 12)
+				rc.read(kmsg.NewPtrMetadataResponse(), 12, corr)
+				rc.c.Close()
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
+		})
+	}
 }
