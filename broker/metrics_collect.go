@@ -241,6 +241,30 @@ func writeConnectionMetrics(w *promWriter, open map[string]int, listeners []netw
 	}
 }
 
+// writeAuthenticationMetrics writes each listener's authentications since
+// the node started: TLS handshakes on SSL listeners, SASL exchanges on SASL
+// ones (socket-server-metrics successful-authentication-total and
+// failed-authentication-total).
+func writeAuthenticationMetrics(w *promWriter, ok, failed map[string]int64, listeners []network.Listener) {
+	if !slices.ContainsFunc(listeners, func(l network.Listener) bool { return l.SecurityProtocol != network.Plaintext }) {
+		return
+	}
+	for _, m := range []struct {
+		name, help string
+		counts     map[string]int64
+	}{
+		{"kafka_server_socket_server_metrics_successful_authentication_total", "Connections that authenticated, by listener: a TLS handshake on SSL, a SASL exchange on SASL_PLAINTEXT and SASL_SSL (successful-authentication-total).", ok},
+		{"kafka_server_socket_server_metrics_failed_authentication_total", "Connections that failed to authenticate, by listener (failed-authentication-total): a bad certificate, a wrong password, a mechanism not enabled.", failed},
+	} {
+		w.family(m.name, "counter", m.help)
+		for _, l := range listeners {
+			if l.SecurityProtocol != network.Plaintext {
+				w.sample(m.name, float64(m.counts[l.Name]), "listener", l.Name)
+			}
+		}
+	}
+}
+
 func b2f(v bool) float64 {
 	if v {
 		return 1

@@ -145,3 +145,30 @@ func BenchmarkRequestMetricsObserve(b *testing.B) {
 		}
 	})
 }
+
+// Authentications are written per secured listener and parse; a node
+// with PLAINTEXT listeners only writes none.
+func TestAuthenticationMetrics(t *testing.T) {
+	listeners := []network.Listener{{Name: "PLAINTEXT", SecurityProtocol: network.Plaintext}, {Name: "CLIENTS", SecurityProtocol: network.SASLSSL}}
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	writeAuthenticationMetrics(&promWriter{w: bw}, map[string]int64{"CLIENTS": 7}, map[string]int64{"CLIENTS": 2}, listeners)
+	bw.Flush()
+	var p expfmt.TextParser
+	families, err := p.TextToMetricFamilies(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]float64{"successful": 7, "failed": 2} {
+		f := families["kafka_server_socket_server_metrics_"+name+"_authentication_total"]
+		if f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetCounter().GetValue() != want || f.GetMetric()[0].GetLabel()[0].GetValue() != "CLIENTS" {
+			t.Errorf("%s authentications: %v, want %v on CLIENTS only", name, f, want)
+		}
+	}
+	buf.Reset()
+	writeAuthenticationMetrics(&promWriter{w: bw}, nil, nil, listeners[:1])
+	bw.Flush()
+	if buf.Len() != 0 {
+		t.Errorf("PLAINTEXT only: %q", buf.String())
+	}
+}

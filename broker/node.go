@@ -324,6 +324,8 @@ func (n *Node) writeMetrics(w *promWriter) {
 	writeProcessMetrics(w, n.started)
 	n.requests.write(w)
 	writeConnectionMetrics(w, n.server.ConnectionsByListener(), n.server.BoundListeners())
+	authOK, authFailed := n.server.Authentications()
+	writeAuthenticationMetrics(w, authOK, authFailed, n.server.BoundListeners())
 	writeControllerMetrics(w, n.raft, n.cfg.HasRole("controller"))
 	if n.lifecycle != nil {
 		w.gauge("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 1 starting, 2 recovery (registered, fenced, catching up), 3 running, 6 pending controlled shutdown.",

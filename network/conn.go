@@ -42,6 +42,7 @@ var (
 // from the Server.
 type conn struct {
 	srv      *Server
+	bl       *boundListener
 	nc       net.Conn      // a *tls.Conn on an SSL listener
 	tls      *TLSListener  // SSL and SASL_SSL listeners only
 	sasl     *SASLListener // SASL listeners only
@@ -84,6 +85,7 @@ func newConn(s *Server, nc net.Conn, b *boundListener, seq uint64) *conn {
 	handler, listener := s.cfg.Handler, b.Name
 	c := &conn{
 		srv:  s,
+		bl:   b,
 		nc:   nc,
 		tls:  b.tls,
 		sasl: b.sasl,
@@ -140,9 +142,13 @@ func (c *conn) serve() {
 			if peerGone(err) {
 				c.log.Debug("connection closed during the TLS handshake", "error", err)
 			} else {
+				c.bl.authFailed.Add(1)
 				c.log.Info("closing connection: TLS handshake failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
 			}
 			return
+		}
+		if c.sasl == nil { // SASL_SSL authenticates with SASL
+			c.bl.authOK.Add(1)
 		}
 		if idle := c.srv.cfg.ConnectionsMaxIdle; idle > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(idle))

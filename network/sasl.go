@@ -122,6 +122,7 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 			resp.ErrorCode = kerr.IllegalSaslState.Code
 			return &Response{Msg: resp, CloseConnection: !c.saslState.authenticated}, true, nil
 		case !slices.Contains(c.sasl.Mechanisms, r.Mechanism):
+			c.bl.authFailed.Add(1)
 			c.log.Info("closing connection: SASL mechanism not enabled (failed authentication)", "remote", c.info.RemoteAddr.String(),
 				"mechanism", r.Mechanism, "enabled", c.sasl.Mechanisms)
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
@@ -140,6 +141,7 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 		}
 		answer, done, user, err := c.saslState.exchange.Next(r.SASLAuthBytes)
 		if err != nil {
+			c.bl.authFailed.Add(1)
 			c.log.Info("closing connection: SASL authentication failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
 			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 			resp.ErrorMessage = kmsg.StringPtr(saslClientMessage(err))
@@ -147,6 +149,7 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 		}
 		resp.SASLAuthBytes = answer
 		if done {
+			c.bl.authOK.Add(1)
 			c.saslState.authenticated = true
 			c.saslState.exchange = nil
 			c.info.Principal = "User:" + user
@@ -165,10 +168,12 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 func (c *conn) saslRawToken(frame []byte) error {
 	answer, done, user, err := c.saslState.exchange.Next(frame)
 	if err != nil {
+		c.bl.authFailed.Add(1)
 		c.log.Info("closing connection: SASL authentication failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
 		return err
 	}
 	if done {
+		c.bl.authOK.Add(1)
 		c.saslState = saslState{authenticated: true}
 		c.info.Principal = "User:" + user
 		c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal)

@@ -98,6 +98,10 @@ func TestSASLPlainListener(t *testing.T) {
 			if err := request(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())); err != nil {
 				t.Fatalf("the listener stopped serving after refusals: %v", err)
 			}
+			ok, failed := ts.Authentications()
+			if name := cfgListener(ts); ok[name] != 2 || failed[name] != 3 {
+				t.Errorf("authentications: %d succeeded, %d failed; want 2 and 3", ok[name], failed[name])
+			}
 		})
 	}
 }
@@ -229,3 +233,6 @@ func BenchmarkConnectionSetup(b *testing.B) {
 		})
 	}
 }
+
+// cfgListener is the name of a test server's listener.
+func cfgListener(ts *testServer) string { return ts.BoundListeners()[0].Name }

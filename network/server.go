@@ -188,6 +188,10 @@ type boundListener struct {
 	ln   net.Listener
 	tls  *TLSListener  // SSL and SASL_SSL listeners only
 	sasl *SASLListener // SASL listeners only
+	// authOK and authFailed count connections that authenticated (TLS
+	// handshakes on SSL listeners, SASL exchanges on SASL ones) and that
+	// failed to: Kafka's successful- and failed-authentication-total.
+	authOK, authFailed atomic.Int64
 }
 
 // Server accepts Kafka connections on its listeners and runs, per
@@ -458,6 +462,22 @@ func (s *Server) NumConnections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// Authentications counts, per listener name, the connections that
+// authenticated and that failed to since the server started (Kafka's
+// socket-server-metrics successful-authentication-total and
+// failed-authentication-total): TLS handshakes on SSL listeners, SASL
+// exchanges on SASL_PLAINTEXT and SASL_SSL ones; none on PLAINTEXT.
+func (s *Server) Authentications() (ok, failed map[string]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok, failed = map[string]int64{}, map[string]int64{}
+	for _, b := range s.bound {
+		ok[b.Name] += b.authOK.Load()
+		failed[b.Name] += b.authFailed.Load()
+	}
+	return ok, failed
 }
 
 // ConnectionsByListener returns the number of Kafka connections being

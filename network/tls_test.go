@@ -212,6 +212,11 @@ func TestSSLClientAuthAndPrincipal(t *testing.T) {
 	if err := request(pki.clientConfig(true)); err != nil {
 		t.Fatalf("the listener stopped serving after bad clients: %v", err)
 	}
+	// The plaintext client's bytes failed a handshake too.
+	ok, failed := ts.Authentications()
+	if name := cfgListener(ts); ok[name] != 2 || failed[name] != 3 {
+		t.Errorf("authentications: %d succeeded, %d failed; want 2 and 3", ok[name], failed[name])
+	}
 }
 
 // The listener refuses a principal the mapping rejects.
