@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -533,5 +534,34 @@ func TestBrokerLoggerResource(t *testing.T) {
 	}
 	if l := level(); l != "WARN" || c.broker.lookup(tp("lt", 0)).log.Config().RetentionMs != 123456 {
 		t.Fatalf("mixed request: level %s, retention %d", l, c.broker.lookup(tp("lt", 0)).log.Config().RetentionMs)
+	}
+}
+
+// The ssl.* and sasl.* settings are described as set; passwords and JAAS
+// configurations are sensitive and never returned, as Kafka describes
+// PASSWORD configs.
+func TestDescribeBrokerSecurityConfigs(t *testing.T) {
+	c := newTestCluster(t, withConfig("ssl.truststore.location=/etc/kafka/trust.jks", "ssl.truststore.password=trust-secret",
+		`listener.name.clients.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`))
+	rcs, err := c.admin().DescribeBrokerConfigs(testCtx(t), testNodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(strconv.Itoa(testNodeID), nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe broker: %v %v", err, rc.Err)
+	}
+	if cfg := findConfig(t, rc, "ssl.truststore.location"); cfg.MaybeValue() != "/etc/kafka/trust.jks" || cfg.Sensitive || cfg.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Errorf("ssl.truststore.location: %+v", cfg)
+	}
+	for _, name := range []string{"ssl.truststore.password", "listener.name.clients.plain.sasl.jaas.config"} {
+		if cfg := findConfig(t, rc, name); cfg.Value != nil || !cfg.Sensitive {
+			t.Errorf("%s: value %v sensitive %v, want a hidden value", name, cfg.Value, cfg.Sensitive)
+		}
+	}
+	for _, cfg := range rc.Configs {
+		if v := cfg.MaybeValue(); strings.Contains(v, "secret") {
+			t.Errorf("%s reveals %q", cfg.Key, v)
+		}
 	}
 }

@@ -25,6 +25,7 @@ package broker
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -164,6 +165,29 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		}
 		add(e.name, kmsg.StringPtr(syns[0].Value), e.typ, syns)
 	}
+	// The ssl.* and sasl.* settings server.properties set, plain and
+	// listener-prefixed. Passwords and JAAS configurations are PASSWORD
+	// configs: sensitive, their value never returned, as Kafka does.
+	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL} {
+		for _, name := range sortedKeys(security) {
+			if seen[name] || !want(name) {
+				continue
+			}
+			seen[name] = true
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.ConfigType, c.Source, c.ReadOnly = name, kmsg.ConfigTypeString, kmsg.ConfigSource(sourceStaticBroker), true
+			c.Value = kmsg.StringPtr(security[name])
+			if sensitiveConfig(name) {
+				c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
+			}
+			if m.IncludeSynonyms && m.Version >= 1 {
+				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				s.Name, s.Value, s.Source = name, c.Value, c.Source
+				c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+			}
+			rr.Configs = append(rr.Configs, c)
+		}
+	}
 	for _, dyn := range []struct {
 		configs map[string]string
 		source  int8
@@ -187,4 +211,10 @@ func wireSynonyms(syns []configSynonym) []kmsg.DescribeConfigsResponseResourceCo
 		out = append(out, cs)
 	}
 	return out
+}
+
+// sensitiveConfig reports Kafka's PASSWORD-typed security settings:
+// passwords, private keys and JAAS configurations (which hold passwords).
+func sensitiveConfig(name string) bool {
+	return strings.HasSuffix(name, ".password") || strings.HasSuffix(name, "sasl.jaas.config") || strings.HasSuffix(name, "ssl.keystore.key")
 }
