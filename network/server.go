@@ -66,8 +66,10 @@ type Handler interface {
 	Handle(ctx context.Context, req *Request) Result
 }
 
-// ConnInfo describes a client connection. It is immutable and shared by
-// every Request read from the connection.
+// ConnInfo describes a client connection, shared by every Request read
+// from it. It does not change once the connection has authenticated:
+// Principal is set by the TLS handshake, before any request, or by a SASL
+// exchange, before any request but ApiVersions.
 type ConnInfo struct {
 	// ID identifies the connection in logs, Kafka-style:
 	// "local-remote-sequence".
