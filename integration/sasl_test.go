@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -148,6 +149,35 @@ func TestSASLPlain(t *testing.T) {
 		}
 	})
 
+	// sarama over SASL_SSL (SaslHandshake v1, SaslAuthenticate), as admin
+	// (alice is throttled by now), and a wrong password refused.
+	t.Run("sarama", func(t *testing.T) {
+		cfg := func(pass string) *sarama.Config {
+			cfg := sarama.NewConfig()
+			cfg.Net.TLS.Enable, cfg.Net.TLS.Config = true, trust
+			cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism = true, sarama.SASLTypePlaintext
+			cfg.Net.SASL.User, cfg.Net.SASL.Password = "admin", pass
+			cfg.Producer.Return.Successes = true
+			cfg.Metadata.Retry.Max, cfg.Metadata.Retry.Backoff = 0, 10*time.Millisecond
+			return cfg
+		}
+		p, err := sarama.NewSyncProducer([]string{sasls}, cfg("admin-secret"))
+		if err != nil {
+			t.Fatalf("sarama over SASL_SSL: %v", err)
+		}
+		defer p.Close()
+		for i := range 100 {
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic + "-SASL_SSL", Value: sarama.StringEncoder(fmt.Sprint("sarama-", i))}); err != nil {
+				t.Fatalf("sarama produce: %v", err)
+			}
+		}
+		if _, err := sarama.NewClient([]string{sasls}, cfg("wrong")); err == nil {
+			t.Error("sarama with a wrong password was served")
+		} else {
+			t.Logf("sarama with a wrong password: %v", err)
+		}
+	})
+
 	// kafka-python 2.0 (Debian's python3-kafka) still authenticates with
 	// SaslHandshake v0 and bare tokens.
 	t.Run("kafka-python", func(t *testing.T) {
@@ -224,7 +254,7 @@ for i in range(200):
     p.send("kp-sasl", ("r%d" % i).encode())
 p.flush(30)
 p.close()
-c = KafkaConsumer("kp-sasl", auto_offset_reset="earliest", consumer_timeout_ms=10000, **conf)
+c = KafkaConsumer("kp-sasl", auto_offset_reset="earliest", consumer_timeout_ms=3000, **conf)
 n = sum(1 for _ in c)
 c.close()
 assert n == 200, "consumed %d of 200" % n
