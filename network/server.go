@@ -80,8 +80,9 @@ type ConnInfo struct {
 	LocalAddr        net.Addr
 	RemoteAddr       net.Addr
 	// Principal is the authenticated principal, as Kafka names it:
-	// "User:" and the client certificate's mapped subject on an SSL
-	// listener when the client presented one, "User:ANONYMOUS" otherwise.
+	// "User:" and the SASL user on a SASL listener, or the client
+	// certificate's mapped subject on an SSL listener when the client
+	// presented one; "User:ANONYMOUS" otherwise.
 	Principal string
 
 	// mutedUntil is when the connection may read requests again after a
