@@ -19,6 +19,7 @@ import (
 // DescribeQuorum, or holds the answers while held is set.
 type fakeController struct {
 	addr     string
+	srv      *network.Server
 	requests atomic.Int32
 
 	mu      sync.Mutex
@@ -40,7 +41,7 @@ func startFakeController(t *testing.T) *fakeController {
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	f.addr = srv.Addr("CONTROLLER").String()
+	f.addr, f.srv = srv.Addr("CONTROLLER").String(), srv
 	go srv.Serve()
 	t.Cleanup(func() {
 		f.release()
@@ -190,6 +191,35 @@ func TestControllerChannelRotatesWithoutLeader(t *testing.T) {
 	if n := up.requests.Load(); n != 1 {
 		t.Errorf("the live voter was sent %d requests, want 1", n)
 	}
+}
+
+// close never waits for a request in flight (its caller may hold a lock
+// others need): the request finishes, then its connection closes.
+func TestKafkaConnCloseDoesNotWait(t *testing.T) {
+	f := startFakeController(t)
+	f.hold()
+	conn := newKafkaConn(f.addr, "test", nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.request(context.Background(), kmsg.NewPtrDescribeQuorumRequest())
+		done <- err
+	}()
+	waitUntil(t, func() bool { return f.requests.Load() == 1 })
+	closed := make(chan struct{})
+	go func() { conn.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("close waited for the request in flight")
+	}
+	if f.srv.NumConnections() != 1 {
+		t.Fatalf("%d connections while the request is in flight, want 1", f.srv.NumConnections())
+	}
+	f.release()
+	if err := <-done; err != nil {
+		t.Fatalf("the request in flight: %v", err)
+	}
+	waitUntil(t, func() bool { return f.srv.NumConnections() == 0 })
 }
 
 func waitUntil(t *testing.T, cond func() bool) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,9 +31,12 @@ type kafkaConn struct {
 	// ahead (a 30-second voter change) takes.
 	turn chan struct{}
 	dial DialFunc
-	conn net.Conn // the fields below belong to the holder of turn
-	rd   *bufio.Reader
-	corr int32
+	// closed is set by close: the connection is closed by whoever holds
+	// the turn next, or at once when nobody does.
+	closed atomic.Bool
+	conn   net.Conn // the fields below belong to the holder of turn
+	rd     *bufio.Reader
+	corr   int32
 }
 
 // newKafkaConn returns a connection to addr, opened with dial when first
@@ -90,7 +94,7 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s to %s: waiting for the request ahead: %w", kmsg.NameForKey(req.Key()), c.addr, ctx.Err())
 	}
-	defer func() { <-c.turn }()
+	defer c.release()
 	if c.conn == nil {
 		conn, err := c.dial(ctx, c.addr)
 		if err != nil {
@@ -170,13 +174,33 @@ func (c *kafkaConn) roundTrip(ctx context.Context, conn net.Conn, req kmsg.Reque
 	return resp, nil
 }
 
-// close drops the connection, after the request in flight if there is one.
+// close drops the connection. It never waits for a request in flight (a forwarded request may take 30
+// seconds, and its closer may hold a lock others need): that request
+// closes the connection when it ends.
 func (c *kafkaConn) close() {
-	c.turn <- struct{}{}
-	defer func() { <-c.turn }()
-	if c.conn != nil {
-		c.conn.Close()
-		c.conn, c.rd = nil, nil
+	c.closed.Store(true)
+	c.tryClose()
+}
+
+// release ends a request's turn; after close, the connection goes too.
+func (c *kafkaConn) release() {
+	<-c.turn
+	if c.closed.Load() {
+		c.tryClose()
+	}
+}
+
+// tryClose closes the connection if no request holds the turn; one that
+// does closes it in release.
+func (c *kafkaConn) tryClose() {
+	select {
+	case c.turn <- struct{}{}:
+		if c.conn != nil {
+			c.conn.Close()
+			c.conn, c.rd = nil, nil
+		}
+		<-c.turn
+	default:
 	}
 }
 
