@@ -9,8 +9,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -170,6 +172,72 @@ func (c *testCerts) brokerSSL() []string {
 		`ssl.principal.mapping.rules=RULE:^CN=([^,]*),OU=services.*$/$1/L,DEFAULT`,
 	}
 }
+
+// librdkafkaRun is one librdkafka client configuration and the topic it
+// creates, fills and reads back.
+type librdkafkaRun struct {
+	Topic string            `json:"topic"`
+	Conf  map[string]string `json:"conf"`
+}
+
+// runLibrdkafkaSecured runs librdkafka (confluent-kafka-python) with each
+// of runs: an admin client creates its topic (2 partitions, 2 replicas), a
+// producer writes 500 keyed records and a group consumer reads them all
+// back. A client with refused's configuration must not be served.
+func runLibrdkafkaSecured(t *testing.T, ctx context.Context, runs []librdkafkaRun, refused map[string]string) {
+	t.Helper()
+	python := pythonWith(t, "confluent_kafka", "python3-confluent-kafka")
+	script := writePEM(t, t.TempDir(), "secured.py", []byte(librdkafkaSecuredScript))
+	good, err := json.Marshal(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := json.Marshal(refused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, python, script, string(good), string(bad)).CombinedOutput()
+	t.Logf("librdkafka:\n%s", out)
+	if err != nil {
+		t.Fatalf("librdkafka: %v", err)
+	}
+}
+
+const librdkafkaSecuredScript = `
+import json, sys, time
+from confluent_kafka import Producer, Consumer, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+runs, refused = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for run in runs:
+    topic, conf = run["topic"], run["conf"]
+    admin = AdminClient(conf)  # kept: a collected client ends its futures
+    for f in admin.create_topics([NewTopic(topic, 2, 2)]).values():
+        f.result()
+    time.sleep(1)  # the leaders apply the new topic
+    p = Producer(conf)
+    for i in range(500):
+        p.produce(topic, ("r%d" % i).encode(), key=str(i % 7).encode())
+    left = p.flush(30)
+    assert left == 0, "%s: %d records not delivered" % (topic, left)
+    c = Consumer(dict(conf, **{"group.id": topic + "-group", "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    seen, deadline = set(), time.time() + 60
+    while len(seen) < 500 and time.time() < deadline:
+        m = c.poll(1)
+        if m is not None and m.error() is None:
+            seen.add(m.value())
+    c.close()
+    assert len(seen) == 500, "%s: consumed %d of 500" % (topic, len(seen))
+    print("ok: 500 records produced and consumed:", topic, conf["security.protocol"])
+
+bad = AdminClient(refused)
+try:
+    bad.list_topics(timeout=5)
+    raise SystemExit("a refused client was served")
+except KafkaException as e:
+    print("refused:", e)
+`
 
 // pingRefused fails the test unless a kgo client with opts, not retrying,
 // is refused (what says who it is).
@@ -340,55 +408,14 @@ func TestSSLListener(t *testing.T) {
 	})
 
 	t.Run("librdkafka", func(t *testing.T) {
-		python := pythonWith(t, "confluent_kafka", "python3-confluent-kafka")
-		script := writePEM(t, t.TempDir(), "ssl.py", []byte(librdkafkaSSLScript))
-		out, err := exec.CommandContext(ctx, python, script, ssl, certs.caPEM, certs.clientCert, certs.clientKey, certs.untrustedCert, certs.untrKey).CombinedOutput()
-		t.Logf("librdkafka:\n%s", out)
-		if err != nil {
-			t.Fatalf("librdkafka over TLS: %v", err)
-		}
+		conf := map[string]string{"bootstrap.servers": ssl, "security.protocol": "SSL", "ssl.ca.location": certs.caPEM,
+			"ssl.certificate.location": certs.clientCert, "ssl.key.location": certs.clientKey}
+		// A certificate the brokers do not trust: the handshake fails.
+		untrusted := maps.Clone(conf)
+		untrusted["ssl.certificate.location"], untrusted["ssl.key.location"] = certs.untrustedCert, certs.untrKey
+		runLibrdkafkaSecured(t, ctx, []librdkafkaRun{{"rdk-tls", conf}}, untrusted)
 	})
 }
-
-const librdkafkaSSLScript = `
-import sys, time
-from confluent_kafka import Producer, Consumer, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
-
-bs, ca, cert, key, bad_cert, bad_key = sys.argv[1:7]
-ssl = {"bootstrap.servers": bs, "security.protocol": "SSL", "ssl.ca.location": ca,
-       "ssl.certificate.location": cert, "ssl.key.location": key}
-topic = "rdk-tls"
-admin = AdminClient(ssl)
-for f in admin.create_topics([NewTopic(topic, 2, 2)]).values():
-    f.result()
-time.sleep(1)
-
-p = Producer(ssl)
-for i in range(500):
-    p.produce(topic, ("r%d" % i).encode(), key=str(i % 7).encode())
-left = p.flush(30)
-assert left == 0, "%d records not delivered" % left
-
-c = Consumer(dict(ssl, **{"group.id": "rdk-tls-group", "auto.offset.reset": "earliest"}))
-c.subscribe([topic])
-seen, deadline = set(), time.time() + 60
-while len(seen) < 500 and time.time() < deadline:
-    m = c.poll(1)
-    if m is not None and m.error() is None:
-        seen.add(m.value())
-c.close()
-assert len(seen) == 500, "consumed %d of 500" % len(seen)
-
-# A certificate the brokers do not trust: the handshake fails, nothing is served.
-bad = AdminClient(dict(ssl, **{"ssl.certificate.location": bad_cert, "ssl.key.location": bad_key}))
-try:
-    bad.list_topics(timeout=5)
-    raise SystemExit("a client with an untrusted certificate was served")
-except KafkaException as e:
-    print("untrusted client refused:", e)
-print("ok: 500 records produced and consumed over TLS")
-`
 
 // TestSSLBetweenNodes: the nodes talk TLS among themselves, mutual TLS
 // required everywhere: Raft and the controller channel over the SSL
