@@ -86,20 +86,7 @@ func TestProducerRetriesNotLeaderOnce(t *testing.T) {
 	var calls atomic.Int32
 	fake.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		calls.Add(1)
-		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = 6
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return failProduce(kreq, 6), nil, true // NOT_LEADER_OR_FOLLOWER
 	})
 	p, err := NewProducer(ctx, SeedBrokers(fake.ListenAddrs()...))
 	if err != nil {

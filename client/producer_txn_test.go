@@ -52,19 +52,7 @@ func TestTransactionalProducerFailedRecordMakesTheTransactionAbortable(t *testin
 	// The first Produce request is answered INVALID_RECORD (87, not
 	// retriable) without reaching the partition.
 	fake.ControlKey(0, func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, 87
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return client.FailProduce(kreq, 87), nil, true
 	})
 	var ke *client.Error
 	if err := p.ProduceSync(ctx, client.StringRecord(topic, "refused")).FirstErr(); !errors.As(err, &ke) || ke.Code != 87 {

@@ -59,17 +59,10 @@ func TestSASLPlainListener(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			request := func(mech kgo.Opt) error {
-				opts := []kgo.Opt{kgo.SeedBrokers(ts.addr), mech, kgo.RequestRetries(0), kgo.RetryTimeout(time.Second)}
 				if tc.tls != nil {
-					opts = append(opts, kgo.DialTLSConfig(pki.clientConfig(false)))
+					return metadataWith(ctx, ts.addr, mech, kgo.DialTLSConfig(pki.clientConfig(false)))
 				}
-				cl, err := kgo.NewClient(opts...)
-				if err != nil {
-					return err
-				}
-				defer cl.Close()
-				_, err = cl.Request(ctx, metadataRequest())
-				return err
+				return metadataWith(ctx, ts.addr, mech)
 			}
 			if err := request(kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())); err != nil {
 				t.Fatalf("alice: %v", err)

@@ -175,15 +175,7 @@ func TestSSLClientAuthAndPrincipal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	request := func(cfg *tls.Config) error {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(ts.addr), kgo.DialTLSConfig(cfg), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		_, err = cl.Request(ctx, metadataRequest())
-		return err
-	}
+	request := func(cfg *tls.Config) error { return metadataWith(ctx, ts.addr, kgo.DialTLSConfig(cfg)) }
 	if err := request(pki.clientConfig(true)); err != nil {
 		t.Fatalf("client with a certificate: %v", err)
 	}
@@ -242,14 +234,9 @@ func TestSSLPrincipalMappingFailureClosesTheConnection(t *testing.T) {
 	}
 
 	// ssl.client.auth=requested: no certificate is ANONYMOUS.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(ts.addr), kgo.DialTLSConfig(pki.clientConfig(false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := cl.Request(ctx, metadataRequest()); err != nil {
+	if err := metadataWith(ctx, ts.addr, kgo.DialTLSConfig(pki.clientConfig(false))); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.last(); got != AnonymousPrincipal {
@@ -287,6 +274,18 @@ func TestSSLStalledHandshakeIsBounded(t *testing.T) {
 	}
 	waitFor(t, "no connections left", func() bool { return ts.NumConnections() == 0 })
 	goroutinesSettle(t, base+4) // the server's accept loop and Serve, the test's
+}
+
+// metadataWith sends one Metadata request to addr with a kgo client built
+// with opts that does not retry, and returns its error.
+func metadataWith(ctx context.Context, addr string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second)}, opts...)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	_, err = cl.Request(ctx, metadataRequest())
+	return err
 }
 
 // An SSL or SASL_SSL listener needs its TLS configuration.

@@ -7,6 +7,17 @@ import (
 )
 
 func TestParseJAASKafkaDocExamples(t *testing.T) {
+	// The broker's PLAIN listener of Kafka's docs, however it is written.
+	brokerPlain := JAASConfig{
+		LoginModule: PlainLoginModule,
+		Flag:        "required",
+		Options: map[string]string{
+			"username":   "admin",
+			"password":   "admin-secret",
+			"user_admin": "admin-secret",
+			"user_alice": "alice-secret",
+		},
+	}
 	for _, tc := range []struct {
 		name   string
 		config string
@@ -22,16 +33,7 @@ func TestParseJAASKafkaDocExamples(t *testing.T) {
 				`password="admin-secret" ` +
 				`user_admin="admin-secret" ` +
 				`user_alice="alice-secret";`,
-			want: JAASConfig{
-				LoginModule: PlainLoginModule,
-				Flag:        "required",
-				Options: map[string]string{
-					"username":   "admin",
-					"password":   "admin-secret",
-					"user_admin": "admin-secret",
-					"user_alice": "alice-secret",
-				},
-			},
+			want: brokerPlain,
 		},
 		{
 			// The same as a multi-line value (a YAML block, an
@@ -42,16 +44,7 @@ func TestParseJAASKafkaDocExamples(t *testing.T) {
 				"    password=\"admin-secret\"\n" +
 				"    user_admin=\"admin-secret\"\n" +
 				"    user_alice=\"alice-secret\";\n",
-			want: JAASConfig{
-				LoginModule: PlainLoginModule,
-				Flag:        "required",
-				Options: map[string]string{
-					"username":   "admin",
-					"password":   "admin-secret",
-					"user_admin": "admin-secret",
-					"user_alice": "alice-secret",
-				},
-			},
+			want: brokerPlain,
 		},
 		{
 			name:   "client PLAIN",
