@@ -139,22 +139,13 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 			resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate without a SaslHandshake, or after authentication")
 			return &Response{Msg: resp, CloseConnection: !c.saslState.authenticated}, true, nil
 		}
-		answer, done, user, err := c.saslState.exchange.Next(r.SASLAuthBytes)
+		answer, err := c.saslNext(r.SASLAuthBytes)
 		if err != nil {
-			c.bl.authFailed.Add(1)
-			c.log.Info("closing connection: SASL authentication failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
 			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 			resp.ErrorMessage = kmsg.StringPtr(saslClientMessage(err))
 			return &Response{Msg: resp, CloseConnection: true}, true, nil
 		}
 		resp.SASLAuthBytes = answer
-		if done {
-			c.bl.authOK.Add(1)
-			c.saslState.authenticated = true
-			c.saslState.exchange = nil
-			c.info.Principal = "User:" + user
-			c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal)
-		}
 		return &Response{Msg: resp}, true, nil
 	case !c.saslState.authenticated:
 		return nil, true, fmt.Errorf("%w: %s", errSASLState, kmsg.NameForKey(key))
@@ -166,17 +157,9 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 // exchange's answer goes back as a bare frame. A failure closes the
 // connection without an answer.
 func (c *conn) saslRawToken(frame []byte) error {
-	answer, done, user, err := c.saslState.exchange.Next(frame)
+	answer, err := c.saslNext(frame)
 	if err != nil {
-		c.bl.authFailed.Add(1)
-		c.log.Info("closing connection: SASL authentication failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
 		return err
-	}
-	if done {
-		c.bl.authOK.Add(1)
-		c.saslState = saslState{authenticated: true}
-		c.info.Principal = "User:" + user
-		c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal)
 	}
 	p := &pending{req: Request{Conn: c.info, Received: time.Now(), Size: int32(len(frame))}}
 	p.resp = &Response{saslToken: answer, rawToken: true}
@@ -184,4 +167,24 @@ func (c *conn) saslRawToken(frame []byte) error {
 		c.q.push(p)
 	}
 	return nil
+}
+
+// saslNext gives the exchange the client's next message and returns the
+// answer; once the exchange is done the connection is authenticated as
+// its user. A failure is counted and logged; the caller answers and
+// closes.
+func (c *conn) saslNext(msg []byte) ([]byte, error) {
+	answer, done, user, err := c.saslState.exchange.Next(msg)
+	if err != nil {
+		c.bl.authFailed.Add(1)
+		c.log.Info("closing connection: SASL authentication failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
+		return nil, err
+	}
+	if done {
+		c.bl.authOK.Add(1)
+		c.saslState = saslState{authenticated: true}
+		c.info.Principal = "User:" + user
+		c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal)
+	}
+	return answer, nil
 }
