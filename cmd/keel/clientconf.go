@@ -331,6 +331,7 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 		return nil, err
 	}
 	opts = append(opts, secOpts...)
+	proto, _ := securityProtocol(props) // valid: securityOptions checked it
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
@@ -342,7 +343,7 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 		case k == "security.protocol":
 			continue // read by securityOptions
 		case isSecurityProperty(k):
-			if proto, _ := securityProtocol(props); !usesSecurityProperty(proto, k) {
+			if !usesSecurityProperty(proto, k) {
 				fmt.Fprintf(c.App.ErrWriter, "warning: the property %s is ignored with security.protocol=%s\n", k, proto)
 			}
 			continue // read by securityOptions
@@ -375,14 +376,14 @@ func securityOptions(props map[string]string) ([]client.Opt, error) {
 		return nil, err
 	}
 	var opts []client.Opt
-	if proto == "SSL" || proto == "SASL_SSL" {
+	if usesTLS(proto) {
 		cfg, err := tlsConfig(props)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, client.TLS(cfg))
 	}
-	if proto == "SASL_PLAINTEXT" || proto == "SASL_SSL" {
+	if usesSASL(proto) {
 		m, err := saslMechanism(props)
 		if err != nil {
 			return nil, err
@@ -414,10 +415,14 @@ func isSecurityProperty(k string) bool {
 // ssl.* or sasl.* property k.
 func usesSecurityProperty(proto, k string) bool {
 	if strings.HasPrefix(k, "sasl.") {
-		return proto == "SASL_PLAINTEXT" || proto == "SASL_SSL"
+		return usesSASL(proto)
 	}
-	return proto == "SSL" || proto == "SASL_SSL"
+	return usesTLS(proto)
 }
+
+// usesTLS and usesSASL report what a security.protocol connects with.
+func usesTLS(proto string) bool  { return proto == "SSL" || proto == "SASL_SSL" }
+func usesSASL(proto string) bool { return proto == "SASL_PLAINTEXT" || proto == "SASL_SSL" }
 
 // tlsConfig is the TLS of security.protocol=SSL or SASL_SSL: the brokers
 // verified against the truststore (the system's roots when none is set)
