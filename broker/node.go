@@ -323,9 +323,10 @@ func (n *Node) MetricsAddress() string {
 func (n *Node) writeMetrics(w *promWriter) {
 	writeProcessMetrics(w, n.started)
 	n.requests.write(w)
-	writeConnectionMetrics(w, n.server.ConnectionsByListener(), n.server.BoundListeners())
+	listeners := n.server.BoundListeners()
+	writeConnectionMetrics(w, n.server.ConnectionsByListener(), listeners)
 	authOK, authFailed := n.server.Authentications()
-	writeAuthenticationMetrics(w, authOK, authFailed, n.server.BoundListeners())
+	writeAuthenticationMetrics(w, authOK, authFailed, listeners)
 	writeControllerMetrics(w, n.raft, n.cfg.HasRole("controller"))
 	if n.lifecycle != nil {
 		w.gauge("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 1 starting, 2 recovery (registered, fenced, catching up), 3 running, 6 pending controlled shutdown.",
