@@ -80,3 +80,64 @@ func quoteJAAS(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`)
 	return `"` + r.Replace(s) + `"`
 }
+
+// FuzzScramServer feeds an untrusted client-first and client-final message
+// to a SCRAM-SHA-256 exchange with one user, alice: it must not panic,
+// must authenticate only alice with her proof, must fail with one of its
+// errors and Kafka's client message otherwise, and must stop after a
+// failure. The server nonce is fixed so that the seeds can hold a valid
+// exchange.
+func FuzzScramServer(f *testing.F) {
+	const pass = "alice-secret"
+	salt := []byte("keel-fuzz-salt")
+	salted, err := SaltedPassword(MechanismScramSHA256, pass, salt, ScramMinIterations)
+	if err != nil {
+		f.Fatal(err)
+	}
+	cred, err := scramCredentialFromSalted(MechanismScramSHA256, salt, salted, ScramMinIterations)
+	if err != nil {
+		f.Fatal(err)
+	}
+	lookup := func(user string) (ScramCredential, bool) { return cred, user == "alice" }
+	generic := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + MechanismScramSHA256
+	f.Fuzz(func(t *testing.T, first, final []byte) {
+		s, err := NewScramServer(MechanismScramSHA256, lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.serverNonce = func() string { return "fuzz-server-nonce" }
+		failed := false
+		for i, msg := range [][]byte{first, final} {
+			answer, done, user, err := s.Next(msg)
+			if err != nil {
+				if answer != nil || done || user != "" {
+					t.Fatalf("message %d: %q %v %q with error %v", i, answer, done, user, err)
+				}
+				if !errors.Is(err, ErrInvalidScramMessage) && !errors.Is(err, ErrScramAuthenticationFailed) && !errors.Is(err, ErrAuthorizationIDMismatch) {
+					t.Fatalf("error %v wraps no sentinel", err)
+				}
+				if failed && !errors.Is(err, ErrInvalidScramMessage) {
+					t.Fatalf("message after a failure: %v", err)
+				}
+				var cm interface{ ClientMessage() string }
+				if !errors.As(err, &cm) || (cm.ClientMessage() != generic && cm.ClientMessage() != ErrAuthorizationIDMismatch.Error()) {
+					t.Fatalf("error %v: client message %v", err, cm)
+				}
+				if strings.Contains(err.Error(), pass) {
+					t.Fatalf("error %q shows the password", err)
+				}
+				failed = true
+				continue
+			}
+			if failed {
+				t.Fatalf("message %d accepted after a failure", i)
+			}
+			switch {
+			case i == 0 && (done || user != "" || !bytes.HasPrefix(answer, []byte("r="))):
+				t.Fatalf("client-first %q answered %q %v %q", first, answer, done, user)
+			case i == 1 && (!done || user != "alice" || !bytes.HasPrefix(answer, []byte("v="))):
+				t.Fatalf("client-final %q answered %q %v %q", final, answer, done, user)
+			}
+		}
+	})
+}

@@ -1,7 +1,9 @@
 // Package sasl holds the broker side of Kafka's SASL authentication:
-// parsing sasl.jaas.config values (Kafka's JaasConfig) and the PLAIN
+// parsing sasl.jaas.config values (Kafka's JaasConfig), the PLAIN
 // mechanism (RFC 4616, Kafka's PlainSaslServer with its default
-// PlainServerCallbackHandler).
+// PlainServerCallbackHandler) and the SCRAM-SHA-256 and SCRAM-SHA-512
+// mechanisms (RFC 5802 and 7677, Kafka's ScramSaslServer), with the
+// credential arithmetic of Kafka's ScramFormatter.
 //
 // Nothing here reads the network: the broker feeds it the bytes of
 // SaslAuthenticate requests and answers with what it returns. Error messages
