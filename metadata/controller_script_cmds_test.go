@@ -287,6 +287,71 @@ func (h *harness) alterQuotas(a args) string {
 	return out
 }
 
+// alter-scram [delete=USER:MECHANISM ...] [upsert=USER:MECHANISM:ITERATIONS[:SALT:SALTED] ...]
+// MECHANISM is SCRAM-SHA-256, SCRAM-SHA-512 or a number (another name: 0); SALT and SALTED
+// are strings (default "salt" and "salted-<USER>"; "-" for empty).
+func (h *harness) alterScram(a args) string {
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	mech := func(s string) int8 {
+		if m := ScramMechanismFromName(s); m != ScramUnknown {
+			return m
+		}
+		n, _ := strconv.Atoi(s) // any other name: 0, unknown
+		return int8(n)
+	}
+	for _, d := range a.all("delete") {
+		user, m, _ := strings.Cut(d, ":")
+		req.Deletions = append(req.Deletions, kmsg.AlterUserSCRAMCredentialsRequestDeletion{Name: user, Mechanism: mech(m)})
+	}
+	for _, u := range a.all("upsert") {
+		f := strings.Split(u, ":")
+		it, err := strconv.Atoi(f[2])
+		if err != nil {
+			h.t.Fatalf("upsert=%s: %v", u, err)
+		}
+		salt, salted := "salt", "salted-"+f[0]
+		if len(f) == 5 {
+			salt, salted = strings.Trim(f[3], "-"), strings.Trim(f[4], "-")
+		}
+		req.Upsertions = append(req.Upsertions, kmsg.AlterUserSCRAMCredentialsRequestUpsertion{
+			Name: f[0], Mechanism: mech(f[1]), Iterations: int32(it), Salt: []byte(salt), SaltedPassword: []byte(salted),
+		})
+	}
+	recs, resp := h.controller().AlterUserScramCredentials(req)
+	out := h.commit(recs)
+	for _, r := range resp.Results {
+		out += fmt.Sprintf("\n%s: %s", r.User, errName(r.ErrorCode))
+		if r.ErrorMessage != nil {
+			out += " (" + *r.ErrorMessage + ")"
+		}
+	}
+	return out
+}
+
+// describe-scram [user=NAME ...]
+func (h *harness) describeScram(a args) string {
+	req := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	for _, u := range a.all("user") {
+		req.Users = append(req.Users, kmsg.DescribeUserSCRAMCredentialsRequestUser{Name: u})
+	}
+	resp := DescribeUserScramCredentials(h.img, req)
+	if len(resp.Results) == 0 {
+		return "none"
+	}
+	var lines []string
+	for _, r := range resp.Results {
+		line := r.User + ":"
+		if r.ErrorCode != 0 {
+			line += " " + errName(r.ErrorCode) + " (" + *r.ErrorMessage + ")"
+		}
+		for _, c := range r.CredentialInfos {
+			line += fmt.Sprintf(" %s/%d", ScramMechanismName(c.Mechanism), c.Iterations)
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // describe-quotas [filter=TYPE:exact:NAME|TYPE:default|TYPE:any ...] [strict]
 func (h *harness) describeQuotas(a args) string {
 	req := kmsg.NewPtrDescribeClientQuotasRequest()

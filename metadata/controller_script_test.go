@@ -272,6 +272,10 @@ func (h *harness) run(line string) string {
 		return h.alterQuotas(a)
 	case "describe-quotas":
 		return h.describeQuotas(a)
+	case "alter-scram":
+		return h.alterScram(a)
+	case "describe-scram":
+		return h.describeScram(a)
 	case "reassign":
 		return h.reassign(a)
 	case "list-reassignments":
@@ -381,6 +385,10 @@ func (h *harness) describeRecord(r Record) string {
 			return fmt.Sprintf("client-quota %s remove %s", e, r.Key)
 		}
 		return fmt.Sprintf("client-quota %s %s=%s", e, r.Key, quotaValue(r.Value))
+	case *UserScramCredentialRecord:
+		return fmt.Sprintf("scram %s %s iterations=%d salt=%x", r.Name, ScramMechanismName(r.Mechanism), r.Iterations, r.Salt)
+	case *RemoveUserScramCredentialRecord:
+		return fmt.Sprintf("remove-scram %s %s", r.Name, ScramMechanismName(r.Mechanism))
 	case *UnregisterBrokerRecord:
 		return fmt.Sprintf("unregister broker=%d epoch=%d", r.BrokerID, r.BrokerEpoch)
 	case *UnfenceBrokerRecord:

@@ -452,6 +452,12 @@ func FuzzControllerRequests(f *testing.F) {
 	acqEntry.Ops = []kmsg.AlterClientQuotasRequestEntryOp{{Key: QuotaProducerByteRate, Value: 1024}}
 	acq.Entries = append(acq.Entries, acqEntry)
 	seed(11, 1, acq)
+	scram := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	scram.Upsertions = append(scram.Upsertions, kmsg.AlterUserSCRAMCredentialsRequestUpsertion{
+		Name: "u", Mechanism: ScramSHA256, Iterations: 4096, Salt: []byte("s"), SaltedPassword: []byte("p"),
+	})
+	scram.Deletions = append(scram.Deletions, kmsg.AlterUserSCRAMCredentialsRequestDeletion{Name: "v", Mechanism: ScramSHA512})
+	seed(12, 0, scram)
 
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
 		cfg := DefaultControllerConfig()
@@ -472,6 +478,7 @@ func FuzzControllerRequests(f *testing.F) {
 			kmsg.NewPtrElectLeadersRequest(), kmsg.NewPtrAllocateProducerIDsRequest(),
 			kmsg.NewPtrBrokerRegistrationRequest(), kmsg.NewPtrBrokerHeartbeatRequest(),
 			kmsg.NewPtrAlterPartitionAssignmentsRequest(), kmsg.NewPtrAlterClientQuotasRequest(),
+			kmsg.NewPtrAlterUserSCRAMCredentialsRequest(),
 		}
 		req := reqs[int(api)%len(reqs)]
 		if version < 0 || version > req.MaxVersion() {
@@ -506,6 +513,8 @@ func FuzzControllerRequests(f *testing.F) {
 			recs, _ = c.cc.AlterPartitionReassignments(r)
 		case *kmsg.AlterClientQuotasRequest:
 			recs, _ = c.cc.AlterClientQuotas(r)
+		case *kmsg.AlterUserSCRAMCredentialsRequest:
+			recs, _ = c.cc.AlterUserScramCredentials(r)
 		}
 		data, err := EncodeBatch(recs)
 		if err != nil {

@@ -68,6 +68,7 @@ type Image struct {
 	nextProducerID int64
 	features       map[string]int16
 	quotas         map[QuotaEntity]map[string]float64
+	scram          map[ScramKey]ScramCredential
 }
 
 // EmptyImage is the image before the first record.
@@ -399,6 +400,10 @@ func (b *builder) replay(r Record) error {
 		b.img.features[r.Name] = r.FeatureLevel
 	case *ClientQuotaRecord:
 		return b.applyClientQuota(r)
+	case *UserScramCredentialRecord:
+		return b.applyScram(r, nil)
+	case *RemoveUserScramCredentialRecord:
+		return b.applyScram(nil, r)
 	case *NoOpRecord:
 	default:
 		return fmt.Errorf("unhandled record type %T", r)

@@ -83,6 +83,7 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 		&FeatureLevelRecord{Name: "metadata.version", FeatureLevel: 1},
 		&ClientQuotaRecord{Entity: []QuotaEntityPart{{EntityType: QuotaUser, EntityName: &v}, {EntityType: QuotaClientID}},
 			Key: QuotaProducerByteRate, Value: 4096},
+		&UserScramCredentialRecord{Name: "alice", Mechanism: ScramSHA512, Salt: []byte("s"), StoredKey: []byte("k1"), ServerKey: []byte("k2"), Iterations: 8192},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +110,9 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 	quota := QuotaEntity{User: QuotaEntityName{Set: true, Name: "1000"}, ClientID: QuotaEntityName{Set: true, Default: true}}
 	if q, ok := again.ClientQuota(quota, QuotaProducerByteRate); !ok || q != 4096 {
 		t.Fatalf("client quota lost: %v %v", q, ok)
+	}
+	if c, ok := again.ScramCredential("alice", ScramSHA512); !ok || c.Iterations != 8192 || string(c.ServerKey) != "k2" {
+		t.Fatalf("SCRAM credential lost: %v %v", c, ok)
 	}
 }
 

@@ -14,37 +14,41 @@ type RecordType uint16
 
 // The record types of the metadata log.
 const (
-	RegisterBrokerType           RecordType = 0
-	UnregisterBrokerType         RecordType = 1
-	TopicType                    RecordType = 2
-	PartitionType                RecordType = 3
-	ConfigType                   RecordType = 4
-	PartitionChangeType          RecordType = 5
-	FenceBrokerType              RecordType = 7
-	UnfenceBrokerType            RecordType = 8
-	RemoveTopicType              RecordType = 9
-	FeatureLevelType             RecordType = 12
-	ClientQuotaType              RecordType = 14
-	ProducerIdsType              RecordType = 15
-	BrokerRegistrationChangeType RecordType = 17
-	NoOpType                     RecordType = 20
+	RegisterBrokerType            RecordType = 0
+	UnregisterBrokerType          RecordType = 1
+	TopicType                     RecordType = 2
+	PartitionType                 RecordType = 3
+	ConfigType                    RecordType = 4
+	PartitionChangeType           RecordType = 5
+	FenceBrokerType               RecordType = 7
+	UnfenceBrokerType             RecordType = 8
+	RemoveTopicType               RecordType = 9
+	FeatureLevelType              RecordType = 12
+	UserScramCredentialType       RecordType = 11
+	ClientQuotaType               RecordType = 14
+	ProducerIdsType               RecordType = 15
+	BrokerRegistrationChangeType  RecordType = 17
+	NoOpType                      RecordType = 20
+	RemoveUserScramCredentialType RecordType = 22
 )
 
 var recordTypeNames = map[RecordType]string{
-	RegisterBrokerType:           "REGISTER_BROKER_RECORD",
-	UnregisterBrokerType:         "UNREGISTER_BROKER_RECORD",
-	TopicType:                    "TOPIC_RECORD",
-	PartitionType:                "PARTITION_RECORD",
-	ConfigType:                   "CONFIG_RECORD",
-	PartitionChangeType:          "PARTITION_CHANGE_RECORD",
-	FenceBrokerType:              "FENCE_BROKER_RECORD",
-	UnfenceBrokerType:            "UNFENCE_BROKER_RECORD",
-	RemoveTopicType:              "REMOVE_TOPIC_RECORD",
-	FeatureLevelType:             "FEATURE_LEVEL_RECORD",
-	ClientQuotaType:              "CLIENT_QUOTA_RECORD",
-	ProducerIdsType:              "PRODUCER_IDS_RECORD",
-	BrokerRegistrationChangeType: "BROKER_REGISTRATION_CHANGE_RECORD",
-	NoOpType:                     "NO_OP_RECORD",
+	RegisterBrokerType:            "REGISTER_BROKER_RECORD",
+	UnregisterBrokerType:          "UNREGISTER_BROKER_RECORD",
+	TopicType:                     "TOPIC_RECORD",
+	PartitionType:                 "PARTITION_RECORD",
+	ConfigType:                    "CONFIG_RECORD",
+	PartitionChangeType:           "PARTITION_CHANGE_RECORD",
+	FenceBrokerType:               "FENCE_BROKER_RECORD",
+	UnfenceBrokerType:             "UNFENCE_BROKER_RECORD",
+	RemoveTopicType:               "REMOVE_TOPIC_RECORD",
+	FeatureLevelType:              "FEATURE_LEVEL_RECORD",
+	UserScramCredentialType:       "USER_SCRAM_CREDENTIAL_RECORD",
+	ClientQuotaType:               "CLIENT_QUOTA_RECORD",
+	ProducerIdsType:               "PRODUCER_IDS_RECORD",
+	BrokerRegistrationChangeType:  "BROKER_REGISTRATION_CHANGE_RECORD",
+	NoOpType:                      "NO_OP_RECORD",
+	RemoveUserScramCredentialType: "REMOVE_USER_SCRAM_CREDENTIAL_RECORD",
 }
 
 // String is KRaft's name for the type, e.g. "REGISTER_BROKER_RECORD".
@@ -214,35 +218,39 @@ type ClientQuotaRecord struct {
 // election, so the new leader commits an entry of its own term).
 type NoOpRecord struct{}
 
-func (*RegisterBrokerRecord) Type() RecordType           { return RegisterBrokerType }
-func (*UnregisterBrokerRecord) Type() RecordType         { return UnregisterBrokerType }
-func (*FenceBrokerRecord) Type() RecordType              { return FenceBrokerType }
-func (*UnfenceBrokerRecord) Type() RecordType            { return UnfenceBrokerType }
-func (*BrokerRegistrationChangeRecord) Type() RecordType { return BrokerRegistrationChangeType }
-func (*TopicRecord) Type() RecordType                    { return TopicType }
-func (*PartitionRecord) Type() RecordType                { return PartitionType }
-func (*PartitionChangeRecord) Type() RecordType          { return PartitionChangeType }
-func (*RemoveTopicRecord) Type() RecordType              { return RemoveTopicType }
-func (*ConfigRecord) Type() RecordType                   { return ConfigType }
-func (*ProducerIdsRecord) Type() RecordType              { return ProducerIdsType }
-func (*FeatureLevelRecord) Type() RecordType             { return FeatureLevelType }
-func (*ClientQuotaRecord) Type() RecordType              { return ClientQuotaType }
-func (*NoOpRecord) Type() RecordType                     { return NoOpType }
+func (*RegisterBrokerRecord) Type() RecordType            { return RegisterBrokerType }
+func (*UnregisterBrokerRecord) Type() RecordType          { return UnregisterBrokerType }
+func (*FenceBrokerRecord) Type() RecordType               { return FenceBrokerType }
+func (*UnfenceBrokerRecord) Type() RecordType             { return UnfenceBrokerType }
+func (*BrokerRegistrationChangeRecord) Type() RecordType  { return BrokerRegistrationChangeType }
+func (*TopicRecord) Type() RecordType                     { return TopicType }
+func (*PartitionRecord) Type() RecordType                 { return PartitionType }
+func (*PartitionChangeRecord) Type() RecordType           { return PartitionChangeType }
+func (*RemoveTopicRecord) Type() RecordType               { return RemoveTopicType }
+func (*ConfigRecord) Type() RecordType                    { return ConfigType }
+func (*ProducerIdsRecord) Type() RecordType               { return ProducerIdsType }
+func (*FeatureLevelRecord) Type() RecordType              { return FeatureLevelType }
+func (*ClientQuotaRecord) Type() RecordType               { return ClientQuotaType }
+func (*NoOpRecord) Type() RecordType                      { return NoOpType }
+func (*UserScramCredentialRecord) Type() RecordType       { return UserScramCredentialType }
+func (*RemoveUserScramCredentialRecord) Type() RecordType { return RemoveUserScramCredentialType }
 
-func (*RegisterBrokerRecord) Version() int16           { return 0 }
-func (*UnregisterBrokerRecord) Version() int16         { return 0 }
-func (*FenceBrokerRecord) Version() int16              { return 0 }
-func (*UnfenceBrokerRecord) Version() int16            { return 0 }
-func (*BrokerRegistrationChangeRecord) Version() int16 { return 0 }
-func (*TopicRecord) Version() int16                    { return 0 }
-func (*PartitionRecord) Version() int16                { return 0 }
-func (*PartitionChangeRecord) Version() int16          { return 0 }
-func (*RemoveTopicRecord) Version() int16              { return 0 }
-func (*ConfigRecord) Version() int16                   { return 0 }
-func (*ProducerIdsRecord) Version() int16              { return 0 }
-func (*FeatureLevelRecord) Version() int16             { return 0 }
-func (*ClientQuotaRecord) Version() int16              { return 0 }
-func (*NoOpRecord) Version() int16                     { return 0 }
+func (*RegisterBrokerRecord) Version() int16            { return 0 }
+func (*UnregisterBrokerRecord) Version() int16          { return 0 }
+func (*FenceBrokerRecord) Version() int16               { return 0 }
+func (*UnfenceBrokerRecord) Version() int16             { return 0 }
+func (*BrokerRegistrationChangeRecord) Version() int16  { return 0 }
+func (*TopicRecord) Version() int16                     { return 0 }
+func (*PartitionRecord) Version() int16                 { return 0 }
+func (*PartitionChangeRecord) Version() int16           { return 0 }
+func (*RemoveTopicRecord) Version() int16               { return 0 }
+func (*ConfigRecord) Version() int16                    { return 0 }
+func (*ProducerIdsRecord) Version() int16               { return 0 }
+func (*FeatureLevelRecord) Version() int16              { return 0 }
+func (*ClientQuotaRecord) Version() int16               { return 0 }
+func (*NoOpRecord) Version() int16                      { return 0 }
+func (*UserScramCredentialRecord) Version() int16       { return 0 }
+func (*RemoveUserScramCredentialRecord) Version() int16 { return 0 }
 
 // newRecord returns an empty record of type t, or nil for an unknown type.
 func newRecord(t RecordType) Record {
@@ -275,6 +283,10 @@ func newRecord(t RecordType) Record {
 		return &ClientQuotaRecord{}
 	case NoOpType:
 		return &NoOpRecord{}
+	case UserScramCredentialType:
+		return &UserScramCredentialRecord{}
+	case RemoveUserScramCredentialType:
+		return &RemoveUserScramCredentialRecord{}
 	}
 	return nil
 }

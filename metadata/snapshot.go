@@ -5,7 +5,7 @@ import "sort"
 // SnapshotRecords returns records that rebuild this image when applied to
 // EmptyImage: the content of a metadata snapshot, as KRaft writes them. The
 // order is deterministic (brokers, topics with their partitions, configs,
-// client quotas, producer ids, features), so equal images give byte-equal snapshots.
+// client quotas, SCRAM credentials, producer ids, features), so equal images give byte-equal snapshots.
 func (img *Image) SnapshotRecords() []Record {
 	var out []Record
 	for _, b := range img.Brokers() {
@@ -53,6 +53,12 @@ func (img *Image) SnapshotRecords() []Record {
 		for _, k := range keys {
 			out = append(out, &ClientQuotaRecord{Entity: e.Parts(), Key: k, Value: img.quotas[e][k]})
 		}
+	}
+	for _, k := range img.ScramKeys() {
+		c := img.scram[k]
+		out = append(out, &UserScramCredentialRecord{
+			Name: k.User, Mechanism: k.Mechanism, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations,
+		})
 	}
 	if img.nextProducerID > 0 {
 		out = append(out, &ProducerIdsRecord{BrokerID: -1, BrokerEpoch: -1, NextProducerID: img.nextProducerID})

@@ -117,7 +117,11 @@ type dumpServer struct {
 
 func dumpRecords(enc *json.Encoder, offset uint64, records []metadata.Record) error {
 	for _, r := range records {
-		if err := enc.Encode(dumpRecord{Offset: offset, Type: r.Type().String(), Version: r.Version(), Data: r}); err != nil {
+		var data any = r
+		if s, ok := r.(metadata.Redactor); ok {
+			data = s.Redact() // no SCRAM salts or keys on an operator's screen
+		}
+		if err := enc.Encode(dumpRecord{Offset: offset, Type: r.Type().String(), Version: r.Version(), Data: data}); err != nil {
 			return err
 		}
 	}

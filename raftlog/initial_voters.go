@@ -46,7 +46,7 @@ func WriteInitialVoters(dir string, voters map[int32]string) error {
 	b.WriteString("# The metadata quorum's voters, as formatted (keel format --standalone or --initial-controllers;\n")
 	b.WriteString("# empty: --no-initial-controllers, a controller that joins with add-controller).\n")
 	fmt.Fprintf(&b, "%s=%s\n", initialVotersKey, want)
-	if err := writeFileAtomic(filepath.Join(dir, InitialVotersFile), b.Bytes()); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, InitialVotersFile), b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("format %s: %w", dir, err)
 	}
 	return nil

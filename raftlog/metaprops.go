@@ -146,15 +146,17 @@ func WriteMetaProperties(dir string, mp MetaProperties) error {
 	fmt.Fprintf(&b, "node.id=%d\n", mp.NodeID)
 	fmt.Fprintf(&b, "version=%d\n", max(mp.Version, 1))
 	path := filepath.Join(dir, MetaPropertiesFile)
-	if err := writeFileAtomic(path, b.Bytes()); err != nil {
+	if err := writeFileAtomic(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("format %s: %w", dir, err)
 	}
 	return nil
 }
 
-func writeFileAtomic(path string, data []byte) error {
+// writeFileAtomic replaces path with data (mode perm), synced, through a
+// temporary file and a rename.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
 	if err != nil {
 		return err
 	}
