@@ -61,6 +61,8 @@ var apiTable = func() []apiSpec {
 		{47, 0, 0}, // OffsetDelete
 		{48, 0, 1}, // DescribeClientQuotas
 		{49, 0, 1}, // AlterClientQuotas (forwarded)
+		{50, 0, 0}, // DescribeUserScramCredentials
+		{51, 0, 0}, // AlterUserScramCredentials (forwarded)
 		{55, 0, 2}, // DescribeQuorum (forwarded)
 		{60, 0, 2}, // DescribeCluster
 		{61, 0, 0}, // DescribeProducers

@@ -378,6 +378,10 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 		return b.handleAlterClientQuotas(ctx, m)
 	case *kmsg.DescribeClientQuotasRequest:
 		return respond(b.handleDescribeClientQuotas(m))
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return b.handleAlterUserScramCredentials(ctx, m)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return respond(b.handleDescribeUserScramCredentials(m))
 	case *kmsg.AlterPartitionAssignmentsRequest:
 		return b.handleAlterPartitionReassignments(ctx, m)
 	case *kmsg.ListPartitionReassignmentsRequest:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,12 +52,17 @@ type controllerDriver struct {
 	wg     sync.WaitGroup
 	// onBrokerRegistered adds a broker-only node as a Raft observer.
 	interBrokerListener string
+	// bootstrap are the records this controller was formatted with
+	// (keel format --add-scram): committed by the first active controller
+	// of an empty metadata log.
+	bootstrap []metadata.Record
 }
 
-func newControllerDriver(raft *raftlog.Node, cfg metadata.ControllerConfig, interBrokerListener string, logger hclog.Logger) *controllerDriver {
+func newControllerDriver(raft *raftlog.Node, cfg metadata.ControllerConfig, interBrokerListener string, bootstrap []metadata.Record, logger hclog.Logger) *controllerDriver {
 	d := &controllerDriver{
 		raft:                raft,
 		cfg:                 cfg,
+		bootstrap:           bootstrap,
 		logger:              logger.Named("controller"),
 		events:              make(chan controllerEvent),
 		stop:                make(chan struct{}),
@@ -150,8 +156,15 @@ func (d *controllerDriver) active(leaderCh <-chan bool) bool {
 	now := time.Now()
 	control := metadata.NewClusterControl(d.cfg, d.raft.Image(), now, rand.New(rand.NewPCG(uint64(now.UnixNano()), 0x6b65656c)))
 	d.logger.Info("became the active controller", "term", d.raft.Term(), "metadata_offset", d.raft.AppliedOffset())
-	// KRaft's new controller commits a record of its own term first.
-	if _, err := d.raft.Propose(ctx, []metadata.Record{&metadata.NoOpRecord{}}); err != nil {
+	// KRaft's new controller commits a record of its own term first; the
+	// first one of an empty metadata log commits the bootstrap records
+	// with it, in the same batch.
+	first := []metadata.Record{&metadata.NoOpRecord{}}
+	if d.raft.Image().Offset() < 0 && len(d.bootstrap) > 0 {
+		d.logger.Info("the metadata log is empty: committing the bootstrap records", "records", len(d.bootstrap))
+		first = append(slices.Clone(d.bootstrap), first...)
+	}
+	if _, err := d.raft.Propose(ctx, first); err != nil {
 		d.logger.Warn("no-op on becoming active failed", "error", err)
 	}
 	ticker := time.NewTicker(500 * time.Millisecond)
@@ -231,6 +244,8 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		recs, resp = control.UnregisterBroker(r)
 	case *kmsg.AlterClientQuotasRequest:
 		recs, resp = control.AlterClientQuotas(r)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		recs, resp = control.AlterUserScramCredentials(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		recs, resp = control.AllocateProducerIds(r)
 	default:
@@ -360,6 +375,22 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 			r.Resources = append(r.Resources, rr)
 		}
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		ar := req.(*kmsg.AlterUserSCRAMCredentialsRequest)
+		var users []string
+		for _, d := range ar.Deletions {
+			users = append(users, d.Name)
+		}
+		for _, u := range ar.Upsertions {
+			users = append(users, u.Name)
+		}
+		for _, u := range users {
+			if !slices.ContainsFunc(r.Results, func(x kmsg.AlterUserSCRAMCredentialsResponseResult) bool { return x.User == u }) {
+				rr := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				rr.User = u
+				r.Results = append(r.Results, rr)
+			}
+		}
 	case *kmsg.AlterClientQuotasResponse:
 		for _, e := range req.(*kmsg.AlterClientQuotasRequest).Entries {
 			re := kmsg.NewAlterClientQuotasResponseEntry()
@@ -405,6 +436,10 @@ func errorFields(resp kmsg.Response) []*int16 {
 	case *kmsg.AlterClientQuotasResponse:
 		for i := range r.Entries {
 			out = append(out, &r.Entries[i].ErrorCode)
+		}
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		for i := range r.Results {
+			out = append(out, &r.Results[i].ErrorCode)
 		}
 	case *kmsg.DescribeQuorumResponse:
 		out = append(out, &r.ErrorCode)

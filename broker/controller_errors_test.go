@@ -26,6 +26,9 @@ func TestNotControllerAnswersAreRecognised(t *testing.T) {
 			r.Resources = append(r.Resources, kmsg.NewAlterConfigsRequestResource())
 		case *kmsg.AlterClientQuotasRequest:
 			r.Entries = append(r.Entries, kmsg.NewAlterClientQuotasRequestEntry())
+		case *kmsg.AlterUserSCRAMCredentialsRequest:
+			r.Deletions = append(r.Deletions, kmsg.AlterUserSCRAMCredentialsRequestDeletion{Name: "alice"})
+			r.Upsertions = append(r.Upsertions, kmsg.AlterUserSCRAMCredentialsRequestUpsertion{Name: "alice"})
 		case *kmsg.ApiVersionsRequest:
 			continue // answered locally, never forwarded
 		}

@@ -25,7 +25,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.AllocateProducerIDs, kmsg.DescribeQuorum, kmsg.CreateTopics, kmsg.DeleteTopics,
 	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
-	kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
+	kmsg.AlterUserSCRAMCredentials, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
 }
 
 // controllerHandler serves the controller listener (network.Handler).

@@ -103,6 +103,8 @@ func (m *testMeta) Forward(ctx context.Context, req kmsg.Request) (kmsg.Response
 		recs, resp = m.cc.AlterPartition(r)
 	case *kmsg.AlterClientQuotasRequest:
 		recs, resp = m.cc.AlterClientQuotas(r)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		recs, resp = m.cc.AlterUserScramCredentials(r)
 	default:
 		return nil, fmt.Errorf("test controller: unexpected %s", kmsg.NameForKey(req.Key()))
 	}

@@ -1,11 +1,18 @@
 package broker
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/network/sasl"
 )
 
 // A SASL listener's settings are checked at startup, as Kafka's broker
@@ -26,18 +33,19 @@ func TestLoadNodeSASL(t *testing.T) {
 		want  string
 	}{
 		"no mechanisms (GSSAPI by default)": {nil, "GSSAPI, is not supported"},
-		"SCRAM":                             {map[string]string{"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "listener.name.clients.plain.sasl.jaas.config": jaas}, "SCRAM-SHA-256 is not supported yet"},
+		"OAUTHBEARER":                       {map[string]string{"sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER", "listener.name.clients.plain.sasl.jaas.config": jaas}, "OAUTHBEARER is not supported yet"},
+		"SCRAM with PLAIN's login module":   {map[string]string{"sasl.enabled.mechanisms": "SCRAM-SHA-512", "listener.name.clients.scram-sha-512.sasl.jaas.config": jaas}, "ScramLoginModule"},
 		"no JAAS":                           {map[string]string{"sasl.enabled.mechanisms": "PLAIN"}, "listener.name.clients.plain.sasl.jaas.config is not set"},
 		"bad JAAS":                          {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": "PlainLoginModule required"}, "listener.name.clients.plain.sasl.jaas.config"},
 		"another login module":              {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required;`}, "PlainLoginModule"},
 	} {
-		if _, err := loadNodeSASL(load(tc.props), listeners, true); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := loadNodeSASL(load(tc.props), listeners, true, metadata.EmptyImage); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", what, err, tc.want)
 		}
 	}
 
 	good := load(map[string]string{"listener.name.clients.sasl.enabled.mechanisms": "plain", "listener.name.CLIENTS.plain.sasl.jaas.config": jaas})
-	got, err := loadNodeSASL(good, listeners, true)
+	got, err := loadNodeSASL(good, listeners, true, metadata.EmptyImage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +64,94 @@ func TestLoadNodeSASL(t *testing.T) {
 
 	// SASL between nodes is not supported yet.
 	internalSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.SASLSSL}, {Name: "CONTROLLER", SecurityProtocol: network.Plaintext}}
-	if _, err := loadNodeSASL(good, internalSASL, true); err == nil || !strings.Contains(err.Error(), "inter.broker.listener.name") {
+	if _, err := loadNodeSASL(good, internalSASL, true, metadata.EmptyImage); err == nil || !strings.Contains(err.Error(), "inter.broker.listener.name") {
 		t.Errorf("SASL inter-broker listener: %v", err)
 	}
 	ctlSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.Plaintext}, {Name: "CONTROLLER", SecurityProtocol: network.SASLPlaintext}}
-	if _, err := loadNodeSASL(good, ctlSASL, true); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
+	if _, err := loadNodeSASL(good, ctlSASL, true, metadata.EmptyImage); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
 		t.Errorf("SASL controller listener: %v", err)
+	}
+}
+
+// A SCRAM listener authenticates the users of the metadata image it is
+// given, read at each exchange: a credential added later counts from the
+// next connection, as kafka-configs --alter expects. franz-go's SCRAM
+// client is the other side.
+func TestSASLScramListener(t *testing.T) {
+	listeners := []network.Listener{
+		{Name: "INTERNAL", SecurityProtocol: network.Plaintext},
+		{Name: "CONTROLLER", SecurityProtocol: network.Plaintext},
+		{Name: "CLIENTS", SecurityProtocol: network.SASLSSL},
+	}
+	cfg := loadListenerConfig(t, map[string]string{
+		"sasl.enabled.mechanisms":                              "SCRAM-SHA-256,SCRAM-SHA-512",
+		"listener.name.clients.scram-sha-512.sasl.jaas.config": sasl.ScramLoginModule + " required;",
+	})
+	img := metadata.EmptyImage()
+	got, err := loadNodeSASL(cfg, listeners, true, func() *metadata.Image { return img })
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := got["CLIENTS"]
+	if l == nil || strings.Join(l.Mechanisms, ",") != "SCRAM-SHA-256,SCRAM-SHA-512" {
+		t.Fatalf("CLIENTS: %+v", l)
+	}
+	exchange := func(mech string, m kgosasl.Mechanism) (string, error) {
+		ex := l.Start(mech)
+		session, msg, err := m.Authenticate(context.Background(), "broker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			answer, done, user, err := ex.Next(msg)
+			if err != nil {
+				return "", err
+			}
+			clientDone, next, err := session.Challenge(answer)
+			if err != nil {
+				return "", fmt.Errorf("client: %w", err)
+			}
+			if done {
+				if !clientDone {
+					t.Fatal("the broker finished before the client")
+				}
+				return user, nil
+			}
+			msg = next
+		}
+	}
+	alice := scram.Auth{User: "alice", Pass: "alice-secret"}
+	if _, err := exchange("SCRAM-SHA-512", alice.AsSha512Mechanism()); err == nil {
+		t.Fatal("alice authenticated before she had a credential")
+	}
+
+	salt := []byte("a salt")
+	salted, err := sasl.SaltedPassword("SCRAM-SHA-512", "alice-secret", salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := metadata.ScramCredentialFromSalted(metadata.ScramSHA512, salt, salted, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _, err = img.Apply(1, []metadata.Record{&metadata.UserScramCredentialRecord{
+		Name: "alice", Mechanism: metadata.ScramSHA512, Salt: cred.Salt, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey, Iterations: 4096,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user, err := exchange("SCRAM-SHA-512", alice.AsSha512Mechanism()); err != nil || user != "alice" {
+		t.Fatalf("alice with SCRAM-SHA-512: %q %v", user, err)
+	}
+	for what, m := range map[string]kgosasl.Mechanism{
+		"a wrong password":                scram.Auth{User: "alice", Pass: "guess"}.AsSha512Mechanism(),
+		"an unknown user":                 scram.Auth{User: "mallory", Pass: "alice-secret"}.AsSha512Mechanism(),
+		"a mechanism alice has no key of": alice.AsSha256Mechanism(),
+	} {
+		_, err := exchange(m.Name(), m)
+		var cm interface{ ClientMessage() string }
+		if err == nil || !errors.As(err, &cm) || strings.Contains(cm.ClientMessage(), "mallory") || strings.Contains(strings.ToLower(cm.ClientMessage()), "unknown") {
+			t.Errorf("%s: %v", what, err)
+		}
 	}
 }

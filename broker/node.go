@@ -135,7 +135,25 @@ func (n *Node) start() (err error) {
 		return fmt.Errorf("%w (format the log dirs first: keel format --cluster-id ID --config ...)", err)
 	}
 
-	saslListeners, err := loadNodeSASL(cfg, listeners, isBroker)
+	// SCRAM reads the credentials from the metadata image once the broker
+	// has caught up with the metadata log, as its requests wait to
+	// (listenerRouter.Handle): a restarted broker's image may predate a
+	// user's credential, and clients take a failed authentication as
+	// final. Connections are served only once n.raft and n.broker exist
+	// (Serve, below).
+	saslListeners, err := loadNodeSASL(cfg, listeners, isBroker, func() *metadata.Image {
+		if n.broker == nil {
+			return n.raft.Image()
+		}
+		t := time.NewTimer(saslCatchUpWait)
+		defer t.Stop()
+		select {
+		case <-n.broker.Ready():
+		case <-n.broker.closing():
+		case <-t.C:
+		}
+		return n.raft.Image()
+	})
 	if err != nil {
 		return err
 	}
@@ -242,7 +260,11 @@ func (n *Node) start() (err error) {
 
 	if isController {
 		ccfg := controllerConfig(cfg, n.clusterID)
-		n.driver = newControllerDriver(n.raft, ccfg, cfg.InterBrokerListenerName, logger)
+		boot, err := bootstrapRecords(cfg.MetadataLogDir)
+		if err != nil {
+			return err
+		}
+		n.driver = newControllerDriver(n.raft, ccfg, cfg.InterBrokerListenerName, boot, logger)
 		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, currentVoters, cfg.DynamicQuorum(), controllerListener, logger, &n.handlerWG)
 		router.controller.forward = channel(newLeaderChannel(currentVoters, n.raft.LeaderID, cfg.NodeID, clientID, tlsCfg.controllerDial)).send
 		router.controller.clusterID = n.clusterID
