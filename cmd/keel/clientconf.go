@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -439,30 +438,41 @@ func tlsConfig(props map[string]string) (*tls.Config, error) {
 	return settings.ClientConfig("")
 }
 
-// saslMechanism is sasl.mechanism with its sasl.jaas.config credentials.
-// Kafka's default mechanism, GSSAPI, is not supported; PLAIN is.
+// saslMechanism is sasl.mechanism with its sasl.jaas.config credentials:
+// PLAIN with the PlainLoginModule, SCRAM-SHA-256 and SCRAM-SHA-512 with the
+// ScramLoginModule, each with username="..." password="...". Kafka's
+// default mechanism, GSSAPI, is not supported, nor is OAUTHBEARER.
 func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
-	switch mech {
-	case sasl.MechanismPlain:
-	case "":
-		return nil, fmt.Errorf("security.protocol=%s needs sasl.mechanism (Kafka's default, GSSAPI, is not supported; PLAIN is)", props["security.protocol"])
+	module := sasl.PlainLoginModule
+	switch {
+	case mech == sasl.MechanismPlain:
+	case sasl.IsScram(mech):
+		module = sasl.ScramLoginModule
+	case mech == "":
+		return nil, fmt.Errorf("security.protocol=%s needs sasl.mechanism (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", props["security.protocol"])
 	default:
-		return nil, fmt.Errorf("sasl.mechanism=%s is not supported yet (PLAIN is)", mech)
+		return nil, fmt.Errorf("sasl.mechanism=%s is not supported yet (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", mech)
 	}
 	text, ok := props["sasl.jaas.config"]
 	if !ok {
-		return nil, errors.New(`sasl.mechanism=PLAIN needs sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="..." password="...";`)
+		return nil, fmt.Errorf(`sasl.mechanism=%s needs sasl.jaas.config=%s required username="..." password="...";`, mech, module)
 	}
 	jaas, err := sasl.ParseJAAS(text)
 	if err != nil {
 		return nil, fmt.Errorf("sasl.jaas.config: %w", err)
 	}
+	if jaas.LoginModule != module {
+		return nil, fmt.Errorf("sasl.jaas.config: sasl.mechanism=%s takes the %s, not %s", mech, module, jaas.LoginModule)
+	}
 	user, pass := jaas.Options["username"], jaas.Options["password"]
 	if user == "" || pass == "" {
-		return nil, errors.New("sasl.jaas.config: the PlainLoginModule needs username and password")
+		return nil, fmt.Errorf("sasl.jaas.config: the %s needs username and password", module[strings.LastIndex(module, ".")+1:])
 	}
-	return client.PlainAuth{User: user, Pass: pass}, nil
+	if mech == sasl.MechanismPlain {
+		return client.PlainAuth{User: user, Pass: pass}, nil
+	}
+	return client.ScramAuth{Mechanism: mech, User: user, Pass: pass}, nil
 }
 
 // commandDial is how a command that talks to one node directly (keel
@@ -624,7 +634,8 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  ssl.keystore.certificate.chain ssl.keystore.key
                  ssl.endpoint.identification.algorithm ssl.enabled.protocols
                  ssl.cipher.suites (JKS, PKCS12 or PEM stores, as Kafka's)
-                 sasl.mechanism (PLAIN) sasl.jaas.config (PlainLoginModule
+                 sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)
+                 sasl.jaas.config (PlainLoginModule or ScramLoginModule
                  required username="..." password="...";)
 
 Other keys are warned about and ignored.

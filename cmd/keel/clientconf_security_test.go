@@ -16,7 +16,10 @@ func TestSecurityOptions(t *testing.T) {
 		}
 	}
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";`
+	scramJAAS := `org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";`
 	for props, want := range map[string]int{
+		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=SCRAM-SHA-256|sasl.jaas.config=" + scramJAAS: 1,
+		"security.protocol=SASL_SSL|sasl.mechanism=scram-sha-512|sasl.jaas.config=" + scramJAAS:       2,
 		"security.protocol=SSL": 1,
 		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=" + jaas: 1,
 		"security.protocol=SASL_SSL|sasl.mechanism=plain|sasl.jaas.config=" + jaas:       2,
@@ -32,7 +35,10 @@ func TestSecurityOptions(t *testing.T) {
 		"security.protocol=SASL_SSL":                                                           "needs sasl.mechanism",
 		"security.protocol=SASL_SSL|sasl.mechanism=GSSAPI":                                     "GSSAPI is not supported yet",
 		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN":                                "needs sasl.jaas.config",
-		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=Foo required;": "username and password",
+		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=Foo required;": "takes the org.apache.kafka.common.security.plain.PlainLoginModule, not Foo",
+		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required;": "PlainLoginModule needs username and password",
+		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER":                            "OAUTHBEARER is not supported yet",
+		"security.protocol=SASL_SSL|sasl.mechanism=SCRAM-SHA-256|sasl.jaas.config=" + jaas: "takes the org.apache.kafka.common.security.scram.ScramLoginModule",
 	} {
 		m := parseTestProps(props)
 		if _, ok := m["security.protocol"]; !ok {

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network/sasl"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/urfave/cli/v2"
 )
@@ -25,7 +31,13 @@ func formatCommand() *cli.Command {
 			"the one controller of a single-controller cluster. Brokers need neither: they\n" +
 			"learn the voters from the bootstrap servers. A controller added to a running\n" +
 			"quorum later is formatted with --no-initial-controllers, started, and then made\n" +
-			"a voter with keel metadata-quorum add-controller.",
+			"a voter with keel metadata-quorum add-controller.\n\n" +
+			"--add-scram gives the cluster its first SCRAM credentials, as kafka-storage.sh\n" +
+			"format does: the first controller to lead an empty metadata log commits them. Give\n" +
+			"the same ones to every controller. Each is MECHANISM=[name=USER,password=PASSWORD]\n" +
+			"with optional iterations=N (4096 to 16384, default 4096), or salt=BASE64 and\n" +
+			"saltedpassword=BASE64 instead of the password. Later changes go through the\n" +
+			"running cluster: keel users alter, or kafka-configs.sh --entity-type users.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file"},
@@ -36,6 +48,7 @@ func formatCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "this controller joins a running quorum (keel metadata-quorum add-controller) (dynamic quorum)"},
 			&cli.BoolFlag{Name: "ignore-formatted", Aliases: []string{"g"}, Usage: "skip dirs that are already formatted instead of failing on them"},
 			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "accepted for kafka-storage.sh's sake and ignored: Keel has no metadata.version to choose"},
+			&cli.StringSliceFlag{Name: "add-scram", Aliases: []string{"S"}, Usage: "a SCRAM credential the cluster starts with, 'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; controllers)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool("random-uuid") {
@@ -50,6 +63,10 @@ func formatCommand() *cli.Command {
 				return err
 			}
 			initial, join, err := initialVoters(c, cfg)
+			if err != nil {
+				return err
+			}
+			scram, err := scramBootstrapRecords(c.StringSlice("add-scram"), c.String("cluster-id"))
 			if err != nil {
 				return err
 			}
@@ -88,6 +105,18 @@ func formatCommand() *cli.Command {
 			}
 			for _, d := range dirs {
 				fmt.Fprintf(c.App.Writer, "Formatted %s with cluster.id %s and node.id %d\n", d, id, cfg.NodeID)
+			}
+			switch {
+			case len(scram) == 0:
+			case !cfg.HasRole("controller"):
+				fmt.Fprintf(c.App.Writer, "Ignoring --add-scram: process.roles=%s has no controller, and only controllers bootstrap the metadata log\n", strings.Join(cfg.ProcessRoles, ","))
+			case !slices.Contains(dirs, cfg.MetadataLogDir):
+				fmt.Fprintf(c.App.Writer, "Ignoring --add-scram: %s was formatted already\n", cfg.MetadataLogDir)
+			default:
+				if err := raftlog.WriteBootstrapRecords(cfg.MetadataLogDir, scram); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "Formatted %s with %d SCRAM credential(s) to bootstrap the cluster with\n", cfg.MetadataLogDir, len(scram))
 			}
 			switch {
 			case initial != nil:
@@ -146,4 +175,107 @@ func initialVoters(c *cli.Context, cfg *broker.Config) (voters map[int32]string,
 			strings.Join(cfg.ControllerQuorumBootstrapServers, ","))
 	}
 	return nil, false, nil
+}
+
+// scramBootstrapRecords turns --add-scram specs into the credential
+// records the cluster starts with. Without salt=, the salt is derived from
+// the cluster id, the user and the mechanism (HMAC-SHA-256), not drawn at
+// random: formatting again with the same flags writes the same file, as
+// keel format must be safe to repeat; it is still unique to the cluster and
+// the user, which is what a salt is for.
+func scramBootstrapRecords(specs []string, clusterID string) ([]metadata.Record, error) {
+	var out []metadata.Record
+	seen := map[metadata.ScramKey]bool{}
+	for _, s := range specs {
+		parsed, err := parseScramSpecs(s)
+		if err != nil {
+			return nil, fmt.Errorf("--add-scram: %w", err)
+		}
+		for _, sp := range parsed {
+			rec, err := sp.bootstrapRecord(clusterID)
+			if err != nil {
+				return nil, fmt.Errorf("--add-scram %s: %w", sp.mechanism, err)
+			}
+			k := metadata.ScramKey{User: rec.Name, Mechanism: rec.Mechanism}
+			if seen[k] {
+				return nil, fmt.Errorf("--add-scram: %s for %s given twice", sp.mechanism, rec.Name)
+			}
+			seen[k] = true
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// bootstrapRecord is the credential of one --add-scram spec:
+// name=, then password= or salt= and saltedpassword= (base64), and
+// iterations=, as kafka-storage.sh format takes them.
+func (sp scramSpec) bootstrapRecord(clusterID string) (*metadata.UserScramCredentialRecord, error) {
+	if err := sp.check("name", "password", "iterations", "salt", "saltedpassword"); err != nil {
+		return nil, err
+	}
+	name := sp.options["name"]
+	if name == "" {
+		return nil, errors.New("name=... is missing")
+	}
+	it, err := sp.iterations()
+	if err != nil {
+		return nil, err
+	}
+	if it == 0 {
+		it = metadata.ScramMinIterations
+	}
+	if it < metadata.ScramMinIterations || it > metadata.ScramMaxIterations {
+		return nil, fmt.Errorf("iterations=%d: between %d and %d", it, metadata.ScramMinIterations, metadata.ScramMaxIterations)
+	}
+	decode := func(key string) ([]byte, error) {
+		v, ok := sp.options[key]
+		if !ok {
+			return nil, nil
+		}
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("%s=: not base64", key)
+		}
+		return b, nil
+	}
+	salt, err := decode("salt")
+	if err != nil {
+		return nil, err
+	}
+	salted, err := decode("saltedpassword")
+	if err != nil {
+		return nil, err
+	}
+	password, hasPassword := sp.options["password"]
+	switch {
+	case hasPassword && salted != nil:
+		return nil, errors.New("give password= or saltedpassword=, not both")
+	case salted != nil && salt == nil:
+		return nil, errors.New("saltedpassword= needs the salt= it was salted with")
+	case !hasPassword && salted == nil:
+		return nil, errors.New("password=... is missing")
+	}
+	if salt == nil {
+		mac := hmac.New(sha256.New, []byte(clusterID))
+		fmt.Fprintf(mac, "keel format --add-scram\x00%s\x00%s", sp.mechanism, name)
+		salt = mac.Sum(nil)
+	}
+	if salted == nil {
+		if salted, err = sasl.SaltedPassword(sp.mechanism, password, salt, int(it)); err != nil {
+			return nil, err
+		}
+	}
+	m := metadata.ScramMechanismFromName(sp.mechanism)
+	if size := map[int8]int{metadata.ScramSHA256: 32, metadata.ScramSHA512: 64}[m]; len(salted) != size {
+		// Kafka would store it; no client could ever log in with it.
+		return nil, fmt.Errorf("saltedpassword=: %d bytes, but %s's are %d", len(salted), sp.mechanism, size)
+	}
+	cred, err := metadata.ScramCredentialFromSalted(m, salt, salted, it)
+	if err != nil {
+		return nil, err
+	}
+	return &metadata.UserScramCredentialRecord{
+		Name: name, Mechanism: m, Salt: cred.Salt, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey, Iterations: it,
+	}, nil
 }

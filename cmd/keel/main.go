@@ -36,6 +36,7 @@ func newApp() *cli.App {
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),
+			usersCommand(),
 			transactionsCommand(),
 			perfCommand(),
 		},
@@ -48,6 +49,7 @@ func newApp() *cli.App {
 var kafkaActions = map[string]map[string]string{
 	"topics": {"--create": "create", "--list": "list", "--describe": "describe", "--alter": "alter", "--delete": "delete"},
 	"groups": {"--list": "list", "--describe": "describe", "--delete": "delete", "--reset-offsets": "reset-offsets", "--delete-offsets": "delete-offsets"},
+	"users":  {"--describe": "describe", "--alter": "alter"},
 }
 
 // kafkaStyleArgs lets an operator type the Kafka scripts' form: `keel

@@ -41,10 +41,12 @@ func serverCommand() *cli.Command {
 			"ssl.principal.mapping.rules), or listener.name.<listener>.ssl.* for one listener: client\n" +
 			"listeners, the inter-broker listener and the controller listener alike (a node dialling\n" +
 			"another's uses that listener's settings).\n\n" +
-			"SASL: a SASL_PLAINTEXT or SASL_SSL listener authenticates clients with PLAIN\n" +
-			"(sasl.enabled.mechanisms=PLAIN), its users the user_<name>=\"<password>\" options of\n" +
-			"listener.name.<listener>.plain.sasl.jaas.config (Kafka's PlainLoginModule). SCRAM, OAUTHBEARER\n" +
-			"and GSSAPI are not supported yet, nor SASL between nodes (use SSL there).",
+			"SASL: a SASL_PLAINTEXT or SASL_SSL listener authenticates clients with the\n" +
+			"sasl.enabled.mechanisms it names. PLAIN's users are the user_<name>=\"<password>\" options\n" +
+			"of listener.name.<listener>.plain.sasl.jaas.config (Kafka's PlainLoginModule).\n" +
+			"SCRAM-SHA-256 and SCRAM-SHA-512 credentials live in the metadata log: the first from\n" +
+			"keel format --add-scram, then keel users alter or kafka-configs.sh --entity-type users.\n" +
+			"OAUTHBEARER and GSSAPI are not supported yet, nor SASL between nodes (use SSL there).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},
