@@ -315,3 +315,25 @@ func TestJavaClientSASL(t *testing.T) {
 	}
 	runJavaSecurityCheck(t, ctx, cp, fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLSSLPort), "java-sasl", props("alice-secret"), props("wrong"))
 }
+
+// TestJavaClientSCRAM: the Java client (admin, idempotent producer,
+// consumer group) with SASL/SCRAM-SHA-512 over SASL_SSL, as a user keel
+// format --add-scram gave the cluster; a wrong password is refused with
+// SaslAuthenticationException.
+func TestJavaClientSCRAM(t *testing.T) {
+	cp := javaCheck(t)
+	certs := newTestCerts(t)
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker"}}, ProcessOptions{
+		SSL:        certs.brokerSSL(),
+		SASL:       []string{"sasl.enabled.mechanisms=SCRAM-SHA-512"},
+		FormatArgs: []string{"--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	props := func(pass string) []string {
+		return []string{"security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
+			`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="` + pass + `";`,
+			"ssl.truststore.type=PEM", "ssl.truststore.location=" + certs.caPEM}
+	}
+	runJavaSecurityCheck(t, ctx, cp, fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLSSLPort), "java-scram", props("alice-secret"), props("wrong"))
+}

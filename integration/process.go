@@ -157,6 +157,9 @@ type ProcessOptions struct {
 	// Process.SASLSSLPort, with the SSL properties), with these sasl.*
 	// server properties (key=value).
 	SASL []string
+	// FormatArgs are more arguments for every node's keel format (e.g.
+	// --add-scram).
+	FormatArgs []string
 }
 
 // ProcessCluster is a cluster of keel server processes on loopback.
@@ -267,7 +270,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 	for _, s := range specs {
 		p := c.procs[s.ID]
 		quorum := [2]string{"controller.quorum.voters", strings.Join(voters, ",")}
-		format := []string{"format", "--cluster-id", c.ClusterID, "--config", p.ConfigPath}
+		format := append([]string{"format", "--cluster-id", c.ClusterID, "--config", p.ConfigPath}, opts.FormatArgs...)
 		if opts.DynamicQuorum {
 			quorum = [2]string{"controller.quorum.bootstrap.servers", strings.Join(bootstrap, ",")}
 			switch {

@@ -183,7 +183,7 @@ func TestSASLPlain(t *testing.T) {
 	t.Run("kafka-python", func(t *testing.T) {
 		python := pythonWith(t, "kafka", "python3-kafka")
 		script := writePEM(t, t.TempDir(), "sasl.py", []byte(kafkaPythonSASLScript))
-		out, err := exec.CommandContext(ctx, python, script, saslp).CombinedOutput()
+		out, err := exec.CommandContext(ctx, python, script, saslp, "PLAIN", "alice", "alice-secret", "kp-sasl").CombinedOutput()
 		t.Logf("kafka-python:\n%s", out)
 		if err != nil {
 			t.Fatalf("kafka-python over SASL_PLAINTEXT: %v", err)
@@ -206,20 +206,23 @@ func TestSASLPlain(t *testing.T) {
 	})
 }
 
+// kafkaPythonSASLScript produces and consumes 200 records with kafka-python
+// over SASL_PLAINTEXT, and checks a wrong password is refused. Arguments:
+// bootstrap server, mechanism, user, password, topic.
 const kafkaPythonSASLScript = `
 import sys
 from kafka import KafkaProducer, KafkaConsumer
 from kafka.errors import KafkaError
 
-bs = sys.argv[1]
-conf = dict(bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
-            sasl_plain_username="alice", sasl_plain_password="alice-secret")
+bs, mechanism, user, password, topic = sys.argv[1:6]
+conf = dict(bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+            sasl_plain_username=user, sasl_plain_password=password)
 p = KafkaProducer(**conf)
 for i in range(200):
-    p.send("kp-sasl", ("r%d" % i).encode())
+    p.send(topic, ("r%d" % i).encode())
 p.flush(30)
 p.close()
-c = KafkaConsumer("kp-sasl", auto_offset_reset="earliest", consumer_timeout_ms=3000, **conf)
+c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=3000, **conf)
 n = sum(1 for _ in c)
 c.close()
 assert n == 200, "consumed %d of 200" % n
@@ -228,5 +231,5 @@ try:
     raise SystemExit("a wrong password was served")
 except KafkaError as e:
     print("wrong password refused:", repr(e))
-print("ok: 200 records over SASL/PLAIN with SaslHandshake v0")
+print("ok: 200 records over SASL/%s with SaslHandshake v0" % mechanism)
 `
