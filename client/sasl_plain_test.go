@@ -13,16 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// newPlainFake starts a kfake cluster whose brokers require SASL, with the
-// PLAIN user admin/admin-secret.
-func newPlainFake(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+// newSASLFake starts a kfake cluster of one broker that requires SASL,
+// with the users of opts (kfake.Superuser).
+func newSASLFake(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
-	opts = append([]kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.EnableSASL(),
-		kfake.Superuser("PLAIN", "admin", "admin-secret"),
-	}, opts...)
-	c, err := kfake.NewCluster(opts...)
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.EnableSASL()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +25,12 @@ func newPlainFake(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
-func plainCtx(t *testing.T) context.Context {
+// newPlainFake is newSASLFake with the PLAIN user admin/admin-secret.
+func newPlainFake(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	return newSASLFake(t, append([]kfake.Opt{kfake.Superuser("PLAIN", "admin", "admin-secret")}, opts...)...)
+}
+
+func saslCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -38,7 +38,7 @@ func plainCtx(t *testing.T) context.Context {
 
 func TestPlainAuthAgainstKfake(t *testing.T) {
 	fake := newPlainFake(t, kfake.SeedTopics(1, "orders"))
-	ctx := plainCtx(t)
+	ctx := saslCtx(t)
 	auth := client.SASL(client.PlainAuth{User: "admin", Pass: "admin-secret"})
 
 	adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...), auth)
@@ -65,7 +65,7 @@ func TestPlainAuthAgainstKfake(t *testing.T) {
 // The SDK reports an authentication error at once and does not retry it.
 func TestPlainAuthWrongPasswordKfake(t *testing.T) {
 	fake := newPlainFake(t)
-	ctx := plainCtx(t)
+	ctx := saslCtx(t)
 	start := time.Now()
 	adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...),
 		client.SASL(client.PlainAuth{User: "admin", Pass: "wrong-secret"}))
@@ -96,7 +96,7 @@ func TestPlainAuthFailedKafkaAnswer(t *testing.T) {
 		resp.ErrorMessage = &msg
 		return resp, nil, true
 	})
-	ctx := plainCtx(t)
+	ctx := saslCtx(t)
 	adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...),
 		client.SASL(client.PlainAuth{User: "alice", Pass: "wrong-secret"}))
 	if err == nil {

@@ -16,29 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// newScramFake starts a kfake cluster whose brokers require SASL, with the
-// SCRAM-SHA-256 user alice/alice-secret and the SCRAM-SHA-512 user
-// bob/bob-secret.
+// newScramFake is newSASLFake with the SCRAM-SHA-256 user
+// alice/alice-secret and the SCRAM-SHA-512 user bob/bob-secret.
 func newScramFake(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
-	t.Helper()
-	opts = append([]kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.EnableSASL(),
+	return newSASLFake(t, append([]kfake.Opt{
 		kfake.Superuser("SCRAM-SHA-256", "alice", "alice-secret"),
 		kfake.Superuser("SCRAM-SHA-512", "bob", "bob-secret"),
-	}, opts...)
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func scramCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	}, opts...)...)
 }
 
 func TestScramAuthAgainstKfake(t *testing.T) {
@@ -49,7 +33,7 @@ func TestScramAuthAgainstKfake(t *testing.T) {
 	} {
 		t.Run(auth.Name()+"/"+auth.User, func(t *testing.T) {
 			fake := newScramFake(t, kfake.SeedTopics(1, "orders"))
-			ctx := scramCtx(t)
+			ctx := saslCtx(t)
 			opt := client.SASL(auth)
 
 			adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...), opt)
@@ -90,7 +74,7 @@ func TestScramAuthFailsAgainstKfake(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := newScramFake(t)
-			ctx := scramCtx(t)
+			ctx := saslCtx(t)
 			start := time.Now()
 			adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...), client.SASL(tc.auth))
 			if err == nil {
@@ -122,7 +106,7 @@ func TestScramAuthFailedKafkaAnswer(t *testing.T) {
 		return resp, nil, true
 	})
 	auth := client.ScramAuth{User: "alice", Pass: "wrong-secret"}
-	adm, err := client.NewAdmin(scramCtx(t), client.SeedBrokers(fake.ListenAddrs()...), client.SASL(auth))
+	adm, err := client.NewAdmin(saslCtx(t), client.SeedBrokers(fake.ListenAddrs()...), client.SASL(auth))
 	if err == nil {
 		adm.Close()
 		t.Fatal("authenticated with a wrong password")

@@ -180,30 +180,40 @@ func TestSASLPlain(t *testing.T) {
 
 	// kafka-python 2.0 (Debian's python3-kafka) still authenticates with
 	// SaslHandshake v0 and bare tokens.
-	t.Run("kafka-python", func(t *testing.T) {
-		python := pythonWith(t, "kafka", "python3-kafka")
-		script := writePEM(t, t.TempDir(), "sasl.py", []byte(kafkaPythonSASLScript))
-		out, err := exec.CommandContext(ctx, python, script, saslp, "PLAIN", "alice", "alice-secret", "kp-sasl").CombinedOutput()
-		t.Logf("kafka-python:\n%s", out)
-		if err != nil {
-			t.Fatalf("kafka-python over SASL_PLAINTEXT: %v", err)
-		}
-	})
+	t.Run("kafka-python", func(t *testing.T) { runKafkaPythonSASL(t, ctx, saslp, "PLAIN", "alice", "alice-secret", "kp-sasl") })
 
 	t.Run("librdkafka", func(t *testing.T) {
 		conf := func(proto, bootstrap, pass string) map[string]string {
-			c := map[string]string{"bootstrap.servers": bootstrap, "security.protocol": proto, "sasl.mechanism": "PLAIN",
-				"sasl.username": "admin", "sasl.password": pass}
-			if proto == "SASL_SSL" {
-				c["ssl.ca.location"] = certs.caPEM
-			}
-			return c
+			return librdkafkaSASLConf(proto, bootstrap, "PLAIN", "admin", pass, certs.caPEM)
 		}
 		runLibrdkafkaSecured(t, ctx, []librdkafkaRun{
 			{"rdk-sasl_plaintext", conf("SASL_PLAINTEXT", saslp, "admin-secret")},
 			{"rdk-sasl_ssl", conf("SASL_SSL", sasls, "admin-secret")},
 		}, conf("SASL_PLAINTEXT", saslp, "wrong"))
 	})
+}
+
+// runKafkaPythonSASL runs kafkaPythonSASLScript over SASL_PLAINTEXT.
+func runKafkaPythonSASL(t *testing.T, ctx context.Context, bootstrap, mechanism, user, pass, topic string) {
+	t.Helper()
+	python := pythonWith(t, "kafka", "python3-kafka")
+	script := writePEM(t, t.TempDir(), "sasl.py", []byte(kafkaPythonSASLScript))
+	out, err := exec.CommandContext(ctx, python, script, bootstrap, mechanism, user, pass, topic).CombinedOutput()
+	t.Logf("kafka-python:\n%s", out)
+	if err != nil {
+		t.Fatalf("kafka-python with %s over SASL_PLAINTEXT: %v", mechanism, err)
+	}
+}
+
+// librdkafkaSASLConf is a librdkafka client's configuration for a SASL
+// listener, trusting caPEM on SASL_SSL.
+func librdkafkaSASLConf(proto, bootstrap, mechanism, user, pass, caPEM string) map[string]string {
+	c := map[string]string{"bootstrap.servers": bootstrap, "security.protocol": proto, "sasl.mechanism": mechanism,
+		"sasl.username": user, "sasl.password": pass}
+	if proto == "SASL_SSL" {
+		c["ssl.ca.location"] = caPEM
+	}
+	return c
 }
 
 // kafkaPythonSASLScript produces and consumes 200 records with kafka-python

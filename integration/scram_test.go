@@ -164,23 +164,12 @@ func TestSASLScram(t *testing.T) {
 	})
 
 	t.Run("kafka-python", func(t *testing.T) {
-		python := pythonWith(t, "kafka", "python3-kafka")
-		script := writePEM(t, t.TempDir(), "sasl.py", []byte(kafkaPythonSASLScript))
-		out, err := exec.CommandContext(ctx, python, script, saslp, "SCRAM-SHA-512", "alice", "alice-secret", "kp-scram").CombinedOutput()
-		t.Logf("kafka-python:\n%s", out)
-		if err != nil {
-			t.Fatalf("kafka-python with SCRAM-SHA-512: %v", err)
-		}
+		runKafkaPythonSASL(t, ctx, saslp, "SCRAM-SHA-512", "alice", "alice-secret", "kp-scram")
 	})
 
 	t.Run("librdkafka", func(t *testing.T) {
 		conf := func(proto, bootstrap string, m scramMech) map[string]string {
-			c := map[string]string{"bootstrap.servers": bootstrap, "security.protocol": proto, "sasl.mechanism": m.mechanism,
-				"sasl.username": m.user, "sasl.password": m.pass}
-			if proto == "SASL_SSL" {
-				c["ssl.ca.location"] = certs.caPEM
-			}
-			return c
+			return librdkafkaSASLConf(proto, bootstrap, m.mechanism, m.user, m.pass, certs.caPEM)
 		}
 		runLibrdkafkaSecured(t, ctx, []librdkafkaRun{
 			{"rdk-scram-256", conf("SASL_PLAINTEXT", saslp2, bob)},
