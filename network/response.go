@@ -67,6 +67,11 @@ type Deferred struct {
 	// (observer set, completed) calls it, once (reported).
 	observer atomic.Pointer[requestObserver]
 	reported atomic.Bool
+	// then, set by Then, runs once with the response after Complete:
+	// whichever of Complete and Then sees the other's step first (done
+	// closed, then set) runs it (thenRan).
+	then    atomic.Pointer[func(*Response)]
+	thenRan atomic.Bool
 }
 
 // requestObserver is a queued request waiting to be reported as done.
@@ -102,6 +107,7 @@ func (d *Deferred) Complete(resp *Response) bool {
 	}
 	d.resp = resp
 	close(d.done)
+	d.runThen()
 	d.report()
 	if c := d.notify.Load(); c != nil {
 		c.writeDirect(d)
@@ -111,6 +117,47 @@ func (d *Deferred) Complete(resp *Response) bool {
 
 // Done is closed once Complete has been called.
 func (d *Deferred) Done() <-chan struct{} { return d.done }
+
+func (d *Deferred) runThen() {
+	if f := d.then.Load(); f != nil && d.thenRan.CompareAndSwap(false, true) {
+		(*f)(d.resp)
+	}
+}
+
+// Then returns r with f applied to its response's Msg: at once for a
+// Response, when it completes for a Deferred (whose result is then a new
+// Deferred; r itself must not be returned to the Server). A nil Result, a
+// Response without Msg and a Deferred completed with none are left as they
+// are. For a handler's caller that answered part of the request itself
+// (the broker's authorizer, for the topics a principal may not touch).
+//
+// Concurrency: f runs on the goroutine that completes r, or on the
+// caller's if r is complete already.
+func Then(r Result, f func(kmsg.Response) kmsg.Response) Result {
+	switch r := r.(type) {
+	case *Response:
+		if r != nil && r.Msg != nil {
+			r.Msg = f(r.Msg)
+		}
+		return r
+	case *Deferred:
+		out := NewDeferred()
+		then := func(resp *Response) {
+			if resp != nil && resp.Msg != nil {
+				resp.Msg = f(resp.Msg)
+			}
+			out.Complete(resp)
+		}
+		r.then.Store(&then)
+		select {
+		case <-r.done:
+			r.runThen()
+		default:
+		}
+		return out
+	}
+	return r
+}
 
 // Region is a part of a response body written to the connection by the
 // region itself, typically a range of a segment file sent with sendfile(2)
