@@ -539,3 +539,159 @@ func (h *harness) alterConfigs(a args) string {
 	}
 	return out
 }
+
+// The ACL commands write an ACL as TYPE,PATTERN,NAME,PRINCIPAL,HOST,OP,PERM
+// (commas, since principals and IPv6 hosts hold colons): each enum by its
+// Kafka name in any case (topic, prefixed, describe-configs, allow) or by
+// its code; in a filter, <null> for a null name, principal or host.
+
+func aclEnum[T ~int8](parse func(string) (T, error), s string) T {
+	if v, err := parse(s); err == nil {
+		return v
+	}
+	if s == "two-phase-commit" {
+		return T(ACLOperationTwoPhaseCommit)
+	}
+	n, _ := strconv.Atoi(s) // another name: 0, UNKNOWN
+	return T(n)
+}
+
+type aclArg struct {
+	typ             kmsg.ACLResourceType
+	pattern         kmsg.ACLResourcePatternType
+	name            *string
+	principal, host *string
+	op              kmsg.ACLOperation
+	perm            kmsg.ACLPermissionType
+}
+
+func (h *harness) aclArg(v string) aclArg {
+	f := strings.Split(v, ",")
+	if len(f) != 7 {
+		h.t.Fatalf("ACL %q: want TYPE,PATTERN,NAME,PRINCIPAL,HOST,OP,PERM", v)
+	}
+	str := func(s string) *string {
+		if s == "<null>" {
+			return nil
+		}
+		return &s
+	}
+	return aclArg{
+		typ: aclEnum(kmsg.ParseACLResourceType, f[0]), pattern: aclEnum(kmsg.ParseACLResourcePatternType, f[1]),
+		name: str(f[2]), principal: str(f[3]), host: str(f[4]),
+		op: aclEnum(kmsg.ParseACLOperation, f[5]), perm: aclEnum(kmsg.ParseACLPermissionType, f[6]),
+	}
+}
+
+func aclLine(a ACL) string {
+	return fmt.Sprintf("%s:%s:%s %s host=%s %s %s", a.ResourceType, a.PatternType, a.ResourceName, a.Principal, a.Host, ACLOperationName(a.Operation), a.Permission)
+}
+
+// create-acls [version=N] acl=TYPE,PATTERN,NAME,PRINCIPAL,HOST,OP,PERM ...
+func (h *harness) createACLs(a args) string {
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Version = int16(h.int(a, "version", 3))
+	for _, v := range a.all("acl") {
+		x := h.aclArg(v)
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourcePatternType, c.ResourceName = x.typ, x.pattern, *x.name
+		c.Principal, c.Host, c.Operation, c.PermissionType = *x.principal, *x.host, x.op, x.perm
+		req.Creations = append(req.Creations, c)
+	}
+	recs, resp := h.controller().CreateAcls(req)
+	out := h.commit(recs)
+	for i, r := range resp.Results {
+		out += fmt.Sprintf("\n%s: %s", a.all("acl")[i], errWithMessage(r.ErrorCode, r.ErrorMessage))
+	}
+	return out
+}
+
+// delete-acls [version=N] filter=TYPE,PATTERN,NAME,PRINCIPAL,HOST,OP,PERM ...
+func (h *harness) deleteACLs(a args) string {
+	req := kmsg.NewPtrDeleteACLsRequest()
+	req.Version = int16(h.int(a, "version", 3))
+	for _, v := range a.all("filter") {
+		x := h.aclArg(v)
+		f := kmsg.NewDeleteACLsRequestFilter()
+		f.ResourceType, f.ResourcePatternType, f.ResourceName = x.typ, x.pattern, x.name
+		f.Principal, f.Host, f.Operation, f.PermissionType = x.principal, x.host, x.op, x.perm
+		req.Filters = append(req.Filters, f)
+	}
+	recs, resp := h.controller().DeleteAcls(req)
+	out := h.commit(recs)
+	for i, r := range resp.Results {
+		out += fmt.Sprintf("\n%s: %s", a.all("filter")[i], errWithMessage(r.ErrorCode, r.ErrorMessage))
+		for _, m := range r.MatchingACLs {
+			out += "\n  " + aclLine(ACL{
+				ResourceType: m.ResourceType, ResourceName: m.ResourceName, PatternType: m.ResourcePatternType,
+				Principal: m.Principal, Host: m.Host, Operation: m.Operation, Permission: m.PermissionType,
+			})
+			if m.ErrorCode != 0 {
+				out += " " + errWithMessage(m.ErrorCode, m.ErrorMessage)
+			}
+		}
+	}
+	return out
+}
+
+// describe-acls [version=N] filter=TYPE,PATTERN,NAME,PRINCIPAL,HOST,OP,PERM
+func (h *harness) describeACLs(a args) string {
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.Version = int16(h.int(a, "version", 3))
+	v, _ := a.get("filter")
+	x := h.aclArg(v)
+	req.ResourceType, req.ResourcePatternType, req.ResourceName = x.typ, x.pattern, x.name
+	req.Principal, req.Host, req.Operation, req.PermissionType = x.principal, x.host, x.op, x.perm
+	resp := DescribeAcls(h.img, req)
+	if resp.ErrorCode != 0 {
+		return "response: " + errWithMessage(resp.ErrorCode, resp.ErrorMessage)
+	}
+	var lines []string
+	for _, r := range resp.Resources {
+		lines = append(lines, fmt.Sprintf("%s:%s:%s", r.ResourceType, r.ResourcePatternType, r.ResourceName))
+		for _, e := range r.ACLs {
+			lines = append(lines, fmt.Sprintf("  %s host=%s %s %s", e.Principal, e.Host, ACLOperationName(e.Operation), e.PermissionType))
+		}
+	}
+	if len(lines) == 0 {
+		return "none"
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (h *harness) authorizer(a args) *Authorizer {
+	az := &Authorizer{AllowEveryoneIfNoACLFound: a.has("allow-if-none")}
+	for _, s := range a.all("super") {
+		if az.SuperUsers == nil {
+			az.SuperUsers = map[string]bool{}
+		}
+		az.SuperUsers[s] = true
+	}
+	return az
+}
+
+func decision(allowed bool) string {
+	if allowed {
+		return "ALLOWED"
+	}
+	return "DENIED"
+}
+
+// authorize principal=P host=H op=OP resource=TYPE:NAME [super=P ...] [allow-if-none]
+func (h *harness) authorize(a args) string {
+	principal, _ := a.get("principal")
+	host, _ := a.get("host")
+	op, _ := a.get("op")
+	res, _ := a.get("resource")
+	typ, name, _ := strings.Cut(res, ":")
+	return decision(h.authorizer(a).Authorize(h.img, principal, host, aclEnum(kmsg.ParseACLOperation, op), aclEnum(kmsg.ParseACLResourceType, typ), name))
+}
+
+// authorize-any principal=P host=H op=OP type=TYPE [super=P ...] [allow-if-none]
+func (h *harness) authorizeAny(a args) string {
+	principal, _ := a.get("principal")
+	host, _ := a.get("host")
+	op, _ := a.get("op")
+	typ, _ := a.get("type")
+	return decision(h.authorizer(a).AuthorizeAny(h.img, principal, host, aclEnum(kmsg.ParseACLOperation, op), aclEnum(kmsg.ParseACLResourceType, typ)))
+}

@@ -276,6 +276,16 @@ func (h *harness) run(line string) string {
 		return h.alterScram(a)
 	case "describe-scram":
 		return h.describeScram(a)
+	case "create-acls":
+		return h.createACLs(a)
+	case "delete-acls":
+		return h.deleteACLs(a)
+	case "describe-acls":
+		return h.describeACLs(a)
+	case "authorize":
+		return h.authorize(a)
+	case "authorize-any":
+		return h.authorizeAny(a)
 	case "reassign":
 		return h.reassign(a)
 	case "list-reassignments":
@@ -389,6 +399,13 @@ func (h *harness) describeRecord(r Record) string {
 		return fmt.Sprintf("scram %s %s iterations=%d salt=%x", r.Name, ScramMechanismName(r.Mechanism), r.Iterations, r.Salt)
 	case *RemoveUserScramCredentialRecord:
 		return fmt.Sprintf("remove-scram %s %s", r.Name, ScramMechanismName(r.Mechanism))
+	case *AccessControlEntryRecord:
+		return "acl " + aclLine(aclFromRecord(r))
+	case *RemoveAccessControlEntryRecord:
+		if acl, ok := h.img.ACL(r.ID); ok {
+			return "remove-acl " + aclLine(acl)
+		}
+		return "remove-acl " + r.ID.String()
 	case *UnregisterBrokerRecord:
 		return fmt.Sprintf("unregister broker=%d epoch=%d", r.BrokerID, r.BrokerEpoch)
 	case *UnfenceBrokerRecord:
@@ -525,6 +542,9 @@ func (h *harness) describeImage() string {
 				lines = append(lines, fmt.Sprintf("quota %s %s=%s", e, key, quotaValue(v)))
 			}
 		}
+	}
+	for _, acl := range img.ACLs() {
+		lines = append(lines, "acl "+aclLine(acl))
 	}
 	if len(leaders) > 0 {
 		keys := make([]int32, 0, len(leaders))

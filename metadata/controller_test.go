@@ -458,6 +458,20 @@ func FuzzControllerRequests(f *testing.F) {
 	})
 	scram.Deletions = append(scram.Deletions, kmsg.AlterUserSCRAMCredentialsRequestDeletion{Name: "v", Mechanism: ScramSHA512})
 	seed(12, 0, scram)
+	createACLs := kmsg.NewPtrCreateACLsRequest()
+	for _, pattern := range []kmsg.ACLResourcePatternType{kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLResourcePatternTypePrefixed} {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, "a", pattern
+		c.Principal, c.Host, c.Operation, c.PermissionType = "User:u", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+		createACLs.Creations = append(createACLs.Creations, c)
+	}
+	seed(13, 3, createACLs)
+	deleteACLs := kmsg.NewPtrDeleteACLsRequest()
+	deleteFilter := kmsg.NewDeleteACLsRequestFilter()
+	deleteFilter.ResourceType, deleteFilter.ResourceName, deleteFilter.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.StringPtr("a"), kmsg.ACLResourcePatternTypeMatch
+	deleteFilter.Operation, deleteFilter.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	deleteACLs.Filters = append(deleteACLs.Filters, deleteFilter)
+	seed(14, 3, deleteACLs)
 
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
 		cfg := DefaultControllerConfig()
@@ -470,6 +484,18 @@ func FuzzControllerRequests(f *testing.F) {
 		}
 		recs, _ := c.cc.CreateTopics(ct, false)
 		c.commit(recs)
+		// Some ACLs for DeleteAcls to match and CreateAcls to duplicate.
+		acls := kmsg.NewPtrCreateACLsRequest()
+		acls.Version = 3
+		for i, name := range []string{"a", "b.", "*"} {
+			cr := kmsg.NewCreateACLsRequestCreation()
+			cr.ResourceType, cr.ResourceName = kmsg.ACLResourceTypeTopic, name
+			cr.ResourcePatternType = kmsg.ACLResourcePatternType(3 + i%2)
+			cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:u", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+			acls.Creations = append(acls.Creations, cr)
+		}
+		recs, _ = c.cc.CreateAcls(acls)
+		c.commit(recs)
 
 		reqs := []kmsg.Request{
 			kmsg.NewPtrCreateTopicsRequest(), kmsg.NewPtrDeleteTopicsRequest(),
@@ -478,7 +504,8 @@ func FuzzControllerRequests(f *testing.F) {
 			kmsg.NewPtrElectLeadersRequest(), kmsg.NewPtrAllocateProducerIDsRequest(),
 			kmsg.NewPtrBrokerRegistrationRequest(), kmsg.NewPtrBrokerHeartbeatRequest(),
 			kmsg.NewPtrAlterPartitionAssignmentsRequest(), kmsg.NewPtrAlterClientQuotasRequest(),
-			kmsg.NewPtrAlterUserSCRAMCredentialsRequest(),
+			kmsg.NewPtrAlterUserSCRAMCredentialsRequest(), kmsg.NewPtrCreateACLsRequest(),
+			kmsg.NewPtrDeleteACLsRequest(),
 		}
 		req := reqs[int(api)%len(reqs)]
 		if version < 0 || version > req.MaxVersion() {
@@ -515,6 +542,18 @@ func FuzzControllerRequests(f *testing.F) {
 			recs, _ = c.cc.AlterClientQuotas(r)
 		case *kmsg.AlterUserSCRAMCredentialsRequest:
 			recs, _ = c.cc.AlterUserScramCredentials(r)
+		case *kmsg.CreateACLsRequest:
+			var resp *kmsg.CreateACLsResponse
+			recs, resp = c.cc.CreateAcls(r)
+			if len(resp.Results) != len(r.Creations) {
+				t.Fatalf("%d results for %d creations", len(resp.Results), len(r.Creations))
+			}
+		case *kmsg.DeleteACLsRequest:
+			var resp *kmsg.DeleteACLsResponse
+			recs, resp = c.cc.DeleteAcls(r)
+			if len(resp.Results) != len(r.Filters) {
+				t.Fatalf("%d results for %d filters", len(resp.Results), len(r.Filters))
+			}
 		}
 		data, err := EncodeBatch(recs)
 		if err != nil {
@@ -525,7 +564,35 @@ func FuzzControllerRequests(f *testing.F) {
 		}
 		c.commit(recs)
 		checkInvariants(t, c.img)
+		checkACLInvariants(t, c.img)
 	})
+}
+
+// checkACLInvariants checks the ACLs of an image: every one valid as
+// CreateAcls requires, no binding twice, and DescribeAcls listing each once.
+func checkACLInvariants(t testing.TB, img *Image) {
+	t.Helper()
+	seen := map[ACL]bool{}
+	for _, a := range img.ACLs() {
+		if msg, _ := validateNewACL(a); msg != "" {
+			t.Fatalf("stored ACL %s: %s", a, msg)
+		}
+		if seen[a.binding()] {
+			t.Fatalf("ACL %s twice", a)
+		}
+		seen[a.binding()] = true
+	}
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.Version = 3
+	req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	n := 0
+	for _, r := range DescribeAcls(img, req).Resources {
+		n += len(r.ACLs)
+	}
+	if n != img.NumACLs() {
+		t.Fatalf("DescribeAcls lists %d ACLs of %d", n, img.NumACLs())
+	}
 }
 
 func TestControllerNeverReusesProducerIDBlocks(t *testing.T) {

@@ -69,6 +69,7 @@ type Image struct {
 	features       map[string]int16
 	quotas         map[QuotaEntity]map[string]float64
 	scram          map[ScramKey]ScramCredential
+	acls           *aclIndex // nil when there are none (acls.go)
 }
 
 // EmptyImage is the image before the first record.
@@ -194,6 +195,7 @@ type builder struct {
 	topicsCopied  bool
 	configsCopied bool
 	copiedTopics  map[Uuid]bool
+	acls          *aclBatch // the ACL index this batch copied (acls.go)
 	changes       Changes
 }
 
@@ -404,6 +406,10 @@ func (b *builder) replay(r Record) error {
 		return b.applyScram(r, nil)
 	case *RemoveUserScramCredentialRecord:
 		return b.applyScram(nil, r)
+	case *AccessControlEntryRecord:
+		return b.applyACL(r)
+	case *RemoveAccessControlEntryRecord:
+		return b.removeACL(r)
 	case *NoOpRecord:
 	default:
 		return fmt.Errorf("unhandled record type %T", r)

@@ -3,7 +3,10 @@ package metadata
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestImageApplyIsCopyOnWrite(t *testing.T) {
@@ -84,6 +87,13 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 		&ClientQuotaRecord{Entity: []QuotaEntityPart{{EntityType: QuotaUser, EntityName: &v}, {EntityType: QuotaClientID}},
 			Key: QuotaProducerByteRate, Value: 4096},
 		&UserScramCredentialRecord{Name: "alice", Mechanism: ScramSHA512, Salt: []byte("s"), StoredKey: []byte("k1"), ServerKey: []byte("k2"), Iterations: 8192},
+		&AccessControlEntryRecord{ID: Uuid{9}, ResourceType: int8(kmsg.ACLResourceTypeTopic), ResourceName: "t", PatternType: int8(kmsg.ACLResourcePatternTypeLiteral),
+			Principal: "User:alice", Host: "*", Operation: int8(kmsg.ACLOperationRead), PermissionType: int8(kmsg.ACLPermissionTypeAllow)},
+		&AccessControlEntryRecord{ID: Uuid{3}, ResourceType: int8(kmsg.ACLResourceTypeGroup), ResourceName: "g-", PatternType: int8(kmsg.ACLResourcePatternTypePrefixed),
+			Principal: "User:*", Host: "10.0.0.1", Operation: int8(kmsg.ACLOperationAll), PermissionType: int8(kmsg.ACLPermissionTypeDeny)},
+		&AccessControlEntryRecord{ID: Uuid{5}, ResourceType: int8(kmsg.ACLResourceTypeTopic), ResourceName: "t", PatternType: int8(kmsg.ACLResourcePatternTypeLiteral),
+			Principal: "User:bob", Host: "*", Operation: int8(kmsg.ACLOperationRead), PermissionType: int8(kmsg.ACLPermissionTypeAllow)},
+		&RemoveAccessControlEntryRecord{ID: Uuid{5}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +124,13 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 	if c, ok := again.ScramCredential("alice", ScramSHA512); !ok || c.Iterations != 8192 || string(c.ServerKey) != "k2" {
 		t.Fatalf("SCRAM credential lost: %v %v", c, ok)
 	}
+	if got, want := again.ACLs(), img.ACLs(); len(want) != 2 || !slices.Equal(got, want) || want[0].ID != (Uuid{9}) {
+		t.Fatalf("ACLs %v, want %v", got, want)
+	}
+	if az := (&Authorizer{}); !az.Authorize(again, "User:alice", "h", kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, "t") ||
+		az.Authorize(again, "User:x", "10.0.0.1", kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, "g-1") {
+		t.Fatal("the rebuilt image decides differently")
+	}
 }
 
 func TestDecodeBatchRejectsGarbage(t *testing.T) {
@@ -137,6 +154,12 @@ func TestDecodeBatchRejectsGarbage(t *testing.T) {
 func FuzzDecodeBatch(f *testing.F) {
 	good, _ := EncodeBatch([]Record{&RegisterBrokerRecord{BrokerID: 1}, &PartitionChangeRecord{Leader: NoLeaderChange}})
 	f.Add(good)
+	acls, _ := EncodeBatch([]Record{
+		&AccessControlEntryRecord{ID: Uuid{1}, ResourceType: 2, ResourceName: "ab", PatternType: 4, Principal: "User:a", Host: "*", Operation: 3, PermissionType: 3},
+		&AccessControlEntryRecord{ID: Uuid{2}, ResourceType: 2, ResourceName: "a", PatternType: 4, Principal: "User:a", Host: "*", Operation: 3, PermissionType: 2},
+		&RemoveAccessControlEntryRecord{ID: Uuid{1}},
+	})
+	f.Add(acls)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := DecodeBatch(b)
 		if err != nil {

@@ -28,6 +28,8 @@ const (
 	ClientQuotaType               RecordType = 14
 	ProducerIdsType               RecordType = 15
 	BrokerRegistrationChangeType  RecordType = 17
+	AccessControlEntryType        RecordType = 18
+	RemoveAccessControlEntryType  RecordType = 19
 	NoOpType                      RecordType = 20
 	RemoveUserScramCredentialType RecordType = 22
 )
@@ -47,6 +49,8 @@ var recordTypeNames = map[RecordType]string{
 	ClientQuotaType:               "CLIENT_QUOTA_RECORD",
 	ProducerIdsType:               "PRODUCER_IDS_RECORD",
 	BrokerRegistrationChangeType:  "BROKER_REGISTRATION_CHANGE_RECORD",
+	AccessControlEntryType:        "ACCESS_CONTROL_ENTRY_RECORD",
+	RemoveAccessControlEntryType:  "REMOVE_ACCESS_CONTROL_ENTRY_RECORD",
 	NoOpType:                      "NO_OP_RECORD",
 	RemoveUserScramCredentialType: "REMOVE_USER_SCRAM_CREDENTIAL_RECORD",
 }
@@ -234,6 +238,8 @@ func (*ClientQuotaRecord) Type() RecordType               { return ClientQuotaTy
 func (*NoOpRecord) Type() RecordType                      { return NoOpType }
 func (*UserScramCredentialRecord) Type() RecordType       { return UserScramCredentialType }
 func (*RemoveUserScramCredentialRecord) Type() RecordType { return RemoveUserScramCredentialType }
+func (*AccessControlEntryRecord) Type() RecordType        { return AccessControlEntryType }
+func (*RemoveAccessControlEntryRecord) Type() RecordType  { return RemoveAccessControlEntryType }
 
 func (*RegisterBrokerRecord) Version() int16            { return 0 }
 func (*UnregisterBrokerRecord) Version() int16          { return 0 }
@@ -251,6 +257,8 @@ func (*ClientQuotaRecord) Version() int16               { return 0 }
 func (*NoOpRecord) Version() int16                      { return 0 }
 func (*UserScramCredentialRecord) Version() int16       { return 0 }
 func (*RemoveUserScramCredentialRecord) Version() int16 { return 0 }
+func (*AccessControlEntryRecord) Version() int16        { return 0 }
+func (*RemoveAccessControlEntryRecord) Version() int16  { return 0 }
 
 // newRecord returns an empty record of type t, or nil for an unknown type.
 func newRecord(t RecordType) Record {
@@ -287,6 +295,10 @@ func newRecord(t RecordType) Record {
 		return &UserScramCredentialRecord{}
 	case RemoveUserScramCredentialType:
 		return &RemoveUserScramCredentialRecord{}
+	case AccessControlEntryType:
+		return &AccessControlEntryRecord{}
+	case RemoveAccessControlEntryType:
+		return &RemoveAccessControlEntryRecord{}
 	}
 	return nil
 }

@@ -5,7 +5,8 @@ import "sort"
 // SnapshotRecords returns records that rebuild this image when applied to
 // EmptyImage: the content of a metadata snapshot, as KRaft writes them. The
 // order is deterministic (brokers, topics with their partitions, configs,
-// client quotas, SCRAM credentials, producer ids, features), so equal images give byte-equal snapshots.
+// client quotas, SCRAM credentials, ACLs in the order of ACLs, producer ids,
+// features), so equal images give byte-equal snapshots.
 func (img *Image) SnapshotRecords() []Record {
 	var out []Record
 	for _, b := range img.Brokers() {
@@ -59,6 +60,9 @@ func (img *Image) SnapshotRecords() []Record {
 		out = append(out, &UserScramCredentialRecord{
 			Name: k.User, Mechanism: k.Mechanism, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations,
 		})
+	}
+	for _, a := range img.ACLs() {
+		out = append(out, a.Record())
 	}
 	if img.nextProducerID > 0 {
 		out = append(out, &ProducerIdsRecord{BrokerID: -1, BrokerEpoch: -1, NextProducerID: img.nextProducerID})
