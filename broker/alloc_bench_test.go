@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network/record"
 )
 
@@ -17,6 +19,34 @@ import (
 func BenchmarkSmallProduceRequest(b *testing.B) {
 	c := newTestCluster(b)
 	c.createTopic("small", 1, nil)
+	smallProduceRequests(b, c)
+}
+
+// BenchmarkSmallProduceRequestAuthorized is BenchmarkSmallProduceRequest
+// with the StandardAuthorizer and 10,000 ACLs (a literal WRITE on the topic
+// among ACLs of other principals and topics, literal and prefixed): the
+// authorizer's cost per request.
+func BenchmarkSmallProduceRequestAuthorized(b *testing.B) {
+	c := newTestCluster(b, withConfig("authorizer.class.name="+StandardAuthorizerClass))
+	acl := func(typ kmsg.ACLResourceType, name string, pattern kmsg.ACLResourcePatternType, principal string, op kmsg.ACLOperation) metadata.Record {
+		return &metadata.AccessControlEntryRecord{ID: metadata.NewUuid(), ResourceType: int8(typ), ResourceName: name,
+			PatternType: int8(pattern), Principal: principal, Host: "*", Operation: int8(op), PermissionType: int8(kmsg.ACLPermissionTypeAllow)}
+	}
+	recs := []metadata.Record{acl(kmsg.ACLResourceTypeCluster, clusterName, kmsg.ACLResourcePatternTypeLiteral, "User:ANONYMOUS", kmsg.ACLOperationCreate),
+		acl(kmsg.ACLResourceTypeTopic, "small", kmsg.ACLResourcePatternTypeLiteral, "User:ANONYMOUS", kmsg.ACLOperationWrite)}
+	for i := range 9998 {
+		pattern := kmsg.ACLResourcePatternTypeLiteral
+		if i%2 == 1 {
+			pattern = kmsg.ACLResourcePatternTypePrefixed
+		}
+		recs = append(recs, acl(kmsg.ACLResourceTypeTopic, fmt.Sprintf("team-%d.topic", i), pattern, fmt.Sprintf("User:u%d", i), kmsg.ACLOperationRead))
+	}
+	c.meta.commit(recs...)
+	c.createTopic("small", 1, nil)
+	smallProduceRequests(b, c)
+}
+
+func smallProduceRequests(b *testing.B, c *testCluster) {
 	bb := record.NewBatchBuilder(record.DefaultBatchOptions())
 	bb.Append(time.Now().UnixMilli(), []byte("key"), make([]byte, 100), nil)
 	batch, err := bb.Build(nil)

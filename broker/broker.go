@@ -114,6 +114,10 @@ type Broker struct {
 	// producerQuotas and consumerQuotas enforce client quotas
 	// (client_quota.go).
 	producerQuotas, consumerQuotas *clientQuotas
+	// authorizer checks requests against the ACLs (authz.go); nil without
+	// authorizer.class.name. denialLog throttles its denial lines.
+	authorizer *metadata.Authorizer
+	denialLog  logThrottle
 
 	// applyMu serialises ApplyMetadata; initialized is guarded by it.
 	applyMu     sync.Mutex
@@ -220,6 +224,7 @@ func New(opts Options) (*Broker, error) {
 		followerQuota:       newRateQuota(),
 		producerQuotas:      newClientQuotas(metadata.QuotaProducerByteRate),
 		consumerQuotas:      newClientQuotas(metadata.QuotaConsumerByteRate),
+		authorizer:          newAuthorizer(cfg),
 		metrics:             newBrokerMetrics(),
 		txnMarkerConns:      txnMarkerConns{dial: opts.InterBrokerDial},
 	}
@@ -315,6 +320,21 @@ func (b *Broker) SupportedVersions(listener string, key int16) (min, max int16, 
 // Concurrency: called on each connection's reader goroutine; never blocks
 // on replication, long polls or the controller.
 func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Result {
+	if b.authorizer != nil {
+		deny, post := b.authorize(req, b.authzFor(req))
+		if deny != nil {
+			return &network.Response{Msg: deny}
+		}
+		if post != nil {
+			return network.Then(b.serve(ctx, req), post)
+		}
+	}
+	return b.serve(ctx, req)
+}
+
+// serve dispatches a request (authorized, if there is an authorizer) to
+// its handler.
+func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result {
 	switch m := req.Msg.(type) {
 	case *kmsg.ProduceRequest:
 		return b.handleProduce(ctx, req, m)
@@ -369,11 +389,11 @@ func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Resul
 	case *kmsg.DescribeProducersRequest:
 		return respond(b.handleDescribeProducers(m))
 	case *kmsg.DescribeACLsRequest:
-		return respond(handleDescribeAcls(m))
+		return respond(b.handleDescribeAcls(m))
 	case *kmsg.CreateACLsRequest:
-		return respond(handleCreateAcls(m))
+		return b.handleCreateAcls(ctx, m)
 	case *kmsg.DeleteACLsRequest:
-		return respond(handleDeleteAcls(m))
+		return b.handleDeleteAcls(ctx, m)
 	case *kmsg.AlterClientQuotasRequest:
 		return b.handleAlterClientQuotas(ctx, m)
 	case *kmsg.DescribeClientQuotasRequest:

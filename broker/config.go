@@ -106,6 +106,12 @@ type Config struct {
 	ProducerIDExpiration              time.Duration // producer.id.expiration.ms
 	ProducerIDExpirationCheckInterval time.Duration // producer.id.expiration.check.interval.ms
 
+	// Authorization (ACLs): Kafka's StandardAuthorizer, with ACLs in the
+	// metadata log.
+	AuthorizerClassName       string   // authorizer.class.name ("" or StandardAuthorizerClass)
+	SuperUsers                []string // super.users, principals separated by ";"
+	AllowEveryoneIfNoACLFound bool     // allow.everyone.if.no.acl.found
+
 	// SSL holds the ssl.* settings and their listener-prefixed overrides
 	// (listener.name.<listener>.ssl.*) as written; ListenerTLS reads them.
 	SSL map[string]string
@@ -267,8 +273,20 @@ func configKeys(c *Config) map[string]configKey {
 		"queued.max.request.bytes":                                    {"-1", i64(&c.QueuedMaxRequestBytes), "bytes of requests read and not yet handled beyond which no more are read; -1: no bound"},
 		// Kafka's defaults are 102400; Keel's are the OS's: a fixed buffer
 		// turns off Linux's autotuning, which loopback and fast links need.
-		"socket.send.buffer.bytes":            {"-1", i(&c.SocketSendBufferBytes), "SO_SNDBUF of accepted connections (clients, other brokers); -1: the OS default"},
-		"socket.receive.buffer.bytes":         {"-1", i(&c.SocketReceiveBufferBytes), "SO_RCVBUF of accepted connections; -1: the OS default"},
+		"socket.send.buffer.bytes":    {"-1", i(&c.SocketSendBufferBytes), "SO_SNDBUF of accepted connections (clients, other brokers); -1: the OS default"},
+		"socket.receive.buffer.bytes": {"-1", i(&c.SocketReceiveBufferBytes), "SO_RCVBUF of accepted connections; -1: the OS default"},
+		"authorizer.class.name": {"", s(&c.AuthorizerClassName),
+			"org.apache.kafka.metadata.authorizer.StandardAuthorizer enforces ACLs (kept in the metadata log); empty, none"},
+		"super.users": {"", func(_ *Config, v string) error {
+			c.SuperUsers = nil
+			for _, p := range strings.Split(v, ";") {
+				if p = strings.TrimSpace(p); p != "" {
+					c.SuperUsers = append(c.SuperUsers, p)
+				}
+			}
+			return nil
+		}, "principals allowed everything, separated by ';' (User:admin;User:CN=broker1)"},
+		"allow.everyone.if.no.acl.found":      {"false", b(&c.AllowEveryoneIfNoACLFound), "with an authorizer, whether a resource without any ACL is open to every principal"},
 		"max.connections":                     {"2147483647", i(&c.MaxConnections), ""},
 		"connections.max.idle.ms":             {"600000", ms(&c.ConnectionsMaxIdle), ""},
 		"num.recovery.threads.per.data.dir":   {"1", i(&c.NumRecoveryThreadsPerDataDir), ""},
@@ -358,8 +376,12 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 	}
 	// An authorizer Keel cannot load must not leave the cluster open:
 	// Kafka fails to start when its authorizer class is missing.
-	if v := strings.TrimSpace(merged["authorizer.class.name"]); v != "" {
-		return nil, fmt.Errorf("authorizer.class.name=%s: Keel has no authorizer and would enforce no ACLs; remove the setting to run without one", v)
+	switch v := strings.TrimSpace(merged["authorizer.class.name"]); v {
+	case "", StandardAuthorizerClass:
+	case "kafka.security.authorizer.AclAuthorizer":
+		return nil, fmt.Errorf("authorizer.class.name=%s is ZooKeeper's authorizer: KRaft clusters, Keel's too, use %s", v, StandardAuthorizerClass)
+	default:
+		return nil, fmt.Errorf("authorizer.class.name=%s: Keel has no such authorizer and would enforce no ACLs; use %s, or remove the setting to run without ACLs", v, StandardAuthorizerClass)
 	}
 	c := &Config{}
 	keys := configKeys(c)

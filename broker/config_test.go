@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,7 +135,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		// below socket.request.max.bytes (100 MiB)
 		"queued.max.request.bytes=1048576",
 		// an authorizer Keel cannot load: no ACL would be enforced
-		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"authorizer.class.name=com.example.MyAuthorizer",
+		"authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+		"allow.everyone.if.no.acl.found=maybe",
 		"controller.quorum.bootstrap.servers=localhost", "controller.quorum.bootstrap.servers=localhost:0",
 		"initial.broker.registration.timeout.ms=0",
 		"keel.metrics.address=9404", "keel.metrics.address=localhost:http", "keel.metrics.address=:70000",
@@ -145,6 +148,10 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		} else if k, _, _ := strings.Cut(kv, "="); !strings.Contains(err.Error(), k) && kv != "noequals" {
 			t.Errorf("%s: error %q does not name the key", kv, err)
 		}
+	}
+	c, err := LoadConfig(nil, []string{"authorizer.class.name=" + StandardAuthorizerClass, "super.users=User:admin; User:CN=broker1,OU=kafka;"})
+	if err != nil || c.AuthorizerClassName != StandardAuthorizerClass || !slices.Equal(c.SuperUsers, []string{"User:admin", "User:CN=broker1,OU=kafka"}) {
+		t.Errorf("the StandardAuthorizer: %v %+v", err, c)
 	}
 	if _, err := LoadConfig(nil, []string{"authorizer.class.name="}); err != nil {
 		t.Errorf("an empty authorizer.class.name (Kafka's default) refused: %v", err)

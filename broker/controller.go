@@ -246,6 +246,10 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		recs, resp = control.AlterClientQuotas(r)
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		recs, resp = control.AlterUserScramCredentials(r)
+	case *kmsg.CreateACLsRequest:
+		recs, resp = control.CreateAcls(r)
+	case *kmsg.DeleteACLsRequest:
+		recs, resp = control.DeleteAcls(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		recs, resp = control.AllocateProducerIds(r)
 	default:
@@ -375,6 +379,14 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 			r.Resources = append(r.Resources, rr)
 		}
+	case *kmsg.CreateACLsResponse:
+		for range req.(*kmsg.CreateACLsRequest).Creations {
+			r.Results = append(r.Results, kmsg.NewCreateACLsResponseResult())
+		}
+	case *kmsg.DeleteACLsResponse:
+		for range req.(*kmsg.DeleteACLsRequest).Filters {
+			r.Results = append(r.Results, kmsg.NewDeleteACLsResponseResult())
+		}
 	case *kmsg.AlterUserSCRAMCredentialsResponse:
 		ar := req.(*kmsg.AlterUserSCRAMCredentialsRequest)
 		var users []string
@@ -438,6 +450,14 @@ func errorFields(resp kmsg.Response) []*int16 {
 			out = append(out, &r.Entries[i].ErrorCode)
 		}
 	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		for i := range r.Results {
+			out = append(out, &r.Results[i].ErrorCode)
+		}
+	case *kmsg.CreateACLsResponse:
+		for i := range r.Results {
+			out = append(out, &r.Results[i].ErrorCode)
+		}
+	case *kmsg.DeleteACLsResponse:
 		for i := range r.Results {
 			out = append(out, &r.Results[i].ErrorCode)
 		}

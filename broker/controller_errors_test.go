@@ -29,6 +29,10 @@ func TestNotControllerAnswersAreRecognised(t *testing.T) {
 		case *kmsg.AlterUserSCRAMCredentialsRequest:
 			r.Deletions = append(r.Deletions, kmsg.AlterUserSCRAMCredentialsRequestDeletion{Name: "alice"})
 			r.Upsertions = append(r.Upsertions, kmsg.AlterUserSCRAMCredentialsRequestUpsertion{Name: "alice"})
+		case *kmsg.CreateACLsRequest:
+			r.Creations = append(r.Creations, kmsg.NewCreateACLsRequestCreation())
+		case *kmsg.DeleteACLsRequest:
+			r.Filters = append(r.Filters, kmsg.NewDeleteACLsRequestFilter())
 		case *kmsg.ApiVersionsRequest:
 			continue // answered locally, never forwarded
 		}

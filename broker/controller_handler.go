@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,7 +26,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.AllocateProducerIDs, kmsg.DescribeQuorum, kmsg.CreateTopics, kmsg.DeleteTopics,
 	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
-	kmsg.AlterUserSCRAMCredentials, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
+	kmsg.AlterUserSCRAMCredentials, kmsg.CreateACLs, kmsg.DeleteACLs, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
 }
 
 // controllerHandler serves the controller listener (network.Handler).
@@ -45,6 +46,9 @@ type controllerHandler struct {
 	// asked of a follower controller).
 	forward   func(context.Context, kmsg.Request) (kmsg.Response, error)
 	clusterID string
+	// authorizer, if set, admits only principals with CLUSTER_ACTION
+	// (authorized).
+	authorizer *metadata.Authorizer
 }
 
 func newControllerHandler(driver *controllerDriver, raft *raftlog.Node, nodeID int32, voters func() map[int32]string, dynamic bool, listener string, logger hclog.Logger, wg *sync.WaitGroup) *controllerHandler {
@@ -76,6 +80,9 @@ func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) ne
 		}
 		return &network.Response{Msg: resp}
 	}
+	if h.authorizer != nil && !h.authorized(req) {
+		return &network.Response{Msg: clusterDenied(req.Msg)}
+	}
 	d := network.NewDeferred()
 	h.wg.Add(1)
 	go func() {
@@ -83,6 +90,27 @@ func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) ne
 		d.Complete(&network.Response{Msg: h.serve(ctx, req.Msg)})
 	}()
 	return d
+}
+
+// authorized reports whether req's principal may use the controller
+// listener: CLUSTER_ACTION on the cluster, as Kafka's ControllerApis asks
+// of brokers and controllers (DESCRIBE for DescribeQuorum). Keel's brokers
+// forward admin requests on their own connections, not in Kafka's
+// envelopes, so the controller cannot check the client's principal: the
+// broker has, and an admin client that comes here with
+// --bootstrap-controller needs CLUSTER_ACTION (or to be a super user).
+func (h *controllerHandler) authorized(req *network.Request) bool {
+	op := kmsg.ACLOperationClusterAction
+	if _, ok := req.Msg.(*kmsg.DescribeQuorumRequest); ok {
+		op = kmsg.ACLOperationDescribe
+	}
+	host, _, _ := net.SplitHostPort(req.Conn.RemoteAddr.String())
+	if h.authorizer.Authorize(h.raft.Image(), req.Conn.Principal, host, op, kmsg.ACLResourceTypeCluster, clusterName) {
+		return true
+	}
+	h.logger.Info("authorization denied", "principal", req.Conn.Principal, "host", host, "operation", op.String(),
+		"resource_type", "CLUSTER", "api", kmsg.NameForKey(req.Header.APIKey))
+	return false
 }
 
 // serve answers one request; it may block on the event loop and Raft.

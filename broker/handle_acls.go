@@ -1,48 +1,74 @@
 package broker
 
 // DescribeAcls (key 29), CreateAcls (key 30) and DeleteAcls (key 31),
-// v0–v3, answered as a Kafka broker without an authorizer answers them
-// (its AclApis when authorizer.class.name is empty): SECURITY_DISABLED,
-// "No Authorizer is configured on the broker", for the request
-// (DescribeAcls) or for each creation and each filter. Keel has no
-// authorizer, and refuses to start with authorizer.class.name set (see
-// LoadConfig); kafka-acls.sh and the Java Admin's describeAcls,
-// createAcls and deleteAcls then report what a Kafka operator knows,
-// where an unadvertised API gave UNSUPPORTED_VERSION.
+// v0–v3.
+//
+// Without an authorizer (authorizer.class.name unset) they are answered
+// as a Kafka broker without one answers them: SECURITY_DISABLED, "No
+// Authorizer is configured on the broker", for the request (DescribeAcls)
+// or for each creation and each filter.
+//
+// With Kafka's StandardAuthorizer, the ACLs live in the metadata log:
+// CreateAcls and DeleteAcls are forwarded to the active controller
+// (metadata.ClusterControl.CreateAcls, DeleteAcls), which validates them
+// as Kafka's AclControlManager does; DescribeAcls is answered from this
+// broker's image (metadata.DescribeAcls). Each needs ALTER (create,
+// delete) or DESCRIBE on the cluster (authz_apis.go).
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
 )
 
 // noAuthorizer is Kafka's message for an ACL request without an authorizer.
 const noAuthorizer = "No Authorizer is configured on the broker"
 
-func handleDescribeAcls(m *kmsg.DescribeACLsRequest) kmsg.Response {
-	resp := m.ResponseKind().(*kmsg.DescribeACLsResponse)
-	resp.ErrorCode = kerr.SecurityDisabled.Code
-	resp.ErrorMessage = kmsg.StringPtr(noAuthorizer)
-	return resp
-}
-
-func handleCreateAcls(m *kmsg.CreateACLsRequest) kmsg.Response {
-	resp := m.ResponseKind().(*kmsg.CreateACLsResponse)
-	for range m.Creations {
-		r := kmsg.NewCreateACLsResponseResult()
-		r.ErrorCode = kerr.SecurityDisabled.Code
-		r.ErrorMessage = kmsg.StringPtr(noAuthorizer)
-		resp.Results = append(resp.Results, r)
+func (b *Broker) handleDescribeAcls(m *kmsg.DescribeACLsRequest) kmsg.Response {
+	if b.authorizer == nil {
+		resp := m.ResponseKind().(*kmsg.DescribeACLsResponse)
+		resp.ErrorCode = kerr.SecurityDisabled.Code
+		resp.ErrorMessage = kmsg.StringPtr(noAuthorizer)
+		return resp
 	}
-	return resp
+	return metadata.DescribeAcls(b.currentImage(), m)
 }
 
-func handleDeleteAcls(m *kmsg.DeleteACLsRequest) kmsg.Response {
-	resp := m.ResponseKind().(*kmsg.DeleteACLsResponse)
-	for range m.Filters {
-		r := kmsg.NewDeleteACLsResponseResult()
-		r.ErrorCode = kerr.SecurityDisabled.Code
-		r.ErrorMessage = kmsg.StringPtr(noAuthorizer)
-		resp.Results = append(resp.Results, r)
+func (b *Broker) handleCreateAcls(ctx context.Context, m *kmsg.CreateACLsRequest) network.Result {
+	if b.authorizer == nil {
+		return respond(errorResponseWithMessage(m, kerr.SecurityDisabled.Code, noAuthorizer))
+	}
+	return b.forward(ctx, m, defaultForwardTimeout, func(code int16, msg string) kmsg.Response {
+		return errorResponseWithMessage(m, code, msg)
+	})
+}
+
+func (b *Broker) handleDeleteAcls(ctx context.Context, m *kmsg.DeleteACLsRequest) network.Result {
+	if b.authorizer == nil {
+		return respond(errorResponseWithMessage(m, kerr.SecurityDisabled.Code, noAuthorizer))
+	}
+	return b.forward(ctx, m, defaultForwardTimeout, func(code int16, msg string) kmsg.Response {
+		return errorResponseWithMessage(m, code, msg)
+	})
+}
+
+// errorResponseWithMessage answers every creation or filter of an ACL
+// request with code and msg.
+func errorResponseWithMessage(req kmsg.Request, code int16, msg string) kmsg.Response {
+	resp := deniedResponse(req, code)
+	switch r := resp.(type) {
+	case *kmsg.CreateACLsResponse:
+		for i := range r.Results {
+			r.Results[i].ErrorMessage = kmsg.StringPtr(msg)
+		}
+	case *kmsg.DeleteACLsResponse:
+		for i := range r.Results {
+			r.Results[i].ErrorMessage = kmsg.StringPtr(msg)
+		}
 	}
 	return resp
 }

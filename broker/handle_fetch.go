@@ -48,6 +48,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -73,6 +74,38 @@ type fetchOp struct {
 	// throttle is the consumer_byte_rate throttle of the response
 	// (client_quota.go).
 	throttle time.Duration
+	// authz is the request's authorization (nil: no authorizer); readable
+	// caches its answer per topic (authzMu).
+	authz    *requestAuthz
+	authzMu  sync.Mutex
+	readable map[string]bool
+}
+
+// mayRead reports whether the fetch may read topic: a follower with
+// CLUSTER_ACTION on the cluster, a consumer with READ on the topic, as
+// Kafka's fetch authorization; the others get TOPIC_AUTHORIZATION_FAILED.
+func (op *fetchOp) mayRead(topic string) bool {
+	if op.authz == nil {
+		return true
+	}
+	op.authzMu.Lock()
+	defer op.authzMu.Unlock()
+	if op.follower {
+		topic = "" // one answer for the whole fetch
+	}
+	ok, known := op.readable[topic]
+	if !known {
+		if op.follower {
+			ok = op.authz.cluster(opClusterAction)
+		} else {
+			ok = op.authz.topic(opRead, topic)
+		}
+		if op.readable == nil {
+			op.readable = map[string]bool{}
+		}
+		op.readable[topic] = ok
+	}
+	return ok
 }
 
 // partRead is what reading one partition gave.
@@ -101,7 +134,7 @@ func (b *Broker) handleFetch(ctx context.Context, req *network.Request, m *kmsg.
 		replicaID, replicaEpoch = m.ReplicaState.ID, m.ReplicaState.Epoch
 	}
 	op := &fetchOp{b: b, m: m, follower: replicaID >= 0, replicaID: replicaID, replicaEpoch: replicaEpoch,
-		img: img, listener: req.Conn.Listener, req: req}
+		img: img, listener: req.Conn.Listener, req: req, authz: b.authzFor(req)}
 	op.fc = b.newFetchContext(m, img, op.follower)
 	if op.fc.kind == sessionError {
 		return op.errorResponse(op.fc.errorCode)
@@ -209,6 +242,10 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 	r.highWatermark, r.lastStable, r.logStartOffset = -1, -1, -1
 	if fp.topic == "" {
 		r.code = kerr.UnknownTopicID.Code
+		return
+	}
+	if !op.mayRead(fp.topic) {
+		r.code = codeTopicDenied
 		return
 	}
 	b := op.b

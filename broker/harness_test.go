@@ -105,6 +105,10 @@ func (m *testMeta) Forward(ctx context.Context, req kmsg.Request) (kmsg.Response
 		recs, resp = m.cc.AlterClientQuotas(r)
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		recs, resp = m.cc.AlterUserScramCredentials(r)
+	case *kmsg.CreateACLsRequest:
+		recs, resp = m.cc.CreateAcls(r)
+	case *kmsg.DeleteACLsRequest:
+		recs, resp = m.cc.DeleteAcls(r)
 	default:
 		return nil, fmt.Errorf("test controller: unexpected %s", kmsg.NameForKey(req.Key()))
 	}

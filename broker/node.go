@@ -98,6 +98,7 @@ func (n *Node) start() (err error) {
 	if err != nil {
 		return err
 	}
+	warnAnonymousNodes(cfg, listeners, logger)
 	voters, source, join, err := quorumVoters(cfg, tlsCfg.controllerDial, logger)
 	if err != nil {
 		return err
@@ -268,6 +269,7 @@ func (n *Node) start() (err error) {
 		router.controller = newControllerHandler(n.driver, n.raft, cfg.NodeID, currentVoters, cfg.DynamicQuorum(), controllerListener, logger, &n.handlerWG)
 		router.controller.forward = channel(newLeaderChannel(currentVoters, n.raft.LeaderID, cfg.NodeID, clientID, tlsCfg.controllerDial)).send
 		router.controller.clusterID = n.clusterID
+		router.controller.authorizer = newAuthorizer(cfg)
 	}
 	if isBroker {
 		n.logs, err = storage.OpenManager(storage.ManagerConfig{
