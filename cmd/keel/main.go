@@ -37,6 +37,7 @@ func newApp() *cli.App {
 			consumeCommand(),
 			groupsCommand(),
 			usersCommand(),
+			aclsCommand(),
 			transactionsCommand(),
 			perfCommand(),
 		},
@@ -50,6 +51,7 @@ var kafkaActions = map[string]map[string]string{
 	"topics": {"--create": "create", "--list": "list", "--describe": "describe", "--alter": "alter", "--delete": "delete"},
 	"groups": {"--list": "list", "--describe": "describe", "--delete": "delete", "--reset-offsets": "reset-offsets", "--delete-offsets": "delete-offsets"},
 	"users":  {"--describe": "describe", "--alter": "alter"},
+	"acls":   {"--add": "add", "--list": "list", "--remove": "remove"},
 }
 
 // kafkaStyleArgs lets an operator type the Kafka scripts' form: `keel

@@ -46,7 +46,11 @@ func serverCommand() *cli.Command {
 			"of listener.name.<listener>.plain.sasl.jaas.config (Kafka's PlainLoginModule).\n" +
 			"SCRAM-SHA-256 and SCRAM-SHA-512 credentials live in the metadata log: the first from\n" +
 			"keel format --add-scram, then keel users alter or kafka-configs.sh --entity-type users.\n" +
-			"OAUTHBEARER and GSSAPI are not supported yet, nor SASL between nodes (use SSL there).",
+			"OAUTHBEARER and GSSAPI are not supported yet, nor SASL between nodes (use SSL there).\n\n" +
+			"ACLs: authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer checks\n" +
+			"every request against the ACLs in the metadata log (keel acls, kafka-acls.sh);\n" +
+			"super.users (User:admin;User:ANONYMOUS) may do anything, and the nodes' own principal\n" +
+			"(User:ANONYMOUS over PLAINTEXT) must be one, as in Kafka; allow.everyone.if.no.acl.found.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "server.properties file"},
 			&cli.StringSliceFlag{Name: "override", Usage: "key=value, applied over the file (repeatable)"},
