@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestACLs: Kafka's StandardAuthorizer through the real binary, two
+// brokers, clients authenticated with SCRAM. The nodes talk PLAINTEXT
+// among themselves and are super users as User:ANONYMOUS, as in Kafka's
+// documentation; admin is a super user; alice gets ACLs from kadm (the
+// Admin API, as kafka-acls.sh) and from keel acls.
+//
+//   - alice produces to and consumes from the topic she may, in the group
+//     she may (a prefixed ACL), with an idempotent producer (WRITE on a
+//     topic is enough, KIP-679);
+//   - she is refused, with the error Kafka's clients expect, another
+//     topic (TOPIC_AUTHORIZATION_FAILED), another group
+//     (GROUP_AUTHORIZATION_FAILED), creating topics, reading ACLs
+//     (CLUSTER_AUTHORIZATION_FAILED); a Metadata request for every topic
+//     does not show her the others;
+//   - a removed ACL stops her at once, on both brokers; a DENY beats an
+//     ALLOW; the ACLs survive a whole-cluster restart.
+func TestACLs(t *testing.T) {
+	certs := newTestCerts(t)
+	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker"}},
+		ProcessOptions{
+			SSL:  certs.brokerSSL(),
+			SASL: []string{"sasl.enabled.mechanisms=SCRAM-SHA-256"},
+			Overrides: []string{
+				"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+				"super.users=User:ANONYMOUS;User:admin",
+			},
+			FormatArgs: []string{
+				"--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]",
+				"--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]",
+			},
+		})
+	saslp := fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLPlaintextPort)
+	saslp2 := fmt.Sprintf("127.0.0.1:%d", c.Node(2).SASLPlaintextPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	as := func(user, seed string, opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seed),
+			kgo.SASL(scramMech{"SCRAM-SHA-256", user, user + "-secret"}.kgo())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	admin := kadm.NewClient(as("admin", saslp))
+	for _, topic := range []string{"orders", "payroll"} {
+		if resp, err := admin.CreateTopic(ctx, 2, 2, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("admin creates %s: %v %v", topic, err, resp.Err)
+		}
+	}
+
+	// alice: write and read orders, and the app- groups.
+	res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("*").
+		Topics("orders").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("create alice's topic ACLs: %v %+v", err, res)
+	}
+	keel := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, c.bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("keel %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// keel acls, through the PLAINTEXT listener as User:ANONYMOUS (a
+	// super user here).
+	plain := c.Node(1).PlaintextAddr()
+	if out := keel("acls", "--bootstrap-server", plain, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+		"--group", "app-", "--resource-pattern-type", "prefixed"); !strings.Contains(out, "Added ACL") {
+		t.Fatalf("keel acls --add:\n%s", out)
+	}
+	if out := keel("acls", "list", "--bootstrap-server", plain); !strings.Contains(out, "name=app-, patternType=PREFIXED") ||
+		!strings.Contains(out, "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)") {
+		t.Fatalf("keel acls list:\n%s", out)
+	}
+
+	// alice produces (idempotently) to orders and consumes it in app-1,
+	// on both brokers.
+	p := as("alice", saslp2, kgo.DefaultProduceTopic("orders"))
+	const n = 500
+	for i := range n {
+		p.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("alice produces to orders: %v", err)
+			}
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons := as("alice", saslp, kgo.ConsumeTopics("orders"), kgo.ConsumerGroup("app-1"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := 0
+	for seen < n && ctx.Err() == nil {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("alice consumes orders in app-1: %v", err)
+		}
+		seen += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("alice commits in app-1: %v", err)
+	}
+
+	// Refused, with the codes clients know.
+	alice := kadm.NewClient(as("alice", saslp))
+	if r := as("alice", saslp, kgo.DefaultProduceTopic("payroll"), kgo.RecordRetries(1)).ProduceSync(ctx, &kgo.Record{Value: []byte("x")}); !errors.Is(r.FirstErr(), kerr.TopicAuthorizationFailed) {
+		t.Errorf("alice produces to payroll: %v, want TOPIC_AUTHORIZATION_FAILED", r.FirstErr())
+	}
+	if resp, err := alice.CreateTopic(ctx, 1, 1, nil, "alices"); err == nil && !errors.Is(resp.Err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("alice creates a topic: %v", resp.Err)
+	}
+	if res, err := alice.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)); !errors.Is(err, kerr.ClusterAuthorizationFailed) && (len(res) == 0 || !errors.Is(res[0].Err, kerr.ClusterAuthorizationFailed)) {
+		t.Errorf("alice describes ACLs: %v %+v, want CLUSTER_AUTHORIZATION_FAILED", err, res)
+	}
+	other := as("alice", saslp, kgo.ConsumeTopics("orders"), kgo.ConsumerGroup("billing"))
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := other.PollFetches(pctx).Err(); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Errorf("alice joins billing: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	pcancel()
+	md, err := alice.Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := md.Topics.Names(); len(names) != 1 || names[0] != "orders" {
+		t.Errorf("alice sees topics %v, want only orders", names)
+	}
+	if md, err := alice.Metadata(ctx, "payroll"); !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(md.Topics["payroll"].Err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("alice asks for payroll: %v %v", err, md.Topics["payroll"].Err)
+	}
+	waitFor(t, 10*time.Second, "node 1 to log a denial", func() bool { return strings.Contains(c.Log(1), "authorization denied") })
+
+	// A DENY beats her ALLOW; removing it gives the topic back. (The
+	// producer is not idempotent: with WRITE denied on her only topic,
+	// InitProducerId is refused first, CLUSTER_AUTHORIZATION_FAILED, as in
+	// Kafka.)
+	deny := kadm.NewACLs().Deny("User:alice").DenyHosts("*").Topics("orders").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := admin.CreateACLs(ctx, deny); err != nil || res[0].Err != nil {
+		t.Fatalf("deny: %v %+v", err, res)
+	}
+	produceOrders := func(seed string) error {
+		return as("alice", seed, kgo.DefaultProduceTopic("orders"), kgo.RecordRetries(1), kgo.DisableIdempotentWrite()).ProduceSync(ctx, &kgo.Record{Value: []byte("y")}).FirstErr()
+	}
+	for _, seed := range []string{saslp, saslp2} {
+		if err := produceOrders(seed); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Errorf("alice produces under a DENY through %s: %v", seed, err)
+		}
+	}
+	if _, err := admin.DeleteACLs(ctx, deny); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "alice to write again once the DENY is gone", func() bool { return produceOrders(saslp2) == nil })
+
+	// The ACLs survive a restart of the whole cluster.
+	c.Stop(2)
+	c.Restart(1)
+	c.Start(2)
+	waitFor(t, 60*time.Second, "alice to produce to orders after the restart", func() bool { return produceOrders(saslp) == nil })
+	if err := as("alice", saslp, kgo.DefaultProduceTopic("payroll"), kgo.RecordRetries(1)).ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("after the restart, alice produces to payroll: %v", err)
+	}
+	described, err := admin.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow("User:alice").AllowHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
+	if err != nil || len(described[0].Described) != 4 {
+		t.Fatalf("alice's ACLs after the restart: %v %+v", err, described)
+	}
+}
