@@ -411,11 +411,7 @@ func mergeTopics(resp, held kmsg.Response) kmsg.Response {
 
 var listOffsetsTopics = topicsOf[*kmsg.ListOffsetsRequest]{
 	names: func(_ *requestAuthz, m *kmsg.ListOffsetsRequest) []string {
-		out := make([]string, len(m.Topics))
-		for i, t := range m.Topics {
-			out[i] = t.Topic
-		}
-		return out
+		return namesOf(m.Topics, func(t kmsg.ListOffsetsRequestTopic) string { return t.Topic })
 	},
 	keep: func(m *kmsg.ListOffsetsRequest, keep func(int) bool) { m.Topics = keepIndexed(m.Topics, keep) },
 	deny: func(m *kmsg.ListOffsetsRequest, i int, resp kmsg.Response, code int16) {
@@ -433,11 +429,7 @@ var listOffsetsTopics = topicsOf[*kmsg.ListOffsetsRequest]{
 
 var describeProducersTopics = topicsOf[*kmsg.DescribeProducersRequest]{
 	names: func(_ *requestAuthz, m *kmsg.DescribeProducersRequest) []string {
-		out := make([]string, len(m.Topics))
-		for i, t := range m.Topics {
-			out[i] = t.Topic
-		}
-		return out
+		return namesOf(m.Topics, func(t kmsg.DescribeProducersRequestTopic) string { return t.Topic })
 	},
 	keep: func(m *kmsg.DescribeProducersRequest, keep func(int) bool) { m.Topics = keepIndexed(m.Topics, keep) },
 	deny: func(m *kmsg.DescribeProducersRequest, i int, resp kmsg.Response, code int16) {
@@ -455,11 +447,7 @@ var describeProducersTopics = topicsOf[*kmsg.DescribeProducersRequest]{
 
 var deleteRecordsTopics = topicsOf[*kmsg.DeleteRecordsRequest]{
 	names: func(_ *requestAuthz, m *kmsg.DeleteRecordsRequest) []string {
-		out := make([]string, len(m.Topics))
-		for i, t := range m.Topics {
-			out[i] = t.Topic
-		}
-		return out
+		return namesOf(m.Topics, func(t kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
 	},
 	keep: func(m *kmsg.DeleteRecordsRequest, keep func(int) bool) { m.Topics = keepIndexed(m.Topics, keep) },
 	deny: func(m *kmsg.DeleteRecordsRequest, i int, resp kmsg.Response, code int16) {
@@ -477,11 +465,7 @@ var deleteRecordsTopics = topicsOf[*kmsg.DeleteRecordsRequest]{
 
 var offsetForLeaderEpochTopics = topicsOf[*kmsg.OffsetForLeaderEpochRequest]{
 	names: func(_ *requestAuthz, m *kmsg.OffsetForLeaderEpochRequest) []string {
-		out := make([]string, len(m.Topics))
-		for i, t := range m.Topics {
-			out[i] = t.Topic
-		}
-		return out
+		return namesOf(m.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic })
 	},
 	keep: func(m *kmsg.OffsetForLeaderEpochRequest, keep func(int) bool) { m.Topics = keepIndexed(m.Topics, keep) },
 	deny: func(m *kmsg.OffsetForLeaderEpochRequest, i int, resp kmsg.Response, code int16) {
@@ -499,11 +483,7 @@ var offsetForLeaderEpochTopics = topicsOf[*kmsg.OffsetForLeaderEpochRequest]{
 
 var offsetCommitTopics = topicsOf[*kmsg.OffsetCommitRequest]{
 	names: func(_ *requestAuthz, m *kmsg.OffsetCommitRequest) []string {
-		out := make([]string, len(m.Topics))
-		for i, t := range m.Topics {
-			out[i] = t.Topic
-		}
-		return out
+		return namesOf(m.Topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic })
 	},
 	keep: func(m *kmsg.OffsetCommitRequest, keep func(int) bool) { m.Topics = keepIndexed(m.Topics, keep) },
 	deny: func(m *kmsg.OffsetCommitRequest, i int, resp kmsg.Response, code int16) {
@@ -521,11 +501,7 @@ var offsetCommitTopics = topicsOf[*kmsg.OffsetCommitRequest]{
 
 var txnOffsetCommitTopics = topicsOf[*kmsg.TxnOffsetCommitRequest]{
 	names: func(_ *requestAuthz, m *kmsg.TxnOffsetCommitRequest) []string {
-		out := make([]string, len(m.Topics))
-		for i, t := range m.Topics {
-			out[i] = t.Topic
-		}
-		return out
+		return namesOf(m.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic })
 	},
 	keep: func(m *kmsg.TxnOffsetCommitRequest, keep func(int) bool) { m.Topics = keepIndexed(m.Topics, keep) },
 	deny: func(m *kmsg.TxnOffsetCommitRequest, i int, resp kmsg.Response, code int16) {
@@ -543,11 +519,7 @@ var txnOffsetCommitTopics = topicsOf[*kmsg.TxnOffsetCommitRequest]{
 
 var offsetDeleteTopics = topicsOf[*kmsg.OffsetDeleteRequest]{
 	names: func(_ *requestAuthz, m *kmsg.OffsetDeleteRequest) []string {
-		out := make([]string, len(m.Topics))
-		for i, t := range m.Topics {
-			out[i] = t.Topic
-		}
-		return out
+		return namesOf(m.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic })
 	},
 	keep: func(m *kmsg.OffsetDeleteRequest, keep func(int) bool) { m.Topics = keepIndexed(m.Topics, keep) },
 	deny: func(m *kmsg.OffsetDeleteRequest, i int, resp kmsg.Response, code int16) {
@@ -603,6 +575,15 @@ func authorizeProduce(z *requestAuthz, m *kmsg.ProduceRequest) (kmsg.Response, f
 		return nil, nil // nothing allowed, nothing answered
 	}
 	return deny, post
+}
+
+// namesOf lists the name of each element.
+func namesOf[T any](s []T, name func(T) string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = name(x)
+	}
+	return out
 }
 
 // keepIndexed keeps the elements whose index keep accepts.
