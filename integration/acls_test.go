@@ -147,6 +147,18 @@ func TestACLs(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "node 1 to log a denial", func() bool { return strings.Contains(c.Log(1), "authorization denied") })
 
+	// librdkafka as alice: orders works, payroll is refused with
+	// TOPIC_AUTHORIZATION_FAILED in the delivery report.
+	t.Run("librdkafka", func(t *testing.T) {
+		python := pythonWith(t, "confluent_kafka", "python3-confluent-kafka")
+		script := writePEM(t, t.TempDir(), "acls.py", []byte(librdkafkaACLScript))
+		out, err := exec.CommandContext(ctx, python, script, saslp).CombinedOutput()
+		t.Logf("librdkafka:\n%s", out)
+		if err != nil {
+			t.Fatalf("librdkafka as alice: %v", err)
+		}
+	})
+
 	// A DENY beats her ALLOW; removing it gives the topic back. (The
 	// producer is not idempotent: with WRITE denied on her only topic,
 	// InitProducerId is refused first, CLUSTER_AUTHORIZATION_FAILED, as in
@@ -181,3 +193,38 @@ func TestACLs(t *testing.T) {
 		t.Fatalf("alice's ACLs after the restart: %v %+v", err, described)
 	}
 }
+
+// librdkafkaACLScript produces to orders and consumes it in app-rdk as
+// alice, and checks a produce to payroll fails with
+// TOPIC_AUTHORIZATION_FAILED.
+const librdkafkaACLScript = `
+import sys, time
+from confluent_kafka import Producer, Consumer, KafkaError
+
+conf = {"bootstrap.servers": sys.argv[1], "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "alice", "sasl.password": "alice-secret"}
+results = {}
+def report(err, msg):
+    results.setdefault(msg.topic(), []).append(err)
+p = Producer(dict(conf, **{"message.timeout.ms": 10000}))
+for i in range(100):
+    p.produce("orders", ("rdk-%d" % i).encode(), on_delivery=report)
+p.produce("payroll", b"secret", on_delivery=report)
+p.flush(30)
+assert all(e is None for e in results.get("orders", [None])) and len(results["orders"]) == 100, results.get("orders")
+err = results["payroll"][0]
+assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+print("payroll refused:", err)
+c = Consumer(dict(conf, **{"group.id": "app-rdk", "auto.offset.reset": "earliest"}))
+c.subscribe(["orders"])
+seen, deadline = 0, time.time() + 60
+while seen < 100 and time.time() < deadline:
+    m = c.poll(1)
+    if m is None:
+        continue
+    assert m.error() is None, m.error()
+    seen += 1
+c.close()
+assert seen >= 100, "consumed %d" % seen
+print("ok: librdkafka produced and consumed orders as alice")
+`
