@@ -53,6 +53,8 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 	)
 	return []brokerConfigEntry{
 		{"advertised.listeners", str(c.AdvertisedListeners), ts, ""},
+		{"allow.everyone.if.no.acl.found", b(c.AllowEveryoneIfNoACLFound), tb, "false"},
+		{"authorizer.class.name", str(c.AuthorizerClassName), ts, ""},
 		{"auto.create.topics.enable", b(c.AutoCreateTopicsEnable), tb, "true"},
 		{"auto.leader.rebalance.enable", b(c.AutoLeaderRebalanceEnable), tb, "true"},
 		{"broker.heartbeat.interval.ms", ms(c.BrokerHeartbeatInterval), ti, "2000"},
@@ -118,6 +120,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"queued.max.request.bytes", i64(c.QueuedMaxRequestBytes), tl, "-1"},
 		{"replica.lag.time.max.ms", ms(c.ReplicaLagTimeMax), tl, "30000"},
 		{"socket.request.max.bytes", i(int(c.SocketRequestMaxBytes)), ti, "104857600"},
+		{"super.users", str(strings.Join(c.SuperUsers, ";")), ts, ""},
 		{"transaction.abort.timed.out.transaction.cleanup.interval.ms", ms(c.TransactionAbortTimedOutInterval), ti, "10000"},
 		{"transaction.max.timeout.ms", ms(c.TransactionMaxTimeout), ti, "900000"},
 		{"transaction.remove.expired.transaction.cleanup.interval.ms", ms(c.TransactionRemoveExpiredInterval), ti, "3600000"},
