@@ -16,6 +16,7 @@ package broker
 // (handle_fetch.go), as its response is encoded for sendfile.
 
 import (
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -95,6 +96,23 @@ func (z *requestAuthz) allowed(op kmsg.ACLOperation, typ kmsg.ACLResourceType, n
 // logs nothing either.
 func (z *requestAuthz) quiet(op kmsg.ACLOperation, typ kmsg.ACLResourceType, name string) bool {
 	return z == nil || z.b.authorizer.Authorize(z.img, z.principal, z.host, op, typ, name)
+}
+
+// operations narrows the authorized operations a response reports
+// (KIP-430: a bit per operation, all the resource type supports, as
+// answered without an authorizer) to those the principal may do. The
+// "not asked" value (-2^31) is left as it is.
+func (z *requestAuthz) operations(typ kmsg.ACLResourceType, name string, all int32) int32 {
+	if all == math.MinInt32 {
+		return all
+	}
+	var out int32
+	for op := kmsg.ACLOperation(0); op < 31; op++ {
+		if all&(1<<op) != 0 && z.quiet(op, typ, name) {
+			out |= 1 << op
+		}
+	}
+	return out
 }
 
 // cluster is allowed on the cluster resource.

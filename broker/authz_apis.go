@@ -77,8 +77,17 @@ var (
 // post (if not nil) adds their errors to the handler's response.
 func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Response, post func(kmsg.Response) kmsg.Response) {
 	switch m := req.Msg.(type) {
-	case *kmsg.ApiVersionsRequest, *kmsg.DescribeClusterRequest, *kmsg.FetchRequest:
+	case *kmsg.ApiVersionsRequest, *kmsg.FetchRequest:
 		return nil, nil // Fetch: handle_fetch.go
+	case *kmsg.DescribeClusterRequest:
+		if !m.IncludeClusterAuthorizedOperations {
+			return nil, nil
+		}
+		return nil, func(resp kmsg.Response) kmsg.Response {
+			r := resp.(*kmsg.DescribeClusterResponse)
+			r.ClusterAuthorizedOperations = z.operations(kmsg.ACLResourceTypeCluster, clusterName, r.ClusterAuthorizedOperations)
+			return r
+		}
 	case *kmsg.ProduceRequest:
 		return authorizeProduce(z, m)
 	case *kmsg.ListOffsetsRequest:
@@ -93,7 +102,23 @@ func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Res
 		}
 		return topicPartitionsAuthz(m, opDescribe, z, offsetForLeaderEpochTopics)
 	case *kmsg.MetadataRequest:
-		return nil, authorizeMetadata(z, m)
+		post := authorizeMetadata(z, m)
+		if !m.IncludeTopicAuthorizedOperations && !m.IncludeClusterAuthorizedOperations {
+			return nil, post
+		}
+		return nil, func(resp kmsg.Response) kmsg.Response {
+			if post != nil {
+				resp = post(resp)
+			}
+			r := resp.(*kmsg.MetadataResponse)
+			r.AuthorizedOperations = z.operations(kmsg.ACLResourceTypeCluster, clusterName, r.AuthorizedOperations)
+			for i := range r.Topics {
+				if t := &r.Topics[i]; t.Topic != nil {
+					t.AuthorizedOperations = z.operations(kmsg.ACLResourceTypeTopic, *t.Topic, t.AuthorizedOperations)
+				}
+			}
+			return r
+		}
 	case *kmsg.CreateTopicsRequest:
 		return authorizeCreateTopics(z, m)
 	case *kmsg.DeleteTopicsRequest:
@@ -166,12 +191,27 @@ func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Res
 	case *kmsg.OffsetFetchRequest:
 		return authorizeOffsetFetch(z, m)
 	case *kmsg.DescribeGroupsRequest:
-		return namesAuthz(z, &m.Groups, func(g string) bool { return z.group(opDescribe, g) }, func(resp kmsg.Response, g string) {
+		deny, post := namesAuthz(z, &m.Groups, func(g string) bool { return z.group(opDescribe, g) }, func(resp kmsg.Response, g string) {
 			r := resp.(*kmsg.DescribeGroupsResponse)
 			e := kmsg.NewDescribeGroupsResponseGroup()
 			e.Group, e.ErrorCode, e.AuthorizedOperations = g, codeGroupDenied, -2147483648
 			r.Groups = append(r.Groups, e)
 		}, m)
+		if deny != nil || !m.IncludeAuthorizedOperations {
+			return deny, post
+		}
+		return nil, func(resp kmsg.Response) kmsg.Response {
+			if post != nil {
+				resp = post(resp)
+			}
+			r := resp.(*kmsg.DescribeGroupsResponse)
+			for i := range r.Groups {
+				if g := &r.Groups[i]; g.ErrorCode == 0 {
+					g.AuthorizedOperations = z.operations(kmsg.ACLResourceTypeGroup, g.Group, g.AuthorizedOperations)
+				}
+			}
+			return r
+		}
 	case *kmsg.DeleteGroupsRequest:
 		return namesAuthz(z, &m.Groups, func(g string) bool { return z.group(opDelete, g) }, func(resp kmsg.Response, g string) {
 			r := resp.(*kmsg.DeleteGroupsResponse)

@@ -114,6 +114,15 @@ func TestAuthorizationPerAPI(t *testing.T) {
 		t.Errorf("metadata for closed: %v %+v", err, md.Topics["closed"])
 	}
 
+	// Authorized operations (KIP-430) are the principal's: everything on
+	// open (an ALL ACL), nothing on the cluster.
+	amd := kmsg.NewPtrMetadataRequest()
+	amd.Version, amd.IncludeTopicAuthorizedOperations, amd.IncludeClusterAuthorizedOperations = 10, true, true
+	amd.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("open")}}
+	if resp := roundTrip[*kmsg.MetadataResponse](rc, amd); resp.AuthorizedOperations != 0 || resp.Topics[0].AuthorizedOperations != topicAuthorizedOperations {
+		t.Errorf("authorized operations: cluster %b, open %b (want %b)", resp.AuthorizedOperations, resp.Topics[0].AuthorizedOperations, topicAuthorizedOperations)
+	}
+
 	// Topic administration and configs.
 	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, "new"); !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(resp.Err, kerr.TopicAuthorizationFailed) {
 		t.Errorf("create topic: %v %v", err, resp.Err)
