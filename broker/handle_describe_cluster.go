@@ -9,8 +9,8 @@ package broker
 //     listener, as in Kafka: controllers answer it on their own listener.
 //   - ControllerID: a live broker that forwards admin requests, as Metadata
 //     names it (controllerForClients).
-//   - ClusterAuthorizedOperations when asked: every cluster operation (no
-//     authorizer).
+//   - ClusterAuthorizedOperations when asked: every cluster operation,
+//     narrowed to the principal's by an authorizer (authz_apis.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

@@ -20,8 +20,9 @@ import (
 	"github.com/keelstream/keel/network"
 )
 
-// groupOperations is the authorized operations bitfield of a group with no
-// ACLs: READ (3), DELETE (6), DESCRIBE (8).
+// groupOperations is the authorized operations bitfield of a group
+// without an authorizer (with one, authz_apis.go narrows it to the
+// principal's): READ (3), DELETE (6), DESCRIBE (8).
 const groupOperations = 1<<3 | 1<<6 | 1<<8
 
 func (b *Broker) handleDescribeGroups(_ context.Context, m *kmsg.DescribeGroupsRequest) network.Result {

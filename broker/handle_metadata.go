@@ -15,7 +15,8 @@ package broker
 //     in Kafka: the Java client's describeTopics by id sends the id with
 //     an empty name, not a null one. IsInternal (v1+) for Keel's internal
 //     topics. TopicAuthorizedOperations (v8+) when asked: every topic
-//     operation, as Kafka answers without an authorizer.
+//     operation, as Kafka answers without an authorizer (narrowed to the
+//     principal's by one: authz_apis.go).
 //   - An unknown topic name is INVALID_TOPIC_EXCEPTION if the name is
 //     illegal; otherwise, if the request allows auto creation (always
 //     below v4, AllowAutoTopicCreation from v4) and
@@ -31,7 +32,7 @@ package broker
 //     v0 lists only live replicas and says REPLICA_NOT_AVAILABLE when it
 //     left one out, as Kafka does for v0.
 //   - ClusterAuthorizedOperations (v8–v10) when asked: every cluster
-//     operation. ErrorCode (v13, KIP-1102) is always 0.
+//     operation (likewise narrowed). ErrorCode (v13, KIP-1102) is always 0.
 
 import (
 	"context"
