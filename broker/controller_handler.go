@@ -83,6 +83,15 @@ func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) ne
 	if h.authorizer != nil && !h.authorized(req) {
 		return &network.Response{Msg: clusterDenied(req.Msg)}
 	}
+	switch req.Msg.(type) {
+	case *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest:
+		if h.authorizer == nil {
+			// As Kafka's controller without an authorizer: a cluster
+			// whose brokers enforce ACLs must have its controllers
+			// configured alike.
+			return &network.Response{Msg: errorResponseWithMessage(req.Msg, kerr.SecurityDisabled.Code, noAuthorizer)}
+		}
+	}
 	d := network.NewDeferred()
 	h.wg.Add(1)
 	go func() {

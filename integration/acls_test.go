@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestACLs: Kafka's StandardAuthorizer through the real binary, two
@@ -228,3 +229,21 @@ c.close()
 assert seen >= 100, "consumed %d" % seen
 print("ok: librdkafka produced and consumed orders as alice")
 `
+
+// A controller without an authorizer answers CreateAcls and DeleteAcls
+// SECURITY_DISABLED, as Kafka's does, rather than storing ACLs no node of
+// it enforces.
+func TestACLsAtAControllerWithoutAnAuthorizer(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	bc := dialBad(t, c.ControllerAddr(1))
+	create := kmsg.NewPtrCreateACLsRequest()
+	cr := kmsg.NewCreateACLsRequestCreation()
+	cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = kmsg.ACLResourceTypeTopic, "t", kmsg.ACLResourcePatternTypeLiteral
+	cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:a", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	create.Creations = append(create.Creations, cr)
+	resp := kmsg.NewPtrCreateACLsResponse()
+	bc.read(resp, 3, bc.send(create, 3))
+	if len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("CreateAcls at the controller: %+v", resp.Results)
+	}
+}
