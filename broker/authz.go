@@ -17,7 +17,6 @@ package broker
 
 import (
 	"math"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -64,14 +63,7 @@ func (b *Broker) authzFor(req *network.Request) *requestAuthz {
 	if b.authorizer == nil {
 		return nil
 	}
-	host := ""
-	if req.Conn.RemoteAddr != nil {
-		host = req.Conn.RemoteAddr.String()
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-	}
-	return &requestAuthz{b: b, img: b.currentImage(), principal: req.Conn.Principal, host: host, api: req.Header.APIKey}
+	return &requestAuthz{b: b, img: b.currentImage(), principal: req.Conn.Principal, host: req.Conn.RemoteHost, api: req.Header.APIKey}
 }
 
 // allowed reports whether the request's principal may do op on the

@@ -389,10 +389,9 @@ type topicsOf[R kmsg.Request] struct {
 // TOPIC_AUTHORIZATION_FAILED for each of their partitions.
 func topicPartitionsAuthz[R kmsg.Request](m R, op kmsg.ACLOperation, z *requestAuthz, t topicsOf[R]) (kmsg.Response, func(kmsg.Response) kmsg.Response) {
 	names := t.names(z, m)
-	allowed := make([]bool, len(names))
 	var denied []int
 	for i, name := range names {
-		if allowed[i] = z.topic(op, name); !allowed[i] {
+		if !z.topic(op, name) {
 			denied = append(denied, i)
 		}
 	}
@@ -409,7 +408,7 @@ func topicPartitionsAuthz[R kmsg.Request](m R, op kmsg.ACLOperation, z *requestA
 	}
 	held := m.ResponseKind()
 	add(held)
-	t.keep(m, func(i int) bool { return allowed[i] })
+	t.keep(m, func(i int) bool { return !slices.Contains(denied, i) })
 	if len(denied) == len(names) {
 		return held, nil
 	}

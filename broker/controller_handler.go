@@ -113,7 +113,7 @@ func (h *controllerHandler) authorized(req *network.Request) bool {
 	if _, ok := req.Msg.(*kmsg.DescribeQuorumRequest); ok {
 		op = kmsg.ACLOperationDescribe
 	}
-	host, _, _ := net.SplitHostPort(req.Conn.RemoteAddr.String())
+	host := req.Conn.RemoteHost
 	if h.authorizer.Authorize(h.raft.Image(), req.Conn.Principal, host, op, kmsg.ACLResourceTypeCluster, clusterName) {
 		return true
 	}

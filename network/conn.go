@@ -81,6 +81,9 @@ func newConn(s *Server, nc net.Conn, b *boundListener, seq uint64) *conn {
 		RemoteAddr:       nc.RemoteAddr(),
 		Principal:        AnonymousPrincipal,
 	}
+	if h, _, err := net.SplitHostPort(info.RemoteAddr.String()); err == nil {
+		info.RemoteHost = h
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	handler, listener := s.cfg.Handler, b.Name
 	c := &conn{

@@ -79,6 +79,8 @@ type ConnInfo struct {
 	SecurityProtocol SecurityProtocol
 	LocalAddr        net.Addr
 	RemoteAddr       net.Addr
+	// RemoteHost is RemoteAddr's host (an IP), as ACLs name hosts.
+	RemoteHost string
 	// Principal is the authenticated principal, as Kafka names it:
 	// "User:" and the SASL user on a SASL listener, or the client
 	// certificate's mapped subject on an SSL listener when the client
