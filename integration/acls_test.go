@@ -87,10 +87,37 @@ func TestACLs(t *testing.T) {
 		"--group", "app-", "--resource-pattern-type", "prefixed"); !strings.Contains(out, "Added ACL") {
 		t.Fatalf("keel acls --add:\n%s", out)
 	}
-	if out := keel("acls", "list", "--bootstrap-server", plain); !strings.Contains(out, "name=app-, patternType=PREFIXED") ||
-		!strings.Contains(out, "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)") {
-		t.Fatalf("keel acls list:\n%s", out)
+	// The broker that answers may apply the ACL a moment after the one
+	// that forwarded it.
+	waitFor(t, 10*time.Second, "keel acls list to show alice's ACLs", func() bool {
+		out := keel("acls", "list", "--bootstrap-server", plain)
+		return strings.Contains(out, "name=app-, patternType=PREFIXED") &&
+			strings.Contains(out, "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)")
+	})
+
+	// Each broker answers from its own metadata image: wait until both
+	// have the four ACLs.
+	adminKgo := as("admin", saslp)
+	waitACLs := func(n int) {
+		t.Helper()
+		for _, id := range []int32{1, 2} {
+			waitFor(t, 10*time.Second, fmt.Sprintf("broker %d to have %d ACLs", id, n), func() bool {
+				req := kmsg.NewPtrDescribeACLsRequest()
+				req.Version, req.ResourceType, req.ResourcePatternType = 3, kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+				req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+				resp, err := adminKgo.Broker(int(id)).Request(ctx, req)
+				if err != nil {
+					return false
+				}
+				got := 0
+				for _, r := range resp.(*kmsg.DescribeACLsResponse).Resources {
+					got += len(r.ACLs)
+				}
+				return got == n
+			})
+		}
 	}
+	waitACLs(4)
 
 	// alice produces (idempotently) to orders and consumes it in app-1,
 	// on both brokers.
@@ -171,6 +198,7 @@ func TestACLs(t *testing.T) {
 	produceOrders := func(seed string) error {
 		return as("alice", seed, kgo.DefaultProduceTopic("orders"), kgo.RecordRetries(1), kgo.DisableIdempotentWrite()).ProduceSync(ctx, &kgo.Record{Value: []byte("y")}).FirstErr()
 	}
+	waitACLs(5)
 	for _, seed := range []string{saslp, saslp2} {
 		if err := produceOrders(seed); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Errorf("alice produces under a DENY through %s: %v", seed, err)
