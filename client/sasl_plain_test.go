@@ -38,10 +38,15 @@ func saslCtx(t *testing.T) context.Context {
 
 func TestPlainAuthAgainstKfake(t *testing.T) {
 	fake := newPlainFake(t, kfake.SeedTopics(1, "orders"))
-	ctx := saslCtx(t)
-	auth := client.SASL(client.PlainAuth{User: "admin", Pass: "admin-secret"})
+	servedOver(t, fake, client.SASL(client.PlainAuth{User: "admin", Pass: "admin-secret"}))
+}
 
-	adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...), auth)
+// servedOver checks that an Admin and a Producer connected with opt are
+// served by fake, seeded with the one topic "orders".
+func servedOver(t *testing.T, fake *kfake.Cluster, opt client.Opt) {
+	t.Helper()
+	ctx := saslCtx(t)
+	adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +56,7 @@ func TestPlainAuthAgainstKfake(t *testing.T) {
 		t.Fatalf("topics %v, %v", topics, err)
 	}
 
-	p, err := client.NewProducer(ctx, client.SeedBrokers(fake.ListenAddrs()...), auth)
+	p, err := client.NewProducer(ctx, client.SeedBrokers(fake.ListenAddrs()...), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,22 +66,27 @@ func TestPlainAuthAgainstKfake(t *testing.T) {
 	}
 }
 
-// TestPlainAuthWrongPasswordKfake: kfake hangs up on bad credentials.
-// The SDK reports an authentication error at once and does not retry it.
-func TestPlainAuthWrongPasswordKfake(t *testing.T) {
-	fake := newPlainFake(t)
-	ctx := saslCtx(t)
+// refusedAtOnce returns the error of an Admin connecting with opt, which
+// fake must refuse without the SDK retrying it.
+func refusedAtOnce(t *testing.T, fake *kfake.Cluster, opt client.Opt) error {
+	t.Helper()
 	start := time.Now()
-	adm, err := client.NewAdmin(ctx, client.SeedBrokers(fake.ListenAddrs()...),
-		client.SASL(client.PlainAuth{User: "admin", Pass: "wrong-secret"}))
+	adm, err := client.NewAdmin(saslCtx(t), client.SeedBrokers(fake.ListenAddrs()...), opt)
 	if err == nil {
 		adm.Close()
-		t.Fatal("authenticated with a wrong password")
+		t.Fatal("authenticated")
 	}
-	checkPlainAuthError(t, err, "wrong-secret")
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("took %v: an authentication failure must not be retried", time.Since(start))
 	}
+	return err
+}
+
+// TestPlainAuthWrongPasswordKfake: kfake hangs up on bad credentials.
+// The SDK reports an authentication error at once and does not retry it.
+func TestPlainAuthWrongPasswordKfake(t *testing.T) {
+	err := refusedAtOnce(t, newPlainFake(t), client.SASL(client.PlainAuth{User: "admin", Pass: "wrong-secret"}))
+	checkPlainAuthError(t, err, "wrong-secret")
 }
 
 // TestPlainAuthFailedKafkaAnswer: a Kafka broker answers bad credentials
