@@ -51,13 +51,7 @@ func TestACLs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	as := func(user, seed string, opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seed),
-			kgo.SASL(scramMech{"SCRAM-SHA-256", user, user + "-secret"}.kgo())}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
+		return newSASLClient(t, seed, nil, scramMech{"SCRAM-SHA-256", user, user + "-secret"}.kgo(), opts...)
 	}
 	admin := kadm.NewClient(as("admin", saslp))
 	for _, topic := range []string{"orders", "payroll"} {
@@ -72,14 +66,7 @@ func TestACLs(t *testing.T) {
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("create alice's topic ACLs: %v %+v", err, res)
 	}
-	keel := func(args ...string) string {
-		t.Helper()
-		out, err := exec.CommandContext(ctx, c.bin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("keel %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	keel := func(args ...string) string { t.Helper(); return c.Keel(t, ctx, args...) }
 	// keel acls, through the PLAINTEXT listener as User:ANONYMOUS (a
 	// super user here).
 	plain := c.Node(1).PlaintextAddr()

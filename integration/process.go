@@ -661,6 +661,17 @@ func (c *ProcessCluster) BootstrapServers() []string {
 }
 
 // Log returns everything node id's processes wrote to stdout and stderr.
+// Keel runs a keel CLI command with the cluster's binary and returns its
+// output; a command that fails fails t.
+func (c *ProcessCluster) Keel(t testing.TB, ctx context.Context, args ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, c.bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("keel %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
 func (c *ProcessCluster) Log(id int32) string {
 	b, err := os.ReadFile(c.Node(id).LogPath)
 	if err != nil {

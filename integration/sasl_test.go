@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -49,16 +50,7 @@ func TestSASLPlain(t *testing.T) {
 	defer cancel()
 
 	newClient := func(seed string, tlsCfg *tls.Config, auth plain.Auth, opts ...kgo.Opt) *kgo.Client {
-		opts = append([]kgo.Opt{kgo.SeedBrokers(seed), kgo.SASL(auth.AsMechanism())}, opts...)
-		if tlsCfg != nil {
-			opts = append(opts, kgo.DialTLSConfig(tlsCfg))
-		}
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
+		return newSASLClient(t, seed, tlsCfg, auth.AsMechanism(), opts...)
 	}
 	alice := plain.Auth{User: "alice", Pass: "alice-secret"}
 	trust := &tls.Config{RootCAs: certs.pool}
@@ -191,6 +183,22 @@ func TestSASLPlain(t *testing.T) {
 			{"rdk-sasl_ssl", conf("SASL_SSL", sasls, "admin-secret")},
 		}, conf("SASL_PLAINTEXT", saslp, "wrong"))
 	})
+}
+
+// newSASLClient is a kgo client of seed that authenticates with mechanism
+// (over TLS with tlsCfg, if not nil), closed when the test ends.
+func newSASLClient(t *testing.T, seed string, tlsCfg *tls.Config, mechanism sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(seed), kgo.SASL(mechanism)}, opts...)
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // runKafkaPythonSASL runs kafkaPythonSASLScript over SASL_PLAINTEXT.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -56,16 +55,7 @@ func TestSASLScram(t *testing.T) {
 	trust := &tls.Config{RootCAs: certs.pool}
 
 	newClient := func(seed string, tlsCfg *tls.Config, m scramMech, opts ...kgo.Opt) *kgo.Client {
-		opts = append([]kgo.Opt{kgo.SeedBrokers(seed), kgo.SASL(m.kgo())}, opts...)
-		if tlsCfg != nil {
-			opts = append(opts, kgo.DialTLSConfig(tlsCfg))
-		}
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
+		return newSASLClient(t, seed, tlsCfg, m.kgo(), opts...)
 	}
 	admin256 := scramMech{"SCRAM-SHA-256", "admin", "admin-secret"}
 	adm := kadm.NewClient(newClient(saslp, nil, admin256))
@@ -89,14 +79,7 @@ func TestSASLScram(t *testing.T) {
 		"sasl.mechanism=SCRAM-SHA-512",
 		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";`,
 	}, "\n")+"\n"))
-	keel := func(args ...string) string {
-		t.Helper()
-		out, err := exec.CommandContext(ctx, c.bin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("keel %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	keel := func(args ...string) string { t.Helper(); return c.Keel(t, ctx, args...) }
 	keel("users", "--bootstrap-server", saslp, "--command-config", adminProps, "--alter", "--entity-type", "users", "--entity-name", "bob",
 		"--add-config", "SCRAM-SHA-256=[iterations=4096,password=bob-secret]")
 	// The broker that answers may apply the change a moment after the one

@@ -389,14 +389,7 @@ func TestSSLListener(t *testing.T) {
 
 	t.Run("keel CLI", func(t *testing.T) {
 		props := certs.clientProperties(t)
-		keel := func(args ...string) string {
-			t.Helper()
-			out, err := exec.CommandContext(ctx, c.bin, args...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("keel %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return string(out)
-		}
+		keel := func(args ...string) string { t.Helper(); return c.Keel(t, ctx, args...) }
 		if out := keel("topics", "describe", "--bootstrap-server", ssl, "--command-config", props, "--topic", topic); !strings.Contains(out, "PartitionCount: 4") {
 			t.Errorf("keel topics describe over TLS:\n%s", out)
 		}
