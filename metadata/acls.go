@@ -570,24 +570,10 @@ func (img *Image) aclID(a ACL) (Uuid, bool) {
 	return id, ok
 }
 
-// newACLID draws an ACL id from the injected rng, as newTopicID draws topic
-// ids (Kafka's AclControlManager.newAclId draws Uuid.randomUuid): never
-// zero, never starting with '-', never one in use.
+// newACLID draws an ACL id no ACL of the image has (Kafka's
+// AclControlManager.newAclId draws Uuid.randomUuid).
 func (c *ClusterControl) newACLID(taken map[Uuid]bool) Uuid {
-	for {
-		var u Uuid
-		for i := 0; i < 16; i += 8 {
-			v := c.rng.Uint64()
-			for j := range 8 {
-				u[i+j] = byte(v >> (8 * j))
-			}
-		}
-		if _, used := c.img.ACL(u); used || u == ZeroUuid || u.String()[0] == '-' || taken[u] {
-			continue
-		}
-		taken[u] = true
-		return u
-	}
+	return c.newID(taken, func(u Uuid) bool { _, used := c.img.ACL(u); return used })
 }
 
 // DeleteAcls handles DeleteAcls (API 31, v0–v3) as Kafka's

@@ -373,10 +373,10 @@ func stage(img *Image, recs []Record) (*Image, []Record) {
 	return next, recs
 }
 
-// newTopicID draws a topic id from the injected rng: never zero, never
-// starting with '-' when printed (as Kafka's Uuid.randomUuid), never one the
-// image already has.
-func (c *ClusterControl) newTopicID(taken map[Uuid]bool) Uuid {
+// newID draws an id from the injected rng, as Kafka's Uuid.randomUuid
+// makes one: never zero, never starting with '-' when printed; never one
+// taken in this request or inUse in the image. It marks the id taken.
+func (c *ClusterControl) newID(taken map[Uuid]bool, inUse func(Uuid) bool) Uuid {
 	for {
 		var u Uuid
 		for i := 0; i < 16; i += 8 {
@@ -385,14 +385,17 @@ func (c *ClusterControl) newTopicID(taken map[Uuid]bool) Uuid {
 				u[i+j] = byte(v >> (8 * j))
 			}
 		}
-		if u == ZeroUuid || u.String()[0] == '-' || taken[u] {
+		if u == ZeroUuid || u.String()[0] == '-' || taken[u] || inUse(u) {
 			continue
 		}
-		if _, dup := c.img.TopicByID(u); dup {
-			continue
-		}
+		taken[u] = true
 		return u
 	}
+}
+
+// newTopicID draws a topic id no topic of the image has.
+func (c *ClusterControl) newTopicID(taken map[Uuid]bool) Uuid {
+	return c.newID(taken, func(u Uuid) bool { _, dup := c.img.TopicByID(u); return dup })
 }
 
 func strp(s string) *string { return &s }

@@ -238,7 +238,6 @@ func (c *ClusterControl) createTopic(t kmsg.CreateTopicsRequestTopic, internal b
 	}
 
 	id := c.newTopicID(taken)
-	taken[id] = true
 	out := make([]Record, 0, 1+len(configs)+len(assignments))
 	out = append(out, &TopicRecord{Name: name, TopicID: id})
 	out = append(out, configDiff(ConfigResource{Type: ConfigResourceTopic, Name: name}, nil, configs)...)
