@@ -67,8 +67,8 @@ func (a *Admin) CreateACLs(ctx context.Context, acls ...ACLBinding) ([]error, er
 // DescribeACLs returns the ACLs that match filter.
 func (a *Admin) DescribeACLs(ctx context.Context, filter ACLBinding) ([]ACLBinding, error) {
 	req := kmsg.NewPtrDescribeACLsRequest()
-	req.ResourceType, req.ResourceName, req.ResourcePatternType = anyType(filter.ResourceType), optional(filter.ResourceName), anyPattern(filter.PatternType)
-	req.Principal, req.Host, req.Operation, req.PermissionType = optional(filter.Principal), optional(filter.Host), anyOperation(filter.Operation), anyPermission(filter.Permission)
+	req.ResourceType, req.ResourceName, req.ResourcePatternType = orAny(filter.ResourceType, kmsg.ACLResourceTypeAny), optional(filter.ResourceName), orAny(filter.PatternType, kmsg.ACLResourcePatternTypeAny)
+	req.Principal, req.Host, req.Operation, req.PermissionType = optional(filter.Principal), optional(filter.Host), orAny(filter.Operation, kmsg.ACLOperationAny), orAny(filter.Permission, kmsg.ACLPermissionTypeAny)
 	var out []ACLBinding
 	err := a.retry(ctx, func() error {
 		kresp, err := a.cl.Request(ctx, req)
@@ -99,8 +99,8 @@ func (a *Admin) DeleteACLs(ctx context.Context, filters ...ACLBinding) ([][]ACLB
 	req := kmsg.NewPtrDeleteACLsRequest()
 	for _, f := range filters {
 		kf := kmsg.NewDeleteACLsRequestFilter()
-		kf.ResourceType, kf.ResourceName, kf.ResourcePatternType = anyType(f.ResourceType), optional(f.ResourceName), anyPattern(f.PatternType)
-		kf.Principal, kf.Host, kf.Operation, kf.PermissionType = optional(f.Principal), optional(f.Host), anyOperation(f.Operation), anyPermission(f.Permission)
+		kf.ResourceType, kf.ResourceName, kf.ResourcePatternType = orAny(f.ResourceType, kmsg.ACLResourceTypeAny), optional(f.ResourceName), orAny(f.PatternType, kmsg.ACLResourcePatternTypeAny)
+		kf.Principal, kf.Host, kf.Operation, kf.PermissionType = optional(f.Principal), optional(f.Host), orAny(f.Operation, kmsg.ACLOperationAny), orAny(f.Permission, kmsg.ACLPermissionTypeAny)
 		req.Filters = append(req.Filters, kf)
 	}
 	var out [][]ACLBinding
@@ -139,31 +139,12 @@ func optional(s string) *string {
 	return &s
 }
 
-// The types' zero values (UNKNOWN) mean ANY in a filter.
-func anyType(t kmsg.ACLResourceType) kmsg.ACLResourceType {
-	if t == kmsg.ACLResourceTypeUnknown {
-		return kmsg.ACLResourceTypeAny
+// orAny is v, or anyValue where v is its type's zero value, UNKNOWN:
+// the types' zero values mean ANY in a filter.
+func orAny[T comparable](v, anyValue T) T {
+	var unknown T
+	if v == unknown {
+		return anyValue
 	}
-	return t
-}
-
-func anyPattern(p kmsg.ACLResourcePatternType) kmsg.ACLResourcePatternType {
-	if p == kmsg.ACLResourcePatternTypeUnknown {
-		return kmsg.ACLResourcePatternTypeAny
-	}
-	return p
-}
-
-func anyOperation(o kmsg.ACLOperation) kmsg.ACLOperation {
-	if o == kmsg.ACLOperationUnknown {
-		return kmsg.ACLOperationAny
-	}
-	return o
-}
-
-func anyPermission(p kmsg.ACLPermissionType) kmsg.ACLPermissionType {
-	if p == kmsg.ACLPermissionTypeUnknown {
-		return kmsg.ACLPermissionTypeAny
-	}
-	return p
+	return v
 }
