@@ -3,6 +3,7 @@ package metadata
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -380,10 +381,49 @@ func scaleConfig(v string, scale int64) string {
 
 // IsDynamicBrokerConfig reports whether AlterConfigs and
 // IncrementalAlterConfigs accept a broker config by its definition (Kafka's
-// DynamicBrokerConfig): DescribeConfigs reports the others read-only.
+// DynamicBrokerConfig), a listener's keystore and truststore included:
+// DescribeConfigs reports the others read-only.
 func IsDynamicBrokerConfig(name string) bool {
+	if _, base, ok := ListenerConfig(name); ok {
+		return IsReconfigurableSSLConfig(base)
+	}
 	_, ok := brokerDynamicConfigDefs[name]
 	return ok
+}
+
+// reconfigurableSSLConfigs are the ssl.* settings a broker takes at
+// runtime, per broker and per listener (Kafka's
+// SslConfigs.RECONFIGURABLE_CONFIGS, KIP-226): the keystore and the
+// truststore.
+var reconfigurableSSLConfigs = []string{
+	"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+	"ssl.keystore.certificate.chain", "ssl.keystore.key",
+	"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+}
+
+// IsReconfigurableSSLConfig reports whether an ssl.* setting (without its
+// listener prefix) may change at runtime.
+func IsReconfigurableSSLConfig(name string) bool {
+	return slices.Contains(reconfigurableSSLConfigs, name)
+}
+
+// ListenerConfig splits a listener-prefixed config,
+// listener.name.<listener>.<name>.
+func ListenerConfig(key string) (listener, name string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "listener.name.")
+	if !ok {
+		return "", "", false
+	}
+	listener, name, ok = strings.Cut(rest, ".")
+	return listener, name, ok && listener != "" && name != ""
+}
+
+// SensitiveConfig reports Kafka's PASSWORD-typed security settings, plain
+// or listener-prefixed: passwords, private keys and JAAS configurations
+// (which hold passwords). DescribeConfigs never returns their values;
+// dump-log redacts them.
+func SensitiveConfig(name string) bool {
+	return strings.HasSuffix(name, ".password") || strings.HasSuffix(name, "sasl.jaas.config") || strings.HasSuffix(name, "ssl.keystore.key")
 }
 
 // brokerStaticConfigs are broker configs that cannot change at runtime:
@@ -463,22 +503,42 @@ func configLong(configs map[string]string, name string) int64 {
 	return n
 }
 
-// ValidateBrokerConfigs checks dynamic broker configs: static ones are
-// refused, known dynamic ones must be valid, unknown ones pass.
-func ValidateBrokerConfigs(configs map[string]string) error {
+// ValidateBrokerConfigs checks dynamic broker configs, a broker's
+// (perBroker) or the cluster-wide defaults, with Kafka's
+// DynamicBrokerConfig rules and messages: static configs are refused; a
+// keystore or truststore setting only listener-prefixed
+// (listener.name.<listener>.ssl.keystore.location) and only per broker;
+// known dynamic ones must be valid; unknown ones pass, as custom configs.
+// Listener-prefixed configs other than the keystore and truststore ones
+// are refused as static: Kafka stores some of them (a listener's
+// ssl.client.auth, its JAAS configuration) and acts on them, Keel takes
+// them only from server.properties, and storing what it would not act on
+// would tell an operator a change happened that did not.
+func ValidateBrokerConfigs(configs map[string]string, perBroker bool) error {
 	names := make([]string, 0, len(configs))
 	for n := range configs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var static []string
+	var static, unprefixed, listener []string
 	for _, n := range names {
-		if brokerStaticConfigs[n] {
+		_, base, prefixed := ListenerConfig(n)
+		switch {
+		case brokerStaticConfigs[n], prefixed && !IsReconfigurableSSLConfig(base):
 			static = append(static, n)
+		case IsReconfigurableSSLConfig(n):
+			unprefixed = append(unprefixed, n)
+		case prefixed:
+			listener = append(listener, n)
 		}
 	}
-	if len(static) > 0 {
+	switch {
+	case len(static) > 0:
 		return fmt.Errorf("Cannot update these configs dynamically: %s", strings.Join(static, ","))
+	case len(unprefixed) > 0:
+		return fmt.Errorf("These security configs can be dynamically updated only per-listener using the listener prefix: %s", strings.Join(unprefixed, ","))
+	case len(listener) > 0 && !perBroker:
+		return fmt.Errorf("Cannot update these configs at default cluster level, broker id must be specified: %s", strings.Join(listener, ","))
 	}
 	for _, n := range names {
 		if d, ok := brokerDynamicConfigDefs[n]; ok {

@@ -82,8 +82,50 @@ func TestCoarseTimeUnitsAreDynamicBrokerConfigs(t *testing.T) {
 		"log.retention.hours=4294967296": false,
 	} {
 		name, value, _ := strings.Cut(cfg, "=")
-		if err := ValidateBrokerConfigs(map[string]string{name: value}); (err == nil) != ok {
+		if err := ValidateBrokerConfigs(map[string]string{name: value}, false); (err == nil) != ok {
 			t.Errorf("%s: %v, want accepted %v", cfg, err, ok)
 		}
+	}
+}
+
+// A listener's keystore and truststore are dynamic per broker and only
+// listener-prefixed, as Kafka's DynamicBrokerConfig has them; other
+// listener-prefixed configs are refused, not stored and ignored.
+func TestListenerSSLConfigsAreDynamicPerBroker(t *testing.T) {
+	const ks = "listener.name.external.ssl.keystore.location"
+	for _, c := range []struct {
+		configs   map[string]string
+		perBroker bool
+		want      string // "" accepted, else part of the error
+	}{
+		{map[string]string{ks: "/etc/keel/new.p12", "listener.name.external.ssl.keystore.password": "x"}, true, ""},
+		{map[string]string{"listener.name.internal.ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----"}, true, ""},
+		{map[string]string{ks: "/etc/keel/new.p12"}, false, "Cannot update these configs at default cluster level, broker id must be specified: " + ks},
+		{map[string]string{"ssl.keystore.location": "/etc/keel/new.p12"}, true, "only per-listener using the listener prefix: ssl.keystore.location"},
+		{map[string]string{"listener.name.external.ssl.client.auth": "required"}, true, "Cannot update these configs dynamically: listener.name.external.ssl.client.auth"},
+		{map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": "x"}, true, "Cannot update these configs dynamically"},
+		{map[string]string{"my.custom.config": "x"}, false, ""},
+	} {
+		err := ValidateBrokerConfigs(c.configs, c.perBroker)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v per broker %v: %v, want %q", c.configs, c.perBroker, err, c.want)
+		}
+	}
+	if !IsDynamicBrokerConfig(ks) || IsDynamicBrokerConfig("listener.name.external.ssl.client.auth") || IsDynamicBrokerConfig("ssl.keystore.location") {
+		t.Error("IsDynamicBrokerConfig of listener configs")
+	}
+	for name, want := range map[string]bool{"listener.name.external.ssl.keystore.password": true, "ssl.keystore.key": true,
+		"listener.name.sasl_ssl.plain.sasl.jaas.config": true, ks: false} {
+		if SensitiveConfig(name) != want {
+			t.Errorf("SensitiveConfig(%s) = %v", name, !want)
+		}
+	}
+	pw := &ConfigRecord{ResourceType: ConfigResourceBroker, ResourceName: "1", Name: "listener.name.external.ssl.keystore.password", Value: strp("secret")}
+	if r := pw.Redact().(*ConfigRecord); *r.Value != "(redacted)" || *pw.Value != "secret" {
+		t.Errorf("redacted %q, record left %q", *r.Value, *pw.Value)
+	}
+	loc := &ConfigRecord{ResourceType: ConfigResourceBroker, ResourceName: "1", Name: ks, Value: strp("/etc/keel/new.p12")}
+	if r := loc.Redact().(*ConfigRecord); *r.Value != "/etc/keel/new.p12" {
+		t.Errorf("a path redacted: %q", *r.Value)
 	}
 }

@@ -131,7 +131,7 @@ func validateConfigs(res ConfigResource, configs map[string]string) error {
 	if res.Type == ConfigResourceTopic {
 		return ValidateTopicConfigs(configs)
 	}
-	return ValidateBrokerConfigs(configs)
+	return ValidateBrokerConfigs(configs, res.Name != "")
 }
 
 // duplicateResources finds the resources named more than once in a

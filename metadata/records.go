@@ -187,6 +187,18 @@ type ConfigRecord struct {
 	Value        *string `json:"value"`
 }
 
+// Redact is the record as dump-log prints it: a password's or a private
+// key's value hidden (Kafka's RecordRedactor). KRaft keeps dynamic
+// passwords in the metadata log as they were set, as Keel does.
+func (r *ConfigRecord) Redact() any {
+	if r.Value == nil || !SensitiveConfig(r.Name) {
+		return r
+	}
+	c := *r
+	c.Value = strp("(redacted)")
+	return &c
+}
+
 // ProducerIdsRecord allocates a block of producer ids to a broker: the next
 // block starts at NextProducerID.
 type ProducerIdsRecord struct {

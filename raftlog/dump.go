@@ -119,7 +119,7 @@ func dumpRecords(enc *json.Encoder, offset uint64, records []metadata.Record) er
 	for _, r := range records {
 		var data any = r
 		if s, ok := r.(metadata.Redactor); ok {
-			data = s.Redact() // no SCRAM salts or keys on an operator's screen
+			data = s.Redact() // no SCRAM salts or keys, no passwords, on an operator's screen
 		}
 		if err := enc.Encode(dumpRecord{Offset: offset, Type: r.Type().String(), Version: r.Version(), Data: data}); err != nil {
 			return err
