@@ -67,6 +67,9 @@ type Options struct {
 	// listeners (replica fetchers, transaction markers): TLS when that
 	// listener is SSL. Nil: plain TCP.
 	InterBrokerDial DialFunc
+	// tls is the node's SSL listeners, whose keystores and truststores
+	// this broker's dynamic configs may replace; nil: none.
+	tls *nodeTLS
 	// Logger receives the broker's logs; nil discards them.
 	Logger hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
@@ -98,6 +101,7 @@ type Broker struct {
 	logs      *storage.Manager
 	meta      MetadataView
 	ctrl      ControllerForwarder
+	tls       *nodeTLS // the node's SSL listeners (nil: none)
 	dial      DialFunc // to other brokers' inter-broker listeners
 	log       hclog.Logger
 	now       func() time.Time
@@ -207,6 +211,7 @@ func New(opts Options) (*Broker, error) {
 		nodeID:              opts.NodeID,
 		clusterID:           opts.ClusterID,
 		dial:                opts.InterBrokerDial,
+		tls:                 opts.tls,
 		cfg:                 cfg,
 		logs:                opts.Logs,
 		meta:                opts.Metadata,

@@ -415,7 +415,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 			continue
 		}
 		if name, ok := sslKey(k); ok {
-			if slices.Contains(tlsconf.Keys(), name) {
+			if slices.Contains(tlsconf.Keys(), name) || name == "ssl.allow.dn.changes" || name == "ssl.allow.san.changes" {
 				c.SSL[k] = strings.TrimSpace(v)
 			} else {
 				c.Ignored = append(c.Ignored, k) // the JVM's ssl.provider, ssl.keymanager.algorithm, ...

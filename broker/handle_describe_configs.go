@@ -25,7 +25,6 @@ package broker
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -170,14 +169,14 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 	// configs: sensitive, their value never returned, as Kafka does.
 	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL} {
 		for _, name := range sortedKeys(security) {
-			if seen[name] || !want(name) {
-				continue
+			if _, dynamic := perBroker[name]; dynamic || seen[name] || !want(name) {
+				continue // a dynamic listener keystore setting is listed below
 			}
 			seen[name] = true
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.ConfigType, c.Source, c.ReadOnly = name, kmsg.ConfigTypeString, kmsg.ConfigSource(sourceStaticBroker), true
 			c.Value = kmsg.StringPtr(security[name])
-			if sensitiveConfig(name) {
+			if metadata.SensitiveConfig(name) {
 				c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
 			}
 			if m.IncludeSynonyms && m.Version >= 1 {
@@ -193,10 +192,23 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		source  int8
 	}{{perBroker, sourceDynamicBroker}, {clusterDefaults, sourceDynamicDefaultBroker}} {
 		for _, name := range sortedKeys(dyn.configs) {
-			if !seen[name] {
-				seen[name] = true
-				v := dyn.configs[name]
-				add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, []configSynonym{{Name: name, Value: v, Source: dyn.source}})
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			v := dyn.configs[name]
+			syns := []configSynonym{{Name: name, Value: v, Source: dyn.source}}
+			if static, ok := b.cfg.SSL[name]; ok {
+				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
+			}
+			n := len(rr.Configs)
+			add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, syns)
+			if len(rr.Configs) > n && metadata.SensitiveConfig(name) {
+				c := &rr.Configs[n]
+				c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
+				for i := range c.ConfigSynonyms {
+					c.ConfigSynonyms[i].Value = nil
+				}
 			}
 		}
 	}
@@ -211,10 +223,4 @@ func wireSynonyms(syns []configSynonym) []kmsg.DescribeConfigsResponseResourceCo
 		out = append(out, cs)
 	}
 	return out
-}
-
-// sensitiveConfig reports Kafka's PASSWORD-typed security settings:
-// passwords, private keys and JAAS configurations (which hold passwords).
-func sensitiveConfig(name string) bool {
-	return strings.HasSuffix(name, ".password") || strings.HasSuffix(name, "sasl.jaas.config") || strings.HasSuffix(name, "ssl.keystore.key")
 }

@@ -7,10 +7,12 @@ package broker
 // errors: as AlterConfigs. BROKER_LOGGER resources are this broker's own
 // and are applied here, not forwarded (broker_logger.go), as Kafka's
 // ConfigAdminManager does; a request with other resources too forwards
-// those and answers both.
+// those and answers both. A BROKER resource that sets a listener's
+// keystore or truststore is validated here first (dynamic_tls.go).
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -21,12 +23,23 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, m *kmsg.Incr
 	var local []kmsg.IncrementalAlterConfigsResponseResource
 	forwarded := *m
 	forwarded.Resources = nil
+	reload := false
 	for _, r := range m.Resources {
-		if r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
+		switch r.ResourceType {
+		case kmsg.ConfigResourceTypeBrokerLogger:
 			local = append(local, b.alterBrokerLoggers(r, m.ValidateOnly))
-		} else {
-			forwarded.Resources = append(forwarded.Resources, r)
+			continue
+		case kmsg.ConfigResourceTypeBroker:
+			next, touched := incrementalBrokerConfigs(b.ownBrokerConfigs(b.image.Load()), r.Configs)
+			if code, msg := b.checkListenerTLS(r.ResourceName, touched, next); code != 0 {
+				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, kmsg.StringPtr(msg)
+				local = append(local, rr)
+				continue
+			}
+			reload = reload || slices.ContainsFunc(touched, listenerTLSConfig)
 		}
+		forwarded.Resources = append(forwarded.Resources, r)
 	}
 	if len(forwarded.Resources) == 0 {
 		resp := m.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
@@ -34,6 +47,9 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, m *kmsg.Incr
 		return respond(resp)
 	}
 	withLocal := func(resp kmsg.Response) kmsg.Response {
+		if reload && !m.ValidateOnly {
+			b.reloadListenerTLS()
+		}
 		r := resp.(*kmsg.IncrementalAlterConfigsResponse)
 		r.Resources = append(r.Resources, local...)
 		return r

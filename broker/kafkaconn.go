@@ -61,8 +61,14 @@ func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 // listener dialled, with this node's keystore as its client certificate).
 // A cfg without a ServerName verifies the host dialled.
 func DialTLS(cfg *tls.Config) DialFunc {
+	return dialTLSFrom(func() *tls.Config { return cfg })
+}
+
+// dialTLSFrom is DialTLS with the configuration current at each dial: a
+// listener's, which a dynamic keystore update replaces.
+func dialTLSFrom(current func() *tls.Config) DialFunc {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		conf := cfg.Clone()
+		conf := current().Clone()
 		if conf.ServerName == "" {
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {

@@ -28,22 +28,35 @@ func TestListenerTLSSettings(t *testing.T) {
 	if !reflect.DeepEqual(c.Ignored, []string{"ssl.keymanager.algorithm", "ssl.provider"}) || len(c.Unknown) != 0 {
 		t.Errorf("ignored %v unknown %v", c.Ignored, c.Unknown)
 	}
-	ext, err := c.ListenerTLS("EXTERNAL")
+	ext, err := c.ListenerTLS("EXTERNAL", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ext.ClientAuth != "required" || ext.KeystoreLocation != "/etc/kafka/broker.p12" || !strings.EqualFold(ext.KeystoreType, "PKCS12") {
 		t.Errorf("EXTERNAL: %+v", ext)
 	}
-	other, err := c.ListenerTLS("CLIENTS")
+	other, err := c.ListenerTLS("CLIENTS", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if other.ClientAuth != "none" || other.KeystoreLocation != "/etc/kafka/broker.p12" {
 		t.Errorf("CLIENTS: %+v", other)
 	}
-	if in, _ := c.ListenerTLS("INTERNAL"); in.KeystoreLocation != "/etc/kafka/internal.p12" {
+	if in, _ := c.ListenerTLS("INTERNAL", nil); in.KeystoreLocation != "/etc/kafka/internal.p12" {
 		t.Errorf("INTERNAL keystore %q", in.KeystoreLocation)
+	}
+	// Dynamic configs set a listener's keystore, and nothing else.
+	dynamic := map[string]string{
+		"listener.name.external.ssl.keystore.location": "/etc/kafka/rotated.p12",
+		"listener.name.external.ssl.client.auth":       "none",
+		"ssl.keystore.location":                        "/etc/kafka/unprefixed.p12",
+	}
+	ext, err = c.ListenerTLS("EXTERNAL", dynamic)
+	if err != nil || ext.KeystoreLocation != "/etc/kafka/rotated.p12" || ext.ClientAuth != "required" {
+		t.Errorf("EXTERNAL with dynamic configs: %+v %v", ext, err)
+	}
+	if in, _ := c.ListenerTLS("INTERNAL", dynamic); in.KeystoreLocation != "/etc/kafka/internal.p12" {
+		t.Errorf("INTERNAL keystore %q with another listener's dynamic one", in.KeystoreLocation)
 	}
 }
 

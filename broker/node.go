@@ -295,6 +295,7 @@ func (n *Node) start() (err error) {
 			Logs:            n.logs,
 			Metadata:        n.raft,
 			InterBrokerDial: tlsCfg.interBrokerDial,
+			tls:             tlsCfg,
 			Controller:      &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
 			Logger:          logger,
 		})

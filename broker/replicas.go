@@ -307,7 +307,9 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 	}
 
 	// Config changes: a topic's own, or broker-level ones that may be the
-	// default of any topic config.
+	// default of any topic config; this broker's own may replace its
+	// listeners' keystores.
+	tlsChanged := false
 	for _, res := range changes.Configs {
 		switch res.Type {
 		case metadata.ConfigResourceTopic:
@@ -323,7 +325,14 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 					b.refreshConfig(p, img)
 				}
 			}
+			if res.Name == strconv.Itoa(int(b.nodeID)) {
+				tlsChanged = true
+			}
 		}
+	}
+	if tlsChanged || b.image.Load() == nil {
+		// The first image brings the dynamic configs of a restart.
+		b.applyListenerTLS(img)
 	}
 
 	if mutable {

@@ -45,6 +45,8 @@ type testCerts struct {
 	clientSubject          string
 	untrustedClient        tls.Certificate
 	untrustedCert, untrKey string
+	ca                     *x509.Certificate
+	caKey                  *ecdsa.PrivateKey
 }
 
 func newTestCerts(t *testing.T) *testCerts {
@@ -52,26 +54,10 @@ func newTestCerts(t *testing.T) *testCerts {
 	dir := t.TempDir()
 	c := &testCerts{dir: dir, pool: x509.NewCertPool()}
 	ca, caKey := selfSignedCA(t, "keel integration CA")
+	c.ca, c.caKey = ca, caKey
 	c.pool.AddCert(ca)
 	c.caPEM = writePEM(t, dir, "ca.pem", pemBlock("CERTIFICATE", ca.Raw))
-
-	brokerKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker := issueCert(t, ca, caKey, &brokerKey.PublicKey, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "broker"},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		// Client authentication too: a node presents it to the nodes it
-		// dials over SSL (InternalSSL).
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	})
-	p12, err := pkcs12.Modern.Encode(brokerKey, broker, []*x509.Certificate{ca}, "broker-secret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.brokerP12 = writePEM(t, dir, "broker.p12", p12)
+	c.brokerP12, _ = c.brokerKeystore(t, "broker.p12", "broker")
 
 	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -102,6 +88,30 @@ func newTestCerts(t *testing.T) *testCerts {
 	c.untrustedCert = writePEM(t, dir, "intruder.pem", pemBlock("CERTIFICATE", u.Raw))
 	c.untrKey = writePEM(t, dir, "intruder.key", pemBlock("PRIVATE KEY", uDER))
 	return c
+}
+
+// brokerKeystore writes a PKCS12 keystore (password "broker-secret") with
+// a new key and a certificate from the CA for 127.0.0.1 and localhost,
+// with subject CN=cn, and returns its path and certificate.
+func (c *testCerts) brokerKeystore(t *testing.T, file, cn string) (string, *x509.Certificate) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := issueCert(t, c.ca, c.caKey, &key.PublicKey, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		// Client authentication too: a node presents it to the nodes it
+		// dials over SSL (InternalSSL).
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	})
+	p12, err := pkcs12.Modern.Encode(key, cert, []*x509.Certificate{c.ca}, "broker-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writePEM(t, c.dir, file, p12), cert
 }
 
 func selfSignedCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
