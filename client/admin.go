@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -280,6 +281,16 @@ type ConfigEntry struct {
 	ReadOnly  bool
 	Sensitive bool
 	IsDefault bool
+	// Synonyms are the values the config takes from each place it may
+	// be set, highest precedence first (the entry's own first).
+	Synonyms []ConfigSynonym
+}
+
+// ConfigSynonym is one place a config's value may come from.
+type ConfigSynonym struct {
+	Name   string
+	Value  *string
+	Source string
 }
 
 // ResourceConfigs are the configs of one resource.
@@ -296,6 +307,7 @@ func (a *Admin) DescribeConfigs(ctx context.Context, typ ConfigResourceType, nam
 	var out []ResourceConfigs
 	send := func(names []string, to int32) error {
 		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.IncludeSynonyms = true
 		for _, n := range names {
 			r := kmsg.NewDescribeConfigsRequestResource()
 			r.ResourceType, r.ResourceName = kmsg.ConfigResourceType(typ), n
@@ -315,10 +327,14 @@ func (a *Admin) DescribeConfigs(ctx context.Context, typ ConfigResourceType, nam
 			for _, r := range kresp.(*kmsg.DescribeConfigsResponse).Resources {
 				rc := ResourceConfigs{Type: ConfigResourceType(r.ResourceType), Name: r.ResourceName, Err: errorWithMessage(r.ErrorCode, r.ErrorMessage)}
 				for _, c := range r.Configs {
-					rc.Configs = append(rc.Configs, ConfigEntry{
+					e := ConfigEntry{
 						Name: c.Name, Value: c.Value, Source: c.Source.String(), ReadOnly: c.ReadOnly,
 						Sensitive: c.IsSensitive, IsDefault: c.IsDefault || c.Source == kmsg.ConfigSourceDefaultConfig,
-					})
+					}
+					for _, s := range c.ConfigSynonyms {
+						e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: s.Name, Value: s.Value, Source: s.Source.String()})
+					}
+					rc.Configs = append(rc.Configs, e)
 				}
 				sort.Slice(rc.Configs, func(i, j int) bool { return rc.Configs[i].Name < rc.Configs[j].Name })
 				out = append(out, rc)
@@ -369,7 +385,11 @@ type AlterConfig struct {
 }
 
 // IncrementalAlterConfigs applies changes to one resource's configs,
-// leaving the others as they are (kafka-configs.sh --alter).
+// leaving the others as they are (kafka-configs.sh --alter). A broker's
+// configs and log levels (BrokerConfig, BrokerLoggerConfig named by id)
+// go to that broker, as Kafka's admin client sends them: it validates what
+// only it can (its keystore files) and owns its loggers. The rest go to
+// the controller.
 func (a *Admin) IncrementalAlterConfigs(ctx context.Context, typ ConfigResourceType, name string, changes ...AlterConfig) error {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -380,8 +400,18 @@ func (a *Admin) IncrementalAlterConfigs(ctx context.Context, typ ConfigResourceT
 		r.Configs = append(r.Configs, rc)
 	}
 	req.Resources = append(req.Resources, r)
+	broker := int32(-1)
+	if id, err := strconv.ParseInt(name, 10, 32); err == nil && (typ == BrokerConfig || typ == BrokerLoggerConfig) {
+		broker = int32(id)
+	}
 	err := a.retry(ctx, func() error {
-		kresp, err := a.cl.ControllerRequest(ctx, req)
+		var kresp kmsg.Response
+		var err error
+		if broker >= 0 {
+			kresp, err = a.cl.BrokerRequest(ctx, broker, req)
+		} else {
+			kresp, err = a.cl.ControllerRequest(ctx, req)
+		}
 		if err != nil {
 			return err
 		}
