@@ -38,6 +38,7 @@ func newApp() *cli.App {
 			groupsCommand(),
 			usersCommand(),
 			aclsCommand(),
+			configsCommand(),
 			transactionsCommand(),
 			perfCommand(),
 		},
@@ -48,10 +49,11 @@ func newApp() *cli.App {
 // kafka-consumer-groups.sh, by command, and the subcommand each stands
 // for.
 var kafkaActions = map[string]map[string]string{
-	"topics": {"--create": "create", "--list": "list", "--describe": "describe", "--alter": "alter", "--delete": "delete"},
-	"groups": {"--list": "list", "--describe": "describe", "--delete": "delete", "--reset-offsets": "reset-offsets", "--delete-offsets": "delete-offsets"},
-	"users":  {"--describe": "describe", "--alter": "alter"},
-	"acls":   {"--add": "add", "--list": "list", "--remove": "remove"},
+	"topics":  {"--create": "create", "--list": "list", "--describe": "describe", "--alter": "alter", "--delete": "delete"},
+	"groups":  {"--list": "list", "--describe": "describe", "--delete": "delete", "--reset-offsets": "reset-offsets", "--delete-offsets": "delete-offsets"},
+	"users":   {"--describe": "describe", "--alter": "alter"},
+	"configs": {"--describe": "describe", "--alter": "alter"},
+	"acls":    {"--add": "add", "--list": "list", "--remove": "remove"},
 }
 
 // kafkaStyleArgs lets an operator type the Kafka scripts' form: `keel

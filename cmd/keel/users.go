@@ -68,7 +68,7 @@ func entityTypeFlag() cli.Flag {
 	return &cli.StringFlag{Name: "entity-type", Value: "users", Usage: "users (accepted for kafka-configs.sh's sake)",
 		Action: func(_ *cli.Context, v string) error {
 			if v != "users" {
-				return fmt.Errorf("--entity-type %s: keel users changes users only (kafka-configs.sh works against Keel for the others)", v)
+				return fmt.Errorf("--entity-type %s: keel users changes users only (keel configs takes brokers, broker-loggers and topics)", v)
 			}
 			return nil
 		}}

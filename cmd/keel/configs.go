@@ -1,0 +1,354 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/keelstream/keel/client"
+)
+
+// configsCommand is `keel configs`: kafka-configs.sh for brokers (their
+// dynamic configs, per broker and cluster-wide), broker loggers and
+// topics.
+func configsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "configs",
+		Usage: "describe and alter broker, broker-logger and topic configs (like kafka-configs.sh)",
+		Description: "Each action is a subcommand; kafka-configs.sh's flag form works too:\n" +
+			"keel configs --alter --entity-type brokers --entity-name 1 --add-config log.cleaner.threads=2.\n\n" +
+			"Entities: --entity-type brokers with --entity-name ID (one broker's dynamic configs,\n" +
+			"sent to that broker) or --entity-default (the cluster-wide defaults); broker-loggers\n" +
+			"(a broker's log level: root); topics. kafka-configs' shorthands work: --broker 1,\n" +
+			"--broker-defaults, --broker-logger 1, --topic orders. Users' SCRAM credentials are\n" +
+			"keel users; client quotas are not in the keel CLI yet (kafka-configs.sh works\n" +
+			"against Keel for them).",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "describe",
+				Usage: "print an entity's dynamic configs, or all of them with --all",
+				Description: "Like kafka-configs.sh --describe. Without a name: every broker and the cluster\n" +
+					"defaults, or every topic. Sensitive values (passwords, keys) print as null.\n\n" +
+					"Examples:\n" +
+					"  keel configs describe --entity-type brokers --entity-name 1\n" +
+					"  keel configs describe --entity-type brokers --entity-default\n" +
+					"  keel configs describe --topic orders --all -o json",
+				Flags:  adminFlags(append(entityFlags(), &cli.BoolFlag{Name: "all", Usage: "every config, not only the dynamic ones"}, outputFlag())...),
+				Action: configsDescribe,
+			},
+			{
+				Name:  "alter",
+				Usage: "set or delete an entity's dynamic configs",
+				Description: "Like kafka-configs.sh --alter, incrementally: configs not named stay as they are.\n" +
+					"--add-config takes k1=v1,k2=[v1,v2],k3=v3 (a value with commas in square\n" +
+					"brackets); --delete-config takes k1,k2. A broker's configs go to that broker,\n" +
+					"which validates what only it can, such as a new keystore.\n\n" +
+					"Examples:\n" +
+					"  keel configs alter --entity-type brokers --entity-default --add-config log.retention.hours=72\n" +
+					"  keel configs alter --broker 1 --add-config 'listener.name.ssl.ssl.keystore.location=/etc/keel/b1-2027.p12'\n" +
+					"  keel configs alter --broker-logger 1 --add-config root=DEBUG\n" +
+					"  keel configs alter --topic orders --delete-config retention.ms",
+				Flags: adminFlags(append(entityFlags(),
+					&cli.StringFlag{Name: "add-config", Usage: "configs to set: k1=v1,k2=[v1,v2]"},
+					&cli.StringFlag{Name: "delete-config", Usage: "configs to delete: k1,k2"},
+				)...),
+				Action: configsAlter,
+			},
+		},
+	}
+}
+
+func entityFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "entity-type", Usage: "brokers, broker-loggers or topics"},
+		&cli.StringSliceFlag{Name: "entity-name", Usage: "broker id or topic name (repeatable for describe)"},
+		&cli.BoolFlag{Name: "entity-default", Usage: "the cluster-wide broker defaults"},
+		&cli.StringFlag{Name: "broker", Usage: "broker `ID`: --entity-type brokers --entity-name ID"},
+		&cli.BoolFlag{Name: "broker-defaults", Usage: "--entity-type brokers --entity-default"},
+		&cli.StringFlag{Name: "broker-logger", Usage: "broker `ID`: --entity-type broker-loggers --entity-name ID"},
+		&cli.StringFlag{Name: "topic", Usage: "topic `NAME`: --entity-type topics --entity-name NAME"},
+	}
+}
+
+// configEntity is what a configs command names: a type and its names
+// (none: every entity of the type, for describe); the cluster-wide broker
+// default is the name "".
+type configEntity struct {
+	typeName string // kafka-configs' entity type: brokers, broker-loggers, topics
+	typ      client.ConfigResourceType
+	names    []string
+}
+
+// configEntityFrom resolves the entity flags, kafka-configs' shorthands
+// included.
+func configEntityFrom(c *cli.Context) (configEntity, error) {
+	e := configEntity{typeName: c.String("entity-type"), names: c.StringSlice("entity-name")}
+	short := 0
+	for flag, typ := range map[string]string{"broker": "brokers", "broker-logger": "broker-loggers", "topic": "topics"} {
+		if v := c.String(flag); v != "" {
+			e.typeName, e.names = typ, []string{v}
+			short++
+		}
+	}
+	defaults := c.Bool("entity-default") || c.Bool("broker-defaults")
+	if c.Bool("broker-defaults") {
+		e.typeName = "brokers"
+		short++
+	}
+	switch {
+	case short > 1 || short == 1 && (c.IsSet("entity-type") || c.IsSet("entity-name")):
+		return e, errors.New("name one entity: --entity-type with --entity-name or --entity-default, or one of --broker, --broker-defaults, --broker-logger, --topic")
+	case defaults && len(e.names) > 0:
+		return e, errors.New("--entity-default and --entity-name together")
+	case defaults && e.typeName != "brokers":
+		return e, fmt.Errorf("--entity-default: only brokers have cluster-wide defaults in keel configs (not %q)", e.typeName)
+	case defaults:
+		e.names = []string{""}
+	}
+	switch e.typeName {
+	case "brokers":
+		e.typ = client.BrokerConfig
+	case "broker-loggers":
+		e.typ = client.BrokerLoggerConfig
+	case "topics":
+		e.typ = client.TopicConfig
+	case "users", "clients", "ips":
+		return e, fmt.Errorf("--entity-type %s: SCRAM credentials are keel users; client quotas are not in the keel CLI yet (kafka-configs.sh works against Keel for them)", e.typeName)
+	case "":
+		return e, errors.New("--entity-type is missing: brokers, broker-loggers or topics")
+	default:
+		return e, fmt.Errorf("--entity-type %q: brokers, broker-loggers or topics", e.typeName)
+	}
+	if e.typ != client.TopicConfig {
+		for _, n := range e.names {
+			if _, err := strconv.ParseInt(n, 10, 32); n != "" && err != nil {
+				return e, fmt.Errorf("%s entity name %q is not a broker id", e.typeName, n)
+			}
+		}
+	}
+	return e, nil
+}
+
+// label is how kafka-configs.sh names an entity in its output.
+func (e configEntity) label(name string) string {
+	return strings.TrimSuffix(e.typeName, "s") + " " + name
+}
+
+func configsDescribe(c *cli.Context) error {
+	asJSON, err := jsonOutput(c)
+	if err != nil {
+		return err
+	}
+	e, err := configEntityFrom(c)
+	if err != nil {
+		return err
+	}
+	ctx, adm, done, err := openAdmin(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	names := e.names
+	if len(names) == 0 {
+		// kafka-configs.sh describes every entity of the type.
+		if e.typ == client.TopicConfig {
+			if names, err = adm.ListTopics(ctx, true); err != nil {
+				return err
+			}
+		} else {
+			cluster, err := adm.DescribeCluster(ctx)
+			if err != nil {
+				return err
+			}
+			for _, b := range cluster.Brokers {
+				names = append(names, strconv.Itoa(int(b.NodeID)))
+			}
+			if e.typ == client.BrokerConfig {
+				names = append(names, "")
+			}
+		}
+	}
+	all := c.Bool("all")
+	type jsonSynonym struct {
+		Name   string  `json:"name"`
+		Value  *string `json:"value"`
+		Source string  `json:"source"`
+	}
+	type jsonConfig struct {
+		Name      string        `json:"name"`
+		Value     *string       `json:"value"` // null: sensitive or unset
+		Source    string        `json:"source"`
+		Sensitive bool          `json:"sensitive"`
+		ReadOnly  bool          `json:"read_only"`
+		Synonyms  []jsonSynonym `json:"synonyms"`
+	}
+	type jsonEntity struct {
+		Type    string       `json:"entity_type"`
+		Name    *string      `json:"entity_name"` // null: the cluster-wide default
+		Configs []jsonConfig `json:"configs"`
+	}
+	out := []jsonEntity{}
+	var errs []error
+	for _, name := range names {
+		res, err := adm.DescribeConfigs(ctx, e.typ, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, rc := range res {
+			if rc.Err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", e.label(name), rc.Err))
+				continue
+			}
+			shown := slices.DeleteFunc(rc.Configs, func(ce client.ConfigEntry) bool { return !all && !dynamicFor(e.typ, name, ce) })
+			je := jsonEntity{Type: e.typeName, Configs: []jsonConfig{}}
+			if name != "" {
+				je.Name = &name
+			}
+			for _, ce := range shown {
+				jc := jsonConfig{Name: ce.Name, Value: ce.Value, Source: ce.Source, Sensitive: ce.Sensitive, ReadOnly: ce.ReadOnly, Synonyms: []jsonSynonym{}}
+				for _, s := range ce.Synonyms {
+					jc.Synonyms = append(jc.Synonyms, jsonSynonym(s))
+				}
+				je.Configs = append(je.Configs, jc)
+			}
+			out = append(out, je)
+			if asJSON {
+				continue
+			}
+			switch {
+			case e.typ == client.BrokerConfig && name == "":
+				fmt.Fprintln(c.App.Writer, "Default configs for brokers in the cluster are:")
+			case all:
+				fmt.Fprintf(c.App.Writer, "All configs for %s are:\n", e.label(name))
+			default:
+				fmt.Fprintf(c.App.Writer, "Dynamic configs for %s are:\n", e.label(name))
+			}
+			for _, ce := range shown {
+				var syns []string
+				for _, s := range ce.Synonyms {
+					syns = append(syns, fmt.Sprintf("%s:%s=%s", s.Source, s.Name, nullable(s.Value)))
+				}
+				fmt.Fprintf(c.App.Writer, "  %s=%s sensitive=%t synonyms={%s}\n", ce.Name, nullable(ce.Value), ce.Sensitive, strings.Join(syns, ", "))
+			}
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dynamicFor reports whether a config is one kafka-configs.sh --describe
+// shows without --all: set dynamically on that very entity (a broker's
+// own, the cluster-wide defaults, a topic's own); every log level.
+func dynamicFor(typ client.ConfigResourceType, name string, ce client.ConfigEntry) bool {
+	switch {
+	case typ == client.TopicConfig:
+		return ce.Source == "DYNAMIC_TOPIC_CONFIG"
+	case typ == client.BrokerConfig && name == "":
+		return ce.Source == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+	case typ == client.BrokerConfig:
+		return ce.Source == "DYNAMIC_BROKER_CONFIG"
+	}
+	return true
+}
+
+// nullable prints a config value as kafka-configs.sh does: null for none.
+func nullable(v *string) string {
+	if v == nil {
+		return "null"
+	}
+	return *v
+}
+
+func configsAlter(c *cli.Context) error {
+	e, err := configEntityFrom(c)
+	if err != nil {
+		return err
+	}
+	if len(e.names) != 1 {
+		return errors.New("alter names one entity: --entity-name (or --entity-default for brokers)")
+	}
+	var changes []client.AlterConfig
+	if s := c.String("add-config"); s != "" {
+		set, err := parseAddConfig(s)
+		if err != nil {
+			return fmt.Errorf("--add-config: %w", err)
+		}
+		for _, kv := range set {
+			changes = append(changes, client.AlterConfig{Op: client.SetConfig, Name: kv[0], Value: &kv[1]})
+		}
+	}
+	if s := c.String("delete-config"); s != "" {
+		for _, k := range strings.Split(s, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				changes = append(changes, client.AlterConfig{Op: client.DeleteConfig, Name: k})
+			}
+		}
+	}
+	if len(changes) == 0 {
+		return errors.New("give --add-config or --delete-config")
+	}
+	ctx, adm, done, err := openAdmin(c)
+	if err != nil {
+		return err
+	}
+	defer done()
+	name := e.names[0]
+	if err := adm.IncrementalAlterConfigs(ctx, e.typ, name, changes...); err != nil {
+		return err
+	}
+	if e.typ == client.BrokerConfig && name == "" {
+		fmt.Fprintln(c.App.Writer, "Completed updating default config for brokers in the cluster.")
+	} else {
+		fmt.Fprintf(c.App.Writer, "Completed updating config for %s.\n", e.label(name))
+	}
+	return nil
+}
+
+// parseAddConfig reads kafka-configs.sh's --add-config: k=v pairs
+// separated by commas, a value holding commas in square brackets
+// (k=[a,b] sets "a,b"). Keys must not repeat.
+func parseAddConfig(s string) ([][2]string, error) {
+	var out [][2]string
+	seen := map[string]bool{}
+	rest := s
+	for strings.TrimSpace(rest) != "" {
+		key, after, ok := strings.Cut(rest, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" || strings.Contains(key, ",") {
+			return nil, fmt.Errorf("%q: want key=value", strings.TrimSpace(rest))
+		}
+		var val string
+		if strings.HasPrefix(after, "[") {
+			end := strings.IndexByte(after, ']')
+			if end < 0 {
+				return nil, fmt.Errorf("%s: missing ]", key)
+			}
+			val, rest = after[1:end], after[end+1:]
+			if r := strings.TrimSpace(rest); r != "" && !strings.HasPrefix(r, ",") {
+				return nil, fmt.Errorf("%s: want , after ]", key)
+			}
+		} else {
+			val, rest, _ = strings.Cut(after, ",")
+			rest = "," + rest
+		}
+		rest = strings.TrimPrefix(strings.TrimSpace(rest), ",")
+		if seen[key] {
+			return nil, fmt.Errorf("%s given twice", key)
+		}
+		seen[key] = true
+		out = append(out, [2]string{key, strings.TrimSpace(val)})
+	}
+	return out, nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelstream/keel/integration"
+)
+
+// kafka-configs.sh's --add-config: pairs separated by commas, a value with
+// commas in square brackets.
+func TestParseAddConfig(t *testing.T) {
+	got, err := parseAddConfig("retention.ms=1000, cleanup.policy=[compact,delete],segment.bytes=1048576")
+	want := [][2]string{{"retention.ms", "1000"}, {"cleanup.policy", "compact,delete"}, {"segment.bytes", "1048576"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, err := parseAddConfig("listener.name.ssl.ssl.keystore.location=/etc/keel/b1.p12"); err != nil || got[0][1] != "/etc/keel/b1.p12" {
+		t.Errorf("a path: %v %v", got, err)
+	}
+	for in, msg := range map[string]string{
+		"retention.ms":            "want key=value",
+		"a=1,a=2":                 "a given twice",
+		"cleanup.policy=[compact": "missing ]",
+		"cleanup.policy=[a]b=1":   "want , after ]",
+		"=1":                      "want key=value",
+		"retention.ms=1,,bad,x=1": "want key=value",
+	} {
+		if _, err := parseAddConfig(in); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want %q", in, err, msg)
+		}
+	}
+}
+
+// keel configs against a broker: kafka-configs.sh's output lines, its
+// flag form and shorthands, JSON, and the errors a script can see.
+func TestCLIConfigs(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	bs := c.BootstrapServers()[0]
+
+	if out := ok(t, bs, "", "configs", "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.hours=72,log.cleaner.threads=2"); strings.TrimSpace(out) != "Completed updating default config for brokers in the cluster." {
+		t.Errorf("alter the cluster default printed %q", out)
+	}
+	ok(t, bs, "", "configs", "alter", "--broker", "1", "--add-config", "leader.replication.throttled.rate=1000000")
+	out := ok(t, bs, "", "configs", "describe", "--entity-type", "brokers")
+	for _, line := range []string{
+		"Dynamic configs for broker 1 are:",
+		"  leader.replication.throttled.rate=1000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:leader.replication.throttled.rate=1000000}",
+		"Default configs for brokers in the cluster are:",
+		"  log.retention.hours=72 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=72}",
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("describe brokers: no line %q in\n%s", line, out)
+		}
+	}
+	if all := ok(t, bs, "", "configs", "describe", "--broker", "1", "--all"); !strings.Contains(all, "All configs for broker 1 are:\n") ||
+		!strings.Contains(all, "  log.retention.hours=72 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=72, DEFAULT_CONFIG:log.retention.hours=168}\n") {
+		t.Errorf("describe --all:\n%s", all)
+	}
+
+	ok(t, bs, "", "topics", "create", "--topic", "configured")
+	ok(t, bs, "", "configs", "alter", "--topic", "configured", "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")
+	ok(t, bs, "", "configs", "alter", "--entity-type", "topics", "--entity-name", "configured", "--delete-config", "retention.ms")
+	var described []struct {
+		Type    string  `json:"entity_type"`
+		Name    *string `json:"entity_name"`
+		Configs []struct {
+			Name, Source string
+			Value        *string
+		} `json:"configs"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, bs, "", "configs", "describe", "--topic", "configured", "-o", "json")), &described); err != nil {
+		t.Fatal(err)
+	}
+	if len(described) != 1 || len(described[0].Configs) != 1 || described[0].Configs[0].Name != "cleanup.policy" ||
+		*described[0].Configs[0].Value != "compact,delete" || described[0].Configs[0].Source != "DYNAMIC_TOPIC_CONFIG" {
+		t.Errorf("topic configs as JSON: %+v", described)
+	}
+
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"configs", "alter", "--broker", "1", "--add-config", "ssl.keystore.location=/etc/keel/b1.p12"}, "only per-listener using the listener prefix"},
+		{[]string{"configs", "alter", "--broker", "1", "--add-config", "listeners=PLAINTEXT://:9092"}, "Cannot update these configs dynamically"},
+		{[]string{"configs", "alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1024"}, "keel users"},
+		{[]string{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"}, "only brokers have cluster-wide defaults"},
+		{[]string{"configs", "alter", "--broker", "one", "--add-config", "x=1"}, "is not a broker id"},
+		{[]string{"configs", "alter", "--broker", "1"}, "give --add-config or --delete-config"},
+		{[]string{"configs", "alter", "--topic", "configured", "--broker", "1", "--add-config", "x=1"}, "name one entity"},
+	} {
+		if r := keel(t, bs, "", c.args...); r.exit != 1 || !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("keel %s: exit %d, stderr %q, want %q", strings.Join(c.args, " "), r.exit, r.stderr, c.msg)
+		}
+	}
+}
