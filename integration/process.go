@@ -660,7 +660,6 @@ func (c *ProcessCluster) BootstrapServers() []string {
 	return out
 }
 
-// Log returns everything node id's processes wrote to stdout and stderr.
 // Keel runs a keel CLI command with the cluster's binary and returns its
 // output; a command that fails fails t.
 func (c *ProcessCluster) Keel(t testing.TB, ctx context.Context, args ...string) string {
@@ -672,6 +671,7 @@ func (c *ProcessCluster) Keel(t testing.TB, ctx context.Context, args ...string)
 	return string(out)
 }
 
+// Log returns everything node id's processes wrote to stdout and stderr.
 func (c *ProcessCluster) Log(id int32) string {
 	b, err := os.ReadFile(c.Node(id).LogPath)
 	if err != nil {

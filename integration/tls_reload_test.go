@@ -112,10 +112,13 @@ func TestSSLKeystoreUpdate(t *testing.T) {
 		t.Fatalf("a refused update changed broker 1's certificate to serial %v", got)
 	}
 
-	// The file replaced in place, the same path set again: reloaded.
+	// The file replaced in place, the same path set again (with keel
+	// configs, kafka-configs.sh's form): reloaded.
 	_, inPlace := certs.brokerKeystore(t, "broker-2027.p12", "broker")
-	if err := set(newPath, 1); err != nil {
-		t.Fatalf("set the same path again: %v", err)
+	out := c.Keel(t, ctx, "configs", "--alter", "--bootstrap-server", c.BootstrapServers()[0], "--entity-type", "brokers", "--entity-name", "1",
+		"--add-config", prefix+"ssl.keystore.location="+newPath+","+prefix+"ssl.keystore.password=broker-secret,"+prefix+"ssl.key.password=broker-secret")
+	if !strings.Contains(out, "Completed updating config for broker 1.") {
+		t.Fatalf("keel configs --alter printed %q", out)
 	}
 	if got := served(1); got.Cmp(inPlace.SerialNumber) != 0 {
 		t.Fatalf("broker 1 serves serial %v after its keystore file was replaced and set again, want %v", got, inPlace.SerialNumber)
