@@ -19,15 +19,17 @@ import (
 func configsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "configs",
-		Usage: "describe and alter broker, broker-logger and topic configs (like kafka-configs.sh)",
+		Usage: "describe and alter broker, broker-logger and topic configs and client quotas (like kafka-configs.sh)",
 		Description: "Each action is a subcommand; kafka-configs.sh's flag form works too:\n" +
 			"keel configs --alter --entity-type brokers --entity-name 1 --add-config log.cleaner.threads=2.\n\n" +
 			"Entities: --entity-type brokers with --entity-name ID (one broker's dynamic configs,\n" +
 			"sent to that broker) or --entity-default (the cluster-wide defaults); broker-loggers\n" +
-			"(a broker's log level: root); topics. kafka-configs' shorthands work: --broker 1,\n" +
-			"--broker-defaults, --broker-logger 1, --topic orders. Users' SCRAM credentials are\n" +
-			"keel users; client quotas are not in the keel CLI yet (kafka-configs.sh works\n" +
-			"against Keel for them).",
+			"(a broker's log level: root); topics; users and clients (client quotas:\n" +
+			"producer_byte_rate, consumer_byte_rate, per user, per client id, per user and\n" +
+			"client id, and their defaults). kafka-configs' shorthands work: --broker 1,\n" +
+			"--broker-defaults, --broker-logger 1, --topic orders, --user alice, --user-defaults,\n" +
+			"--client app, --client-defaults (--user alice --client app together: alice's\n" +
+			"connections with client id app). Users' SCRAM credentials are keel users.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "describe",
@@ -72,6 +74,10 @@ func entityFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "broker-defaults", Usage: "--entity-type brokers --entity-default"},
 		&cli.StringFlag{Name: "broker-logger", Usage: "broker `ID`: --entity-type broker-loggers --entity-name ID"},
 		&cli.StringFlag{Name: "topic", Usage: "topic `NAME`: --entity-type topics --entity-name NAME"},
+		&cli.StringFlag{Name: "user", Usage: "user `NAME` (client quotas): --entity-type users --entity-name NAME"},
+		&cli.BoolFlag{Name: "user-defaults", Usage: "the default user's client quotas"},
+		&cli.StringFlag{Name: "client", Usage: "client id `NAME` (client quotas): --entity-type clients --entity-name NAME"},
+		&cli.BoolFlag{Name: "client-defaults", Usage: "the default client id's client quotas"},
 	}
 }
 
@@ -79,14 +85,22 @@ func entityFlags() []cli.Flag {
 // (none: every entity of the type, for describe); the cluster-wide broker
 // default is the name "".
 type configEntity struct {
-	typeName string // kafka-configs' entity type: brokers, broker-loggers, topics
+	typeName string // kafka-configs' entity type: brokers, broker-loggers, topics, users, clients
 	typ      client.ConfigResourceType
 	names    []string
+	// quota is a client quota entity (users, clients): a user, a client
+	// id or both, nil names for defaults; empty with the type alone (every
+	// entity with that type, for describe).
+	quota      client.QuotaEntity
+	quotaTypes []string // the entity types named, in kafka-configs' order
 }
 
 // configEntityFrom resolves the entity flags, kafka-configs' shorthands
 // included.
 func configEntityFrom(c *cli.Context) (configEntity, error) {
+	if e, ok, err := quotaEntityFrom(c); ok || err != nil {
+		return e, err
+	}
 	e := configEntity{typeName: c.String("entity-type"), names: c.StringSlice("entity-name")}
 	short := 0
 	for flag, typ := range map[string]string{"broker": "brokers", "broker-logger": "broker-loggers", "topic": "topics"} {
@@ -106,7 +120,7 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 	case defaults && len(e.names) > 0:
 		return e, errors.New("--entity-default and --entity-name together")
 	case defaults && e.typeName != "brokers":
-		return e, fmt.Errorf("--entity-default: only brokers have cluster-wide defaults in keel configs (not %q)", e.typeName)
+		return e, fmt.Errorf("--entity-default: only brokers, users and clients have defaults (not %q)", e.typeName)
 	case defaults:
 		e.names = []string{""}
 	}
@@ -117,12 +131,10 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 		e.typ = client.BrokerLoggerConfig
 	case "topics":
 		e.typ = client.TopicConfig
-	case "users", "clients", "ips":
-		return e, fmt.Errorf("--entity-type %s: SCRAM credentials are keel users; client quotas are not in the keel CLI yet (kafka-configs.sh works against Keel for them)", e.typeName)
 	case "":
-		return e, errors.New("--entity-type is missing: brokers, broker-loggers or topics")
+		return e, errors.New("--entity-type is missing: brokers, broker-loggers, topics, users or clients")
 	default:
-		return e, fmt.Errorf("--entity-type %q: brokers, broker-loggers or topics", e.typeName)
+		return e, fmt.Errorf("--entity-type %q: brokers, broker-loggers, topics, users or clients", e.typeName)
 	}
 	if e.typ != client.TopicConfig {
 		for _, n := range e.names {
@@ -132,6 +144,68 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 		}
 	}
 	return e, nil
+}
+
+// quotaEntityFrom resolves a client quota entity: --user / --user-defaults
+// and --client / --client-defaults, or --entity-type users|clients with
+// --entity-name or --entity-default. ok is false for other entities.
+func quotaEntityFrom(c *cli.Context) (e configEntity, ok bool, err error) {
+	e.quota = client.QuotaEntity{}
+	set := func(typ, flagName, defaultFlag string, name *string, isDefault bool) error {
+		switch {
+		case name != nil && isDefault:
+			return fmt.Errorf("--%s and --%s together", flagName, defaultFlag)
+		case name != nil:
+			e.quota[typ] = name
+		case isDefault:
+			e.quota[typ] = nil
+		default:
+			return nil
+		}
+		e.quotaTypes = append(e.quotaTypes, typ)
+		return nil
+	}
+	str := func(flag string) *string {
+		if v := c.String(flag); c.IsSet(flag) {
+			return &v
+		}
+		return nil
+	}
+	if err := set(client.QuotaEntityUser, "user", "user-defaults", str("user"), c.Bool("user-defaults")); err != nil {
+		return e, true, err
+	}
+	if err := set(client.QuotaEntityClientID, "client", "client-defaults", str("client"), c.Bool("client-defaults")); err != nil {
+		return e, true, err
+	}
+	typ := map[string]string{"users": client.QuotaEntityUser, "clients": client.QuotaEntityClientID}[c.String("entity-type")]
+	switch {
+	case len(e.quotaTypes) > 0 && (c.IsSet("entity-type") || c.IsSet("entity-name") || c.Bool("entity-default")):
+		return e, true, errors.New("give the client quota entity either as --user/--client (and their -defaults) or as --entity-type with --entity-name or --entity-default")
+	case len(e.quotaTypes) > 0:
+	case typ == "":
+		return e, false, nil
+	default:
+		names := c.StringSlice("entity-name")
+		if len(names) > 1 {
+			return e, true, errors.New("one --entity-name for users or clients")
+		}
+		var name *string
+		if len(names) == 1 {
+			name = &names[0]
+		}
+		if name != nil || c.Bool("entity-default") {
+			if err := set(typ, "entity-name", "entity-default", name, c.Bool("entity-default")); err != nil {
+				return e, true, err
+			}
+		} else {
+			e.quotaTypes = []string{typ} // the type alone: every entity with it
+		}
+	}
+	e.typeName = "users"
+	if e.quotaTypes[0] == client.QuotaEntityClientID {
+		e.typeName = "clients"
+	}
+	return e, true, nil
 }
 
 // label is how kafka-configs.sh names an entity in its output.
@@ -153,6 +227,9 @@ func configsDescribe(c *cli.Context) error {
 		return err
 	}
 	defer done()
+	if e.quotaTypes != nil {
+		return describeQuotas(c, ctx, adm, e, asJSON)
+	}
 	names := e.names
 	if len(names) == 0 {
 		// kafka-configs.sh describes every entity of the type.
@@ -275,6 +352,9 @@ func configsAlter(c *cli.Context) error {
 	e, err := configEntityFrom(c)
 	if err != nil {
 		return err
+	}
+	if e.quotaTypes != nil {
+		return alterQuotas(c, e)
 	}
 	if len(e.names) != 1 {
 		return errors.New("alter names one entity: --entity-name (or --entity-default for brokers)")

@@ -81,14 +81,36 @@ func TestCLIConfigs(t *testing.T) {
 		t.Errorf("topic configs as JSON: %+v", described)
 	}
 
+	// Client quotas: kafka-configs.sh's --entity-type users form and its
+	// shorthands, strict per entity.
+	ok(t, bs, "", "configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+	if out := ok(t, bs, "", "configs", "alter", "--user", "alice", "--client", "app", "--add-config", "producer_byte_rate=1024"); out != "Completed updating config for user alice.\n" {
+		t.Errorf("alter alice/app printed %q", out)
+	}
+	if out := ok(t, bs, "", "configs", "alter", "--user-defaults", "--add-config", "consumer_byte_rate=4096"); out != "Completed updating default config for users in the cluster.\n" {
+		t.Errorf("alter the default user printed %q", out)
+	}
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "users", "--entity-name", "alice"); out != "Quota configs for user-principal 'alice' are consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n" {
+		t.Errorf("describe alice printed %q", out)
+	}
+	ok(t, bs, "", "configs", "alter", "--user", "alice", "--delete-config", "consumer_byte_rate")
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "users"); out != "Quota configs for the default user-principal are consumer_byte_rate=4096.0\n"+
+		"Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0\n"+
+		"Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1024.0\n" {
+		t.Errorf("describe users printed %q", out)
+	}
+
 	for _, c := range []struct {
 		args []string
 		msg  string
 	}{
+		{[]string{"configs", "alter", "--user", "alice", "--add-config", "request_percentage=50"}, "not supported by Keel"},
+		{[]string{"configs", "alter", "--user", "alice", "--add-config", "producer_byte_rate=fast"}, "a quota is a number"},
+		{[]string{"configs", "alter", "--user", "alice", "--add-config", "SCRAM-SHA-256=[password=x]"}, "keel users alter"},
+		{[]string{"configs", "alter", "--user", "alice", "--user-defaults", "--add-config", "producer_byte_rate=1"}, "together"},
 		{[]string{"configs", "alter", "--broker", "1", "--add-config", "ssl.keystore.location=/etc/keel/b1.p12"}, "only per-listener using the listener prefix"},
 		{[]string{"configs", "alter", "--broker", "1", "--add-config", "listeners=PLAINTEXT://:9092"}, "Cannot update these configs dynamically"},
-		{[]string{"configs", "alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1024"}, "keel users"},
-		{[]string{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"}, "only brokers have cluster-wide defaults"},
+		{[]string{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"}, "only brokers, users and clients have defaults"},
 		{[]string{"configs", "alter", "--broker", "one", "--add-config", "x=1"}, "is not a broker id"},
 		{[]string{"configs", "alter", "--broker", "1"}, "give --add-config or --delete-config"},
 		{[]string{"configs", "alter", "--topic", "configured", "--broker", "1", "--add-config", "x=1"}, "name one entity"},
