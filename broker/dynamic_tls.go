@@ -41,10 +41,16 @@ func listenerTLSConfig(name string) bool {
 
 // ownBrokerConfigs are this broker's dynamic configs in img.
 func (b *Broker) ownBrokerConfigs(img *metadata.Image) map[string]string {
+	return brokerConfigs(img, strconv.Itoa(int(b.nodeID)))
+}
+
+// brokerConfigs are the dynamic configs of broker resource name in img
+// ("" the cluster-wide defaults).
+func brokerConfigs(img *metadata.Image, name string) map[string]string {
 	if img == nil {
 		return nil
 	}
-	return img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))})
+	return img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: name})
 }
 
 // applyListenerTLS gives the node's SSL listeners this broker's dynamic

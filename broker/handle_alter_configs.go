@@ -35,7 +35,7 @@ func (b *Broker) handleAlterConfigs(ctx context.Context, m *kmsg.AlterConfigsReq
 				}
 				touched = append(touched, c.Name)
 			}
-			for name := range b.ownBrokerConfigs(b.image.Load()) {
+			for name := range brokerConfigs(b.image.Load(), r.ResourceName) {
 				touched = append(touched, name)
 			}
 			if code, msg := b.checkListenerTLS(r.ResourceName, touched, next); code != 0 {

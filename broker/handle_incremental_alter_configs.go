@@ -30,7 +30,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, m *kmsg.Incr
 			local = append(local, b.alterBrokerLoggers(r, m.ValidateOnly))
 			continue
 		case kmsg.ConfigResourceTypeBroker:
-			next, touched := incrementalBrokerConfigs(b.ownBrokerConfigs(b.image.Load()), r.Configs)
+			next, touched := incrementalBrokerConfigs(brokerConfigs(b.image.Load(), r.ResourceName), r.Configs)
 			if code, msg := b.checkListenerTLS(r.ResourceName, touched, next); code != 0 {
 				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, kmsg.StringPtr(msg)

@@ -111,6 +111,17 @@ func TestSSLKeystoreUpdate(t *testing.T) {
 	if got := served(1); got.Cmp(newCert.SerialNumber) != 0 {
 		t.Fatalf("a refused update changed broker 1's certificate to serial %v", got)
 	}
+	// Broker 1 passes on another broker's configs that touch no keystore,
+	// with its own dynamic keystore set (AlterConfigs, which replaces a
+	// resource's configs, sent to broker 1 for broker 2).
+	legacy := kmsg.NewPtrAlterConfigsRequest()
+	res := kmsg.NewAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "2"
+	res.Configs = []kmsg.AlterConfigsRequestResourceConfig{{Name: "log.cleaner.threads", Value: kmsg.StringPtr("2")}}
+	legacy.Resources = append(legacy.Resources, res)
+	if resp, err := legacy.RequestWith(ctx, cl.Broker(1)); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("AlterConfigs for broker 2 through broker 1: %v %+v", err, resp)
+	}
 
 	// The file replaced in place, the same path set again (with keel
 	// configs, kafka-configs.sh's form): reloaded.
