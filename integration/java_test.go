@@ -2,6 +2,9 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"software.sslmate.com/src/go-pkcs12"
 )
 
 // The Java client (kafka-clients), the reference client, driven by the
@@ -278,6 +282,58 @@ func TestJavaClientSSL(t *testing.T) {
 	withCert := append(slices.Clone(trust), "ssl.keystore.type=PKCS12", "ssl.keystore.location="+filepath.Join(dir, "client.p12"),
 		"ssl.keystore.password=client-pass", "ssl.key.password=client-pass")
 	runJavaSecurityCheck(t, ctx, cp, c.Node(1).SSLAddr(), "java-tls", withCert, trust) // no certificate: refused
+
+	// The Java Admin rotates broker 1's keystore (KIP-226), a renewed JKS
+	// one for the same name; one for another subject is refused.
+	props := filepath.Join(dir, "admin.properties")
+	if err := os.WriteFile(props, []byte(strings.Join(withCert, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(store string) (string, error) {
+		out, err := runJava(ctx, cp, "JavaAlterBrokerConfig", c.Node(1).SSLAddr(), props, "1",
+			"listener.name.ssl.ssl.keystore.location="+filepath.Join(dir, store), "listener.name.ssl.ssl.keystore.password=broker-pass",
+			"listener.name.ssl.ssl.key.password=broker-pass").CombinedOutput()
+		return string(out), err
+	}
+	signed("impostor.jks", "JKS", "broker-pass", "impostor", "CN=impostor", []string{"-keyalg", "RSA", "-keysize", "2048"},
+		"-ext", "san=ip:127.0.0.1,dns:localhost")
+	if out, err := alter("impostor.jks"); err == nil || !strings.Contains(out, "InvalidConfigurationException") || !strings.Contains(out, "DistinguishedName") {
+		t.Fatalf("a keystore for another subject: %v\n%s", err, out)
+	}
+	signed("broker-renewed.jks", "JKS", "broker-pass", "broker", "CN=broker", []string{"-keyalg", "RSA", "-keysize", "2048"},
+		"-ext", "san=ip:127.0.0.1,dns:localhost")
+	if out, err := alter("broker-renewed.jks"); err != nil {
+		t.Fatalf("JavaAlterBrokerConfig: %v\n%s", err, out)
+	}
+	renewed, err := os.ReadFile(filepath.Join(dir, "broker.crt")) // signed's, for the renewed one now
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(renewed)
+	want, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p12, err := os.ReadFile(filepath.Join(dir, "client.p12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, cert, _, err := pkcs12.DecodeChain(p12, "client-pass")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	roots.AppendCertsFromPEM(caPEM)
+	conn, err := tls.Dial("tcp", c.Node(1).SSLAddr(), &tls.Config{RootCAs: roots,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw}, PrivateKey: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.ConnectionState().PeerCertificates[0]; !got.Equal(want) {
+		t.Errorf("broker 1 serves serial %v after the Java Admin's update, want the renewed certificate's %v", got.SerialNumber, want.SerialNumber)
+	}
 }
 
 // runJavaSecurityCheck runs JavaSecurityCheck against bootstrap with the
