@@ -221,12 +221,12 @@ func (lt *listenerTLS) build(settings tlsconf.Settings) (stores tlsconf.Stores, 
 		return
 	}
 	if lt.bound {
-		if server, err = settings.ServerConfig(); err != nil {
+		if server, err = settings.ServerConfigWith(stores); err != nil {
 			return
 		}
 	}
 	if lt.dialled {
-		client, err = settings.ClientConfig("")
+		client, err = settings.ClientConfigWith(stores, "")
 	}
 	return
 }

@@ -16,32 +16,31 @@ import (
 // (none, requested: verified if given, required), the protocol versions of
 // ssl.enabled.protocols and the cipher suites of ssl.cipher.suites.
 func (s Settings) ServerConfig() (*tls.Config, error) {
-	if err := s.Validate(); err != nil {
+	st, err := s.LoadStores()
+	if err != nil {
 		return nil, err
 	}
+	return s.ServerConfigWith(st)
+}
+
+// ServerConfigWith is ServerConfig from stores LoadStores has read, so
+// that a caller keeping them reads each file once.
+func (s Settings) ServerConfigWith(st Stores) (*tls.Config, error) {
 	cfg, err := s.baseConfig(false)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := s.LoadKeystore()
-	if err != nil {
-		return nil, err
-	}
-	if cert == nil {
+	if st.Certificate == nil {
 		return nil, fmt.Errorf("%s is not set: an SSL listener needs a keystore "+
 			"(%s, or %s=PEM with %s and %s)", keystoreLocationKey, keystoreLocationKey,
 			keystoreTypeKey, keystoreCertificateChainKey, keystoreKeyKey)
 	}
-	cfg.Certificates = []tls.Certificate{*cert}
+	cfg.Certificates = []tls.Certificate{*st.Certificate}
 	if cfg.ClientAuth, err = s.clientAuth(); err != nil {
 		return nil, err
 	}
-	trusted, err := s.LoadTruststore()
-	if err != nil {
-		return nil, err
-	}
-	if trusted != nil {
-		cfg.ClientCAs = certPool(trusted)
+	if st.Trusted != nil {
+		cfg.ClientCAs = certPool(st.Trusted)
 	}
 	return cfg, nil
 }
@@ -59,26 +58,24 @@ func (s Settings) ServerConfig() (*tls.Config, error) {
 // certificate chain is still verified against the truststore, but not its
 // host name.
 func (s Settings) ClientConfig(serverName string) (*tls.Config, error) {
-	if err := s.Validate(); err != nil {
+	st, err := s.LoadStores()
+	if err != nil {
 		return nil, err
 	}
+	return s.ClientConfigWith(st, serverName)
+}
+
+// ClientConfigWith is ClientConfig from stores LoadStores has read.
+func (s Settings) ClientConfigWith(st Stores, serverName string) (*tls.Config, error) {
 	cfg, err := s.baseConfig(true)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := s.LoadKeystore()
-	if err != nil {
-		return nil, err
+	if st.Certificate != nil {
+		cfg.Certificates = []tls.Certificate{*st.Certificate}
 	}
-	if cert != nil {
-		cfg.Certificates = []tls.Certificate{*cert}
-	}
-	trusted, err := s.LoadTruststore()
-	if err != nil {
-		return nil, err
-	}
-	if trusted != nil {
-		cfg.RootCAs = certPool(trusted)
+	if st.Trusted != nil {
+		cfg.RootCAs = certPool(st.Trusted)
 	}
 	cfg.ServerName = hostOf(serverName)
 	verifyHost, err := s.endpointIdentification()

@@ -1,6 +1,7 @@
 package tlsconf
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 // was built: an update is checked against these, not against the files,
 // which may since have been replaced in place.
 type Stores struct {
+	// Certificate is the keystore's key and chain; nil without one.
+	Certificate *tls.Certificate
 	// Leaf is the keystore's certificate, Chain its chain (leaf first);
 	// nil without a keystore.
 	Leaf  *x509.Certificate
@@ -26,10 +29,14 @@ type Stores struct {
 	modified map[string]time.Time
 }
 
-// LoadStores reads s's keystore and truststore for the bookkeeping of
-// later updates.
+// LoadStores checks the settings (Validate) and reads the keystore and
+// the truststore, each file once: ServerConfigWith and ClientConfigWith
+// build from them, and CheckUpdate compares a later update with them.
 func (s Settings) LoadStores() (Stores, error) {
 	var st Stores
+	if err := s.Validate(); err != nil {
+		return st, err
+	}
 	files := map[string]time.Time{}
 	for _, path := range []string{s.KeystoreLocation, s.TruststoreLocation} {
 		if path == "" {
@@ -44,6 +51,7 @@ func (s Settings) LoadStores() (Stores, error) {
 		return st, err
 	}
 	if cert != nil {
+		st.Certificate = cert
 		for _, der := range cert.Certificate {
 			c, err := x509.ParseCertificate(der)
 			if err != nil {
