@@ -254,7 +254,7 @@ func addController(c *cli.Context) error {
 	req.Listeners = append(req.Listeners, l)
 	ctx, cancel := context.WithTimeout(c.Context, 70*time.Second)
 	defer cancel()
-	resp, err := broker.RequestVia(ctx, dial, addr, req)
+	resp, err := requestQuorumChange(ctx, dial, addr, req, func(r kmsg.Response) int16 { return r.(*kmsg.AddRaftVoterResponse).ErrorCode })
 	if err != nil {
 		return err
 	}
@@ -283,7 +283,7 @@ func removeController(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 35*time.Second)
 	defer cancel()
-	resp, err := broker.RequestVia(ctx, dial, addr, req)
+	resp, err := requestQuorumChange(ctx, dial, addr, req, func(r kmsg.Response) int16 { return r.(*kmsg.RemoveRaftVoterResponse).ErrorCode })
 	if err != nil {
 		return err
 	}
@@ -293,6 +293,32 @@ func removeController(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "Removed controller %d\n", req.VoterID)
 	return nil
+}
+
+// requestQuorumChange sends an AddRaftVoter or RemoveRaftVoter request
+// and, as Kafka's admin client does, sends it again while the answer is a
+// retriable error (NOT_LEADER_OR_FOLLOWER while the quorum elects a
+// leader: right after the controller being removed died, say) or the
+// connection fails, until ctx ends. code reads a response's error code.
+func requestQuorumChange(ctx context.Context, dial broker.DialFunc, addr string, req kmsg.Request, code func(kmsg.Response) int16) (kmsg.Response, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		resp, err := broker.RequestVia(ctx, dial, addr, req)
+		retriable := err != nil
+		if err == nil {
+			kerrCode := kerr.ErrorForCode(code(resp))
+			retriable = kerr.IsRetriable(kerrCode)
+		}
+		if !retriable {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return resp, err // the last answer: its error, or the response with its code
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 func errorMessage(msg *string) string {
