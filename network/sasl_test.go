@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,10 +179,15 @@ func TestSASLStateMachine(t *testing.T) {
 // its first request is answered, on a PLAINTEXT, an SSL and a SASL_SSL
 // (PLAIN) listener: dial, TLS handshake (ECDSA P-256, TLS 1.3), ApiVersions,
 // SaslHandshake and SaslAuthenticate, then a Metadata request. Client and
-// server share the process.
+// server share the process. ssl_swappable is the SSL listener as the
+// broker builds it, its configuration taken per handshake from an atomic
+// pointer that a keystore update replaces.
 func BenchmarkConnectionSetup(b *testing.B) {
 	pki := newTestPKI(b)
 	serverTLS := &TLSListener{Config: &tls.Config{Certificates: []tls.Certificate{pki.server}}}
+	var current atomic.Pointer[tls.Config]
+	current.Store(serverTLS.Config)
+	swappableTLS := &TLSListener{Config: &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return current.Load(), nil }}}
 	// SCRAM-SHA-512 at Kafka's default 4096 iterations: the client's
 	// PBKDF2 is most of it (franz-go's client, salting once per
 	// connection as every client does).
@@ -190,15 +196,19 @@ func BenchmarkConnectionSetup(b *testing.B) {
 		b.Fatal(err)
 	}
 	scramUsers := func(user string) (sasl.ScramCredential, bool) { return scramCred, user == "alice" }
-	for _, mode := range []string{"plaintext", "ssl", "sasl_ssl", "sasl_ssl_scram512"} {
+	for _, mode := range []string{"plaintext", "ssl", "ssl_swappable", "sasl_ssl", "sasl_ssl_scram512"} {
 		b.Run(mode, func(b *testing.B) {
 			var mod func(*Config)
 			mechanism := "PLAIN"
 			switch mode {
-			case "ssl":
+			case "ssl", "ssl_swappable":
+				l := serverTLS
+				if mode == "ssl_swappable" {
+					l = swappableTLS
+				}
 				mod = func(cfg *Config) {
 					cfg.Listeners[0].SecurityProtocol = SSL
-					cfg.TLS = map[string]*TLSListener{cfg.Listeners[0].Name: serverTLS}
+					cfg.TLS = map[string]*TLSListener{cfg.Listeners[0].Name: l}
 				}
 			case "sasl_ssl":
 				mod = saslListener(serverTLS)

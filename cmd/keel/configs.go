@@ -179,7 +179,8 @@ func quotaEntityFrom(c *cli.Context) (e configEntity, ok bool, err error) {
 	}
 	typ := map[string]string{"users": client.QuotaEntityUser, "clients": client.QuotaEntityClientID}[c.String("entity-type")]
 	switch {
-	case len(e.quotaTypes) > 0 && (c.IsSet("entity-type") || c.IsSet("entity-name") || c.Bool("entity-default")):
+	case len(e.quotaTypes) > 0 && (c.IsSet("entity-type") || c.IsSet("entity-name") || c.Bool("entity-default") ||
+		c.IsSet("broker") || c.Bool("broker-defaults") || c.IsSet("broker-logger") || c.IsSet("topic")):
 		return e, true, errors.New("give the client quota entity either as --user/--client (and their -defaults) or as --entity-type with --entity-name or --entity-default")
 	case len(e.quotaTypes) > 0:
 	case typ == "":
