@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/storage"
@@ -76,5 +77,37 @@ func TestStrayLogsWaitForTheImageTheControllerSawCaughtUp(t *testing.T) {
 	p := b.lookup(tp("kept", 0))
 	if p == nil || p.log.LogEndOffset() != 3 {
 		t.Fatalf("kept-0 after the reconciliation: %+v", p)
+	}
+}
+
+// A broker that catches up by a snapshot gets the image without the
+// changes that led to it (a Reset): the configs changed while it was away
+// must still reach its logs, as they would have record by record.
+func TestCatchUpBySnapshotTakesChangedConfigs(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("configured", 1, nil)
+	before := c.meta.Image()
+	c.stop()
+	c.meta.commit(&metadata.ConfigRecord{ResourceType: metadata.ConfigResourceTopic, ResourceName: "configured",
+		Name: "retention.ms", Value: kmsg.StringPtr("1234")})
+	current := c.meta.Image()
+
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
+	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	b, err := New(Options{NodeID: testNodeID, ClusterID: "keel-test-cluster", Config: c.cfg, Logs: logs,
+		Metadata: c.meta, Controller: c.meta, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.ApplyMetadata(before, fullChanges(before))
+	b.ApplyMetadata(current, fullChanges(current))
+	p := b.lookup(tp("configured", 0))
+	if p == nil || p.log.Config().RetentionMs != 1234 {
+		t.Fatalf("after catching up by a snapshot: %+v", p)
 	}
 }

@@ -406,9 +406,13 @@ func (n *Node) applyMetadata(updates <-chan raftlog.Update) {
 }
 
 // fullChanges describes an image as if every part of it had just changed
-// (after a snapshot restore or at start).
+// (after a snapshot restore or at start): its partitions, brokers, every
+// resource's dynamic configs and the client quotas, so that a broker that
+// caught up by a snapshot takes the configs changed in between (a topic's
+// retention, this broker's keystore) as one that followed the log does.
 func fullChanges(img *metadata.Image) metadata.Changes {
-	ch := metadata.Changes{Partitions: map[metadata.PartitionKey]*metadata.Partition{}}
+	ch := metadata.Changes{Partitions: map[metadata.PartitionKey]*metadata.Partition{},
+		Configs: img.ConfigResources(), ClientQuotas: true}
 	for _, t := range img.Topics() {
 		for i, p := range t.Partitions {
 			ch.Partitions[metadata.PartitionKey{TopicID: t.ID, Partition: int32(i)}] = p

@@ -141,6 +141,12 @@ func (img *Image) Configs(r ConfigResource) map[string]string {
 	return out
 }
 
+// ConfigResources lists every resource with dynamic configs, in no
+// particular order.
+func (img *Image) ConfigResources() []ConfigResource {
+	return slices.Collect(maps.Keys(img.configs))
+}
+
 // ConfigsView is Configs without the copy, for a caller that only reads
 // it while it holds the image (the request path's config lookups): the
 // map must not be modified.
