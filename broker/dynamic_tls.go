@@ -26,10 +26,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/raftlog"
 )
 
 // listenerTLSConfig reports whether a dynamic broker config is a
@@ -56,12 +58,33 @@ func brokerConfigs(img *metadata.Image, name string) map[string]string {
 // applyListenerTLS gives the node's SSL listeners this broker's dynamic
 // keystore and truststore settings from img. Metadata goroutine.
 func (b *Broker) applyListenerTLS(img *metadata.Image) {
-	if b.tls == nil {
-		return
+	if b.tls != nil {
+		b.tls.apply(b.ownBrokerConfigs(img), b.log)
 	}
-	if err := b.tls.update(b.ownBrokerConfigs(img), false, b.log); err != nil {
-		b.log.Error("this broker's dynamic keystore or truststore configs could not be applied; the listener keeps its current ones",
+}
+
+// apply gives the listeners a node's dynamic configs, logging a failure:
+// the listeners concerned keep their TLS.
+func (t *nodeTLS) apply(dynamic map[string]string, logger hclog.Logger) {
+	if err := t.update(dynamic, false, logger); err != nil {
+		logger.Error("this node's dynamic keystore or truststore configs could not be applied; the listener keeps its current ones",
 			"error", err)
+	}
+}
+
+// applyControllerTLS is a controller-only node's applyListenerTLS: it
+// follows the metadata log for its own dynamic configs (a BROKER resource
+// named by its node id, as Kafka keeps a controller's) and applies them to
+// its SSL listeners, at start and on each change.
+func (n *Node) applyControllerTLS(updates <-chan raftlog.Update, t *nodeTLS, nodeID int32, logger hclog.Logger) {
+	defer close(n.subDone)
+	own := metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(nodeID))}
+	first := true
+	for u := range updates {
+		if first || u.Reset || slices.Contains(u.Changes.Configs, own) {
+			t.apply(u.Image.Configs(own), logger)
+		}
+		first = false
 	}
 }
 
@@ -74,7 +97,16 @@ func (b *Broker) checkListenerTLS(name string, touched []string, next map[string
 	if !slices.ContainsFunc(touched, listenerTLSConfig) || name == "" {
 		return 0, "" // the controller refuses cluster-wide ones
 	}
-	if id, err := strconv.ParseInt(name, 10, 32); err != nil || int32(id) != b.nodeID {
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return 0, "" // the controller refuses it
+	}
+	if int32(id) != b.nodeID {
+		if _, isBroker := b.meta.Image().Broker(int32(id)); !isBroker {
+			// A controller-only node: it takes its own from the
+			// metadata log, and logs a keystore that does not load.
+			return 0, ""
+		}
 		return kerr.InvalidRequest.Code, "Unexpected broker id, expected " + strconv.Itoa(int(b.nodeID)) + ", but received " + name +
 			": a broker's listener keystore and truststore are validated by that broker, where the files are"
 	}

@@ -306,6 +306,10 @@ func (n *Node) start() (err error) {
 		updates, cancel := n.raft.Subscribe()
 		n.subStop, n.subDone = cancel, make(chan struct{})
 		go n.applyMetadata(updates)
+	} else if len(tlsCfg.listeners) > 0 {
+		updates, cancel := n.raft.Subscribe()
+		n.subStop, n.subDone = cancel, make(chan struct{})
+		go n.applyControllerTLS(updates, tlsCfg, cfg.NodeID, logger)
 	}
 
 	go func() {

@@ -388,8 +388,9 @@ type AlterConfig struct {
 // leaving the others as they are (kafka-configs.sh --alter). A broker's
 // configs and log levels (BrokerConfig, BrokerLoggerConfig named by id)
 // go to that broker, as Kafka's admin client sends them: it validates what
-// only it can (its keystore files) and owns its loggers. The rest go to
-// the controller.
+// only it can (its keystore files) and owns its loggers. The rest, and the
+// configs of a node that is not a broker (a controller-only node, which
+// takes its own from the metadata log), go to the controller.
 func (a *Admin) IncrementalAlterConfigs(ctx context.Context, typ ConfigResourceType, name string, changes ...AlterConfig) error {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -402,7 +403,9 @@ func (a *Admin) IncrementalAlterConfigs(ctx context.Context, typ ConfigResourceT
 	req.Resources = append(req.Resources, r)
 	broker := int32(-1)
 	if id, err := strconv.ParseInt(name, 10, 32); err == nil && (typ == BrokerConfig || typ == BrokerLoggerConfig) {
-		broker = int32(id)
+		if _, err := a.cl.handle(int32(id)); err == nil || typ == BrokerLoggerConfig {
+			broker = int32(id)
+		}
 	}
 	err := a.retry(ctx, func() error {
 		var kresp kmsg.Response

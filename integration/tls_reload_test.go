@@ -291,3 +291,49 @@ func TestSSLKeystoreUpdateBetweenNodes(t *testing.T) {
 		t.Fatal("no acknowledged record checked")
 	}
 }
+
+// A controller-only node's controller listener keystore rotated through a
+// broker with keel configs: the controller takes it from the metadata
+// log, serves it to new connections and again after a restart, and the
+// broker, restarted to connect anew, registers and serves.
+func TestSSLKeystoreUpdateOnAController(t *testing.T) {
+	certs := newTestCerts(t)
+	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "controller"}, {ID: 2, Roles: "broker"}},
+		ProcessOptions{SSL: certs.brokerSSL(), InternalSSL: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	servedByController := func() *big.Int {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", c.Node(1).ControllerPort),
+			&tls.Config{RootCAs: certs.pool, Certificates: []tls.Certificate{certs.client}})
+		if err != nil {
+			return nil
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	path, cert := certs.brokerKeystore(t, "controller-2027.p12", "broker")
+	const prefix = "listener.name.controller.ssl."
+	c.Keel(t, ctx, "configs", "alter", "--bootstrap-server", c.BootstrapServers()[0], "--entity-type", "brokers", "--entity-name", "1",
+		"--add-config", prefix+"keystore.location="+path+","+prefix+"keystore.password=broker-secret,"+prefix+"key.password=broker-secret")
+	waitFor(t, 30*time.Second, "the controller serving the rotated certificate", func() bool {
+		got := servedByController()
+		return got != nil && got.Cmp(cert.SerialNumber) == 0
+	})
+
+	c.Restart(1)
+	waitFor(t, 30*time.Second, "the restarted controller serving the rotated certificate", func() bool {
+		got := servedByController()
+		return got != nil && got.Cmp(cert.SerialNumber) == 0
+	})
+	c.Restart(2)
+	c.WaitReady(2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.DefaultProduceTopic("after-rotation"),
+		kgo.AllowAutoTopicCreation(), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce after the controller's rotation: %v", err)
+	}
+}
