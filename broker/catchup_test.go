@@ -33,18 +33,7 @@ func TestStrayLogsWaitForTheImageTheControllerSawCaughtUp(t *testing.T) {
 	c.meta.commit(&metadata.RemoveTopicRecord{TopicID: gone.ID})
 	current := c.meta.Image()
 
-	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
-	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	b, err := New(Options{NodeID: testNodeID, ClusterID: "keel-test-cluster", Config: c.cfg, Logs: logs,
-		Metadata: c.meta, Controller: c.meta, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, logs := restartBroker(t, c)
 	onDisk := func(topic string) bool {
 		for _, l := range logs.Logs() {
 			if l.TopicPartition() == tp(topic, 0) {
@@ -92,22 +81,30 @@ func TestCatchUpBySnapshotTakesChangedConfigs(t *testing.T) {
 		Name: "retention.ms", Value: kmsg.StringPtr("1234")})
 	current := c.meta.Image()
 
-	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
-	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	b, err := New(Options{NodeID: testNodeID, ClusterID: "keel-test-cluster", Config: c.cfg, Logs: logs,
-		Metadata: c.meta, Controller: c.meta, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, _ := restartBroker(t, c)
 	b.ApplyMetadata(before, fullChanges(before))
 	b.ApplyMetadata(current, fullChanges(current))
 	p := b.lookup(tp("configured", 0))
 	if p == nil || p.log.Config().RetentionMs != 1234 {
 		t.Fatalf("after catching up by a snapshot: %+v", p)
 	}
+}
+
+// restartBroker starts a new broker on a stopped test cluster's log dir,
+// with no metadata applied yet: the test gives it the images it wants.
+func restartBroker(t *testing.T, c *testCluster) (*Broker, *storage.Manager) {
+	t.Helper()
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
+	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logs.Close() })
+	b, err := New(Options{NodeID: testNodeID, ClusterID: "keel-test-cluster", Config: c.cfg, Logs: logs,
+		Metadata: c.meta, Controller: c.meta, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, logs
 }
