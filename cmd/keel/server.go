@@ -40,7 +40,11 @@ func serverCommand() *cli.Command {
 			"ssl.* settings (ssl.keystore.* and ssl.truststore.*: JKS, PKCS12 or PEM; ssl.client.auth;\n" +
 			"ssl.principal.mapping.rules), or listener.name.<listener>.ssl.* for one listener: client\n" +
 			"listeners, the inter-broker listener and the controller listener alike (a node dialling\n" +
-			"another's uses that listener's settings).\n\n" +
+			"another's uses that listener's settings). A listener's keystore and truststore change\n" +
+			"at runtime, per node (KIP-226): keel configs --alter --entity-type brokers --entity-name 1\n" +
+			"--add-config listener.name.ssl.ssl.keystore.location=NEW.p12 (the same path again\n" +
+			"reloads a file replaced in place); ssl.allow.dn.changes and ssl.allow.san.changes let\n" +
+			"the certificate's subject and names change.\n\n" +
 			"SASL: a SASL_PLAINTEXT or SASL_SSL listener authenticates clients with the\n" +
 			"sasl.enabled.mechanisms it names. PLAIN's users are the user_<name>=\"<password>\" options\n" +
 			"of listener.name.<listener>.plain.sasl.jaas.config (Kafka's PlainLoginModule).\n" +
