@@ -111,6 +111,9 @@ func (b *Broker) checkListenerTLS(name string, touched []string, next map[string
 			": a broker's listener keystore and truststore are validated by that broker, where the files are"
 	}
 	for _, n := range touched {
+		if _, set := next[n]; !set {
+			continue // deleting is always allowed
+		}
 		if listener, _, ok := metadata.ListenerConfig(n); ok && listenerTLSConfig(n) && (b.tls == nil || b.tls.listener(listener) == nil) {
 			return kerr.InvalidConfig.Code, "Listener " + listener + " of broker " + name + " does not use SSL: " + n + " would have no effect"
 		}

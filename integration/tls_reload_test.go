@@ -72,6 +72,18 @@ func TestSSLKeystoreUpdate(t *testing.T) {
 		return nil
 	}
 
+	setOne := func(name, value string) error {
+		t.Helper()
+		resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: name, Value: kadm.StringPtr(value)}}, 1)
+		if err != nil {
+			t.Fatalf("alter broker 1's %s: %v", name, err)
+		}
+		if resps[0].Err != nil {
+			return &alterError{resps[0].Err, resps[0].ErrMessage}
+		}
+		return nil
+	}
+
 	// A new certificate for the same subject: broker 1 serves it.
 	newPath, newCert := certs.brokerKeystore(t, "broker-2027.p12", "broker")
 	if err := set(newPath, 1); err != nil {
@@ -95,13 +107,8 @@ func TestSSLKeystoreUpdate(t *testing.T) {
 		{"another subject", set(otherPath, 1), kerr.InvalidConfig, "DistinguishedName does not match"},
 		{"a cluster-wide keystore", set(newPath), kerr.InvalidConfig, "broker id must be specified"},
 		{"broker 2's keystore sent to broker 1", alterOtherVia1(ctx, t, cl, newPath), kerr.InvalidRequest, "validated by that broker"},
-		{"a keystore without the listener prefix", func() error {
-			resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "ssl.keystore.location", Value: kadm.StringPtr(newPath)}}, 1)
-			if err == nil && resps[0].Err != nil {
-				return &alterError{resps[0].Err, resps[0].ErrMessage}
-			}
-			return err
-		}(), kerr.InvalidConfig, "listener prefix"},
+		{"a keystore for the PLAINTEXT listener", setOne("listener.name.plaintext.ssl.keystore.location", newPath), kerr.InvalidConfig, "does not use SSL"},
+		{"a keystore without the listener prefix", setOne("ssl.keystore.location", newPath), kerr.InvalidConfig, "listener prefix"},
 	} {
 		var ae *alterError
 		if !errors.As(r.err, &ae) || ae.err != r.code || !strings.Contains(ae.msg, r.msg) {
