@@ -49,6 +49,21 @@ func (e QuotaEntity) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// key identifies the entity unambiguously, whatever its names hold.
+func (e QuotaEntity) key() string {
+	var b strings.Builder
+	for _, c := range e.request() {
+		b.WriteString(c.Type)
+		if c.Name == nil {
+			b.WriteString("\x01")
+		} else {
+			b.WriteString("\x00" + *c.Name)
+		}
+		b.WriteString("\x02")
+	}
+	return b.String()
+}
+
 func quotaTypeOrder(t string) int {
 	switch t {
 	case QuotaEntityUser:
@@ -138,7 +153,9 @@ type QuotaAlteration struct {
 }
 
 // AlterClientQuotas applies alterations and returns each one's outcome, in
-// order (nil for success).
+// order (nil for success). Outcomes are matched to alterations by the
+// entity each answer names, as the protocol lets a broker answer in any
+// order.
 func (a *Admin) AlterClientQuotas(ctx context.Context, alterations ...QuotaAlteration) ([]error, error) {
 	req := kmsg.NewPtrAlterClientQuotasRequest()
 	for _, alt := range alterations {
@@ -163,11 +180,20 @@ func (a *Admin) AlterClientQuotas(ctx context.Context, alterations ...QuotaAlter
 			return err
 		}
 		resp := kresp.(*kmsg.AlterClientQuotasResponse)
-		if len(resp.Entries) != len(alterations) {
-			return fmt.Errorf("%d results for %d alterations", len(resp.Entries), len(alterations))
+		byEntity := make(map[string]error, len(resp.Entries))
+		for _, e := range resp.Entries {
+			entity := QuotaEntity{}
+			for _, c := range e.Entity {
+				entity[c.Type] = c.Name
+			}
+			byEntity[entity.key()] = errorWithMessage(e.ErrorCode, e.ErrorMessage)
 		}
-		for i, e := range resp.Entries {
-			out[i] = errorWithMessage(e.ErrorCode, e.ErrorMessage)
+		for i, alt := range alterations {
+			err, ok := byEntity[alt.Entity.key()]
+			if !ok {
+				return fmt.Errorf("no answer for %s", alt.Entity)
+			}
+			out[i] = err
 		}
 		return nil
 	})
