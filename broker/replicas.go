@@ -308,25 +308,28 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 
 	// Config changes: a topic's own, or broker-level ones that may be the
 	// default of any topic config; this broker's own may replace its
-	// listeners' keystores.
-	tlsChanged := false
+	// listeners' keystores. Collected first, then one pass over the
+	// partitions: after a snapshot every resource with configs is named
+	// (fullChanges), which must not cost a pass per topic.
+	own := strconv.Itoa(int(b.nodeID))
+	changedTopics := map[string]bool{}
+	brokerWide, tlsChanged := false, false
 	for _, res := range changes.Configs {
 		switch res.Type {
 		case metadata.ConfigResourceTopic:
-			for tp, p := range next {
-				if tp.Topic == res.Name {
-					b.refreshConfig(p, img)
-				}
-			}
+			changedTopics[res.Name] = true
 		case metadata.ConfigResourceBroker:
-			if res.Name == "" || res.Name == strconv.Itoa(int(b.nodeID)) {
-				b.updateReplicationQuotas(img)
-				for _, p := range next {
-					b.refreshConfig(p, img)
-				}
-			}
-			if res.Name == strconv.Itoa(int(b.nodeID)) {
-				tlsChanged = true
+			brokerWide = brokerWide || res.Name == "" || res.Name == own
+			tlsChanged = tlsChanged || res.Name == own
+		}
+	}
+	if brokerWide {
+		b.updateReplicationQuotas(img)
+	}
+	if brokerWide || len(changedTopics) > 0 {
+		for tp, p := range next {
+			if brokerWide || changedTopics[tp.Topic] {
+				b.refreshConfig(p, img)
 			}
 		}
 	}
