@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,12 +33,22 @@ import (
 //
 // each first at full speed (records/s, MB/s, latency percentiles), then at
 // half of its own full speed (latency percentiles: the p99 target is 10 ms
-// there), twice: with kgo's defaults, whose linger.ms=10 and one produce
-// request in flight per broker alone put a record's p99 above 10 ms
-// whatever the brokers do, with the Java producer's defaults (Kafka 4:
-// linger.ms=5, max.in.flight.requests.per.connection=5), and with
-// linger.ms=0 (its default before Kafka 4.0, KIP-1030), 5 in flight.
-// Rounds alternate the order; the table gives medians.
+// there), three times: with kgo's defaults, whose linger.ms=10 alone puts
+// a record's p99 above 10 ms whatever the brokers do, with the Java
+// producer's defaults (Kafka 4: linger.ms=5), and with linger.ms=0 (its
+// default before Kafka 4.0, KIP-1030). Every producer has 5 requests in
+// flight per broker, the Java producer's and librdkafka's default: kgo's
+// idempotent producer has them, its acks=1 producer is given them (kgo's
+// default there is 1, which would hold the RF=1 baseline back).
+//
+// Then the same variants again from keel perf produce, Keel's
+// kafka-producer-perf-test, in a process of its own: the Keel SDK with the
+// Java producer's defaults (batch.size=16384, linger.ms=5, no compression),
+// as an operator would measure a cluster. First --throughput -1, then half
+// of the rate that reached; the reference is a kfake process of 3 brokers
+// at RF=3's half rate.
+//
+// Rounds alternate the order; the tables give medians.
 //
 // Knobs: KEEL_BENCH_RECORDS (default 1,000,000), KEEL_BENCH_ROUNDS (3),
 // KEEL_BENCH_RATE_SECONDS (5).
@@ -61,6 +76,8 @@ func TestReplicationPerf(t *testing.T) {
 		halfLat []*latencies
 		halfJ   []*latencies // at half rate with the Java producer's defaults
 		half0   []*latencies // at half rate with linger.ms=0
+		// keel perf produce's runs: at full speed and at half rate
+		ptFull, ptHalf []perfTestRun
 	}
 	keel := c.BootstrapServers()
 	variants := []*variant{
@@ -73,6 +90,11 @@ func TestReplicationPerf(t *testing.T) {
 	// halfOf is the variant whose full rate sets the half rate: RF=3's for
 	// kfake, so that its latency is measured at the same load.
 	halfOf := map[*variant]*variant{variants[3]: variants[1]}
+	writeRate := pageCacheWriteRate(t, t.TempDir(), 1<<30)
+	fakeProc := startKfakeProcess(t, 3)
+	ptFake := &variant{name: "kfake process (RF=3's rate)", seeds: fakeProc.addrs, rf: 1, acks: kgo.LeaderAck()}
+	ptVariants := []*variant{variants[0], variants[1], variants[2], ptFake}
+	ptRecords := 3 * records // about as long as the half-rate runs at these rates
 	value := perfPayload(100)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -93,8 +115,8 @@ func TestReplicationPerf(t *testing.T) {
 				t.Fatalf("create %s: %v %v", topic, err, resp.Err)
 			}
 			opts := []kgo.Opt{kgo.SeedBrokers(v.seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(v.acks)}
-			if v.acks != kgo.AllISRAcks() {
-				opts = append(opts, kgo.DisableIdempotentWrite())
+			if v.acks != kgo.AllISRAcks() { // idempotent kgo has 5 in flight already
+				opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
 			}
 			prod, err := kgo.NewClient(opts...)
 			if err != nil {
@@ -113,9 +135,6 @@ func TestReplicationPerf(t *testing.T) {
 			v.halfLat = append(v.halfLat, produceAtRate(ctx, t, prod, topic, value, half, rateFor))
 			prod.Close()
 			optsJ := append(slices.Clone(opts), kgo.ProducerLinger(5*time.Millisecond))
-			if v.acks != kgo.AllISRAcks() { // idempotent kgo has 5 in flight already
-				optsJ = append(optsJ, kgo.MaxProduceRequestsInflightPerBroker(5))
-			}
 			prodJ, err := kgo.NewClient(optsJ...)
 			if err != nil {
 				t.Fatal(err)
@@ -132,6 +151,39 @@ func TestReplicationPerf(t *testing.T) {
 			prod0.Close()
 			t.Logf("%s round %d: %.0f records/s, p99 %v; at half rate p99 %v, with Java's defaults %v", v.name, round+1, rate,
 				lat.pct(0.99), v.halfLat[len(v.halfLat)-1].pct(0.99), v.halfJ[len(v.halfJ)-1].pct(0.99))
+			if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+				t.Fatal(err)
+			}
+			admCl.Close()
+		}
+		order = slices.Clone(ptVariants[:3])
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for vi, v := range append(order, ptFake) {
+			topic := fmt.Sprintf("ptperf-%d-%d", round, vi)
+			admCl, err := kgo.NewClient(kgo.SeedBrokers(v.seeds...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm := kadm.NewClient(admCl)
+			if resp, err := adm.CreateTopic(ctx, 6, v.rf, v.configs, topic); err != nil || resp.Err != nil {
+				t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+			}
+			acks := "1"
+			if v.acks == kgo.AllISRAcks() {
+				acks = "all"
+			}
+			var full perfTestRun
+			if v != ptFake {
+				full = keelPerfProduce(ctx, t, v.seeds, topic, acks, ptRecords, -1)
+				v.ptFull = append(v.ptFull, full)
+			} else {
+				full = variants[1].ptFull[len(variants[1].ptFull)-1]
+			}
+			half := full.rate / 2
+			v.ptHalf = append(v.ptHalf, keelPerfProduce(ctx, t, v.seeds, topic, acks, int(half*(rateFor.Seconds()+1)), half))
+			t.Logf("keel perf produce, %s round %d: %.0f records/s; at %.0f records/s p99 %v", v.name, round+1, full.rate, half, v.ptHalf[len(v.ptHalf)-1].p99)
 			if _, err := adm.DeleteTopics(ctx, topic); err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +221,91 @@ func TestReplicationPerf(t *testing.T) {
 	for _, v := range variants {
 		fmt.Printf("%-24s %12v %12v %12v\n", v.name, medLat(v.half0, 0.5), medLat(v.half0, 0.99), medLat(v.half0, 0.999))
 	}
+	ptMedian := func(runs []perfTestRun, f func(perfTestRun) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, r := range runs {
+			xs[i] = f(r)
+		}
+		return median(xs)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	ptBase := ptMedian(variants[0].ptFull, func(r perfTestRun) float64 { return r.rate })
+	fmt.Printf("keel perf produce (kafka-producer-perf-test: the Keel SDK in its own process, the Java producer's defaults:\n"+
+		"batch.size=16384, linger.ms=5, no compression), --throughput -1 for %d records, then half that rate for %v:\n", ptRecords, rateFor)
+	fmt.Printf("%-28s %12s %8s %9s %10s %14s %10s %10s %12s\n", "variant", "records/s", "MB/s", "vs RF=1", "p99 (ms)", "half (rec/s)", "p50", "p99", "p99.9")
+	for _, v := range ptVariants {
+		full := fmt.Sprintf("%12s %8s %9s %10s", "-", "-", "-", "-") // kfake: RF=3's rate
+		if len(v.ptFull) > 0 {
+			r := ptMedian(v.ptFull, func(r perfTestRun) float64 { return r.rate })
+			full = fmt.Sprintf("%12.0f %8.1f %8.2fx %10.2f", r, r*100/1e6, r/ptBase, ptMedian(v.ptFull, func(r perfTestRun) float64 { return ms(r.p99) }))
+		}
+		fmt.Printf("%-28s %s %14.0f %10.2f %10.2f %12.2f\n", v.name, full,
+			ptMedian(v.ptHalf, func(r perfTestRun) float64 { return r.rate }),
+			ptMedian(v.ptHalf, func(r perfTestRun) float64 { return ms(r.p50) }),
+			ptMedian(v.ptHalf, func(r perfTestRun) float64 { return ms(r.p99) }),
+			ptMedian(v.ptHalf, func(r perfTestRun) float64 { return ms(r.p999) }))
+	}
+	fmt.Printf("Baseline: a new 1 GiB file written through the page cache in 16 KiB writes, before the rounds: %.0f MB/s (%.2f ns a byte).\n"+
+		"Every replica writes each byte it keeps once: RF=3 three times per record. Uncompressed, that is most of the brokers' work.\n",
+		writeRate/1e6, 1e9/writeRate)
 	fmt.Printf("Load average (1 min) at the end: %s\n", loadAverage())
+}
+
+// pageCacheWriteRate writes size bytes to a new file in dir in 16 KiB
+// writes, as appends of a producer's batches do, and returns bytes/s. The
+// pages the cache takes anew cost the most: on a VM that hands freed memory
+// back to its host (free page reporting), several times what a page reused
+// soon after costs, for Keel's segments as for this file.
+func pageCacheWriteRate(t *testing.T, dir string, size int) float64 {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "page-cache-baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 16<<10)
+	start := time.Now()
+	for n := 0; n < size; n += len(buf) {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatalf("page cache baseline: %v", err)
+		}
+	}
+	return float64(size) / time.Since(start).Seconds()
+}
+
+// perfTestRun is what keel perf produce's last line reports.
+type perfTestRun struct {
+	rate           float64 // records/s
+	p50, p99, p999 time.Duration
+}
+
+var perfTestLine = regexp.MustCompile(`records sent, ([\d.]+) records/sec .* ([\d.]+) ms 50th, [\d.]+ ms 95th, ([\d.]+) ms 99th, ([\d.]+) ms 99\.9th\.`)
+
+// keelPerfProduce runs keel perf produce in a process of its own: records
+// records of 100 bytes at most throughput a second (-1: as fast as it
+// can), acks as given and the producer's other settings at their defaults
+// (the Java producer's).
+func keelPerfProduce(ctx context.Context, t *testing.T, seeds []string, topic, acks string, records int, throughput float64) perfTestRun {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, Binary(t), "perf", "produce", "--bootstrap-server", strings.Join(seeds, ","),
+		"--topic", topic, "--num-records", strconv.Itoa(records), "--record-size", "100",
+		"--throughput", strconv.Itoa(int(throughput)), "--producer-props", "acks="+acks, "--reporting-interval", "3600000")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("keel perf produce: %v\n%s", err, out)
+	}
+	m := perfTestLine.FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("keel perf produce printed:\n%s", out)
+	}
+	var f [4]float64
+	for i := range f {
+		f[i], _ = strconv.ParseFloat(m[i+1], 64)
+	}
+	d := func(msv float64) time.Duration { return time.Duration(msv * float64(time.Millisecond)) }
+	return perfTestRun{rate: f[0], p50: d(f[1]), p99: d(f[2]), p999: d(f[3])}
 }
 
 // produceAtRate produces at rate records/s for d (after a one-second

@@ -93,7 +93,7 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 		t.Fatalf("kfake: %v (add it with go get github.com/twmb/franz-go/pkg/kfake)", err)
 	}
 	t.Cleanup(fake.Close)
-	fakeProc := startKfakeProcess(t)
+	fakeProc := startKfakeProcess(t, 1)
 	fakeProcTarget := &perfTarget{name: "kfake (process)", short: "kfake proc", seeds: fakeProc.addrs, pid: fakeProc.cmd.Process.Pid}
 	targets := []*perfTarget{
 		{name: "Keel (process)", short: "Keel", seeds: keel.BootstrapServers(), pid: keel.Pid(1), alsoVs: fakeProcTarget},
@@ -126,11 +126,16 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 // running tests (TestMain): the bench's out-of-process kfake.
 const kfakeServeEnv = "KEEL_KFAKE_SERVE"
 
-// serveKfake runs a one-broker kfake cluster, prints its listen addresses
-// on one line of stdout, and serves until stdin closes (the parent's
-// Cleanup, or the parent dying).
+// serveKfake runs a kfake cluster of as many brokers as kfakeServeEnv
+// says, prints its listen addresses on one line of stdout, and serves until
+// stdin closes (the parent's Cleanup, or the parent dying).
 func serveKfake() {
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
+	brokers, err := strconv.Atoi(os.Getenv(kfakeServeEnv))
+	if err != nil || brokers < 1 {
+		fmt.Fprintf(os.Stderr, "%s=%q: want a number of brokers\n", kfakeServeEnv, os.Getenv(kfakeServeEnv))
+		os.Exit(2)
+	}
+	fake, err := kfake.NewCluster(kfake.NumBrokers(brokers))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kfake:", err)
 		os.Exit(1)
@@ -145,12 +150,12 @@ type kfakeProcess struct {
 	addrs []string
 }
 
-// startKfakeProcess starts serveKfake in a child process, stopped with the
-// test.
-func startKfakeProcess(t *testing.T) *kfakeProcess {
+// startKfakeProcess starts serveKfake with that many brokers in a child
+// process, stopped with the test.
+func startKfakeProcess(t *testing.T, brokers int) *kfakeProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), kfakeServeEnv+"=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", kfakeServeEnv, brokers))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
