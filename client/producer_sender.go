@@ -351,6 +351,12 @@ func (p *Producer) sendRequest(leader int32, send *pendingSend) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = int16(p.cfg.acks)
 	req.TimeoutMillis = int32(p.cfg.produceTimeout / time.Millisecond)
+	if p.cfg.transactionalID != "" {
+		// Kafka refuses transactional batches without it
+		// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and the leader
+		// verifies a transaction's partitions with its coordinator by it.
+		req.TransactionID = kmsg.StringPtr(p.cfg.transactionalID)
+	}
 	for _, b := range send.batches {
 		var rt *kmsg.ProduceRequestTopic
 		for i := range req.Topics {
