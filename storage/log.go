@@ -59,6 +59,12 @@ type AppendOptions struct {
 	// group-commits with Log.Sync instead (the broker's durable mode,
 	// flush.messages=1, where concurrent producers share fsyncs).
 	DeferFlush bool
+	// VerifyTxn requires a transactional batch that opens its producer's
+	// transaction in the partition to carry TxnGuard, the guard of a
+	// verification the coordinator confirmed (txn_verify.go); otherwise
+	// the append fails with ErrInvalidTxnState.
+	VerifyTxn bool
+	TxnGuard  *TxnVerificationGuard
 }
 
 // AppendInfo describes what an append wrote.
@@ -179,6 +185,9 @@ type Log struct {
 	// txns orders the transactions that hold the last stable offset
 	// (txn_state.go).
 	txns txnState
+	// txnGuards are the transaction verifications in flight, by producer
+	// id (txn_verify.go).
+	txnGuards map[int64]*TxnVerificationGuard
 
 	// topicMu guards the topic id of partition.metadata
 	// (partition_metadata.go).
@@ -583,6 +592,11 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendI
 	}
 	if dup != nil {
 		return duplicateAppendInfo(dup, l.logStartOffset), nil
+	}
+	if opts.VerifyTxn && !v.fromCoordinator {
+		if err := l.checkTxnVerifiedLocked(batches, opts.TxnGuard); err != nil {
+			return info, fmt.Errorf("append to %s: %w", l.tp, err)
+		}
 	}
 	next := l.active().nextOffset
 	info.FirstOffset = next

@@ -334,6 +334,7 @@ func (l *Log) updateProducerStateLocked(batches []byte) error {
 		}
 		batch := batches[pos : pos+h.Size()]
 		pos += h.Size()
+		l.dropTxnGuardsLocked(&h)
 		c, ok, err := l.producers.apply(&l.txns, &h, batch)
 		if err != nil {
 			l.logger.Warn("ignoring a transaction marker whose control record cannot be read", "offset", h.BaseOffset, "error", err)
@@ -395,6 +396,7 @@ func (l *Log) RemoveExpiredProducers(now time.Time, expiration time.Duration) in
 	if n > 0 {
 		l.logger.Debug("expired idle producers", "producers", n, "remaining", len(l.producers))
 	}
+	l.expireTxnGuardsLocked(cutoff)
 	return n
 }
 

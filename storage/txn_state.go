@@ -34,8 +34,10 @@ import (
 // them to the Kafka codes named (ErrorCode does too).
 var (
 	// ErrInvalidTxnState is a non-transactional batch from a producer whose
-	// transaction in the partition is still open: INVALID_TXN_STATE (48).
-	ErrInvalidTxnState = errors.New("non-transactional batch from a producer with an open transaction")
+	// transaction in the partition is still open, or a transactional batch
+	// that would open a transaction the coordinator did not confirm
+	// (txn_verify.go): INVALID_TXN_STATE (48).
+	ErrInvalidTxnState = errors.New("invalid transaction state")
 	// ErrTransactionCoordinatorFenced is a transaction marker whose
 	// coordinator epoch is older than one the partition already saw for
 	// the producer (a zombie coordinator): TRANSACTION_COORDINATOR_FENCED (52).

@@ -1,0 +1,86 @@
+package storage
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/keelstream/keel/network/record"
+)
+
+func TestTxnVerificationGuards(t *testing.T) {
+	now := time.UnixMilli(testEpochMs)
+	l := openTestLog(t, partitionDir(t), OpenOptions{Now: func() time.Time { return now }})
+	appendTxn := func(pid int64, epoch int16, seq int32, guard *TxnVerificationGuard) error {
+		t.Helper()
+		_, err := l.AppendAsLeader(txnBatch(t, pid, epoch, seq, 2), AppendOptions{VerifyTxn: true, TxnGuard: guard})
+		return err
+	}
+	wantRefused := func(err error) {
+		t.Helper()
+		if !errors.Is(err, ErrInvalidTxnState) || ErrorCode(err) != 48 {
+			t.Fatalf("append: got %v, want INVALID_TXN_STATE", err)
+		}
+	}
+
+	// A transaction's first batch needs a guard, and only its own.
+	wantRefused(appendTxn(7, 0, 0, nil))
+	other := l.StartTxnVerification(8, 0)
+	wantRefused(appendTxn(7, 0, 0, other))
+	g := l.StartTxnVerification(7, 0)
+	if g == nil || l.StartTxnVerification(7, 0) != g {
+		t.Fatal("a verification in flight must share its guard")
+	}
+	if err := appendTxn(7, 0, 0, g); err != nil {
+		t.Fatalf("verified append: %v", err)
+	}
+	// Inside the open transaction no verification is needed.
+	if l.StartTxnVerification(7, 0) != nil {
+		t.Fatal("an open transaction needs no verification")
+	}
+	if err := appendTxn(7, 0, 2, nil); err != nil {
+		t.Fatalf("append inside the open transaction: %v", err)
+	}
+	// The append consumed the guard: a second verification starts anew.
+	appendMarkerOK(t, l, record.ControlCommit, 7, 0, 0)
+	g2 := l.StartTxnVerification(7, 0)
+	if g2 == nil || g2 == g {
+		t.Fatal("after the commit the next transaction needs a new verification")
+	}
+
+	// KAFKA-14884's race: the coordinator confirmed the partition, then
+	// the transaction's abort marker landed before the append.
+	appendMarkerOK(t, l, record.ControlAbort, 7, 0, 0)
+	wantRefused(appendTxn(7, 0, 4, g2))
+	l.SetHighWatermark(l.LogEndOffset())
+	if lso, end := l.LastStableOffset(), l.LogEndOffset(); lso != end {
+		t.Fatalf("a refused batch left a transaction open: LSO %d, log end %d", lso, end)
+	}
+
+	// A producer's new epoch needs its own verification.
+	g3 := l.StartTxnVerification(7, 1)
+	wantRefused(appendTxn(7, 1, 0, other))
+	if err := appendTxn(7, 1, 0, g3); err != nil {
+		t.Fatalf("verified append of the new epoch: %v", err)
+	}
+
+	// Without VerifyTxn (the setting off) nothing is checked, and the
+	// coordinators' own transactional batches never are.
+	if _, err := l.AppendAsLeader(txnBatch(t, 9, 0, 0, 1), AppendOptions{}); err != nil {
+		t.Fatalf("unverified append with verification off: %v", err)
+	}
+	if _, err := l.AppendAsLeader(txnBatch(t, 10, 0, 0, 1), AppendOptions{FromCoordinator: true, VerifyTxn: true}); err != nil {
+		t.Fatalf("coordinator append: %v", err)
+	}
+
+	// A verification that never led to an append expires with the idle
+	// producers.
+	if l.StartTxnVerification(8, 0) != other {
+		t.Fatal("producer 8's verification should still be in flight")
+	}
+	now = now.Add(2 * time.Hour)
+	l.RemoveExpiredProducers(now, time.Hour)
+	if l.StartTxnVerification(8, 0) == other {
+		t.Fatal("an expired verification's guard was kept")
+	}
+}
