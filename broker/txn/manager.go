@@ -399,6 +399,40 @@ func (m *Manager) AddPartitions(now int64, req AddPartitionsRequest) Effects {
 	return eff
 }
 
+// VerifyPartitions answers a broker that is about to append a producer's
+// first transactional batch to partitions (KIP-890 part 1, an
+// AddPartitionsToTxn with VerifyOnly; Kafka's
+// handleVerifyPartitionsInTransaction): a code per partition of tps, in
+// order. It writes nothing. The producer's checks come first, one code for
+// all (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, the load refusals),
+// then CONCURRENT_TRANSACTIONS while the transaction is being committed or
+// aborted; otherwise each partition is 0 when it is in the transaction
+// (its addition committed) and TRANSACTION_ABORTABLE when it is not. A
+// pending write is not waited for: the broker's append checks its guard
+// again (storage/txn_verify.go).
+func (m *Manager) VerifyPartitions(transactionalID string, producerID int64, epoch int16, tps []TopicPartition) []int16 {
+	codes := make([]int16, len(tps))
+	all := func(code int16) []int16 {
+		for i := range codes {
+			codes[i] = code
+		}
+		return codes
+	}
+	t, code := m.producerTxn(transactionalID, producerID, epoch)
+	switch {
+	case code != 0:
+		return all(code)
+	case t.state == PrepareCommit || t.state == PrepareAbort:
+		return all(kerr.ConcurrentTransactions.Code)
+	}
+	for i, tp := range tps {
+		if _, ok := t.partitions[tp]; !ok {
+			codes[i] = kerr.TransactionAbortable.Code
+		}
+	}
+	return codes
+}
+
 // producerTxn is the transactional id's entry for a request of its
 // producer, or the code a request gets first (Kafka's checks shared by
 // AddPartitionsToTxn and EndTxn): loading or unloaded, an id this

@@ -137,6 +137,14 @@ func (h *harness) run(cmd string) string {
 		req := AddPartitionsRequest{Waiter: a["waiter"], TransactionalID: a["id"], ProducerID: num(a["pid"], -1),
 			ProducerEpoch: int16(num(a["epoch"], -1)), Partitions: parseTPs(a["tps"])}
 		return h.effects(h.m.AddPartitions(h.now, req))
+	case "verify":
+		tps := parseTPs(a["tps"])
+		codes := h.m.VerifyPartitions(a["id"], num(a["pid"], -1), int16(num(a["epoch"], -1)), tps)
+		var parts []string
+		for i, tp := range tps {
+			parts = append(parts, fmt.Sprintf("%s-%d: %s", tp.Topic, tp.Partition, code(codes[i])))
+		}
+		return strings.Join(parts, "\n")
 	case "end":
 		req := EndTxnRequest{Waiter: a["waiter"], TransactionalID: a["id"], ProducerID: num(a["pid"], -1),
 			ProducerEpoch: int16(num(a["epoch"], -1)), Commit: a["commit"] == "true"}
