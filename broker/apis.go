@@ -41,12 +41,12 @@ var apiTable = func() []apiSpec {
 		{21, 0, 2}, // DeleteRecords
 		{22, 0, 5}, // InitProducerId
 		{23, 0, 4}, // OffsetForLeaderEpoch
-		{24, 0, 3}, // AddPartitionsToTxn (v4+ KIP-890 verification: not yet)
+		{24, 0, 5}, // AddPartitionsToTxn (v4+: brokers' verification, KIP-890 part 1)
 		{25, 0, 3}, // AddOffsetsToTxn
 		{26, 0, 3}, // EndTxn (v4 TRANSACTION_ABORTABLE, v5 KIP-890: not yet)
 		{27, 0, 1}, // WriteTxnMarkers (v2 KIP-890: not yet)
 		{28, 0, 3}, // TxnOffsetCommit
-		{29, 0, 3}, // DescribeAcls (SECURITY_DISABLED: no authorizer)
+		{29, 0, 3}, // DescribeAcls (SECURITY_DISABLED without an authorizer)
 		{30, 0, 3}, // CreateAcls (likewise)
 		{31, 0, 3}, // DeleteAcls (likewise)
 		{32, 0, 4}, // DescribeConfigs

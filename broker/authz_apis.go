@@ -1017,7 +1017,13 @@ func authorizeOffsetFetch(z *requestAuthz, m *kmsg.OffsetFetchRequest) (kmsg.Res
 // OPERATION_NOT_ATTEMPTED.
 func authorizeAddPartitionsToTxn(z *requestAuthz, m *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	if m.Version >= 4 {
-		return nil // not served (KIP-890)
+		// The brokers' form (KIP-890): Kafka's CLUSTER_ACTION.
+		if !z.cluster(opClusterAction) {
+			resp := m.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			resp.ErrorCode = codeClusterDenied
+			return resp
+		}
+		return nil
 	}
 	idOK := z.txn(opWrite, m.TransactionalID)
 	denied := map[string]bool{}

@@ -158,10 +158,13 @@ type Broker struct {
 	producerIDs producerIDBlock
 	// groups is the group coordinator (coordinator.go).
 	groups *groupCoordinator
-	// txns is the transaction coordinator (txn_coordinator.go), and
-	// txnMarkerConns its connections to partition leaders.
+	// txns is the transaction coordinator (txn_coordinator.go),
+	// txnMarkerConns its connections to partition leaders, and
+	// txnVerifyConns a leader's to transaction coordinators
+	// (txn_verify.go).
 	txns           *txnCoordinator
-	txnMarkerConns txnMarkerConns
+	txnMarkerConns brokerConns
+	txnVerifyConns brokerConns
 
 	// autoCreating holds the topic names whose auto-creation is in flight.
 	autoMu       sync.Mutex
@@ -231,7 +234,8 @@ func New(opts Options) (*Broker, error) {
 		consumerQuotas:      newClientQuotas(metadata.QuotaConsumerByteRate),
 		authorizer:          newAuthorizer(cfg),
 		metrics:             newBrokerMetrics(),
-		txnMarkerConns:      txnMarkerConns{dial: opts.InterBrokerDial},
+		txnMarkerConns:      brokerConns{dial: opts.InterBrokerDial, clientID: "keel-txn-markers"},
+		txnVerifyConns:      brokerConns{dial: opts.InterBrokerDial, clientID: "keel-txn-verify"},
 	}
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)
@@ -296,6 +300,7 @@ func (b *Broker) Close() error {
 	}
 	b.wg.Wait()
 	b.txnMarkerConns.close()
+	b.txnVerifyConns.close()
 	return nil
 }
 

@@ -123,6 +123,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"super.users", str(strings.Join(c.SuperUsers, ";")), ts, ""},
 		{"transaction.abort.timed.out.transaction.cleanup.interval.ms", ms(c.TransactionAbortTimedOutInterval), ti, "10000"},
 		{"transaction.max.timeout.ms", ms(c.TransactionMaxTimeout), ti, "900000"},
+		{"transaction.partition.verification.enable", b(c.TransactionPartitionVerificationEnable), tb, "true"},
 		{"transaction.remove.expired.transaction.cleanup.interval.ms", ms(c.TransactionRemoveExpiredInterval), ti, "3600000"},
 		{"transaction.state.log.min.isr", i(c.TransactionStateLogMinISR), ti, "2"},
 		{"transaction.state.log.num.partitions", i(int(c.TransactionStateLogNumPartitions)), ti, "50"},

@@ -55,24 +55,27 @@ type Config struct {
 	TransactionalIDExpiration            time.Duration // transactional.id.expiration.ms
 	TransactionAbortTimedOutInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
 	TransactionRemoveExpiredInterval     time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms
-	BrokerHeartbeatInterval              time.Duration
-	BrokerSessionTimeout                 time.Duration
-	SocketRequestMaxBytes                int32
-	QueuedMaxRequestBytes                int64 // queued.max.request.bytes; <= 0: no bound
-	SocketSendBufferBytes                int   // socket.send.buffer.bytes; -1: the OS's (autotuned)
-	SocketReceiveBufferBytes             int   // socket.receive.buffer.bytes; -1: the OS's
-	MaxConnections                       int
-	ConnectionsMaxIdle                   time.Duration
-	NumRecoveryThreadsPerDataDir         int
-	GroupInitialRebalanceDelay           time.Duration
-	GroupMinSessionTimeout               time.Duration // group.min.session.timeout.ms
-	GroupMaxSessionTimeout               time.Duration // group.max.session.timeout.ms
-	GroupMaxSize                         int           // group.max.size
-	OffsetsRetention                     time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheckInterval        time.Duration // offsets.retention.check.interval.ms
-	OffsetsCommitTimeout                 time.Duration // offsets.commit.timeout.ms
-	OffsetMetadataMaxBytes               int           // offset.metadata.max.bytes
-	OffsetsLoadBufferSize                int           // offsets.load.buffer.size
+	// TransactionPartitionVerificationEnable is
+	// transaction.partition.verification.enable (KIP-890; dynamic too).
+	TransactionPartitionVerificationEnable bool
+	BrokerHeartbeatInterval                time.Duration
+	BrokerSessionTimeout                   time.Duration
+	SocketRequestMaxBytes                  int32
+	QueuedMaxRequestBytes                  int64 // queued.max.request.bytes; <= 0: no bound
+	SocketSendBufferBytes                  int   // socket.send.buffer.bytes; -1: the OS's (autotuned)
+	SocketReceiveBufferBytes               int   // socket.receive.buffer.bytes; -1: the OS's
+	MaxConnections                         int
+	ConnectionsMaxIdle                     time.Duration
+	NumRecoveryThreadsPerDataDir           int
+	GroupInitialRebalanceDelay             time.Duration
+	GroupMinSessionTimeout                 time.Duration // group.min.session.timeout.ms
+	GroupMaxSessionTimeout                 time.Duration // group.max.session.timeout.ms
+	GroupMaxSize                           int           // group.max.size
+	OffsetsRetention                       time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheckInterval          time.Duration // offsets.retention.check.interval.ms
+	OffsetsCommitTimeout                   time.Duration // offsets.commit.timeout.ms
+	OffsetMetadataMaxBytes                 int           // offset.metadata.max.bytes
+	OffsetsLoadBufferSize                  int           // offsets.load.buffer.size
 
 	// Log defaults (log.* keys); topic configs override them per topic.
 	LogSegmentBytes                  int64
@@ -265,6 +268,7 @@ func configKeys(c *Config) map[string]configKey {
 		"transactional.id.expiration.ms":                              {"604800000", ms(&c.TransactionalIDExpiration), "forget a transactional id idle this long"},
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": {"10000", ms(&c.TransactionAbortTimedOutInterval), ""},
 		"transaction.remove.expired.transaction.cleanup.interval.ms":  {"3600000", ms(&c.TransactionRemoveExpiredInterval), ""},
+		"transaction.partition.verification.enable":                   {"true", b(&c.TransactionPartitionVerificationEnable), "a leader asks the transaction coordinator before it appends a batch that opens a transaction in a partition (KIP-890: no hanging transactions)"},
 		"producer.id.expiration.ms":                                   {"86400000", ms(&c.ProducerIDExpiration), "forget idempotent producers idle this long"},
 		"producer.id.expiration.check.interval.ms":                    {"600000", ms(&c.ProducerIDExpirationCheckInterval), ""},
 		"broker.heartbeat.interval.ms":                                {"2000", ms(&c.BrokerHeartbeatInterval), ""},

@@ -38,8 +38,8 @@ package broker
 //     non-transactional batch of a producer with a transaction open. A
 //     transactional batch opens the producer's transaction in the
 //     partition (it holds the last stable offset) until the coordinator's
-//     marker ends it. The partition is not verified with the coordinator
-//     first (KIP-890's transaction.partition.verification.enable);
+//     marker ends it; the batch that opens it is first verified with the
+//     transaction coordinator (KIP-890 part 1, txn_verify.go);
 //   - success: BaseOffset, LogAppendTime (v2+; -1 with CreateTime) and
 //     LogStartOffset (v5+).
 //
@@ -138,6 +138,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 			}
 		}
 	}
+	b.checkProduceTxn(ctx, m, img, jobs)
 	b.runProduceJobs(m, jobs)
 	resp.ThrottleMillis = throttleMillis(b.produceThrottle(img, req))
 	var pending []producePending
@@ -195,6 +196,12 @@ type produceJob struct {
 	rp       *kmsg.ProduceResponseTopicPartition
 	p        *partition
 	required int64
+	// skip: answered before the append (checkProduceTxn).
+	skip bool
+	// verifyTxn and txnGuard are the transaction verification the append
+	// requires (txn_verify.go).
+	verifyTxn bool
+	txnGuard  *storage.TxnVerificationGuard
 }
 
 // parallelProduceWork is the estimated work (record bytes, plus
@@ -220,8 +227,9 @@ func (b *Broker) runProduceJobs(m *kmsg.ProduceRequest, jobs []produceJob) {
 	workers := min(len(jobs), runtime.GOMAXPROCS(0))
 	if workers < 2 || !worthParallel(jobs) {
 		for i := range jobs {
-			j := &jobs[i]
-			j.p, j.required = b.appendToPartition(m, j.topic, *j.in, j.rp)
+			if j := &jobs[i]; !j.skip {
+				j.p, j.required = b.appendToPartition(m, j)
+			}
 		}
 		return
 	}
@@ -242,8 +250,9 @@ func (b *Broker) runProduceJobs(m *kmsg.ProduceRequest, jobs []produceJob) {
 			if i >= len(jobs) {
 				return
 			}
-			j := &jobs[i]
-			j.p, j.required = b.appendToPartition(m, j.topic, *j.in, j.rp)
+			if j := &jobs[i]; !j.skip {
+				j.p, j.required = b.appendToPartition(m, j)
+			}
 		}
 	}
 	for range workers - 1 {
@@ -285,10 +294,11 @@ func worthParallel(jobs []produceJob) bool {
 }
 
 // appendToPartition appends one partition's batches as leader and fills in
-// rp. On success it returns the partition and the offset its high
-// watermark must reach for the batches to be committed (the last appended
-// offset + 1); on failure nil (rp carries the error).
-func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg.ProduceRequestTopicPartition, rp *kmsg.ProduceResponseTopicPartition) (*partition, int64) {
+// its response partition. On success it returns the partition and the
+// offset its high watermark must reach for the batches to be committed
+// (the last appended offset + 1); on failure nil (rp carries the error).
+func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, j *produceJob) (*partition, int64) {
+	topic, in, rp := j.topic, j.in, j.rp
 	if isInternalTopic(topic) {
 		// Only the coordinators write there (ReplicaManager's
 		// "Cannot append to internal topic").
@@ -372,7 +382,7 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, topic string, in kmsg
 		}
 	}
 	// The durable mode group-commits: the flusher fsyncs (durable.go).
-	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch, DeferFlush: st.durable}
+	opts := storage.AppendOptions{LeaderEpoch: st.leaderEpoch, DeferFlush: st.durable, VerifyTxn: j.verifyTxn, TxnGuard: j.txnGuard}
 	var info storage.AppendInfo
 	if idempotent {
 		// The log checks the producer's sequences against its producer

@@ -10,8 +10,9 @@ package broker
 //     CONCURRENT_TRANSACTIONS meanwhile and retries). An empty
 //     transactional id is INVALID_REQUEST; a transaction.timeout.ms above
 //     transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT.
-//   - AddPartitionsToTxn (key 24), v0–v3 (v4+ is KIP-890's broker-to-broker
-//     verification, not served): the partitions join the transaction. A
+//   - AddPartitionsToTxn (key 24), v0–v5 (v4+ is the brokers' batched form,
+//     with KIP-890's VerifyOnly: txn_verify.go): the partitions join the
+//     transaction. A
 //     partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION
 //     and the others OPERATION_NOT_ATTEMPTED, nothing added, as Kafka
 //     answers; otherwise one code for every partition.
@@ -86,6 +87,9 @@ func (b *Broker) allocateTransactionalProducerID() (int64, error) {
 }
 
 func (b *Broker) handleAddPartitionsToTxn(m *kmsg.AddPartitionsToTxnRequest) network.Result {
+	if m.Version >= 4 {
+		return b.handleAddPartitionsToTxnBatch(m)
+	}
 	resp := m.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	for _, t := range m.Topics {
 		rt := kmsg.NewAddPartitionsToTxnResponseTopic()

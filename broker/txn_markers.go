@@ -46,20 +46,23 @@ type markerJob struct {
 	partitions       []storage.TopicPartition
 }
 
-// txnMarkerConns holds one inter-broker connection per destination broker
-// for the markers this node sends.
+// brokerConns holds one inter-broker connection per destination broker,
+// for one kind of request this node sends (transaction markers,
+// transaction verifications), so that one kind never waits behind the
+// other.
 //
 // Concurrency: mu guards conns; safe from any goroutine.
-type txnMarkerConns struct {
-	dial   DialFunc // set before the first conn
-	mu     sync.Mutex
-	conns  map[int32]*kafkaConn
-	closed bool
+type brokerConns struct {
+	dial     DialFunc // set before the first conn
+	clientID string
+	mu       sync.Mutex
+	conns    map[int32]*kafkaConn
+	closed   bool
 }
 
 // conn returns the connection to broker id at addr, replacing one to an
 // old address.
-func (c *txnMarkerConns) conn(id int32, addr string) (*kafkaConn, error) {
+func (c *brokerConns) conn(id int32, addr string) (*kafkaConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -73,14 +76,14 @@ func (c *txnMarkerConns) conn(id int32, addr string) (*kafkaConn, error) {
 		if c.conns == nil {
 			c.conns = map[int32]*kafkaConn{}
 		}
-		kc = newKafkaConn(addr, "keel-txn-markers", c.dial)
+		kc = newKafkaConn(addr, c.clientID, c.dial)
 		c.conns[id] = kc
 	}
 	return kc, nil
 }
 
 // close drops every connection; conn fails from then on.
-func (c *txnMarkerConns) close() {
+func (c *brokerConns) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true

@@ -355,11 +355,19 @@ func TestTxnRequestErrors(t *testing.T) {
 // BenchmarkTransactions commits transactions of recordsPerTxn 100-byte
 // records over the 6 partitions through kgo (each: AddPartitionsToTxn,
 // produce, EndTxn, then the markers) and reports transactions/s and
-// records/s; BenchmarkProduce is the non-transactional baseline.
+// records/s; BenchmarkProduce is the non-transactional baseline. With
+// verification (KIP-890, the default) the first batch of each
+// transaction in a partition waits for the coordinator's answer; off is
+// the same run's baseline for that cost.
 func BenchmarkTransactions(b *testing.B) {
-	for _, perTxn := range []int{10, 1000} {
-		b.Run(fmt.Sprintf("records=%d", perTxn), func(b *testing.B) {
-			c := newTestCluster(b, withConfig("transaction.state.log.num.partitions=3"))
+	for _, bc := range []struct {
+		perTxn int
+		verify bool
+	}{{10, true}, {10, false}, {1000, true}, {1000, false}} {
+		b.Run(fmt.Sprintf("records=%d/verification=%v", bc.perTxn, bc.verify), func(b *testing.B) {
+			perTxn := bc.perTxn
+			c := newTestCluster(b, withConfig("transaction.state.log.num.partitions=3",
+				fmt.Sprintf("transaction.partition.verification.enable=%v", bc.verify)))
 			c.createTopic("bench", benchPartitions, nil)
 			prod := c.client(kgo.TransactionalID("bench"), kgo.DefaultProduceTopic("bench"), kgo.MaxBufferedRecords(1<<20))
 			ctx := context.Background()

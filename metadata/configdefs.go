@@ -249,6 +249,7 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 		{Name: "num.io.threads", Type: ConfigInt, Default: "8", check: atLeast(1)},
 		{Name: "num.network.threads", Type: ConfigInt, Default: "3", check: atLeast(1)},
 		{Name: "num.replica.fetchers", Type: ConfigInt, Default: "1", check: atLeast(1)},
+		{Name: "transaction.partition.verification.enable", Type: ConfigBoolean, Default: "true"},
 	}
 	for _, d := range topicConfigDefs {
 		if d.BrokerSynonym != "" {

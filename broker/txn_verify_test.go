@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network/record"
+)
+
+// txnBatchOf is a transactional batch of n records of producer pid/epoch
+// from sequence seq.
+func txnBatchOf(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
+	t.Helper()
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, seq, true
+	bb := record.NewBatchBuilder(opts)
+	for range n {
+		bb.Append(time.Now().UnixMilli(), nil, []byte("txn"), nil)
+	}
+	b, err := bb.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// produceTxnRaw sends one transactional batch with Produce version.
+func produceTxnRaw(t testing.TB, rc *rawClient, version int16, id, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = version, -1, 10000, kmsg.StringPtr(id)
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return roundTrip[*kmsg.ProduceResponse](rc, req).Topics[0].Partitions[0]
+}
+
+// TestTxnVerification: KIP-890 part 1 on one broker (its own coordinator).
+// A transactional batch whose partition is not in the producer's ongoing
+// transaction is refused and leaves no transaction open; the stray batch
+// of an aborted transaction, which would hang the partition's last stable
+// offset for good, too. The setting turns it off at runtime.
+func TestTxnVerification(t *testing.T) {
+	c := newTxnCluster(t)
+	c.createTopic("v", 2, nil)
+	rc := c.dialRaw(t)
+	ir := initTransactional(t, rc, "v-txn", 60000)
+	pid, epoch := ir.ProducerID, ir.ProducerEpoch
+	log0 := c.broker.lookup(tp("v", 0)).log
+	wantCode := func(what string, got kmsg.ProduceResponseTopicPartition, want int16) {
+		t.Helper()
+		if got.ErrorCode != want {
+			t.Fatalf("%s: %v, want %v", what, kerr.ErrorForCode(got.ErrorCode), kerr.ErrorForCode(want))
+		}
+	}
+	noOpenTxn := func(what string) {
+		t.Helper()
+		log0.SetHighWatermark(log0.LogEndOffset()) // one replica: the HW is the end anyway
+		if lso, end := log0.LastStableOffset(), log0.LogEndOffset(); lso != end {
+			t.Fatalf("%s: a transaction is open: last stable offset %d, log end %d", what, lso, end)
+		}
+	}
+
+	// Never added: refused, with TRANSACTION_ABORTABLE from Produce v11.
+	wantCode("a partition never added (v9)", produceTxnRaw(t, rc, 9, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 0, 2)), kerr.InvalidTxnState.Code)
+	wantCode("a partition never added (v11)", produceTxnRaw(t, rc, 11, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 0, 2)), kerr.TransactionAbortable.Code)
+	if end := log0.LogEndOffset(); end != 0 {
+		t.Fatalf("refused batches were appended: log end %d", end)
+	}
+	noOpenTxn("after the refusals")
+
+	// Added: verified, appended; the transaction's next batch needs no
+	// verification.
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version, add.TransactionalID, add.ProducerID, add.ProducerEpoch = 3, "v-txn", pid, epoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "v", Partitions: []int32{0}}}
+	if r := roundTrip[*kmsg.AddPartitionsToTxnResponse](rc, add); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	wantCode("an added partition", produceTxnRaw(t, rc, 12, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 0, 2)), 0)
+	wantCode("the transaction's second batch", produceTxnRaw(t, rc, 12, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 2, 2)), 0)
+	// Partition 1 is not in the transaction.
+	wantCode("another partition", produceTxnRaw(t, rc, 12, "v-txn", "v", 1, txnBatchOf(t, pid, epoch, 0, 1)), kerr.TransactionAbortable.Code)
+
+	// The coordinator's view, asked as a broker asks (v4 and v5).
+	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
+	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = "v-txn", pid, epoch, true
+	tr.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "v", Partitions: []int32{0, 1}}}
+	verify.Transactions = append(verify.Transactions, tr)
+	for _, v := range []struct {
+		version int16
+		notIn   int16
+	}{{4, kerr.InvalidTxnState.Code}, {5, kerr.TransactionAbortable.Code}} {
+		verify.Version = v.version
+		r := roundTrip[*kmsg.AddPartitionsToTxnResponse](rc, verify)
+		if r.ErrorCode != 0 || len(r.Transactions) != 1 || len(r.Transactions[0].Topics) != 1 {
+			t.Fatalf("v%d verification: %+v", v.version, r)
+		}
+		ps := r.Transactions[0].Topics[0].Partitions
+		if len(ps) != 2 || ps[0].ErrorCode != 0 || ps[1].ErrorCode != v.notIn {
+			t.Fatalf("v%d verification of v-0 (added) and v-1 (not): %+v", v.version, ps)
+		}
+	}
+
+	// The transaction is aborted and its markers written; a late batch of
+	// it (a retry the network held back) must not open a new one.
+	end := kmsg.NewPtrEndTxnRequest()
+	end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 3, "v-txn", pid, epoch, false
+	if r := roundTrip[*kmsg.EndTxnResponse](rc, end); r.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	waitFor(t, "the abort marker", 10*time.Second, func() bool { return log0.LogEndOffset() == 5 })
+	noOpenTxn("after the abort")
+	wantCode("a late batch of the aborted transaction", produceTxnRaw(t, rc, 9, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 4, 2)), kerr.InvalidTxnState.Code)
+	noOpenTxn("after the late batch")
+
+	// Turned off cluster-wide, the late batch goes in, and hangs the
+	// partition: what verification prevents.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	setVerification := func(v string) {
+		t.Helper()
+		rs, err := c.admin().AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr(v)}})
+		if err == nil {
+			err = rs[0].Err
+		}
+		if err != nil {
+			t.Fatalf("set transaction.partition.verification.enable=%s: %v", v, err)
+		}
+		waitFor(t, "the setting", 10*time.Second, func() bool {
+			return c.broker.txnVerificationEnabled(c.broker.currentImage()) == (v == "true")
+		})
+	}
+	setVerification("false")
+	wantCode("the late batch, unverified", produceTxnRaw(t, rc, 9, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 4, 2)), 0)
+	log0.SetHighWatermark(log0.LogEndOffset())
+	if lso := log0.LastStableOffset(); lso != 5 {
+		t.Fatalf("without verification the stray batch should hold the last stable offset at 5, got %d", lso)
+	}
+	setVerification("true")
+	wantCode("the next stray batch", produceTxnRaw(t, rc, 9, "v-txn", "v", 1, txnBatchOf(t, pid, epoch, 0, 1)), kerr.InvalidTxnState.Code)
+
+	// Transactional batches need a transactional id.
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "v"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 1, txnBatchOf(t, pid, epoch, 0, 1)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if r := roundTrip[*kmsg.ProduceResponse](rc, req); r.Topics[0].Partitions[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("transactional batch without a transactional id: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+}

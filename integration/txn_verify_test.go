@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/network/record"
+)
+
+// TestTxnVerificationAcrossBrokers: KIP-890 part 1 where the transaction
+// coordinator is another broker than the partition's leader, so the
+// leader asks it with AddPartitionsToTxn v4+ (VerifyOnly). kgo's
+// transactional producer commits across every partition (each first batch
+// verified remotely) and read_committed consumers see it all; a stray
+// transactional batch for a partition the producer never added is
+// refused by its leader and leaves no transaction open.
+func TestTxnVerificationAcrossBrokers(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		"transaction.state.log.num.partitions=3", "offsets.topic.num.partitions=3")
+	c.WaitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const topic, txnID = "verified", "verified-producer"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if resp, err := adm.CreateTopic(ctx, 6, 2, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const perTxn, txns = 60, 3
+	for i := range txns {
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range perTxn {
+			r := &kgo.Record{Partition: int32(j % 6), Value: fmt.Appendf(nil, "%d-%d", i, j)}
+			if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("transaction %d, record %d: %v", i, j, err)
+			}
+		}
+		if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+
+	// The coordinator, and a partition led by another broker.
+	coord, err := coordinatorOf(ctx, adm, txnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partition, leader := int32(-1), int32(-1)
+	for _, p := range md.Topics[topic].Partitions.Sorted() {
+		if p.Leader != coord {
+			partition, leader = p.Partition, p.Leader
+			break
+		}
+	}
+	if partition < 0 {
+		t.Fatalf("every partition is led by the coordinator %d", coord)
+	}
+	pid, epoch := producerOf(ctx, t, adm, txnID)
+	// The batch follows the producer's sequence in the partition, so that
+	// only the verification can refuse it.
+	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {partition: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := int32(-1)
+	described.EachProducer(func(d kadm.DescribedProducer) {
+		if d.ProducerID == pid {
+			next = d.LastSequence + 1
+		}
+	})
+	if next < 0 {
+		t.Fatalf("partition %d has no state of producer %d: %+v", partition, pid, described)
+	}
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, next, true
+	bb := record.NewBatchBuilder(opts)
+	bb.Append(time.Now().UnixMilli(), nil, []byte("stray"), nil)
+	batch, err := bb.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis, req.TransactionID = -1, 10000, kmsg.StringPtr(txnID)
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, md.Topics[topic].ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	// While the last commit's markers are being written the coordinator
+	// cannot tell yet (CONCURRENT_TRANSACTIONS): the leader answers
+	// NOT_ENOUGH_REPLICAS, which a producer retries.
+	var code int16
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code = resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotEnoughReplicas.Code || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != kerr.InvalidTxnState.Code && code != kerr.TransactionAbortable.Code {
+		t.Fatalf("a stray transactional batch to partition %d (leader %d, coordinator %d): %v, want it refused",
+			partition, leader, coord, kerr.ErrorForCode(code))
+	}
+
+	// Nothing hangs: read_committed consumers read every committed record
+	// and the end offsets are stable.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := 0
+	for seen < perTxn*txns {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d committed records: %v", seen, perTxn*txns, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		seen += fs.NumRecords()
+	}
+	committed, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed.Each(func(o kadm.ListedOffset) {
+		if e, ok := latest.Lookup(topic, o.Partition); !ok || e.Offset != o.Offset {
+			t.Errorf("partition %d: last stable offset %d, log end %d: a transaction is open", o.Partition, o.Offset, e.Offset)
+		}
+	})
+}
+
+// producerOf is the producer id and epoch of transactional id txnID.
+func producerOf(ctx context.Context, t *testing.T, adm *kadm.Client, txnID string) (int64, int16) {
+	t.Helper()
+	d, err := adm.DescribeTransactions(ctx, txnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt, ok := d[txnID]
+	if !ok || dt.Err != nil {
+		t.Fatalf("describe %s: %v", txnID, dt.Err)
+	}
+	return dt.ProducerID, dt.ProducerEpoch
+}
