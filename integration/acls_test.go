@@ -133,6 +133,24 @@ func TestACLs(t *testing.T) {
 		t.Fatalf("alice commits in app-1: %v", err)
 	}
 
+	// A transaction over both brokers' partitions: the leader that is not
+	// the coordinator verifies it with AddPartitionsToTxn v5 over the
+	// inter-broker listener (KIP-890), which the authorizer lets through as
+	// a broker's request (CLUSTER_ACTION, User:ANONYMOUS a super user).
+	tx := as("admin", saslp, kgo.TransactionalID("acl-tx"), kgo.DefaultProduceTopic("orders"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for part := range int32(2) {
+		if err := tx.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("tx")}).FirstErr(); err != nil {
+			t.Fatalf("transactional produce to orders-%d: %v", part, err)
+		}
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit a transaction over both brokers: %v", err)
+	}
+
 	// Refused, with the codes clients know.
 	alice := kadm.NewClient(as("alice", saslp))
 	if r := as("alice", saslp, kgo.DefaultProduceTopic("payroll"), kgo.RecordRetries(1)).ProduceSync(ctx, &kgo.Record{Value: []byte("x")}); !errors.Is(r.FirstErr(), kerr.TopicAuthorizationFailed) {

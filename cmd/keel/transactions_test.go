@@ -234,7 +234,9 @@ func initProducerID(ctx context.Context, t *testing.T, adm *client.Admin) (int64
 // writeHangingTransaction writes one transactional record to
 // topic-partition as a buggy client would (KIP-890's case): with no
 // AddPartitionsToTxn first, so no coordinator will ever write its marker.
-// It returns the record's offset: the transaction's start offset.
+// Only a cluster with transaction.partition.verification.enable=false
+// takes it (as a Kafka cluster before 3.6 did). It returns the record's
+// offset: the transaction's start offset.
 func writeHangingTransaction(ctx context.Context, t *testing.T, adm *client.Admin, topic string, partition int32,
 	pid int64, epoch int16, seq int32, ts time.Time, value string) int64 {
 	t.Helper()
@@ -283,9 +285,13 @@ func writeHangingTransaction(ctx context.Context, t *testing.T, adm *client.Admi
 // telling any coordinator, so it hangs, holding the last stable offset
 // below a later record; a kgo producer's transaction open on ledger-1 is
 // healthy. find-hanging names the first only; abort by its start offset
-// ends it, read_committed consumers read past it, and nothing hangs.
+// ends it, read_committed consumers read past it, and nothing hangs. The
+// brokers run without KIP-890's verification, which would refuse the
+// hanging record (broker/txn_verify_test.go): the tools are for clusters
+// where it is off, or that ran older versions.
 func TestCLITransactionsFindHangingAndAbort(t *testing.T) {
-	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}})
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}},
+		"transaction.partition.verification.enable=false")
 	c.WaitReady(30 * time.Second)
 	bs := c.BootstrapServers()[0]
 	ok(t, bs, "", "topics", "create", "--topic", "ledger", "--partitions", "2", "--replication-factor", "3")
