@@ -84,17 +84,17 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 		id    int64
 		epoch int16
 	}
-	var txnJobs []*produceJob
-	producers := map[producer]bool{}
+	var txnJobs []*produceJob // nil for every non-transactional request
 	var pr producer
+	several := false
 	for i := range jobs {
 		h, err := record.ParseHeader(jobs[i].in.Records)
 		if err != nil || !h.HasProducerID() || !h.IsTransactional() || h.IsControl() {
 			continue // framing errors and control batches fail validation
 		}
-		txnJobs = append(txnJobs, &jobs[i])
-		pr = producer{h.ProducerID, h.ProducerEpoch}
-		producers[pr] = true
+		this := producer{h.ProducerID, h.ProducerEpoch}
+		several = several || (len(txnJobs) > 0 && this != pr)
+		txnJobs, pr = append(txnJobs, &jobs[i]), this
 	}
 	if len(txnJobs) == 0 {
 		return
@@ -108,7 +108,7 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 	case m.TransactionID == nil:
 		failAll(kerr.TransactionalIDAuthorizationFailed.Code, "transactional records need a transactional id")
 		return
-	case len(producers) > 1:
+	case several:
 		failAll(kerr.InvalidProducerIDMapping.Code, "transactional records contained more than one producer id")
 		return
 	case !b.txnVerificationEnabled(img):

@@ -120,7 +120,15 @@ func TestTxnVerification(t *testing.T) {
 	}
 	waitFor(t, "the abort marker", 10*time.Second, func() bool { return log0.LogEndOffset() == 5 })
 	noOpenTxn("after the abort")
-	wantCode("a late batch of the aborted transaction", produceTxnRaw(t, rc, 9, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 4, 2)), kerr.InvalidTxnState.Code)
+	// Until the coordinator has written CompleteAbort it answers
+	// CONCURRENT_TRANSACTIONS: NOT_ENOUGH_REPLICAS, which a producer
+	// retries, and nothing is appended.
+	var late kmsg.ProduceResponseTopicPartition
+	waitFor(t, "the coordinator to complete the abort", 10*time.Second, func() bool {
+		late = produceTxnRaw(t, rc, 9, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 4, 2))
+		return late.ErrorCode != kerr.NotEnoughReplicas.Code
+	})
+	wantCode("a late batch of the aborted transaction", late, kerr.InvalidTxnState.Code)
 	noOpenTxn("after the late batch")
 
 	// Turned off cluster-wide, the late batch goes in, and hangs the
