@@ -165,6 +165,7 @@ type Broker struct {
 	txns           *txnCoordinator
 	txnMarkerConns brokerConns
 	txnVerifyConns brokerConns
+	txnVerifyLog   logThrottle // coordinators that cannot be asked
 
 	// autoCreating holds the topic names whose auto-creation is in flight.
 	autoMu       sync.Mutex

@@ -225,7 +225,11 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, transactionalID string
 	req.Transactions = append(req.Transactions, tr)
 	kresp, err := kc.request(ctx, req)
 	if err != nil {
-		b.log.Warn("transaction verification: the coordinator could not be asked", "coordinator", leader, "error", err)
+		// Every transaction's first batches ask while a coordinator is
+		// away: one line a second says so.
+		if b.txnVerifyLog.allow(time.Second) {
+			b.log.Warn("transaction verification: the coordinator could not be asked; producers retry", "coordinator", leader, "error", err)
+		}
 		return txnCodes(len(tps), kerr.NetworkException.Code)
 	}
 	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
