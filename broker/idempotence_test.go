@@ -14,8 +14,19 @@ import (
 // sequence seq.
 func idempotentBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
+	return producerBatch(t, pid, epoch, seq, n, false)
+}
+
+// txnBatchOf is idempotentBatch's transactional batch.
+func txnBatchOf(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
+	t.Helper()
+	return producerBatch(t, pid, epoch, seq, n, true)
+}
+
+func producerBatch(t testing.TB, pid int64, epoch int16, seq int32, n int, transactional bool) []byte {
+	t.Helper()
 	opts := record.DefaultBatchOptions()
-	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, epoch, seq
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, seq, transactional
 	bb := record.NewBatchBuilder(opts)
 	for i := 0; i < n; i++ {
 		bb.Append(time.Now().UnixMilli(), nil, []byte("v"), nil)

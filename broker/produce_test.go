@@ -178,19 +178,25 @@ func (c *testCluster) produceRaw(t testing.TB, topic string, partition int32, ac
 
 func (c *testCluster) produceRawVersion(t testing.TB, version int16, topic string, partition int32, acks int16, timeout time.Duration, batch []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	req := produceRequest(version, acks, timeout, topic, partition, batch)
+	if mt, ok := c.meta.Image().Topic(topic); ok {
+		req.Topics[0].TopicID = mt.ID // v13+
+	}
+	resp := roundTrip[*kmsg.ProduceResponse](c.dialRaw(t), req)
+	return resp.Topics[0].Partitions[0]
+}
+
+// produceRequest is a Produce request of one partition's batch.
+func produceRequest(version, acks int16, timeout time.Duration, topic string, partition int32, batch []byte) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = version, acks, int32(timeout/time.Millisecond)
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic // v3–v12
-	if mt, ok := c.meta.Image().Topic(topic); ok {
-		rt.TopicID = mt.ID // v13+
-	}
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition, rp.Records = partition, batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp := roundTrip[*kmsg.ProduceResponse](c.dialRaw(t), req)
-	return resp.Topics[0].Partitions[0]
+	return req
 }
 
 func TestProduceErrors(t *testing.T) {

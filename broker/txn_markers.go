@@ -82,6 +82,19 @@ func (c *brokerConns) conn(id int32, addr string) (*kafkaConn, error) {
 	return kc, nil
 }
 
+// topicEntry is the entry of topic in *entries (a request's or response's
+// per-topic list), appended with newEntry the first time the topic comes;
+// index remembers where each topic's entry is.
+func topicEntry[T any](entries *[]T, index map[string]int, topic string, newEntry func(topic string) T) *T {
+	i, ok := index[topic]
+	if !ok {
+		i = len(*entries)
+		index[topic] = i
+		*entries = append(*entries, newEntry(topic))
+	}
+	return &(*entries)[i]
+}
+
 // close drops every connection; conn fails from then on.
 func (c *brokerConns) close() {
 	c.mu.Lock()
@@ -161,15 +174,12 @@ func (b *Broker) sendTxnMarkers(ctx context.Context, id int32, job markerJob, pa
 	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = job.producerID, job.producerEpoch, job.commit, job.coordinatorEpoch
 	byTopic := map[string]int{}
 	for _, tp := range parts {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(mk.Topics)
-			byTopic[tp.Topic] = i
+		t := topicEntry(&mk.Topics, byTopic, tp.Topic, func(name string) kmsg.WriteTxnMarkersRequestMarkerTopic {
 			t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-			t.Topic = tp.Topic
-			mk.Topics = append(mk.Topics, t)
-		}
-		mk.Topics[i].Partitions = append(mk.Topics[i].Partitions, tp.Partition)
+			t.Topic = name
+			return t
+		})
+		t.Partitions = append(t.Partitions, tp.Partition)
 	}
 	req.Markers = append(req.Markers, mk)
 	rctx, cancel := context.WithTimeout(ctx, txnMarkerTimeout+5*time.Second)

@@ -212,15 +212,12 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, transactionalID string
 	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = transactionalID, producerID, epoch, true
 	byTopic := map[string]int{}
 	for _, tp := range tps {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(tr.Topics)
-			byTopic[tp.Topic] = i
+		t := topicEntry(&tr.Topics, byTopic, tp.Topic, func(name string) kmsg.AddPartitionsToTxnRequestTransactionTopic {
 			t := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-			t.Topic = tp.Topic
-			tr.Topics = append(tr.Topics, t)
-		}
-		tr.Topics[i].Partitions = append(tr.Topics[i].Partitions, tp.Partition)
+			t.Topic = name
+			return t
+		})
+		t.Partitions = append(t.Partitions, tp.Partition)
 	}
 	req.Transactions = append(req.Transactions, tr)
 	kresp, err := kc.request(ctx, req)
@@ -361,17 +358,14 @@ func (b *Broker) addOrVerifyTxn(ctx context.Context, img *metadata.Image, versio
 		if code == kerr.TransactionAbortable.Code && version < 5 {
 			code = kerr.InvalidTxnState.Code
 		}
-		j, ok := byTopic[tp.Topic]
-		if !ok {
-			j = len(rt.Topics)
-			byTopic[tp.Topic] = j
+		t := topicEntry(&rt.Topics, byTopic, tp.Topic, func(name string) kmsg.AddPartitionsToTxnResponseTransactionTopic {
 			t := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
-			t.Topic = tp.Topic
-			rt.Topics = append(rt.Topics, t)
-		}
+			t.Topic = name
+			return t
+		})
 		rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
 		rp.Partition, rp.ErrorCode = tp.Partition, code
-		rt.Topics[j].Partitions = append(rt.Topics[j].Partitions, rp)
+		t.Partitions = append(t.Partitions, rp)
 	}
 	return rt
 }

@@ -8,38 +8,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/keelstream/keel/network/record"
 )
-
-// txnBatchOf is a transactional batch of n records of producer pid/epoch
-// from sequence seq.
-func txnBatchOf(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
-	t.Helper()
-	opts := record.DefaultBatchOptions()
-	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, seq, true
-	bb := record.NewBatchBuilder(opts)
-	for range n {
-		bb.Append(time.Now().UnixMilli(), nil, []byte("txn"), nil)
-	}
-	b, err := bb.Build(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // produceTxnRaw sends one transactional batch with Produce version.
 func produceTxnRaw(t testing.TB, rc *rawClient, version int16, id, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = version, -1, 10000, kmsg.StringPtr(id)
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = partition, batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest(version, -1, 10*time.Second, topic, partition, batch)
+	req.TransactionID = kmsg.StringPtr(id)
 	return roundTrip[*kmsg.ProduceResponse](rc, req).Topics[0].Partitions[0]
 }
 
@@ -158,14 +133,7 @@ func TestTxnVerification(t *testing.T) {
 	wantCode("the next stray batch", produceTxnRaw(t, rc, 9, "v-txn", "v", 1, txnBatchOf(t, pid, epoch, 0, 1)), kerr.InvalidTxnState.Code)
 
 	// Transactional batches need a transactional id.
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "v"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 1, txnBatchOf(t, pid, epoch, 0, 1)
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest(9, -1, 10*time.Second, "v", 1, txnBatchOf(t, pid, epoch, 0, 1))
 	if r := roundTrip[*kmsg.ProduceResponse](rc, req); r.Topics[0].Partitions[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
 		t.Fatalf("transactional batch without a transactional id: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}

@@ -109,14 +109,7 @@ func TestReplicationPerf(t *testing.T) {
 		order = append(order, variants[3]) // after RF=3, whose rate it takes
 		for vi, v := range order {
 			topic := fmt.Sprintf("rperf-%d-%d", round, vi)
-			admCl, err := kgo.NewClient(kgo.SeedBrokers(v.seeds...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			adm := kadm.NewClient(admCl)
-			if resp, err := adm.CreateTopic(ctx, 6, v.rf, v.configs, topic); err != nil || resp.Err != nil {
-				t.Fatalf("create %s: %v %v", topic, err, resp.Err)
-			}
+			deleteTopic := createPerfTopic(ctx, t, v.seeds, v.rf, v.configs, topic)
 			opts := []kgo.Opt{kgo.SeedBrokers(v.seeds...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(v.acks)}
 			if v.acks != kgo.AllISRAcks() { // idempotent kgo has 5 in flight already
 				opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
@@ -154,10 +147,7 @@ func TestReplicationPerf(t *testing.T) {
 			prod0.Close()
 			t.Logf("%s round %d: %.0f records/s, p99 %v; at half rate p99 %v, with Java's defaults %v", v.name, round+1, rate,
 				lat.pct(0.99), v.halfLat[len(v.halfLat)-1].pct(0.99), v.halfJ[len(v.halfJ)-1].pct(0.99))
-			if _, err := adm.DeleteTopics(ctx, topic); err != nil {
-				t.Fatal(err)
-			}
-			admCl.Close()
+			deleteTopic()
 		}
 		order = slices.Clone(ptVariants[:3])
 		if round%2 == 1 {
@@ -165,14 +155,7 @@ func TestReplicationPerf(t *testing.T) {
 		}
 		for vi, v := range append(order, ptFake) {
 			topic := fmt.Sprintf("ptperf-%d-%d", round, vi)
-			admCl, err := kgo.NewClient(kgo.SeedBrokers(v.seeds...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			adm := kadm.NewClient(admCl)
-			if resp, err := adm.CreateTopic(ctx, 6, v.rf, v.configs, topic); err != nil || resp.Err != nil {
-				t.Fatalf("create %s: %v %v", topic, err, resp.Err)
-			}
+			deleteTopic := createPerfTopic(ctx, t, v.seeds, v.rf, v.configs, topic)
 			acks := "1"
 			if v.acks == kgo.AllISRAcks() {
 				acks = "all"
@@ -187,10 +170,7 @@ func TestReplicationPerf(t *testing.T) {
 			half := full.rate / 2
 			v.ptHalf = append(v.ptHalf, keelPerfProduce(ctx, t, v.seeds, topic, acks, int(half*(rateFor.Seconds()+1)), half))
 			t.Logf("keel perf produce, %s round %d: %.0f records/s; at %.0f records/s p99 %v", v.name, round+1, full.rate, half, v.ptHalf[len(v.ptHalf)-1].p99)
-			if _, err := adm.DeleteTopics(ctx, topic); err != nil {
-				t.Fatal(err)
-			}
-			admCl.Close()
+			deleteTopic()
 		}
 	}
 	median := func(xs []float64) float64 {
@@ -276,6 +256,26 @@ func pageCacheWriteRate(t *testing.T, dir string, size int) float64 {
 		}
 	}
 	return float64(size) / time.Since(start).Seconds()
+}
+
+// createPerfTopic creates a topic of 6 partitions on the brokers at seeds
+// and returns the func that deletes it.
+func createPerfTopic(ctx context.Context, t *testing.T, seeds []string, rf int16, configs map[string]*string, topic string) (deleteTopic func()) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	if resp, err := adm.CreateTopic(ctx, 6, rf, configs, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+	}
+	return func() {
+		defer cl.Close()
+		if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // perfTestRun is what keel perf produce's last line reports.
