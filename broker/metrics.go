@@ -127,6 +127,11 @@ type brokerMetrics struct {
 	isrShrinks atomic.Int64
 	isrExpands atomic.Int64
 	flushes    histogram // the durable mode's fsyncs (LogFlushRateAndTimeMs)
+	// Transaction verifications (KIP-890, txn_verify.go): their time and
+	// the partitions that failed one (Kafka's AddPartitionsToTxnManager
+	// VerificationTimeMs and VerificationFailureRate).
+	txnVerifyTime     histogram
+	txnVerifyFailures atomic.Int64
 
 	mu     sync.Mutex
 	topics map[string]*topicMetrics

@@ -108,6 +108,11 @@ func (b *Broker) writeMetrics(w *promWriter) {
 	const flushName = "kafka_log_logflushstats_logflushrateandtimems"
 	w.family(flushName, "histogram", "Milliseconds of each fsync of a partition's records in the durable mode (flush.messages=1), leaders' group commits and followers' alike (LogFlushRateAndTimeMs).")
 	m.flushes.write(w, flushName)
+	const verifyName = "kafka_server_addpartitionstotxnmanager_verificationtimems"
+	w.family(verifyName, "histogram", "Milliseconds of each transaction verification: a leader asking the coordinator whether the partitions of a transaction's first batches are in it (KIP-890, VerificationTimeMs).")
+	m.txnVerifyTime.write(w, verifyName)
+	w.family("kafka_server_addpartitionstotxnmanager_verificationfailures_total", "counter", "Partitions whose transactional batch failed verification and was not appended (VerificationFailureRate).")
+	w.sample("kafka_server_addpartitionstotxnmanager_verificationfailures_total", float64(m.txnVerifyFailures.Load()))
 	w.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories that failed.", float64(len(b.logs.OfflineDirs())))
 
 	// Per partition: kafka.log:type=Log and kafka.cluster:type=Partition

@@ -138,10 +138,12 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 	defer cancel()
 	start := time.Now()
 	codes := b.verifyTxnPartitions(vctx, *m.TransactionID, pr.id, pr.epoch, tps)
+	b.metrics.txnVerifyTime.observe(time.Since(start))
 	for i, j := range verify {
 		if codes[i] == 0 {
 			continue
 		}
+		b.metrics.txnVerifyFailures.Add(1)
 		code, msg := produceVerifyError(codes[i], m.Version)
 		j.fail(m.Version, code, msg)
 		b.log.Debug("transactional batch refused: partition not verified", "partition", tps[i], "transactional_id", *m.TransactionID,
