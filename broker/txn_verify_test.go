@@ -158,4 +158,24 @@ func TestTxnVerification(t *testing.T) {
 	if r := roundTrip[*kmsg.ProduceResponse](rc, req); r.Topics[0].Partitions[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
 		t.Fatalf("transactional batch without a transactional id: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
+	// ... and one producer a request (Kafka's InvalidPidMappingException):
+	// every partition of it is refused, nothing appended.
+	// (The request's own producer comes last, on v-0 where its stray
+	// transaction is open: checked as one producer, that batch would go
+	// in unverified.)
+	req = produceRequest(9, -1, 10*time.Second, "v", 1, txnBatchOf(t, pid+1, 0, 0, 1))
+	req.TransactionID = kmsg.StringPtr("v-txn")
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, txnBatchOf(t, pid, epoch, 6, 1)
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	end0, end1 := log0.LogEndOffset(), c.broker.lookup(tp("v", 1)).log.LogEndOffset()
+	r := roundTrip[*kmsg.ProduceResponse](rc, req)
+	for _, p := range r.Topics[0].Partitions {
+		if p.ErrorCode != kerr.InvalidProducerIDMapping.Code {
+			t.Errorf("two producers in one request, partition %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	if log0.LogEndOffset() != end0 || c.broker.lookup(tp("v", 1)).log.LogEndOffset() != end1 {
+		t.Error("a request of two producers appended")
+	}
 }
