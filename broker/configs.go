@@ -77,6 +77,16 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 // order of precedence.
 type configSynonym = metadata.ConfigSynonym
 
+// dynamicBrokerConfig is a broker config set at runtime for this broker,
+// else for the cluster (Kafka's dynamic per-broker and default layers);
+// ok false when neither sets it (server.properties decides).
+func (b *Broker) dynamicBrokerConfig(img *metadata.Image, name string) (v string, ok bool) {
+	if v, ok = img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}, name); ok {
+		return v, true
+	}
+	return img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, name)
+}
+
 // topicConfigSynonyms returns the effective value of topic config name for
 // topic and its source, and every place it may take its value from,
 // highest precedence first, as Kafka's DescribeConfigs reports synonyms:

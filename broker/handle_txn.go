@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/broker/txn"
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
 )
 
@@ -113,34 +114,43 @@ func (b *Broker) handleAddPartitionsToTxn(m *kmsg.AddPartitionsToTxnRequest) net
 	if m.TransactionalID == "" {
 		return respond(errResp(kerr.InvalidRequest.Code))
 	}
-	// Kafka's handleAddPartitionToTransactionRequest: unknown partitions
-	// fail the request, the others were not attempted.
-	img := b.currentImage()
 	var tps []txn.TopicPartition
-	unknown := false
-	for i, t := range m.Topics {
-		mt, known := img.Topic(t.Topic)
-		for j, p := range t.Partitions {
-			if !known || p < 0 || int(p) >= len(mt.Partitions) {
-				resp.Topics[i].Partitions[j].ErrorCode = kerr.UnknownTopicOrPartition.Code
-				unknown = true
-				continue
-			}
+	for _, t := range m.Topics {
+		for _, p := range t.Partitions {
 			tps = append(tps, txn.TopicPartition{Topic: t.Topic, Partition: p})
 		}
 	}
-	if unknown {
+	if codes := unknownTxnPartitions(b.currentImage(), tps); codes != nil {
+		k := 0 // the response lists the partitions in tps's order
 		for i := range resp.Topics {
 			for j := range resp.Topics[i].Partitions {
-				if resp.Topics[i].Partitions[j].ErrorCode == 0 {
-					resp.Topics[i].Partitions[j].ErrorCode = kerr.OperationNotAttempted.Code
-				}
+				resp.Topics[i].Partitions[j].ErrorCode = codes[k]
+				k++
 			}
 		}
 		return respond(resp)
 	}
 	req := txn.AddPartitionsRequest{TransactionalID: m.TransactionalID, ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Partitions: tps}
 	return b.addToTxn(req, errResp)
+}
+
+// unknownTxnPartitions is Kafka's check of an AddPartitionsToTxn's
+// partitions against the metadata (handleAddPartitionToTransactionRequest):
+// nil when it knows them all; otherwise nothing is added, and the code of
+// each partition is UNKNOWN_TOPIC_OR_PARTITION for those it does not know,
+// OPERATION_NOT_ATTEMPTED for the others.
+func unknownTxnPartitions(img *metadata.Image, tps []txn.TopicPartition) []int16 {
+	var codes []int16
+	for i, tp := range tps {
+		if t, ok := img.Topic(tp.Topic); ok && tp.Partition >= 0 && int(tp.Partition) < len(t.Partitions) {
+			continue
+		}
+		if codes == nil {
+			codes = txnCodes(len(tps), kerr.OperationNotAttempted.Code)
+		}
+		codes[i] = kerr.UnknownTopicOrPartition.Code
+	}
+	return codes
 }
 
 // addToTxn runs an AddPartitions on the transactional id's shard.

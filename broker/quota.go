@@ -113,10 +113,7 @@ func (b *Broker) updateReplicationQuotas(img *metadata.Image) {
 		"follower.replication.throttled.rate": b.followerQuota,
 	} {
 		limit := int64(math.MaxInt64)
-		v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}, name)
-		if !ok {
-			v, ok = img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, name)
-		}
+		v, ok := b.dynamicBrokerConfig(img, name)
 		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && n >= 0 {
 			limit = n
 		}

@@ -59,11 +59,7 @@ const txnVerifyTimeout = 30 * time.Second
 // this broker's dynamic config, else the cluster-wide one, else
 // server.properties.
 func (b *Broker) txnVerificationEnabled(img *metadata.Image) bool {
-	const name = "transaction.partition.verification.enable"
-	v, ok := img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}, name)
-	if !ok {
-		v, ok = img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, name)
-	}
+	v, ok := b.dynamicBrokerConfig(img, "transaction.partition.verification.enable")
 	if on, err := strconv.ParseBool(strings.TrimSpace(v)); ok && err == nil {
 		return on
 	}
@@ -321,26 +317,16 @@ func (b *Broker) addOrVerifyTxn(ctx context.Context, img *metadata.Image, versio
 	rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
 	rt.TransactionalID = t.TransactionalID
 	var tps []txn.TopicPartition
-	unknown := false
 	for _, tt := range t.Topics {
-		mt, known := img.Topic(tt.Topic)
 		for _, p := range tt.Partitions {
 			tps = append(tps, txn.TopicPartition{Topic: tt.Topic, Partition: p})
-			unknown = unknown || !known || p < 0 || int(p) >= len(mt.Partitions)
 		}
 	}
-	var codes []int16
+	codes := unknownTxnPartitions(img, tps)
 	switch {
 	case t.TransactionalID == "":
 		codes = txnCodes(len(tps), kerr.InvalidRequest.Code)
-	case unknown:
-		codes = make([]int16, len(tps))
-		for i, tp := range tps {
-			codes[i] = kerr.OperationNotAttempted.Code
-			if mt, known := img.Topic(tp.Topic); !known || tp.Partition < 0 || int(tp.Partition) >= len(mt.Partitions) {
-				codes[i] = kerr.UnknownTopicOrPartition.Code
-			}
-		}
+	case codes != nil:
 	case t.VerifyOnly:
 		codes = b.onTxnShard(ctx, t.TransactionalID, len(tps), func(s *txnShard, _ int64, done func([]int16)) {
 			done(s.mgr.VerifyPartitions(t.TransactionalID, t.ProducerID, t.ProducerEpoch, tps))

@@ -89,6 +89,15 @@ func TestTxnVerification(t *testing.T) {
 		}
 	}
 
+	// A partition the metadata does not know: nothing checked.
+	verify.Version = 5
+	verify.Transactions[0].Topics = append(verify.Transactions[0].Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: "nope", Partitions: []int32{0}})
+	if r := roundTrip[*kmsg.AddPartitionsToTxnResponse](rc, verify); len(r.Transactions) != 1 || len(r.Transactions[0].Topics) != 2 ||
+		r.Transactions[0].Topics[0].Partitions[0].ErrorCode != kerr.OperationNotAttempted.Code ||
+		r.Transactions[0].Topics[1].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("verification naming an unknown topic: %+v", r.Transactions)
+	}
+
 	// The transaction is aborted and its markers written; a late batch of
 	// it (a retry the network held back) must not open a new one.
 	end := kmsg.NewPtrEndTxnRequest()
