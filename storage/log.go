@@ -62,7 +62,8 @@ type AppendOptions struct {
 	// VerifyTxn requires a transactional batch that opens its producer's
 	// transaction in the partition to carry TxnGuard, the guard of a
 	// verification the coordinator confirmed (txn_verify.go); otherwise
-	// the append fails with ErrInvalidTxnState.
+	// the append fails with ErrInvalidTxnState. The group coordinator's
+	// transactional offset commits (FromCoordinator) are verified too.
 	VerifyTxn bool
 	TxnGuard  *TxnVerificationGuard
 }
@@ -593,7 +594,7 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendI
 	if dup != nil {
 		return duplicateAppendInfo(dup, l.logStartOffset), nil
 	}
-	if opts.VerifyTxn && !v.fromCoordinator {
+	if opts.VerifyTxn {
 		if err := l.checkTxnVerifiedLocked(batches, opts.TxnGuard); err != nil {
 			return info, fmt.Errorf("append to %s: %w", l.tp, err)
 		}

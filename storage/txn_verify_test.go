@@ -64,13 +64,22 @@ func TestTxnVerificationGuards(t *testing.T) {
 		t.Fatalf("verified append of the new epoch: %v", err)
 	}
 
-	// Without VerifyTxn (the setting off) nothing is checked, and the
-	// coordinators' own transactional batches never are.
+	// Without VerifyTxn (the setting off) nothing is checked.
 	if _, err := l.AppendAsLeader(txnBatch(t, 9, 0, 0, 1), AppendOptions{}); err != nil {
 		t.Fatalf("unverified append with verification off: %v", err)
 	}
-	if _, err := l.AppendAsLeader(txnBatch(t, 10, 0, 0, 1), AppendOptions{FromCoordinator: true, VerifyTxn: true}); err != nil {
-		t.Fatalf("coordinator append: %v", err)
+	// The group coordinator's transactional offset commits (each at
+	// sequence 0) are verified as a producer's batches are.
+	coordAppend := func(guard *TxnVerificationGuard) error {
+		_, err := l.AppendAsLeader(txnBatch(t, 10, 0, 0, 1), AppendOptions{FromCoordinator: true, VerifyTxn: true, TxnGuard: guard})
+		return err
+	}
+	wantRefused(coordAppend(nil))
+	if err := coordAppend(l.StartTxnVerification(10, 0)); err != nil {
+		t.Fatalf("verified coordinator append: %v", err)
+	}
+	if err := coordAppend(nil); err != nil {
+		t.Fatalf("the coordinator's second append in the open transaction: %v", err)
 	}
 
 	// A verification that never led to an append expires with the idle
