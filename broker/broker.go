@@ -388,7 +388,7 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 	case *kmsg.WriteTxnMarkersRequest:
 		return b.handleWriteTxnMarkers(ctx, m)
 	case *kmsg.TxnOffsetCommitRequest:
-		return b.handleTxnOffsetCommit(m)
+		return b.handleTxnOffsetCommit(ctx, m)
 	case *kmsg.DescribeTransactionsRequest:
 		return b.handleDescribeTransactions(m)
 	case *kmsg.ListTransactionsRequest:

@@ -124,6 +124,12 @@ func (s *offsetsShard) unload() {
 // batch and the replies sent once it is committed (done, if not nil, is
 // called then with 0 or the error code the replies carry).
 func (s *offsetsShard) apply(eff group.Effects, done func(code int16)) {
+	s.applyChecked(eff, txnAppendCheck{}, done)
+}
+
+// applyChecked is apply for a TxnOffsetCommit's Effects, whose batch
+// carries the transaction verification check.
+func (s *offsetsShard) applyChecked(eff group.Effects, check txnAppendCheck, done func(code int16)) {
 	if len(eff.Records) == 0 {
 		s.reply(eff, 0)
 		if done != nil {
@@ -131,7 +137,7 @@ func (s *offsetsShard) apply(eff group.Effects, done func(code int16)) {
 		}
 		return
 	}
-	required, code := s.append(eff, s.nowMs())
+	required, code := s.append(eff, check, s.nowMs())
 	if code != 0 {
 		s.finish(eff, done, code, 0)
 		return
@@ -195,7 +201,7 @@ func (s *offsetsShard) reply(eff group.Effects, code int16) {
 // transactional batch of its producer, so that the producer's marker
 // decides it; the log checks its epoch, not its sequence (the
 // coordinator's own append, as Kafka's AppendOrigin.COORDINATOR).
-func (s *offsetsShard) append(eff group.Effects, now int64) (int64, int16) {
+func (s *offsetsShard) append(eff group.Effects, check txnAppendCheck, now int64) (int64, int16) {
 	opts := record.DefaultBatchOptions()
 	if eff.Txn != nil {
 		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = eff.Txn.ProducerID, eff.Txn.ProducerEpoch, 0, true
@@ -209,7 +215,7 @@ func (s *offsetsShard) append(eff group.Effects, now int64) (int64, int16) {
 		s.b.log.Error("building an offsets batch failed", "partition", s.p.tp, "error", err)
 		return 0, kerr.UnknownServerError.Code
 	}
-	required, code, err := s.appendBatch(batch)
+	required, code, err := s.appendBatch(batch, check)
 	switch {
 	case code != 0:
 		return 0, code

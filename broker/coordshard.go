@@ -315,8 +315,9 @@ func (s *coordShard) leads() bool {
 // watermark must reach. code is NOT_COORDINATOR or
 // COORDINATOR_NOT_AVAILABLE when the partition refused before appending;
 // err is the append's failure, for the caller to map to its coordinator's
-// codes.
-func (s *coordShard) appendBatch(batch []byte) (required int64, code int16, err error) {
+// codes. check is the transaction verification a transactional batch
+// needs (TxnOffsetCommit's; none for the coordinators' own records).
+func (s *coordShard) appendBatch(batch []byte, check txnAppendCheck) (required int64, code int16, err error) {
 	p := s.p
 	st := p.state.Load()
 	switch {
@@ -331,7 +332,8 @@ func (s *coordShard) appendBatch(batch []byte) (required int64, code int16, err 
 	// inline held every request of the shard for each append's fsync.
 	// FromCoordinator: a TxnOffsetCommit's transactional batch is checked
 	// for its producer epoch, not its sequence.
-	info, err := p.log.AppendAsLeader(batch, storage.AppendOptions{LeaderEpoch: st.leaderEpoch, FromCoordinator: true, DeferFlush: st.durable})
+	info, err := p.log.AppendAsLeader(batch, storage.AppendOptions{LeaderEpoch: st.leaderEpoch, FromCoordinator: true, DeferFlush: st.durable,
+		VerifyTxn: check.verify, TxnGuard: check.guard})
 	if err != nil {
 		s.b.log.Warn("appending to a coordinator partition failed", "partition", p.tp, "error", err)
 		return 0, 0, err

@@ -14,8 +14,15 @@ package broker
 // this coordinator does not know is created Empty for a producer without
 // a generation; the producer's epoch is checked by the partition's log
 // (INVALID_PRODUCER_EPOCH for an old one, as Kafka's append answers).
+// With transaction.partition.verification.enable the transaction
+// coordinator first confirms that the group's offsets partition is in the
+// producer's transaction (txn_verify.go): INVALID_TXN_STATE when it is not,
+// INVALID_PRODUCER_EPOCH when fenced, COORDINATOR_NOT_AVAILABLE while it
+// cannot say.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -23,7 +30,7 @@ import (
 	"github.com/keelstream/keel/network"
 )
 
-func (b *Broker) handleTxnOffsetCommit(m *kmsg.TxnOffsetCommitRequest) network.Result {
+func (b *Broker) handleTxnOffsetCommit(ctx context.Context, m *kmsg.TxnOffsetCommitRequest) network.Result {
 	resp := m.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	for _, t := range m.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -85,13 +92,20 @@ func (b *Broker) handleTxnOffsetCommit(m *kmsg.TxnOffsetCommitRequest) network.R
 	if len(req.Partitions) == 0 {
 		return respond(resp)
 	}
+	// Verified before the group checks, as in Kafka; like a produce
+	// request, this one waits for the answer before its connection's
+	// next request is read.
+	check, code := b.verifyTxnOffsetCommit(ctx, m)
+	if code != 0 {
+		return respond(all(code))
+	}
 	errResp := func(code int16) kmsg.Response { return all(code) }
 	return b.onShard(m.Group, errResp, func(s *offsetsShard, now int64, answer func(kmsg.Response)) {
 		codes, eff := s.mgr.CommitTxnOffsets(now, req)
 		for i, c := range codes {
 			slots[i].ErrorCode = fencedCode(c, m.Version, 3)
 		}
-		s.apply(eff, func(code int16) {
+		s.applyChecked(eff, check, func(code int16) {
 			if code != 0 {
 				for i, c := range codes {
 					if c == 0 {

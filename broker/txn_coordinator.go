@@ -218,7 +218,7 @@ func (s *txnShard) apply(eff txn.Effects) {
 		written(kerr.UnknownServerError.Code)
 		return
 	}
-	required, code, err := s.appendBatch(batch)
+	required, code, err := s.appendBatch(batch, txnAppendCheck{})
 	if code == 0 && err != nil {
 		code = storage.ErrorCode(err)
 	}

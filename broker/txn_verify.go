@@ -30,9 +30,12 @@ package broker
 //     its connection is read, as Kafka processes one request per
 //     connection at a time, so a producer's pipelined batches keep their
 //     order.
-//
-// TxnOffsetCommit is not verified (Kafka verifies its __consumer_offsets
-// partition too).
+//   - A TxnOffsetCommit is verified the same way (Kafka 3.6's
+//     GroupCoordinator.handleTxnCommitOffsets): the group coordinator
+//     writes it as a transactional batch of the producer to the group's
+//     __consumer_offsets partition, which AddOffsetsToTxn put in the
+//     transaction; a late one would hang that partition, and with it
+//     every read_committed OffsetFetch of its groups.
 
 import (
 	"context"
@@ -145,6 +148,70 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 		b.log.Debug("transactional batch refused: partition not verified", "partition", tps[i], "transactional_id", *m.TransactionID,
 			"producer_id", pr.id, "producer_epoch", pr.epoch, "coordinator_error", kerr.ErrorForCode(codes[i]), "elapsed", time.Since(start))
 	}
+}
+
+// txnAppendCheck is the transaction verification a transactional append
+// carries (storage.AppendOptions' VerifyTxn and TxnGuard).
+type txnAppendCheck struct {
+	verify bool
+	guard  *storage.TxnVerificationGuard
+}
+
+// verifyTxnOffsetCommit is checkProduceTxn for a TxnOffsetCommit: when the
+// batch it writes would open the producer's transaction in the group's
+// offsets partition, the coordinator is asked first. It returns the check
+// the append must carry, or the code (not 0) that answers every partition
+// of the request. An offsets partition this broker does not lead is left
+// to the group coordinator's NOT_COORDINATOR.
+func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, m *kmsg.TxnOffsetCommitRequest) (txnAppendCheck, int16) {
+	if !b.txnVerificationEnabled(b.currentImage()) {
+		return txnAppendCheck{}, 0
+	}
+	part := b.groups.partitionOf(m.Group)
+	p := b.lookup(storage.TopicPartition{Topic: offsetsTopic, Partition: part})
+	if part < 0 || p == nil || p.removed.Load() || !p.state.Load().isLeader {
+		return txnAppendCheck{}, 0
+	}
+	check := txnAppendCheck{verify: true, guard: p.log.StartTxnVerification(m.ProducerID, m.ProducerEpoch)}
+	if check.guard == nil {
+		return check, 0 // the transaction is open there
+	}
+	vctx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
+	defer cancel()
+	start := time.Now()
+	code := b.verifyTxnPartitions(vctx, m.TransactionalID, m.ProducerID, m.ProducerEpoch,
+		[]txn.TopicPartition{{Topic: offsetsTopic, Partition: part}})[0]
+	b.metrics.txnVerifyTime.observe(time.Since(start))
+	if code == 0 {
+		return check, 0
+	}
+	b.metrics.txnVerifyFailures.Add(1)
+	b.log.Debug("transactional offset commit refused: partition not verified", "group", m.Group, "partition", p.tp,
+		"transactional_id", m.TransactionalID, "producer_id", m.ProducerID, "producer_epoch", m.ProducerEpoch,
+		"coordinator_error", kerr.ErrorForCode(code), "elapsed", time.Since(start))
+	return check, txnOffsetCommitVerifyError(code)
+}
+
+// txnOffsetCommitVerifyError is the code a TxnOffsetCommit gets for a
+// coordinator's verification error: a fenced producer
+// INVALID_PRODUCER_EPOCH, a partition not in the transaction
+// INVALID_TXN_STATE (TxnOffsetCommit below v5 predates
+// TRANSACTION_ABORTABLE), and a coordinator that cannot answer now
+// COORDINATOR_NOT_AVAILABLE, which producers retry. Kafka 3.6 handed
+// NETWORK_EXCEPTION and CONCURRENT_TRANSACTIONS through, which the Java
+// producer takes as fatal ("Unexpected error in TxnOffsetCommitResponse",
+// fixed in Kafka by apache/kafka#15559).
+func txnOffsetCommitVerifyError(code int16) int16 {
+	switch code {
+	case kerr.ProducerFenced.Code:
+		return kerr.InvalidProducerEpoch.Code
+	case kerr.TransactionAbortable.Code, kerr.InvalidTxnState.Code, kerr.ClusterAuthorizationFailed.Code:
+		return kerr.InvalidTxnState.Code
+	case kerr.NetworkException.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code,
+		kerr.NotCoordinator.Code, kerr.ConcurrentTransactions.Code, kerr.RequestTimedOut.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return code
 }
 
 // fail answers the job's partition with code (and msg, v8+) and leaves it

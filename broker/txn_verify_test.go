@@ -21,6 +21,24 @@ func produceTxnRaw(t testing.TB, rc *rawClient, version int16, id, topic string,
 	return roundTrip[*kmsg.ProduceResponse](rc, req).Topics[0].Partitions[0]
 }
 
+// setTxnVerification sets transaction.partition.verification.enable
+// cluster-wide and waits until the broker applies it.
+func setTxnVerification(t *testing.T, c *testCluster, v string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := c.admin().AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr(v)}})
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatalf("set transaction.partition.verification.enable=%s: %v", v, err)
+	}
+	waitFor(t, "the setting", 10*time.Second, func() bool {
+		return c.broker.txnVerificationEnabled(c.broker.currentImage()) == (v == "true")
+	})
+}
+
 // TestTxnVerification: KIP-890 part 1 on one broker (its own coordinator).
 // A transactional batch whose partition is not in the producer's ongoing
 // transaction is refused and leaves no transaction open; the stray batch
@@ -120,21 +138,7 @@ func TestTxnVerification(t *testing.T) {
 
 	// Turned off cluster-wide, the late batch goes in, and hangs the
 	// partition: what verification prevents.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	setVerification := func(v string) {
-		t.Helper()
-		rs, err := c.admin().AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr(v)}})
-		if err == nil {
-			err = rs[0].Err
-		}
-		if err != nil {
-			t.Fatalf("set transaction.partition.verification.enable=%s: %v", v, err)
-		}
-		waitFor(t, "the setting", 10*time.Second, func() bool {
-			return c.broker.txnVerificationEnabled(c.broker.currentImage()) == (v == "true")
-		})
-	}
+	setVerification := func(v string) { setTxnVerification(t, c, v) }
 	setVerification("false")
 	wantCode("the late batch, unverified", produceTxnRaw(t, rc, 9, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 4, 2)), 0)
 	log0.SetHighWatermark(log0.LogEndOffset())
@@ -186,5 +190,98 @@ func TestTxnVerification(t *testing.T) {
 	}
 	if log0.LogEndOffset() != end0 || c.broker.lookup(tp("v", 1)).log.LogEndOffset() != end1 {
 		t.Error("a request of two producers appended")
+	}
+}
+
+// TestTxnOffsetCommitVerification: a TxnOffsetCommit writes a transactional
+// batch to the group's __consumer_offsets partition, which is verified as
+// a produced batch is: without AddOffsetsToTxn, or late after its
+// transaction was aborted, it is refused and leaves no transaction open
+// there, which would hold every read_committed offset fetch of the
+// partition's groups.
+func TestTxnOffsetCommitVerification(t *testing.T) {
+	c := newTxnCluster(t)
+	c.createTopic("in", 1, nil)
+	rc := c.dialRaw(t)
+	ir := initTransactional(t, rc, "o-txn", 60000)
+	pid, epoch := ir.ProducerID, ir.ProducerEpoch
+	waitFor(t, "the group coordinator", 10*time.Second, func() bool {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.Version, fc.CoordinatorKeys = 4, []string{"g"}
+		return roundTrip[*kmsg.FindCoordinatorResponse](rc, fc).Coordinators[0].ErrorCode == 0
+	})
+	waitFor(t, "the offsets partitions loaded", 10*time.Second, func() bool {
+		return len(c.broker.groups.loadedShards()) == int(c.cfg.OffsetsTopicNumPartitions)
+	})
+	offsets := c.broker.lookup(tp(offsetsTopic, c.broker.groups.partitionOf("g"))).log
+	commit := func(offset int64) int16 {
+		t.Helper()
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Version, req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = 3, "o-txn", "g", pid, epoch, -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "in"
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = 0, offset, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return roundTrip[*kmsg.TxnOffsetCommitResponse](rc, req).Topics[0].Partitions[0].ErrorCode
+	}
+	wantCode := func(what string, got, want int16) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("%s: %v, want %v", what, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
+		}
+	}
+	openTxn := func() bool {
+		offsets.SetHighWatermark(offsets.LogEndOffset()) // one replica
+		return offsets.LastStableOffset() != offsets.LogEndOffset()
+	}
+
+	// No AddOffsetsToTxn: refused, nothing written.
+	end0 := offsets.LogEndOffset()
+	wantCode("an offsets partition never added", commit(1), kerr.InvalidTxnState.Code)
+	if offsets.LogEndOffset() != end0 || openTxn() {
+		t.Fatalf("the refused commit was written: log end %d, was %d", offsets.LogEndOffset(), end0)
+	}
+
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.Version, add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = 3, "o-txn", pid, epoch, "g"
+	if r := roundTrip[*kmsg.AddOffsetsToTxnResponse](rc, add); r.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	wantCode("an added offsets partition", commit(2), 0)
+	wantCode("the transaction's second offset commit", commit(3), 0)
+	if !openTxn() {
+		t.Fatal("the committed offsets should be in an open transaction")
+	}
+
+	// Aborted; a late TxnOffsetCommit of it must not open a new one.
+	end := kmsg.NewPtrEndTxnRequest()
+	end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 3, "o-txn", pid, epoch, false
+	if r := roundTrip[*kmsg.EndTxnResponse](rc, end); r.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	waitFor(t, "the abort marker", 10*time.Second, func() bool { return !openTxn() })
+	var late int16
+	waitFor(t, "the coordinator to complete the abort", 10*time.Second, func() bool {
+		late = commit(4)
+		return late != kerr.CoordinatorNotAvailable.Code // CONCURRENT_TRANSACTIONS meanwhile
+	})
+	wantCode("a late commit of the aborted transaction", late, kerr.InvalidTxnState.Code)
+	if openTxn() {
+		t.Fatal("the late commit opened a transaction")
+	}
+
+	// A fenced producer is told so.
+	initTransactional(t, rc, "o-txn", 60000)
+	wantCode("the fenced producer's commit", commit(5), kerr.InvalidProducerEpoch.Code)
+
+	// Unverified, the late commit goes in and hangs the partition.
+	setTxnVerification(t, c, "false")
+	ir = initTransactional(t, rc, "o-txn", 60000)
+	pid, epoch = ir.ProducerID, ir.ProducerEpoch
+	wantCode("an unverified commit", commit(6), 0)
+	if !openTxn() {
+		t.Fatal("without verification the stray commit should open a transaction no coordinator knows of")
 	}
 }

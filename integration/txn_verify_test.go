@@ -174,3 +174,142 @@ func producerOf(ctx context.Context, t *testing.T, adm *kadm.Client, txnID strin
 	}
 	return dt.ProducerID, dt.ProducerEpoch
 }
+
+// TestTxnOffsetCommitVerificationAcrossBrokers: a TxnOffsetCommit's batch
+// in the group's __consumer_offsets partition is verified as a produced
+// batch is, here by a transaction coordinator on another broker than the
+// group coordinator. kgo's exactly-once session (consume, produce, commit
+// the offsets in the transaction) works through it; a stray
+// TxnOffsetCommit of a partition never added is refused and leaves no
+// transaction open in the offsets topic.
+func TestTxnOffsetCommitVerificationAcrossBrokers(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		"transaction.state.log.num.partitions=3", "offsets.topic.num.partitions=3")
+	c.WaitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const in, out, txnID, n = "eos-in", "eos-out", "eos-producer", 300
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, topic := range []string{in, out} {
+		if resp, err := adm.CreateTopic(ctx, 3, 2, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Append(nil, i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A group whose coordinator is not the transaction coordinator.
+	var txnCoord int32 = -1
+	for txnCoord < 0 {
+		r := adm.FindTxnCoordinators(ctx, txnID)[txnID]
+		switch {
+		case r.Err == nil:
+			txnCoord = r.NodeID
+		case ctx.Err() != nil:
+			t.Fatalf("transaction coordinator: %v", r.Err)
+		default:
+			time.Sleep(50 * time.Millisecond) // the transaction topic is being created
+		}
+	}
+	group := ""
+	for i := 0; group == "" && i < 100; {
+		g := fmt.Sprintf("eos-%d", i)
+		switch r := adm.FindGroupCoordinators(ctx, g)[g]; {
+		case r.Err != nil && ctx.Err() == nil: // the offsets topic is being created
+			time.Sleep(50 * time.Millisecond)
+			continue
+		case r.Err == nil && r.NodeID != txnCoord:
+			group = g
+		}
+		i++
+	}
+	if group == "" {
+		t.Fatalf("every group is coordinated by the transaction coordinator %d", txnCoord)
+	}
+
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.BootstrapServers()...), kgo.TransactionalID(txnID),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(out), kgo.RequireStableFetchOffsets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for moved := 0; moved < n; {
+		fs := sess.PollRecords(ctx, 100)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("moved %d of %d records: %v", moved, n, err)
+		}
+		if fs.Empty() {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			moved++
+			sess.Produce(ctx, &kgo.Record{Value: r.Value}, nil)
+		})
+		if committed, err := sess.End(ctx, kgo.TryCommit); err != nil || !committed {
+			t.Fatalf("end: committed %v, %v", committed, err)
+		}
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	if total != n {
+		t.Fatalf("group %s committed offsets summing to %d, want %d", group, total, n)
+	}
+
+	// A stray TxnOffsetCommit of the producer, whose transaction holds no
+	// offsets partition now.
+	pid, epoch := producerOf(ctx, t, adm, txnID)
+	gc := adm.FindGroupCoordinators(ctx, group)[group].NodeID
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = txnID, group, pid, epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = in
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	var code int16
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := req.RequestWith(ctx, cl.Broker(int(gc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// COORDINATOR_NOT_AVAILABLE while the last commit's markers are
+		// written (CONCURRENT_TRANSACTIONS).
+		if code = resp.Topics[0].Partitions[0].ErrorCode; code != kerr.CoordinatorNotAvailable.Code || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != kerr.InvalidTxnState.Code {
+		t.Fatalf("a stray TxnOffsetCommit to group coordinator %d (transaction coordinator %d): %v, want INVALID_TXN_STATE",
+			gc, txnCoord, kerr.ErrorForCode(code))
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, "__consumer_offsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := adm.ListEndOffsets(ctx, "__consumer_offsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stable.Each(func(o kadm.ListedOffset) {
+		if e, ok := latest.Lookup(o.Topic, o.Partition); !ok || e.Offset != o.Offset {
+			t.Errorf("__consumer_offsets-%d: last stable offset %d, log end %d: a transaction is open", o.Partition, o.Offset, e.Offset)
+		}
+	})
+}

@@ -36,8 +36,9 @@ func serverCommand() *cli.Command {
 			"with Kafka; the transaction coordinator keeps its state in __transaction_state, created\n" +
 			"on first use (transaction.state.log.num.partitions, .replication.factor, .min.isr;\n" +
 			"transaction.max.timeout.ms, transactional.id.expiration.ms). keel transactions lists them.\n" +
-			"A leader verifies a transaction's partition with the coordinator before its first batch\n" +
-			"(KIP-890: no hanging transactions; transaction.partition.verification.enable, dynamic).\n\n" +
+			"A leader verifies a transaction's partition (its group offsets partition too) with the\n" +
+			"coordinator before its first batch (KIP-890: no hanging transactions;\n" +
+			"transaction.partition.verification.enable, dynamic).\n\n" +
 			"TLS: a listener mapped to SSL in listener.security.protocol.map speaks TLS with Kafka's\n" +
 			"ssl.* settings (ssl.keystore.* and ssl.truststore.*: JKS, PKCS12 or PEM; ssl.client.auth;\n" +
 			"ssl.principal.mapping.rules), or listener.name.<listener>.ssl.* for one listener: client\n" +
