@@ -24,6 +24,7 @@ type Config struct {
 	ControllerQuorumBootstrapServers     []string      // controller.quorum.bootstrap.servers (KIP-853)
 	InitialBrokerRegistrationTimeout     time.Duration // initial.broker.registration.timeout.ms
 	MetricsAddress                       string        // keel.metrics.address
+	LogWritebackBytes                    int64         // keel.log.writeback.bytes
 	ControllerListenerNames              []string      // controller.listener.names
 	Listeners                            string        // listeners
 	AdvertisedListeners                  string        // advertised.listeners
@@ -231,6 +232,8 @@ func configKeys(c *Config) map[string]configKey {
 			"how long a broker-only node started with controller.quorum.bootstrap.servers (or a controller formatted with --no-initial-controllers) waits to learn the voters before it exits"},
 		"keel.metrics.address": {"", s(&c.MetricsAddress),
 			"host:port where http://host:port/metrics serves Kafka's broker metrics in Prometheus's format (Keel's own key; empty: not served)"},
+		"keel.log.writeback.bytes": {"1048576", i64(&c.LogWritebackBytes),
+			"a partition's appended bytes are handed to the kernel's writeback each time this many have accumulated, so that dirty pages never pile up into a writeback burst that stalls produce (Keel's own key; it neither waits nor fsyncs: log.flush.* decide durability; 0: left to the kernel, as Kafka does)"},
 		"controller.listener.names":      {"CONTROLLER", list(&c.ControllerListenerNames), "listeners the controller uses"},
 		"listeners":                      {"PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093", s(&c.Listeners), ""},
 		"advertised.listeners":           {"", s(&c.AdvertisedListeners), ""},
@@ -685,6 +688,9 @@ func (c *Config) validate() error {
 		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return fmt.Errorf("keel.metrics.address: %q: want a port between 0 and 65535", c.MetricsAddress)
 		}
+	}
+	if c.LogWritebackBytes < 0 {
+		return fmt.Errorf("keel.log.writeback.bytes must be >= 0, got %d", c.LogWritebackBytes)
 	}
 	if c.InitialBrokerRegistrationTimeout <= 0 {
 		return fmt.Errorf("initial.broker.registration.timeout.ms must be > 0, got %d", c.InitialBrokerRegistrationTimeout.Milliseconds())

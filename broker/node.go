@@ -282,6 +282,7 @@ func (n *Node) start() (err error) {
 			DisableLogCleaner:         !cfg.LogCleanerEnable,
 			CleanerBackoff:            cfg.LogCleanerBackoff,
 			CleanerDedupeBufferSize:   cfg.LogCleanerDedupeBufferSize,
+			WritebackBytes:            cfg.LogWritebackBytes,
 			OnLogDirFailure:           n.logDirFailed,
 			Logger:                    logger,
 		})

@@ -34,7 +34,12 @@ type OpenOptions struct {
 	// CleanShutdown says the log dir's clean-shutdown marker was present:
 	// indexes are trusted and opening is O(segments), not O(bytes).
 	CleanShutdown bool
-	Logger        hclog.Logger
+	// WritebackBytes has the kernel start writing appended bytes to disk
+	// each time this many have accumulated in a segment (without waiting
+	// for it, and without fsync); 0 leaves it to the kernel's own
+	// writeback (segment.startWriteback).
+	WritebackBytes int64
+	Logger         hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
 	Now func() time.Time
 	// logDir is the failure state of the log dir (set by the Manager;
@@ -130,6 +135,8 @@ type Log struct {
 	// logDir is the failure state of the log's dir (dirfailure.go); nil
 	// outside a Manager.
 	logDir *logDir
+	// writebackBytes is OpenOptions.WritebackBytes.
+	writebackBytes int64
 
 	// mu guards everything below. Lock order: Log.mu before any index's
 	// internal lock (indexes never call back into the log).
@@ -227,6 +234,8 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		producers: producerStateMap{},
 		txns:      newTxnState(),
 		logDir:    opts.logDir,
+		// Set once: read under mu by appends.
+		writebackBytes: opts.WritebackBytes,
 	}
 	l.loadTopicID()
 	if err := l.load(opts); err != nil {
@@ -580,6 +589,10 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendI
 	if batches == nil {
 		return info, fmt.Errorf("append to %s: batches were not validated: %w", l.tp, record.ErrInvalidRecord)
 	}
+	var wb writeback
+	// After the unlock. Its error is not the append's: a failing disk
+	// shows in the next write or fsync, which take the log dir offline.
+	defer func() { _ = wb.start() }()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -619,7 +632,7 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendI
 		rest = rest[h.Size():]
 	}
 	info.LastOffset = next - 1
-	if err := l.appendLocked(batches, info, opts.Sync, opts.DeferFlush); err != nil {
+	if err := l.appendLocked(batches, info, opts.Sync, opts.DeferFlush, &wb); err != nil {
 		return info, err
 	}
 	if err := l.updateProducerStateLocked(batches); err != nil {
@@ -734,6 +747,10 @@ func (l *Log) AppendAsFollower(batches []byte, deferFlush bool) (_ AppendInfo, e
 	}
 	batches = batches[:valid] // a fetch may end in a partial batch
 	info.Bytes = valid
+	var wb writeback
+	// After the unlock. Its error is not the append's: a failing disk
+	// shows in the next write or fsync, which take the log dir offline.
+	defer func() { _ = wb.start() }()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -742,7 +759,7 @@ func (l *Log) AppendAsFollower(batches []byte, deferFlush bool) (_ AppendInfo, e
 	if leo := l.active().nextOffset; info.FirstOffset < leo {
 		return info, fmt.Errorf("append to %s: first offset %d, log end offset %d: %w", l.tp, info.FirstOffset, leo, ErrUnexpectedAppendOffset)
 	}
-	if err := l.appendLocked(batches, info, false, deferFlush); err != nil {
+	if err := l.appendLocked(batches, info, false, deferFlush, &wb); err != nil {
 		return info, err
 	}
 	if err := l.updateProducerStateLocked(batches); err != nil {
@@ -771,14 +788,17 @@ func (l *Log) reportIndexFault(s *segment) {
 	}
 }
 
-// appendLocked rolls if needed, writes, and applies flush policy. l.mu is held.
-func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush bool) error {
+// appendLocked rolls if needed, writes, and applies flush policy; wb is
+// set to the pages to hand to writeback once the lock is released. l.mu is
+// held.
+func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush bool, wb *writeback) error {
 	if err := l.maybeRollLocked(len(batches), info.FirstOffset, info.LastOffset, info.MaxTimestamp); err != nil {
 		return fmt.Errorf("append to %s: %w", l.tp, err)
 	}
 	if err := l.active().append(batches); err != nil {
 		return fmt.Errorf("append to %s: %w", l.tp, err)
 	}
+	*wb = l.active().writeback(l.writebackBytes)
 	l.reportIndexFault(l.active())
 	l.unflushedMessages += int64(info.Records)
 	if sync || (!deferFlush && l.unflushedMessages >= l.cfg.FlushMessages) {

@@ -533,3 +533,51 @@ func TestLogSurvivesIndexReadFault(t *testing.T) {
 	}
 	checkLogInvariants(t, l)
 }
+
+// Appends hand their whole pages to the kernel's writeback once
+// WritebackBytes of them have accumulated in the active segment, keeping
+// the page still being appended to; a truncation takes the mark back.
+func TestAppendStartsWriteback(t *testing.T) {
+	const every = 16 << 10
+	l := openTestLog(t, partitionDir(t), OpenOptions{WritebackBytes: every})
+	handed := false
+	for i := range 40 {
+		appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 3), 1000+i), 0)
+		s := l.active()
+		whole := s.size &^ (writebackPage - 1)
+		if s.writebackFrom%writebackPage != 0 || s.writebackFrom > whole || whole-s.writebackFrom >= every {
+			t.Fatalf("append %d: size %d, writeback started up to %d: want a page boundary within %d bytes of %d",
+				i, s.size, s.writebackFrom, every, whole)
+		}
+		handed = handed || s.writebackFrom > 0
+	}
+	if !handed || l.active().writebacks.Load() == 0 {
+		t.Fatalf("no pages were handed to writeback (%d hand-overs)", l.active().writebacks.Load())
+	}
+	s := l.active()
+	if err := s.writeback(1).start(); err != nil {
+		t.Fatalf("sync_file_range on this file system: %v", err)
+	}
+	if err := l.TruncateTo(1); err != nil {
+		t.Fatal(err)
+	}
+	if wb := s.writeback(every); wb.n != 0 || s.writebackFrom > s.size {
+		t.Fatalf("after truncating to %d bytes, writeback starts at %d (%+v)", s.size, s.writebackFrom, wb)
+	}
+	// A segment closed before the appender hands its pages over: nothing
+	// happens.
+	wb := writeback{file: s.file, from: 0, n: writebackPage}
+	l.Close()
+	if err := wb.start(); err == nil {
+		t.Fatal("writeback of a closed segment file should fail")
+	}
+
+	// 0: the kernel's own writeback only.
+	off := openTestLog(t, partitionDir(t), OpenOptions{})
+	for range 40 {
+		appendOK(t, off, buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 3), 1000), 0)
+	}
+	if from := off.active().writebackFrom; from != 0 {
+		t.Fatalf("WritebackBytes 0 started writeback up to %d", from)
+	}
+}

@@ -61,6 +61,9 @@ type ManagerConfig struct {
 	// CleanerBackoff is log.cleaner.backoff.ms: how long the cleaner
 	// sleeps when no log needs cleaning (15 s).
 	CleanerBackoff time.Duration
+	// WritebackBytes is keel.log.writeback.bytes: each log's
+	// OpenOptions.WritebackBytes.
+	WritebackBytes int64
 	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
 	// memory of one pass's offset map (128 MiB).
 	CleanerDedupeBufferSize int64
@@ -260,6 +263,7 @@ func (m *Manager) loadDir(dir string) error {
 					LogStartOffset: starts[tp],
 					HighWatermark:  hws[tp],
 					CleanShutdown:  clean,
+					WritebackBytes: m.cfg.WritebackBytes,
 					Logger:         m.cfg.Logger,
 					Now:            m.cfg.Now,
 					logDir:         m.dirs[dir],
@@ -372,7 +376,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, ErrStorage)
 	}
 	ld := m.dirs[dir]
-	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
+	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, WritebackBytes: m.cfg.WritebackBytes, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", tp, ld.check(err))
 	}

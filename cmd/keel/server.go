@@ -29,6 +29,10 @@ func serverCommand() *cli.Command {
 			"way, then exits with status 1, as a Kafka broker halts: fix the disk and start it again.\n\n" +
 			"Memory: the Go garbage collector's heap goal is kept at 64 MiB or more (a broker's live heap\n" +
 			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.\n\n" +
+			"Page cache: each partition's appended data is handed to the kernel's writeback every MiB\n" +
+			"(keel.log.writeback.bytes; 0 leaves it to the kernel's schedule, as Kafka does), so dirty\n" +
+			"pages never pile up into a writeback burst of GBs that stalls produce. It does not wait\n" +
+			"and fsyncs nothing: durability is replication's and log.flush.interval.messages'.\n\n" +
 			"Metrics: --override keel.metrics.address=0.0.0.0:9404 serves Kafka's broker metrics\n" +
 			"(UnderReplicatedPartitions, MessagesInPerSec, RequestMetrics, ...) at http://host:9404/metrics\n" +
 			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.\n\n" +
