@@ -114,16 +114,9 @@ func TestTxnVerificationAcrossBrokers(t *testing.T) {
 	// While the last commit's markers are being written the coordinator
 	// cannot tell yet (CONCURRENT_TRANSACTIONS): the leader answers
 	// NOT_ENOUGH_REPLICAS, which a producer retries.
-	var code int16
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if code = resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotEnoughReplicas.Code || time.Now().After(deadline) {
-			break
-		}
-	}
+	code := requestWhile(ctx, t, cl.Broker(int(leader)), req, kerr.NotEnoughReplicas.Code, func(r *kmsg.ProduceResponse) int16 {
+		return r.Topics[0].Partitions[0].ErrorCode
+	})
 	if code != kerr.InvalidTxnState.Code && code != kerr.TransactionAbortable.Code {
 		t.Fatalf("a stray transactional batch to partition %d (leader %d, coordinator %d): %v, want it refused",
 			partition, leader, coord, kerr.ErrorForCode(code))
@@ -146,7 +139,29 @@ func TestTxnVerificationAcrossBrokers(t *testing.T) {
 		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
 		seen += fs.NumRecords()
 	}
-	committed, err := adm.ListCommittedOffsets(ctx, topic)
+	noOpenTransaction(ctx, t, adm, topic)
+}
+
+// requestWhile sends req to b until code reads something else than
+// transient from its response, or 10 s have passed, and returns that code.
+func requestWhile[R kmsg.Response](ctx context.Context, t *testing.T, b *kgo.Broker, req kmsg.Request, transient int16, code func(R) int16) int16 {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := b.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := code(resp.(R)); c != transient || time.Now().After(deadline) {
+			return c
+		}
+	}
+}
+
+// noOpenTransaction fails t for each partition of topic whose last stable
+// offset is below its log end: a transaction is open there.
+func noOpenTransaction(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
+	t.Helper()
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +169,9 @@ func TestTxnVerificationAcrossBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	committed.Each(func(o kadm.ListedOffset) {
+	stable.Each(func(o kadm.ListedOffset) {
 		if e, ok := latest.Lookup(topic, o.Partition); !ok || e.Offset != o.Offset {
-			t.Errorf("partition %d: last stable offset %d, log end %d: a transaction is open", o.Partition, o.Offset, e.Offset)
+			t.Errorf("%s-%d: last stable offset %d, log end %d: a transaction is open", topic, o.Partition, o.Offset, e.Offset)
 		}
 	})
 }
@@ -261,12 +276,17 @@ func TestTxnOffsetCommitVerificationAcrossBrokers(t *testing.T) {
 			t.Fatalf("end: committed %v, %v", committed, err)
 		}
 	}
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The last transaction's offsets become visible once its COMMIT
+	// marker reaches the offsets partition, after EndTxn was answered.
 	total := int64(0)
-	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	for deadline := time.Now().Add(10 * time.Second); total != n && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total = 0
+		offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	}
 	if total != n {
 		t.Fatalf("group %s committed offsets summing to %d, want %d", group, total, n)
 	}
@@ -283,33 +303,14 @@ func TestTxnOffsetCommitVerificationAcrossBrokers(t *testing.T) {
 	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 1, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	var code int16
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := req.RequestWith(ctx, cl.Broker(int(gc)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// COORDINATOR_NOT_AVAILABLE while the last commit's markers are
-		// written (CONCURRENT_TRANSACTIONS).
-		if code = resp.Topics[0].Partitions[0].ErrorCode; code != kerr.CoordinatorNotAvailable.Code || time.Now().After(deadline) {
-			break
-		}
-	}
+	// COORDINATOR_NOT_AVAILABLE while the last commit's markers are
+	// written (CONCURRENT_TRANSACTIONS).
+	code := requestWhile(ctx, t, cl.Broker(int(gc)), req, kerr.CoordinatorNotAvailable.Code, func(r *kmsg.TxnOffsetCommitResponse) int16 {
+		return r.Topics[0].Partitions[0].ErrorCode
+	})
 	if code != kerr.InvalidTxnState.Code {
 		t.Fatalf("a stray TxnOffsetCommit to group coordinator %d (transaction coordinator %d): %v, want INVALID_TXN_STATE",
 			gc, txnCoord, kerr.ErrorForCode(code))
 	}
-	stable, err := adm.ListCommittedOffsets(ctx, "__consumer_offsets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	latest, err := adm.ListEndOffsets(ctx, "__consumer_offsets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stable.Each(func(o kadm.ListedOffset) {
-		if e, ok := latest.Lookup(o.Topic, o.Partition); !ok || e.Offset != o.Offset {
-			t.Errorf("__consumer_offsets-%d: last stable offset %d, log end %d: a transaction is open", o.Partition, o.Offset, e.Offset)
-		}
-	})
+	noOpenTransaction(ctx, t, adm, "__consumer_offsets")
 }
