@@ -45,6 +45,8 @@ type OpenOptions struct {
 	// logDir is the failure state of the log dir (set by the Manager;
 	// nil: a failure takes nothing offline).
 	logDir *logDir
+	// writebackQueue is the Manager's (writeback.go).
+	writebackQueue *writebackQueue
 }
 
 // AppendOptions qualify an append.
@@ -135,8 +137,10 @@ type Log struct {
 	// logDir is the failure state of the log's dir (dirfailure.go); nil
 	// outside a Manager.
 	logDir *logDir
-	// writebackBytes is OpenOptions.WritebackBytes.
+	// writebackBytes is OpenOptions.WritebackBytes; writebackQueue the
+	// Manager's (nil: hand-overs run in the appender).
 	writebackBytes int64
+	writebackQueue *writebackQueue
 
 	// mu guards everything below. Lock order: Log.mu before any index's
 	// internal lock (indexes never call back into the log).
@@ -225,17 +229,17 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{
-		dir:       dir,
-		tp:        tp,
-		logger:    opts.Logger.With("partition", tp.String()),
-		now:       opts.Now,
-		cfg:       opts.Config.normalized(),
-		lastFlush: opts.Now(),
-		producers: producerStateMap{},
-		txns:      newTxnState(),
-		logDir:    opts.logDir,
-		// Set once: read under mu by appends.
+		dir:            dir,
+		tp:             tp,
+		logger:         opts.Logger.With("partition", tp.String()),
+		now:            opts.Now,
+		cfg:            opts.Config.normalized(),
+		lastFlush:      opts.Now(),
+		producers:      producerStateMap{},
+		txns:           newTxnState(),
+		logDir:         opts.logDir,
 		writebackBytes: opts.WritebackBytes,
+		writebackQueue: opts.writebackQueue,
 	}
 	l.loadTopicID()
 	if err := l.load(opts); err != nil {
@@ -590,9 +594,7 @@ func (l *Log) AppendValidated(v ValidatedBatches, opts AppendOptions) (_ AppendI
 		return info, fmt.Errorf("append to %s: batches were not validated: %w", l.tp, record.ErrInvalidRecord)
 	}
 	var wb writeback
-	// After the unlock. Its error is not the append's: a failing disk
-	// shows in the next write or fsync, which take the log dir offline.
-	defer func() { _ = wb.start() }()
+	defer func() { l.writebackQueue.add(wb) }() // after the unlock
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -748,9 +750,7 @@ func (l *Log) AppendAsFollower(batches []byte, deferFlush bool) (_ AppendInfo, e
 	batches = batches[:valid] // a fetch may end in a partial batch
 	info.Bytes = valid
 	var wb writeback
-	// After the unlock. Its error is not the append's: a failing disk
-	// shows in the next write or fsync, which take the log dir offline.
-	defer func() { _ = wb.start() }()
+	defer func() { l.writebackQueue.add(wb) }() // after the unlock
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -94,7 +94,9 @@ type Manager struct {
 
 	locks []*os.File
 	stop  chan struct{}
-	wg    sync.WaitGroup // the background loop, the cleaner and directory removals
+	wg    sync.WaitGroup // the background loop, the cleaner, the writeback queue and directory removals
+	// writeback hands the logs' appended pages to the kernel (writeback.go).
+	writeback *writebackQueue
 	// cleaner is the log cleaner's state (cleaner_manager.go).
 	cleaner logCleaner
 }
@@ -139,6 +141,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		stop:   make(chan struct{}),
 		dirs:   map[string]*logDir{},
 	}
+	m.writeback = newWritebackQueue(m.stop)
 	for _, dir := range cfg.LogDirs {
 		m.dirs[dir] = &logDir{path: dir, failed: m.dirFailed}
 	}
@@ -160,6 +163,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	m.loadCleanerCheckpoints()
 	m.wg.Add(1)
 	go m.backgroundLoop()
+	m.wg.Go(m.writeback.run)
 	if !cfg.DisableLogCleaner {
 		m.wg.Add(1)
 		go m.cleanerLoop()
@@ -264,6 +268,7 @@ func (m *Manager) loadDir(dir string) error {
 					HighWatermark:  hws[tp],
 					CleanShutdown:  clean,
 					WritebackBytes: m.cfg.WritebackBytes,
+					writebackQueue: m.writeback,
 					Logger:         m.cfg.Logger,
 					Now:            m.cfg.Now,
 					logDir:         m.dirs[dir],
@@ -376,7 +381,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, ErrStorage)
 	}
 	ld := m.dirs[dir]
-	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, WritebackBytes: m.cfg.WritebackBytes, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
+	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, WritebackBytes: m.cfg.WritebackBytes, writebackQueue: m.writeback, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", tp, ld.check(err))
 	}

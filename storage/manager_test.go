@@ -403,3 +403,27 @@ func TestManagerLeavesTheMetadataLogAlone(t *testing.T) {
 		t.Fatalf("metadata dir touched: %v", entries)
 	}
 }
+
+// A Manager's logs hand their appended pages to writeback on its own
+// goroutine (writeback.go), which stops with the Manager.
+func TestManagerWriteback(t *testing.T) {
+	noGoroutineLeak(t)
+	m := openTestManager(t, ManagerConfig{LogDirs: []string{t.TempDir()}, WritebackBytes: 16 << 10})
+	l, err := m.GetOrCreateLog(TopicPartition{"t", 0}, LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(t0, 3), 1000), 0)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.active().writebacks.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the Manager's writeback goroutine handed nothing over")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

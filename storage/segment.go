@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/keelstream/keel/network/record"
 )
 
@@ -290,13 +288,9 @@ const writebackPage = 4096
 
 // writeback returns the segment's whole pages appended since the last call
 // once they are at least every bytes, for the appender to hand to the
-// kernel's writeback (writeback.start), and the zero writeback otherwise.
-// Left to itself, the kernel lets dirty pages pile up to
-// vm.dirty_background_ratio of memory (GBs) and then writes them back in
-// a burst whose CPU and I/O stall appends for tens of milliseconds; handed
-// over as they fill, the same bytes go out evenly (RocksDB's
-// bytes_per_sync). The page being appended to is left out, so that it is
-// not written twice. The Log's lock is held.
+// kernel's writeback (writeback.go), and the zero writeback otherwise. The
+// page being appended to is left out, so that it is not written twice.
+// The Log's lock is held.
 func (s *segment) writeback(every int64) writeback {
 	end := s.size &^ (writebackPage - 1)
 	s.writebackFrom = min(s.writebackFrom, end) // truncated meanwhile
@@ -306,43 +300,6 @@ func (s *segment) writeback(every int64) writeback {
 	wb := writeback{file: s.file, from: s.writebackFrom, n: end - s.writebackFrom, started: &s.writebacks}
 	s.writebackFrom = end
 	return wb
-}
-
-// writeback is a range of a segment file to hand to the kernel's
-// writeback.
-type writeback struct {
-	file    *os.File
-	from, n int64
-	started *atomic.Int64 // counted once handed over (tests)
-}
-
-// start queues the range's dirty pages for writing to disk
-// (sync_file_range with SYNC_FILE_RANGE_WRITE): it does not wait for the
-// writes, and makes nothing durable, which fsync alone does. It may block
-// while the disk's request queue is full, so the appender calls it after
-// releasing the Log's lock, where a segment may have been closed
-// meanwhile (then it does nothing and says so).
-func (wb writeback) start() error {
-	if wb.n <= 0 {
-		return nil
-	}
-	rc, err := wb.file.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SyncFileRange(int(fd), wb.from, wb.n, unix.SYNC_FILE_RANGE_WRITE)
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("start writeback of %s: %w", wb.file.Name(), serr)
-	}
-	if wb.started != nil {
-		wb.started.Add(1)
-	}
-	return nil
 }
 
 // indexFault returns the faults met reading the segment's indexes (an I/O
