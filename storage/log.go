@@ -37,7 +37,7 @@ type OpenOptions struct {
 	// WritebackBytes has the kernel start writing appended bytes to disk
 	// each time this many have accumulated in a segment (without waiting
 	// for it, and without fsync); 0 leaves it to the kernel's own
-	// writeback (segment.startWriteback).
+	// writeback (writeback.go).
 	WritebackBytes int64
 	Logger         hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.

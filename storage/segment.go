@@ -283,9 +283,6 @@ func (s *segment) append(batches []byte) error {
 	return nil
 }
 
-// writebackPage is the granularity startWriteback hands pages over in.
-const writebackPage = 4096
-
 // writeback returns the segment's whole pages appended since the last call
 // once they are at least every bytes, for the appender to hand to the
 // kernel's writeback (writeback.go), and the zero writeback otherwise. The

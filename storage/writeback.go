@@ -18,6 +18,9 @@ import (
 // to the Manager's writeback goroutine (writebackQueue), so that neither
 // the partition's readers nor the produce request wait on a busy disk.
 
+// writebackPage is the granularity pages are handed over in.
+const writebackPage = 4096
+
 // writeback is a range of a segment file to hand to the kernel's
 // writeback.
 type writeback struct {
