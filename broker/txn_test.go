@@ -200,15 +200,17 @@ func TestTransactionsExactlyOnce(t *testing.T) {
 	if len(got) != n || len(seen) != n {
 		t.Fatalf("out has %d records, %d distinct; want %d once each", len(got), len(seen), n)
 	}
-	offs, err := c.admin().FetchOffsets(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := int64(0)
-	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
-	if total != n {
-		t.Fatalf("the group committed offsets summing to %d, want %d", total, n)
-	}
+	// The last transaction's offsets become visible once its COMMIT
+	// marker reaches the offsets partition, after EndTxn was answered.
+	waitFor(t, fmt.Sprintf("the group's committed offsets to sum to %d", n), 10*time.Second, func() bool {
+		offs, err := c.admin().FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := int64(0)
+		offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+		return total == n
+	})
 }
 
 // TestTransactionFencing: a second producer with the same transactional id
