@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,7 +47,12 @@ import (
 // Java producer's defaults (batch.size=16384, linger.ms=5, no compression),
 // as an operator would measure a cluster. First --throughput -1, then half
 // of the rate that reached; the reference is a kfake process of 3 brokers
-// at RF=3's half rate.
+// at RF=3's half rate. One more variant runs RF=3 on a second cluster of
+// three keel processes with keel.log.writeback.bytes=0, the kernel's own
+// writeback schedule as under Kafka: what handing appended pages to the
+// writeback as they fill does to the half-rate tail. The page cache is
+// synced before each variant, so that none starts with the dirty pages of
+// the one before.
 //
 // Rounds alternate the order; the tables give medians.
 //
@@ -93,7 +99,11 @@ func TestReplicationPerf(t *testing.T) {
 	writeRate := pageCacheWriteRate(t, t.TempDir(), 1<<30)
 	fakeProc := startKfakeProcess(t, 3)
 	ptFake := &variant{name: "kfake process (RF=3's rate)", seeds: fakeProc.addrs, rf: 1, acks: kgo.LeaderAck()}
-	ptVariants := []*variant{variants[0], variants[1], variants[2], ptFake}
+	noWriteback := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		ProcessOptions{Overrides: []string{"keel.log.writeback.bytes=0"}})
+	ptNoWriteback := &variant{name: "RF=3 acks=all, writeback 0", seeds: noWriteback.BootstrapServers(), rf: 3, acks: kgo.AllISRAcks(),
+		configs: map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}}
+	ptVariants := []*variant{variants[0], variants[1], variants[2], ptNoWriteback, ptFake}
 	// Long enough to reach the steady state of writing the page cache
 	// (write-back, new pages): a burst of a second or two overstates the
 	// rate the machine keeps up, and half of it would then queue.
@@ -149,11 +159,12 @@ func TestReplicationPerf(t *testing.T) {
 				lat.pct(0.99), v.halfLat[len(v.halfLat)-1].pct(0.99), v.halfJ[len(v.halfJ)-1].pct(0.99))
 			deleteTopic()
 		}
-		order = slices.Clone(ptVariants[:3])
+		order = slices.Clone(ptVariants[:4])
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
 		for vi, v := range append(order, ptFake) {
+			syscall.Sync() // no variant starts with the dirty pages of the one before
 			topic := fmt.Sprintf("ptperf-%d-%d", round, vi)
 			deleteTopic := createPerfTopic(ctx, t, v.seeds, v.rf, v.configs, topic)
 			acks := "1"
