@@ -360,13 +360,20 @@ func TestTxnRequestErrors(t *testing.T) {
 // records/s; BenchmarkProduce is the non-transactional baseline. With
 // verification (KIP-890, the default) the first batch of each
 // transaction in a partition waits for the coordinator's answer; off is
-// the same run's baseline for that cost.
+// the same run's baseline for that cost. offsets: each transaction also
+// commits a consumer group's offset (AddOffsetsToTxn, TxnOffsetCommit:
+// consume-transform-produce), whose offsets partition is verified too.
 func BenchmarkTransactions(b *testing.B) {
 	for _, bc := range []struct {
-		perTxn int
-		verify bool
-	}{{10, true}, {10, false}, {1000, true}, {1000, false}} {
-		b.Run(fmt.Sprintf("records=%d/verification=%v", bc.perTxn, bc.verify), func(b *testing.B) {
+		perTxn  int
+		verify  bool
+		offsets bool
+	}{{10, true, false}, {10, false, false}, {10, true, true}, {10, false, true}, {1000, true, false}, {1000, false, false}} {
+		name := fmt.Sprintf("records=%d/verification=%v", bc.perTxn, bc.verify)
+		if bc.offsets {
+			name += "/offsets"
+		}
+		b.Run(name, func(b *testing.B) {
 			perTxn := bc.perTxn
 			c := newTestCluster(b, withConfig("transaction.state.log.num.partitions=3",
 				fmt.Sprintf("transaction.partition.verification.enable=%v", bc.verify)))
@@ -384,6 +391,9 @@ func BenchmarkTransactions(b *testing.B) {
 				if err := prod.Flush(ctx); err != nil { // kgo: flush, then end
 					b.Fatal(err)
 				}
+				if bc.offsets {
+					commitOffsetInTxn(b, prod, "bench-group")
+				}
 				if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 					b.Fatal(err)
 				}
@@ -399,6 +409,42 @@ func BenchmarkTransactions(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "txn/s")
 			reportRate(b, b.N*perTxn, elapsed)
 		})
+	}
+}
+
+// commitOffsetInTxn commits an offset of group in the open transaction of
+// the transactional kgo client prod, as a consume-transform-produce
+// loop does (AddOffsetsToTxn, then TxnOffsetCommit; kgo routes each to
+// its coordinator).
+func commitOffsetInTxn(b *testing.B, prod *kgo.Client, group string) {
+	ctx := context.Background()
+	id, epoch, err := prod.ProducerID(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "bench", id, epoch, group
+	resp, err := add.RequestWith(ctx, prod)
+	if err == nil && resp.ErrorCode != 0 {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		b.Fatalf("AddOffsetsToTxn: %v", err)
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch, commit.Generation = "bench", group, id, epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "bench"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Offset, rp.LeaderEpoch = 1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	commit.Topics = append(commit.Topics, rt)
+	cresp, err := commit.RequestWith(ctx, prod)
+	if err == nil && cresp.Topics[0].Partitions[0].ErrorCode != 0 {
+		err = kerr.ErrorForCode(cresp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		b.Fatalf("TxnOffsetCommit: %v", err)
 	}
 }
 
