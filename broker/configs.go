@@ -87,6 +87,22 @@ func (b *Broker) dynamicBrokerConfig(img *metadata.Image, name string) (v string
 	return img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, name)
 }
 
+// updateWritebackBytes takes keel.log.writeback.bytes from the image
+// (this broker's dynamic config, else the cluster-wide one, else
+// server.properties) into the log manager, whose logs use it from their
+// next append (storage/writeback.go). applyMu is held.
+func (b *Broker) updateWritebackBytes(img *metadata.Image) {
+	n := b.cfg.LogWritebackBytes
+	v, ok := b.dynamicBrokerConfig(img, "keel.log.writeback.bytes")
+	if d, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && d >= 0 {
+		n = d
+	}
+	if b.logs.WritebackBytes() != n {
+		b.logs.SetWritebackBytes(n)
+		b.log.Info("log writeback", "config", "keel.log.writeback.bytes", "bytes", n)
+	}
+}
+
 // topicConfigSynonyms returns the effective value of topic config name for
 // topic and its source, and every place it may take its value from,
 // highest precedence first, as Kafka's DescribeConfigs reports synonyms:

@@ -565,3 +565,72 @@ func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestWritebackBytesDynamic: keel.log.writeback.bytes is a dynamic broker
+// config. DescribeConfigs lists it (server.properties' value, then the
+// cluster-wide and this broker's dynamic values over it), the log manager
+// takes the effective value at once and again after a restart, a negative
+// one is INVALID_CONFIG, and deleting the dynamic values brings
+// server.properties' back.
+func TestWritebackBytesDynamic(t *testing.T) {
+	c := newTestCluster(t, withConfig("keel.log.writeback.bytes=2097152"))
+	adm := c.admin()
+	ctx := testCtx(t)
+	describe := func() kadm.ResourceConfig {
+		t.Helper()
+		rcs, err := adm.DescribeBrokerConfigs(ctx, testNodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On(strconv.Itoa(testNodeID), nil)
+		if err != nil || rc.Err != nil {
+			t.Fatalf("describe broker: %v %v", err, rc.Err)
+		}
+		return rc
+	}
+	check := func(what string, want int64, source kmsg.ConfigSource) {
+		t.Helper()
+		waitFor(t, what, 10*time.Second, func() bool { return c.broker.logs.WritebackBytes() == want })
+		cfg := findConfig(t, describe(), "keel.log.writeback.bytes")
+		if cfg.MaybeValue() != strconv.FormatInt(want, 10) || cfg.Source != source {
+			t.Fatalf("%s: described %s (%v), want %d (%v)", what, cfg.MaybeValue(), cfg.Source, want, source)
+		}
+	}
+	check("server.properties", 2<<20, kmsg.ConfigSourceStaticBrokerConfig)
+	alter := func(value *string, nodes ...int32) error {
+		t.Helper()
+		op := kadm.SetConfig
+		if value == nil {
+			op = kadm.DeleteConfig
+		}
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "keel.log.writeback.bytes", Value: value}}, nodes...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp[0].Err
+	}
+	if err := alter(kmsgStr("4194304")); err != nil {
+		t.Fatal(err)
+	}
+	check("cluster-wide", 4<<20, kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+	if err := alter(kmsgStr("0"), testNodeID); err != nil {
+		t.Fatal(err)
+	}
+	check("this broker's", 0, kmsg.ConfigSourceDynamicBrokerConfig)
+	// A restart takes the dynamic value from the metadata, not
+	// server.properties'.
+	c.restart()
+	check("after a restart", 0, kmsg.ConfigSourceDynamicBrokerConfig)
+	if err := alter(kmsgStr("-1"), testNodeID); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("keel.log.writeback.bytes=-1: %v, want INVALID_CONFIG", err)
+	}
+	check("after a refused value", 0, kmsg.ConfigSourceDynamicBrokerConfig)
+	if err := alter(nil, testNodeID); err != nil {
+		t.Fatal(err)
+	}
+	check("this broker's deleted", 4<<20, kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+	if err := alter(nil); err != nil {
+		t.Fatal(err)
+	}
+	check("both deleted", 2<<20, kmsg.ConfigSourceStaticBrokerConfig)
+}

@@ -247,6 +247,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		}
 		b.initialized = true
 		b.updateReplicationQuotas(img)
+		b.updateWritebackBytes(img)
 	}
 	for k, mp := range keys {
 		t, ok := img.TopicByID(k.TopicID)
@@ -325,6 +326,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 	}
 	if brokerWide {
 		b.updateReplicationQuotas(img)
+		b.updateWritebackBytes(img)
 	}
 	if brokerWide || len(changedTopics) > 0 {
 		for tp, p := range next {

@@ -242,6 +242,7 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 	defs := []ConfigDef{
 		{Name: "background.threads", Type: ConfigInt, Default: "10", check: atLeast(1)},
 		{Name: "follower.replication.throttled.rate", Type: ConfigLong, Default: maxLong, check: atLeast(0)},
+		{Name: "keel.log.writeback.bytes", Type: ConfigLong, Default: "1048576", check: atLeast(0)},
 		{Name: "leader.replication.throttled.rate", Type: ConfigLong, Default: maxLong, check: atLeast(0)},
 		{Name: "log.cleaner.threads", Type: ConfigInt, Default: "1", check: atLeast(0)},
 		{Name: "max.connections", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},

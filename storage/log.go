@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,8 +46,12 @@ type OpenOptions struct {
 	// logDir is the failure state of the log dir (set by the Manager;
 	// nil: a failure takes nothing offline).
 	logDir *logDir
-	// writebackQueue is the Manager's (writeback.go).
+	// writebackQueue and writebackEvery are the Manager's (writeback.go):
+	// its logs share one keel.log.writeback.bytes, which
+	// Manager.SetWritebackBytes changes at runtime (WritebackBytes is
+	// then ignored).
 	writebackQueue *writebackQueue
+	writebackEvery *atomic.Int64
 }
 
 // AppendOptions qualify an append.
@@ -137,9 +142,10 @@ type Log struct {
 	// logDir is the failure state of the log's dir (dirfailure.go); nil
 	// outside a Manager.
 	logDir *logDir
-	// writebackBytes is OpenOptions.WritebackBytes; writebackQueue the
-	// Manager's (nil: hand-overs run in the appender).
-	writebackBytes int64
+	// writebackBytes is OpenOptions.WritebackBytes, or the setting the
+	// Manager's logs share; writebackQueue the Manager's (nil: hand-overs
+	// run in the appender).
+	writebackBytes *atomic.Int64
 	writebackQueue *writebackQueue
 
 	// mu guards everything below. Lock order: Log.mu before any index's
@@ -238,8 +244,12 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		producers:      producerStateMap{},
 		txns:           newTxnState(),
 		logDir:         opts.logDir,
-		writebackBytes: opts.WritebackBytes,
+		writebackBytes: opts.writebackEvery,
 		writebackQueue: opts.writebackQueue,
+	}
+	if l.writebackBytes == nil {
+		l.writebackBytes = new(atomic.Int64)
+		l.writebackBytes.Store(opts.WritebackBytes)
 	}
 	l.loadTopicID()
 	if err := l.load(opts); err != nil {
@@ -798,7 +808,7 @@ func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush boo
 	if err := l.active().append(batches); err != nil {
 		return fmt.Errorf("append to %s: %w", l.tp, err)
 	}
-	*wb = l.active().writeback(l.writebackBytes)
+	*wb = l.active().writeback(l.writebackBytes.Load())
 	l.reportIndexFault(l.active())
 	l.unflushedMessages += int64(info.Records)
 	if sync || (!deferFlush && l.unflushedMessages >= l.cfg.FlushMessages) {

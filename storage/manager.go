@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -61,8 +62,8 @@ type ManagerConfig struct {
 	// CleanerBackoff is log.cleaner.backoff.ms: how long the cleaner
 	// sleeps when no log needs cleaning (15 s).
 	CleanerBackoff time.Duration
-	// WritebackBytes is keel.log.writeback.bytes: each log's
-	// OpenOptions.WritebackBytes.
+	// WritebackBytes is keel.log.writeback.bytes at start: each log's
+	// OpenOptions.WritebackBytes, until SetWritebackBytes changes it.
 	WritebackBytes int64
 	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
 	// memory of one pass's offset map (128 MiB).
@@ -95,8 +96,11 @@ type Manager struct {
 	locks []*os.File
 	stop  chan struct{}
 	wg    sync.WaitGroup // the background loop, the cleaner, the writeback queue and directory removals
-	// writeback hands the logs' appended pages to the kernel (writeback.go).
-	writeback *writebackQueue
+	// writeback hands the logs' appended pages to the kernel
+	// (writeback.go), every writebackBytes of a segment (shared by the
+	// logs: SetWritebackBytes).
+	writeback      *writebackQueue
+	writebackBytes atomic.Int64
 	// cleaner is the log cleaner's state (cleaner_manager.go).
 	cleaner logCleaner
 }
@@ -142,6 +146,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		dirs:   map[string]*logDir{},
 	}
 	m.writeback = newWritebackQueue(m.stop)
+	m.writebackBytes.Store(cfg.WritebackBytes)
 	for _, dir := range cfg.LogDirs {
 		m.dirs[dir] = &logDir{path: dir, failed: m.dirFailed}
 	}
@@ -267,8 +272,8 @@ func (m *Manager) loadDir(dir string) error {
 					LogStartOffset: starts[tp],
 					HighWatermark:  hws[tp],
 					CleanShutdown:  clean,
-					WritebackBytes: m.cfg.WritebackBytes,
 					writebackQueue: m.writeback,
+					writebackEvery: &m.writebackBytes,
 					Logger:         m.cfg.Logger,
 					Now:            m.cfg.Now,
 					logDir:         m.dirs[dir],
@@ -381,7 +386,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, ErrStorage)
 	}
 	ld := m.dirs[dir]
-	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, WritebackBytes: m.cfg.WritebackBytes, writebackQueue: m.writeback, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
+	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, writebackQueue: m.writeback, writebackEvery: &m.writebackBytes, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", tp, ld.check(err))
 	}
@@ -523,6 +528,14 @@ func (m *Manager) backgroundLoop() {
 		}
 	}
 }
+
+// SetWritebackBytes changes keel.log.writeback.bytes for every log of the
+// Manager, open or opened later; each takes it from its next append. 0
+// stops the hand-overs (writeback.go).
+func (m *Manager) SetWritebackBytes(n int64) { m.writebackBytes.Store(max(n, 0)) }
+
+// WritebackBytes is the current keel.log.writeback.bytes.
+func (m *Manager) WritebackBytes() int64 { return m.writebackBytes.Load() }
 
 // Close stops the background work, flushes every log, writes the
 // checkpoints and the clean-shutdown marker, closes the logs and releases

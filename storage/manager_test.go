@@ -408,10 +408,23 @@ func TestManagerLeavesTheMetadataLogAlone(t *testing.T) {
 // goroutine (writeback.go), which stops with the Manager.
 func TestManagerWriteback(t *testing.T) {
 	noGoroutineLeak(t)
-	m := openTestManager(t, ManagerConfig{LogDirs: []string{t.TempDir()}, WritebackBytes: 16 << 10})
+	// Off at start (keel.log.writeback.bytes=0): appends hand nothing over.
+	m := openTestManager(t, ManagerConfig{LogDirs: []string{t.TempDir()}})
 	l, err := m.GetOrCreateLog(TopicPartition{"t", 0}, LogConfig{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for range 40 {
+		appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(t0, 3), 1000), 0)
+	}
+	if n := l.active().writebacks.Load(); n != 0 {
+		t.Fatalf("%d hand-overs with keel.log.writeback.bytes=0", n)
+	}
+	// Set at runtime (a dynamic broker config): the open log takes it
+	// from its next append, and the Manager's goroutine hands over.
+	m.SetWritebackBytes(16 << 10)
+	if got := m.WritebackBytes(); got != 16<<10 {
+		t.Fatalf("WritebackBytes() = %d after SetWritebackBytes(16 KiB)", got)
 	}
 	for range 40 {
 		appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(t0, 3), 1000), 0)

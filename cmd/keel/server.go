@@ -32,7 +32,9 @@ func serverCommand() *cli.Command {
 			"Page cache: each partition's appended data is handed to the kernel's writeback every MiB\n" +
 			"(keel.log.writeback.bytes; 0 leaves it to the kernel's schedule, as Kafka does), so dirty\n" +
 			"pages never pile up into a writeback burst of GBs that stalls produce. It does not wait\n" +
-			"and fsyncs nothing: durability is replication's and log.flush.interval.messages'.\n\n" +
+			"and fsyncs nothing: durability is replication's and log.flush.interval.messages'. It is a\n" +
+			"dynamic broker config too: keel configs alter --entity-type brokers --entity-default\n" +
+			"--add-config keel.log.writeback.bytes=4194304 (or --entity-name N for one broker).\n\n" +
 			"Metrics: --override keel.metrics.address=0.0.0.0:9404 serves Kafka's broker metrics\n" +
 			"(UnderReplicatedPartitions, MessagesInPerSec, RequestMetrics, ...) at http://host:9404/metrics\n" +
 			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.\n\n" +
