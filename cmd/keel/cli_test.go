@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/keelstream/keel/client"
 	"github.com/keelstream/keel/integration"
 )
@@ -365,6 +367,40 @@ func TestCLIPerfPrintsThroughputAndLatency(t *testing.T) {
 		t.Fatalf("a live progress line was written to a pipe:\n%q", out)
 	}
 	t.Logf("perf produce:\n%s", out)
+
+	// At a rate: the sends are spread over the run (the throttle), and
+	// each record carries its send time as its timestamp.
+	ok(t, bs, "", "topics", "create", "--topic", "perf-rate", "--partitions", "1")
+	const rated, rate = 1500, 3000
+	before := time.Now().Add(-time.Millisecond) // timestamps are in ms
+	out = ok(t, bs, "", "perf", "produce", "--topic", "perf-rate", "--num-records", strconv.Itoa(rated), "--record-size", "10",
+		"--throughput", strconv.Itoa(rate), "--reporting-interval", "200")
+	after := time.Now()
+	if m := final.FindStringSubmatch(out); m == nil || m[1] != strconv.Itoa(rated) {
+		t.Fatalf("perf produce at %d/s output:\n%s", rate, out)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"perf-rate": {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stamps []time.Time
+	for len(stamps) < rated && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { stamps = append(stamps, r.Timestamp) })
+	}
+	if len(stamps) != rated {
+		t.Fatalf("read %d of %d records", len(stamps), rated)
+	}
+	first, last := stamps[0], stamps[len(stamps)-1]
+	if first.Before(before) || last.After(after) {
+		t.Fatalf("timestamps %v..%v outside the run %v..%v", first, last, before, after)
+	}
+	// 1,500 records at 3,000/s: the last is sent ~0.5 s after the first.
+	if spread := last.Sub(first); spread < 400*time.Millisecond {
+		t.Fatalf("records sent within %v at --throughput %d: not throttled", spread, rate)
+	}
 
 	out = ok(t, bs, "", "perf", "consume", "--topic", "perf", "--messages", strconv.Itoa(n), "--timeout", "10000")
 	if !strings.Contains(out, "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec") ||
