@@ -68,7 +68,7 @@ var apiTable = func() []apiSpec {
 		{61, 0, 0}, // DescribeProducers
 		{64, 0, 0}, // UnregisterBroker (forwarded)
 		{65, 0, 0}, // DescribeTransactions
-		{66, 0, 1}, // ListTransactions (v2 id pattern: not yet)
+		{66, 0, 2}, // ListTransactions
 		{80, 0, 1}, // AddRaftVoter (forwarded)
 		{81, 0, 0}, // RemoveRaftVoter (forwarded)
 	}

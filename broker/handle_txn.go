@@ -21,8 +21,11 @@ package broker
 //     is committed or aborted with it.
 //   - EndTxn (key 26), v0–v3: PrepareCommit or PrepareAbort is written and
 //     answered, then the markers go to every partition (txn_markers.go).
-//   - DescribeTransactions (key 65) v0 and ListTransactions (key 66) v0–v1:
-//     the coordinator's view, for kafka-transactions.sh and kadm.
+//   - DescribeTransactions (key 65) v0 and ListTransactions (key 66) v0–v2:
+//     the coordinator's view, for kafka-transactions.sh and kadm. v1 adds
+//     the duration filter (KIP-994), v2 the transactional id pattern
+//     (KIP-1152: an RE2 regular expression, found anywhere in the id; one
+//     that does not compile is INVALID_REGULAR_EXPRESSION).
 //
 // Coordinator errors: NOT_COORDINATOR (another broker leads the
 // partition), COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS while
@@ -32,6 +35,7 @@ package broker
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -258,6 +262,15 @@ func (b *Broker) handleListTransactions(m *kmsg.ListTransactionsRequest) network
 	filter := txn.ListFilter{States: m.StateFilters, ProducerIDs: m.ProducerIDFilters, DurationFilterMs: -1}
 	if m.Version >= 1 {
 		filter.DurationFilterMs = m.DurationFilterMillis
+	}
+	if p := m.TransactionalIDPattern; m.Version >= 2 && p != nil && *p != "" {
+		re, err := regexp.Compile(*p)
+		if err != nil {
+			b.log.Debug("list transactions: bad transactional id pattern", "pattern", *p, "error", err)
+			resp.ErrorCode = kerr.InvalidRegularExpression.Code
+			return respond(resp)
+		}
+		filter.IDPattern = re
 	}
 	// Kafka reports the filter's unknown state names even with no shard.
 	for _, name := range m.StateFilters {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,31 @@ func TestTransactionsCommitAndAbort(t *testing.T) {
 	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
 	if err != nil || len(listed) != 1 {
 		t.Fatalf("listed: %+v %v", listed, err)
+	}
+	// ListTransactions v2 (KIP-1152) filters by a transactional id
+	// pattern; one that does not compile is INVALID_REGULAR_EXPRESSION.
+	raw := c.dialRaw(t)
+	for _, tc := range []struct {
+		pattern string
+		want    []string
+		code    int16
+	}{
+		{"^t1$", []string{"t1"}, 0},
+		{"1", []string{"t1"}, 0},
+		{"", []string{"t1"}, 0},
+		{"^x", nil, 0},
+		{"t[", nil, kerr.InvalidRegularExpression.Code},
+	} {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.Version, req.DurationFilterMillis, req.TransactionalIDPattern = 2, -1, kmsg.StringPtr(tc.pattern)
+		resp := roundTrip[*kmsg.ListTransactionsResponse](raw, req)
+		var ids []string
+		for _, st := range resp.TransactionStates {
+			ids = append(ids, st.TransactionalID)
+		}
+		if resp.ErrorCode != tc.code || !slices.Equal(ids, tc.want) {
+			t.Errorf("pattern %q: %v %v, want %v %v", tc.pattern, kerr.ErrorForCode(resp.ErrorCode), ids, kerr.ErrorForCode(tc.code), tc.want)
+		}
 	}
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)

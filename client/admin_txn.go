@@ -44,6 +44,12 @@ type ListTransactionsFilter struct {
 	// speaks v0 fails the call with ErrUnsupportedRequest rather than
 	// ignore the filter.
 	RunningLongerThan time.Duration
+	// TransactionalIDPattern keeps transactions whose transactional id the
+	// regular expression (RE2 syntax) is found in (KIP-1152,
+	// ListTransactions v2); "" keeps all. A broker that only speaks v0–v1
+	// fails the call with ErrUnsupportedRequest, and one that cannot
+	// compile the pattern with an INVALID_REGULAR_EXPRESSION error.
+	TransactionalIDPattern string
 }
 
 // ListTransactions lists the transactions of every broker (each broker
@@ -73,12 +79,18 @@ func (a *Admin) ListTransactions(ctx context.Context, filter ListTransactionsFil
 			if filter.RunningLongerThan > 0 {
 				req.DurationFilterMillis = filter.RunningLongerThan.Milliseconds()
 			}
+			if filter.TransactionalIDPattern != "" {
+				req.TransactionalIDPattern = &filter.TransactionalIDPattern
+			}
 			kresp, err := a.cl.BrokerRequest(ctx, id, req)
 			if err != nil {
 				return err
 			}
 			if filter.RunningLongerThan > 0 && req.Version < 1 {
 				return fmt.Errorf("a duration filter needs ListTransactions v1 (KIP-994): %w", ErrUnsupportedRequest)
+			}
+			if filter.TransactionalIDPattern != "" && req.Version < 2 {
+				return fmt.Errorf("a transactional id pattern needs ListTransactions v2 (KIP-1152): %w", ErrUnsupportedRequest)
 			}
 			resp := kresp.(*kmsg.ListTransactionsResponse)
 			if err := ErrorForCode(resp.ErrorCode); err != nil {

@@ -3,6 +3,7 @@ package txn
 import (
 	"flag"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,6 +214,9 @@ func (h *harness) run(cmd string) string {
 			for _, p := range strings.Split(s, ",") {
 				f.ProducerIDs = append(f.ProducerIDs, num(p, 0))
 			}
+		}
+		if s := a["pattern"]; s != "" {
+			f.IDPattern = regexp.MustCompile(s)
 		}
 		txns, unknown := h.m.List(h.now, f)
 		var parts []string

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"regexp"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -114,6 +115,10 @@ type ListFilter struct {
 	// DurationFilterMs (v1, KIP-994) keeps only transactions started more
 	// than this long ago; -1, Kafka's default, keeps all.
 	DurationFilterMs int64
+	// IDPattern (v2, KIP-1152) keeps only transactional ids it matches
+	// (anywhere in the id, as a regular expression search does); nil
+	// keeps all.
+	IDPattern *regexp.Regexp
 }
 
 // List is Kafka's listTransactionStates for this partition: the
@@ -137,7 +142,8 @@ func (m *Manager) List(now int64, f ListFilter) (txns []Listed, unknownStates []
 		switch {
 		case len(f.ProducerIDs) > 0 && !slices.Contains(f.ProducerIDs, t.producerID),
 			len(states) > 0 && !slices.Contains(states, t.state),
-			f.DurationFilterMs >= 0 && now-t.startTimestamp <= f.DurationFilterMs:
+			f.DurationFilterMs >= 0 && now-t.startTimestamp <= f.DurationFilterMs,
+			f.IDPattern != nil && !f.IDPattern.MatchString(id):
 			continue
 		}
 		txns = append(txns, Listed{TransactionalID: id, ProducerID: t.producerID, State: t.state.String()})

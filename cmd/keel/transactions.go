@@ -35,13 +35,17 @@ func transactionsCommand() *cli.Command {
 				Description: "Like kafka-transactions.sh list: asks every broker (each lists the\n" +
 					"transactional ids it coordinates) and prints\n" +
 					"TransactionalId Coordinator ProducerId TransactionState.\n" +
-					"--duration-filter keeps transactions open longer than that many ms (KIP-994).\n\n" +
+					"--duration-filter keeps transactions open longer than that many ms (KIP-994).\n" +
+					"--transactional-id-pattern keeps transactional ids the regular expression is\n" +
+					"found in (RE2 syntax, KIP-1152; anchor it with ^ and $ for a whole id).\n\n" +
 					"Examples:\n" +
 					"  keel transactions list\n" +
 					"  keel transactions --bootstrap-server b:9092 list --duration-filter 60000\n" +
+					"  keel transactions list --transactional-id-pattern '^payments-'\n" +
 					"  keel transactions list -o json",
 				Flags: adminFlags(
 					&cli.Int64Flag{Name: "duration-filter", Value: -1, Usage: "only transactions open longer than this many `MS`"},
+					&cli.StringFlag{Name: "transactional-id-pattern", Usage: "only transactional ids this regular expression `RE` is found in"},
 					outputFlag(),
 				),
 				Action: withConnectionFlags(transactionsList),
@@ -215,6 +219,7 @@ func transactionsList(c *cli.Context) error {
 	if d := c.Int64("duration-filter"); d > 0 {
 		filter.RunningLongerThan = time.Duration(d) * time.Millisecond
 	}
+	filter.TransactionalIDPattern = c.String("transactional-id-pattern")
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err

@@ -120,6 +120,16 @@ func TestCLITransactionsListDescribeAndDescribeProducers(t *testing.T) {
 	if out := ok(t, bs, "", "transactions", "list", "--duration-filter", "3600000"); len(kafkaTable(t, out, listHeader...)) != 0 {
 		t.Fatalf("transactions open for over an hour:\n%s", out)
 	}
+	// --transactional-id-pattern (KIP-1152): found in the id; a bad one is
+	// the broker's INVALID_REGULAR_EXPRESSION.
+	for pattern, want := range map[string]int{"^payments-": 1, "tx$": 1, "^tx": 0} {
+		if out := ok(t, bs, "", "transactions", "list", "--transactional-id-pattern", pattern); len(kafkaTable(t, out, listHeader...)) != want {
+			t.Fatalf("--transactional-id-pattern %q: want %d rows\n%s", pattern, want, out)
+		}
+	}
+	if r := keel(t, bs, "", "transactions", "list", "--transactional-id-pattern", "pay[ments"); r.exit == 0 || !strings.Contains(r.stderr, "INVALID_REGULAR_EXPRESSION") {
+		t.Fatalf("a bad pattern: exit %d\n%s%s", r.exit, r.stdout, r.stderr)
+	}
 
 	// describe, at the coordinator list named.
 	before := time.Now().UnixMilli()
