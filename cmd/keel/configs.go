@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/client"
 )
 
@@ -48,15 +51,18 @@ func configsCommand() *cli.Command {
 				Usage: "set or delete an entity's dynamic configs",
 				Description: "Like kafka-configs.sh --alter, incrementally: configs not named stay as they are.\n" +
 					"--add-config takes k1=v1,k2=[v1,v2],k3=v3 (a value with commas in square\n" +
-					"brackets); --delete-config takes k1,k2. A broker's configs go to that broker,\n" +
+					"brackets), --add-config-file a properties file of them; --delete-config takes\n" +
+					"k1,k2. A broker's configs go to that broker,\n" +
 					"which validates what only it can, such as a new keystore.\n\n" +
 					"Examples:\n" +
 					"  keel configs alter --entity-type brokers --entity-default --add-config log.retention.hours=72\n" +
 					"  keel configs alter --broker 1 --add-config 'listener.name.ssl.ssl.keystore.location=/etc/keel/b1-2027.p12'\n" +
 					"  keel configs alter --broker-logger 1 --add-config root=DEBUG\n" +
-					"  keel configs alter --topic orders --delete-config retention.ms",
+					"  keel configs alter --topic orders --delete-config retention.ms\n" +
+					"  keel configs alter --topic orders --add-config-file orders.properties",
 				Flags: adminFlags(append(entityFlags(),
 					&cli.StringFlag{Name: "add-config", Usage: "configs to set: k1=v1,k2=[v1,v2]"},
+					&cli.StringFlag{Name: "add-config-file", Usage: "configs to set from a properties `FILE` (--add-config wins over it)"},
 					&cli.StringFlag{Name: "delete-config", Usage: "configs to delete: k1,k2"},
 				)...),
 				Action: configsAlter,
@@ -361,14 +367,12 @@ func configsAlter(c *cli.Context) error {
 		return errors.New("alter names one entity: --entity-name (or --entity-default for brokers)")
 	}
 	var changes []client.AlterConfig
-	if s := c.String("add-config"); s != "" {
-		set, err := parseAddConfig(s)
-		if err != nil {
-			return fmt.Errorf("--add-config: %w", err)
-		}
-		for _, kv := range set {
-			changes = append(changes, client.AlterConfig{Op: client.SetConfig, Name: kv[0], Value: &kv[1]})
-		}
+	set, err := addedConfigs(c)
+	if err != nil {
+		return err
+	}
+	for _, kv := range set {
+		changes = append(changes, client.AlterConfig{Op: client.SetConfig, Name: kv[0], Value: &kv[1]})
 	}
 	if s := c.String("delete-config"); s != "" {
 		for _, k := range strings.Split(s, ",") {
@@ -378,7 +382,7 @@ func configsAlter(c *cli.Context) error {
 		}
 	}
 	if len(changes) == 0 {
-		return errors.New("give --add-config or --delete-config")
+		return errors.New("give --add-config, --add-config-file or --delete-config")
 	}
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
@@ -395,6 +399,46 @@ func configsAlter(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "Completed updating config for %s.\n", e.label(name))
 	}
 	return nil
+}
+
+// addedConfigs are the configs to set: --add-config-file's properties
+// (a Java properties file, as kafka-configs.sh reads it), then
+// --add-config's pairs, which win over the file's.
+func addedConfigs(c *cli.Context) ([][2]string, error) {
+	var out [][2]string
+	at := map[string]int{}
+	add := func(k, v string) {
+		if i, ok := at[k]; ok {
+			out[i][1] = v
+			return
+		}
+		at[k] = len(out)
+		out = append(out, [2]string{k, v})
+	}
+	if path := c.String("add-config-file"); path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--add-config-file: %w", err)
+		}
+		props, _, err := broker.ParseProperties(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--add-config-file %s: %w", path, err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			add(k, props[k])
+		}
+	}
+	if s := c.String("add-config"); s != "" {
+		set, err := parseAddConfig(s)
+		if err != nil {
+			return nil, fmt.Errorf("--add-config: %w", err)
+		}
+		for _, kv := range set {
+			add(kv[0], kv[1])
+		}
+	}
+	return out, nil
 }
 
 // parseAddConfig reads kafka-configs.sh's --add-config: k=v pairs

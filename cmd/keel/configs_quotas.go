@@ -75,21 +75,19 @@ func alterQuotas(c *cli.Context, e configEntity) error {
 		return errors.New("alter names an entity: --entity-name or --entity-default (or --user, --client and their -defaults)")
 	}
 	alt := client.QuotaAlteration{Entity: e.quota, Set: map[string]float64{}}
-	if s := c.String("add-config"); s != "" {
-		set, err := parseAddConfig(s)
+	set, err := addedConfigs(c)
+	if err != nil {
+		return err
+	}
+	for _, kv := range set {
+		if strings.HasPrefix(kv[0], "SCRAM-SHA-") {
+			return fmt.Errorf("--add-config %s: SCRAM credentials are set with keel users alter", kv[0])
+		}
+		v, err := strconv.ParseFloat(kv[1], 64)
 		if err != nil {
-			return fmt.Errorf("--add-config: %w", err)
+			return fmt.Errorf("--add-config %s=%s: a quota is a number", kv[0], kv[1])
 		}
-		for _, kv := range set {
-			if strings.HasPrefix(kv[0], "SCRAM-SHA-") {
-				return fmt.Errorf("--add-config %s: SCRAM credentials are set with keel users alter", kv[0])
-			}
-			v, err := strconv.ParseFloat(kv[1], 64)
-			if err != nil {
-				return fmt.Errorf("--add-config %s=%s: a quota is a number", kv[0], kv[1])
-			}
-			alt.Set[kv[0]] = v
-		}
+		alt.Set[kv[0]] = v
 	}
 	if s := c.String("delete-config"); s != "" {
 		for _, k := range strings.Split(s, ",") {
@@ -99,7 +97,7 @@ func alterQuotas(c *cli.Context, e configEntity) error {
 		}
 	}
 	if len(alt.Set)+len(alt.Remove) == 0 {
-		return errors.New("give --add-config or --delete-config")
+		return errors.New("give --add-config, --add-config-file or --delete-config")
 	}
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -65,6 +67,17 @@ func TestCLIConfigs(t *testing.T) {
 	ok(t, bs, "", "topics", "create", "--topic", "configured")
 	ok(t, bs, "", "configs", "alter", "--topic", "configured", "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")
 	ok(t, bs, "", "configs", "alter", "--entity-type", "topics", "--entity-name", "configured", "--delete-config", "retention.ms")
+	// --add-config-file: a properties file of configs (kafka-configs.sh's),
+	// --add-config over it; then gone again.
+	props := filepath.Join(t.TempDir(), "topic.properties")
+	if err := os.WriteFile(props, []byte("# from a file\nretention.ms = 5000\nmax.message.bytes=2000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, bs, "", "configs", "--alter", "--topic", "configured", "--add-config-file", props, "--add-config", "max.message.bytes=3000000")
+	if out := ok(t, bs, "", "configs", "describe", "--topic", "configured"); !strings.Contains(out, "  retention.ms=5000 ") || !strings.Contains(out, "  max.message.bytes=3000000 ") {
+		t.Errorf("after --add-config-file:\n%s", out)
+	}
+	ok(t, bs, "", "configs", "alter", "--topic", "configured", "--delete-config", "retention.ms,max.message.bytes")
 	var described []struct {
 		Type    string  `json:"entity_type"`
 		Name    *string `json:"entity_name"`
@@ -113,7 +126,8 @@ func TestCLIConfigs(t *testing.T) {
 		{[]string{"configs", "alter", "--broker", "1", "--add-config", "listeners=PLAINTEXT://:9092"}, "Cannot update these configs dynamically"},
 		{[]string{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"}, "only brokers, users and clients have defaults"},
 		{[]string{"configs", "alter", "--broker", "one", "--add-config", "x=1"}, "is not a broker id"},
-		{[]string{"configs", "alter", "--broker", "1"}, "give --add-config or --delete-config"},
+		{[]string{"configs", "alter", "--broker", "1"}, "give --add-config, --add-config-file or --delete-config"},
+		{[]string{"configs", "alter", "--topic", "configured", "--add-config-file", filepath.Join(t.TempDir(), "none.properties")}, "--add-config-file"},
 		{[]string{"configs", "alter", "--topic", "configured", "--broker", "1", "--add-config", "x=1"}, "name one entity"},
 	} {
 		if r := keel(t, bs, "", c.args...); r.exit != 1 || !strings.Contains(r.stderr, c.msg) {
