@@ -144,14 +144,7 @@ func TestBrokerConfigs(t *testing.T) {
 	c := newTestCluster(t, withConfig("num.partitions=3", "message.max.bytes=500000"))
 	adm := c.admin()
 	ctx := testCtx(t)
-	rcs, err := adm.DescribeBrokerConfigs(ctx, testNodeID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rcs.On(strconv.Itoa(testNodeID), nil)
-	if err != nil || rc.Err != nil {
-		t.Fatalf("describe broker: %v %v", err, rc.Err)
-	}
+	rc := describeOwnBrokerConfigs(ctx, t, adm)
 	if cfg := findConfig(t, rc, "num.partitions"); cfg.MaybeValue() != "3" || cfg.Source != kmsg.ConfigSourceStaticBrokerConfig {
 		t.Errorf("num.partitions %s %v", cfg.MaybeValue(), cfg.Source)
 	}
@@ -178,7 +171,7 @@ func TestBrokerConfigs(t *testing.T) {
 		t.Fatalf("retention.ms %s %v", cfg.MaybeValue(), cfg.Source)
 	}
 	// Describing the cluster default resource lists it.
-	rcs, err = adm.DescribeBrokerConfigs(ctx)
+	rcs, err := adm.DescribeBrokerConfigs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,11 +417,7 @@ func TestRetentionInHoursAndMinutes(t *testing.T) {
 	}
 
 	// The broker's own configs list each unit as written, the unset ones null.
-	rcs, err := adm.DescribeBrokerConfigs(ctx, testNodeID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, _ := rcs.On(strconv.Itoa(testNodeID), nil)
+	rc := describeOwnBrokerConfigs(ctx, t, adm)
 	for name, want := range map[string]string{"log.retention.hours": "-1", "log.retention.minutes": "<nil>", "log.retention.ms": "<nil>",
 		"log.roll.hours": "1", "log.roll.ms": "<nil>", "log.roll.jitter.hours": "1", "log.roll.jitter.ms": "<nil>"} {
 		cfg := findConfig(t, rc, name)
@@ -576,22 +565,10 @@ func TestWritebackBytesDynamic(t *testing.T) {
 	c := newTestCluster(t, withConfig("keel.log.writeback.bytes=2097152"))
 	adm := c.admin()
 	ctx := testCtx(t)
-	describe := func() kadm.ResourceConfig {
-		t.Helper()
-		rcs, err := adm.DescribeBrokerConfigs(ctx, testNodeID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := rcs.On(strconv.Itoa(testNodeID), nil)
-		if err != nil || rc.Err != nil {
-			t.Fatalf("describe broker: %v %v", err, rc.Err)
-		}
-		return rc
-	}
 	check := func(what string, want int64, source kmsg.ConfigSource) {
 		t.Helper()
 		waitFor(t, what, 10*time.Second, func() bool { return c.broker.logs.WritebackBytes() == want })
-		cfg := findConfig(t, describe(), "keel.log.writeback.bytes")
+		cfg := findConfig(t, describeOwnBrokerConfigs(ctx, t, adm), "keel.log.writeback.bytes")
 		if cfg.MaybeValue() != strconv.FormatInt(want, 10) || cfg.Source != source {
 			t.Fatalf("%s: described %s (%v), want %d (%v)", what, cfg.MaybeValue(), cfg.Source, want, source)
 		}
@@ -633,4 +610,18 @@ func TestWritebackBytesDynamic(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("both deleted", 2<<20, kmsg.ConfigSourceStaticBrokerConfig)
+}
+
+// describeOwnBrokerConfigs describes the test broker's configs with kadm.
+func describeOwnBrokerConfigs(ctx context.Context, t *testing.T, adm *kadm.Client) kadm.ResourceConfig {
+	t.Helper()
+	rcs, err := adm.DescribeBrokerConfigs(ctx, testNodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(strconv.Itoa(testNodeID), nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe broker: %v %v", err, rc.Err)
+	}
+	return rc
 }
