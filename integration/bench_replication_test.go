@@ -97,6 +97,7 @@ func TestReplicationPerf(t *testing.T) {
 	// kfake, so that its latency is measured at the same load.
 	halfOf := map[*variant]*variant{variants[3]: variants[1]}
 	writeRate := pageCacheWriteRate(t, t.TempDir(), 1<<30)
+	steal := startSteal()
 	fakeProc := startKfakeProcess(t, 3)
 	ptFake := &variant{name: "kfake process (RF=3's rate)", seeds: fakeProc.addrs, rf: 1, acks: kgo.LeaderAck()}
 	noWriteback := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
@@ -243,7 +244,7 @@ func TestReplicationPerf(t *testing.T) {
 	fmt.Printf("Baseline: a new 1 GiB file written through the page cache in 16 KiB writes: %.0f MB/s (%.2f ns a byte) before the rounds, %.0f MB/s (%.2f ns) after.\n"+
 		"Every replica writes each byte it keeps once: RF=3 three times per record. Uncompressed, that is most of the brokers' work.\n",
 		writeRate/1e6, 1e9/writeRate, writeRateAfter/1e6, 1e9/writeRateAfter)
-	fmt.Printf("Load average (1 min) at the end: %s\n", loadAverage())
+	fmt.Printf("Load average (1 min) at the end: %s. CPU time taken by the hypervisor (steal) during the rounds: %s.\n", loadAverage(), steal)
 }
 
 // pageCacheWriteRate writes size bytes to a new file in dir in 16 KiB

@@ -105,7 +105,7 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 		c.WaitReady(30 * time.Second)
 		targets = append(targets, &perfTarget{name: "Keel (in-process)", short: "Keel in-proc", seeds: c.BootstrapServers()})
 	}
-	load0 := loadAverage()
+	load0, steal := loadAverage(), startSteal()
 	for round := 0; round < rounds; round++ {
 		order := slices.Clone(targets)
 		if round%2 == 1 {
@@ -119,7 +119,8 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 		}
 	}
 	printPerfTable(cfg, rounds, targets)
-	fmt.Printf("Load average (1 min) before: %s, after: %s (2 cores; the load itself adds about 2).\n", load0, loadAverage())
+	fmt.Printf("Load average (1 min) before: %s, after: %s (2 cores; the load itself adds about 2). CPU time taken by the hypervisor (steal) during the rounds: %s.\n",
+		load0, loadAverage(), steal)
 }
 
 // kfakeServeEnv makes this test binary serve a kfake cluster instead of
@@ -179,6 +180,48 @@ func startKfakeProcess(t *testing.T, brokers int) *kfakeProcess {
 		t.Fatalf("kfake process addresses: %v", err)
 	}
 	return &kfakeProcess{cmd: cmd, addrs: strings.Split(strings.TrimSpace(line), ",")}
+}
+
+// stealMeter measures the share of the VM's CPU time its hypervisor gave
+// to other guests (/proc/stat's steal) since it started: the noise the
+// same-run baselines cannot remove. A run with much of it measured the
+// host more than the code.
+type stealMeter struct{ steal, total float64 }
+
+func startSteal() stealMeter {
+	steal, total := cpuStealTicks()
+	return stealMeter{steal, total}
+}
+
+// String is the steal since start, as a percentage of all CPU time.
+func (m stealMeter) String() string {
+	steal, total := cpuStealTicks()
+	if math.IsNaN(steal) || total <= m.total {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f%%", 100*(steal-m.steal)/(total-m.total))
+}
+
+// cpuStealTicks is /proc/stat's cpu line: steal ticks and all ticks (guest
+// time is already in user).
+func cpuStealTicks() (steal, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return math.NaN(), math.NaN()
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return math.NaN(), math.NaN()
+	}
+	for i, f := range fields[1:9] {
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i == 7 {
+			steal = v
+		}
+	}
+	return steal, total
 }
 
 // loadAverage is the 1-minute load average: other work on the machine

@@ -135,6 +135,7 @@ func TestJavaReplicationPerf(t *testing.T) {
 	}
 	cp := javaCheck(t)
 	rounds := envInt("KEEL_BENCH_ROUNDS", 3)
+	steal := startSteal()
 	measure := strconv.Itoa(envInt("KEEL_BENCH_RATE_SECONDS", 15))
 	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}, ProcessOptions{})
 	seeds := strings.Join(c.BootstrapServers(), ",")
@@ -209,7 +210,7 @@ func TestJavaReplicationPerf(t *testing.T) {
 			med(v.full, func(r javaPerfResult) float64 { return r.p999 }), med(v.half, func(r javaPerfResult) float64 { return r.p50 }),
 			med(v.half, func(r javaPerfResult) float64 { return r.p99 }), med(v.half, func(r javaPerfResult) float64 { return r.p999 }))
 	}
-	fmt.Printf("Load average (1 min) at the end: %s\n", loadAverage())
+	fmt.Printf("Load average (1 min) at the end: %s. CPU time taken by the hypervisor (steal) during the rounds: %s.\n", loadAverage(), steal)
 }
 
 // javaPerfResult is JavaPerf's line: records/s and latencies in ms.
