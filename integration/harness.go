@@ -239,7 +239,11 @@ const nodeShutdownLimit = time.Minute
 
 // shut runs how on node id and forgets the node. A shutdown that does not
 // return within nodeShutdownLimit fails the test with the node's
-// goroutines instead of hanging the package until go test's timeout.
+// goroutines instead of hanging the package until go test's timeout. A
+// node that reported a disk failure (Node.Failed: keel server would have
+// exited with status 1) fails the test too: no in-process test provokes
+// one, so it is the machine's (a full disk) or a bug, and a test that
+// passed on a half-offline node would prove nothing.
 func (c *Cluster) shut(id int32, what string, how func(*broker.Node) error) {
 	c.t.Helper()
 	n := c.Nodes[id]
@@ -247,6 +251,11 @@ func (c *Cluster) shut(id int32, what string, how func(*broker.Node) error) {
 		return
 	}
 	delete(c.Nodes, id)
+	select {
+	case err := <-n.Failed():
+		c.t.Errorf("node %d reported a disk failure: %v", id, err)
+	default:
+	}
 	done := make(chan error, 1)
 	go func() { done <- how(n) }()
 	select {
