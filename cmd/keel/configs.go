@@ -52,8 +52,8 @@ func configsCommand() *cli.Command {
 				Description: "Like kafka-configs.sh --alter, incrementally: configs not named stay as they are.\n" +
 					"--add-config takes k1=v1,k2=[v1,v2],k3=v3 (a value with commas in square\n" +
 					"brackets), --add-config-file a properties file of them; --delete-config takes\n" +
-					"k1,k2. A broker's configs go to that broker,\n" +
-					"which validates what only it can, such as a new keystore.\n\n" +
+					"k1,k2. A broker's configs go to that broker, which validates what only it can,\n" +
+					"such as a new keystore.\n\n" +
 					"Examples:\n" +
 					"  keel configs alter --entity-type brokers --entity-default --add-config log.retention.hours=72\n" +
 					"  keel configs alter --broker 1 --add-config 'listener.name.ssl.ssl.keystore.location=/etc/keel/b1-2027.p12'\n" +
