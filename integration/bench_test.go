@@ -189,39 +189,17 @@ func startKfakeProcess(t *testing.T, brokers int) *kfakeProcess {
 type stealMeter struct{ steal, total float64 }
 
 func startSteal() stealMeter {
-	steal, total := cpuStealTicks()
+	_, steal, total := machineCPU()
 	return stealMeter{steal, total}
 }
 
 // String is the steal since start, as a percentage of all CPU time.
 func (m stealMeter) String() string {
-	steal, total := cpuStealTicks()
-	if math.IsNaN(steal) || total <= m.total {
+	_, steal, total := machineCPU()
+	if math.IsNaN(total) || total <= m.total {
 		return "?"
 	}
 	return fmt.Sprintf("%.0f%%", 100*(steal-m.steal)/(total-m.total))
-}
-
-// cpuStealTicks is /proc/stat's cpu line: steal ticks and all ticks (guest
-// time is already in user).
-func cpuStealTicks() (steal, total float64) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return math.NaN(), math.NaN()
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	fields := strings.Fields(line)
-	if len(fields) < 9 || fields[0] != "cpu" {
-		return math.NaN(), math.NaN()
-	}
-	for i, f := range fields[1:9] {
-		v, _ := strconv.ParseFloat(f, 64)
-		total += v
-		if i == 7 {
-			steal = v
-		}
-	}
-	return steal, total
 }
 
 // loadAverage is the 1-minute load average: other work on the machine
@@ -319,12 +297,12 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	r.produceBatches.reset()
 	lat := newLatencies(cfg.records)
 	cpu0, self0, gc0 := procCPU(tg.pid), procCPU(os.Getpid()), gcCycles()
-	busy0, all0 := machineCPU()
+	busy0, _, all0 := machineCPU()
 	start := time.Now()
 	produceN(ctx, t, prod, topic, value, cfg.records, lat)
 	r.produceTime = time.Since(start)
 	cpu1, self1, gc1 := procCPU(tg.pid), procCPU(os.Getpid()), gcCycles()
-	busy1, all1 := machineCPU()
+	busy1, _, all1 := machineCPU()
 	r.machineBusy = (busy1 - busy0) / (all1 - all0)
 	r.produced, r.produceLat = cfg.records, lat
 	r.brokerCPU, r.selfCPU = cpu1-cpu0, self1-self0 // NaN in-process: procCPU(0)
@@ -726,18 +704,19 @@ func procCPU(pid int) float64 {
 	return (utime + stime) / clockTicks()
 }
 
-// machineCPU is the machine's busy and total CPU time (clock ticks, all
-// CPUs) from /proc/stat's "cpu" line; idle and iowait count as not busy.
-// A produce phase that leaves the machine idle is waiting, not computing.
-func machineCPU() (busy, total float64) {
+// machineCPU is the machine's busy, stolen and total CPU time (clock
+// ticks, all CPUs) from /proc/stat's "cpu" line; idle and iowait count as
+// not busy. A produce phase that leaves the machine idle is waiting, not
+// computing; steal is the time the hypervisor gave to other guests.
+func machineCPU() (busy, steal, total float64) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return math.NaN(), math.NaN()
+		return math.NaN(), math.NaN(), math.NaN()
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	fields := strings.Fields(line)
 	if len(fields) < 6 || fields[0] != "cpu" {
-		return math.NaN(), math.NaN()
+		return math.NaN(), math.NaN(), math.NaN()
 	}
 	for i, f := range fields[1:] {
 		if i >= 8 { // guest time is already counted in user
@@ -748,8 +727,11 @@ func machineCPU() (busy, total float64) {
 		if i != 3 && i != 4 { // idle, iowait
 			busy += v
 		}
+		if i == 7 {
+			steal = v
+		}
 	}
-	return busy, total
+	return busy, steal, total
 }
 
 // clockTicks is getconf CLK_TCK (100 on Linux unless the kernel says
