@@ -2,9 +2,7 @@ package broker
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -473,14 +471,9 @@ func keyOrder(keys map[string]configKey) []string {
 func LoadConfigFile(path string, overrides []string) (*Config, error) {
 	var props map[string]string
 	if path != "" {
-		f, err := os.Open(path)
-		if err != nil {
+		var err error
+		if props, err = ReadPropertiesFile(path); err != nil {
 			return nil, fmt.Errorf("read config: %w", err)
-		}
-		defer f.Close()
-		props, _, err = ParseProperties(io.Reader(f))
-		if err != nil {
-			return nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
 	return LoadConfig(props, overrides)

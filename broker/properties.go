@@ -4,9 +4,25 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"unicode"
 )
+
+// ReadPropertiesFile is ParseProperties of the file at path. Its errors
+// name the file (os.Open's do already).
+func ReadPropertiesFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	props, _, err := ParseProperties(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return props, nil
+}
 
 // ParseProperties reads a Java .properties file (server.properties) the way
 // java.util.Properties.load does, for the subset Kafka configs use: '#' and

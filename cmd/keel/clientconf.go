@@ -505,14 +505,9 @@ func commandConfig(c *cli.Context) (map[string]string, error) {
 	if path == "" {
 		return map[string]string{}, nil
 	}
-	f, err := os.Open(path)
+	props, err := broker.ReadPropertiesFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--command-config: %w", err)
-	}
-	defer f.Close()
-	props, _, err := broker.ParseProperties(f)
-	if err != nil {
-		return nil, fmt.Errorf("--command-config %s: %w", path, err)
 	}
 	return props, nil
 }

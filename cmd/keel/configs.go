@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -416,14 +415,9 @@ func addedConfigs(c *cli.Context) ([][2]string, error) {
 		out = append(out, [2]string{k, v})
 	}
 	if path := c.String("add-config-file"); path != "" {
-		f, err := os.Open(path)
+		props, err := broker.ReadPropertiesFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("--add-config-file: %w", err)
-		}
-		props, _, err := broker.ParseProperties(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--add-config-file %s: %w", path, err)
 		}
 		for _, k := range slices.Sorted(maps.Keys(props)) {
 			add(k, props[k])
