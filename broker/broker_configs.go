@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 			kmsg.ConfigTypeShort, kmsg.ConfigTypeLong, kmsg.ConfigTypeList
 		long = "9223372036854775807"
 	)
-	return []brokerConfigEntry{
+	entries := []brokerConfigEntry{
 		{"advertised.listeners", str(c.AdvertisedListeners), ts, ""},
 		{"allow.everyone.if.no.acl.found", b(c.AllowEveryoneIfNoACLFound), tb, "false"},
 		{"authorizer.class.name", str(c.AuthorizerClassName), ts, ""},
@@ -133,6 +134,18 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"transactional.id.expiration.ms", ms(c.TransactionalIDExpiration), ti, "604800000"},
 		{"unclean.leader.election.enable", b(c.UncleanLeaderElectionEnable), tb, "false"},
 	}
+	// The topic defaults with no Config field (compression.type,
+	// log.preallocate, ...): as server.properties wrote them, else
+	// Kafka's default.
+	for _, name := range metadata.TopicDefaultConfigNames() {
+		if slices.ContainsFunc(entries, func(e brokerConfigEntry) bool { return e.name == name }) {
+			continue
+		}
+		d, _ := metadata.TopicDefaultConfigDef(name)
+		entries = append(entries, brokerConfigEntry{name, explicit(name, d.Default), configType(d.Type), d.Default})
+	}
+	slices.SortFunc(entries, func(a, b brokerConfigEntry) int { return strings.Compare(a.name, b.name) })
+	return entries
 }
 
 // configType maps a metadata config type to the wire's.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network/tlsconf"
 )
 
@@ -128,6 +129,12 @@ type Config struct {
 	// reports those as STATIC_BROKER_CONFIG and the rest as DEFAULT_CONFIG,
 	// as Kafka does.
 	Explicit map[string]string
+	// TopicDefaults holds the server.properties values of the broker
+	// configs that set a topic config's default and have no field here
+	// (compression.type, log.preallocate,
+	// log.message.timestamp.before.max.ms, ...; metadata's
+	// TopicDefaultConfigNames), as written. They are in Explicit too.
+	TopicDefaults map[string]string
 	// Unknown lists keys this build does not know; the caller warns about
 	// them (a user's server.properties should mostly just work).
 	Unknown []string
@@ -413,7 +420,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 	}
 	c.Explicit = map[string]string{}
-	c.SSL, c.SASL = map[string]string{}, map[string]string{}
+	c.SSL, c.SASL, c.TopicDefaults = map[string]string{}, map[string]string{}, map[string]string{}
 	for k, v := range merged {
 		if isSASLKey(k) {
 			c.SASL[k] = strings.TrimSpace(v)
@@ -429,6 +436,13 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 		if _, known := keys[k]; known {
 			c.Explicit[k] = strings.TrimSpace(v)
+			continue
+		}
+		if d, ok := metadata.TopicDefaultConfigDef(k); ok {
+			if err := d.Validate(v); err != nil {
+				return nil, fmt.Errorf("invalid value %q for %s: %w", v, k, err)
+			}
+			c.Explicit[k], c.TopicDefaults[k] = strings.TrimSpace(v), strings.TrimSpace(v)
 			continue
 		}
 		if ignoredKeys[k] {

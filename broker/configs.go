@@ -70,6 +70,9 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 	set("log.cleaner.max.compaction.lag.ms", i64(cfg.LogCleanerMaxCompactionLagMs), explicit("log.cleaner.max.compaction.lag.ms"))
 	set("min.insync.replicas", i64(int64(cfg.MinInsyncReplicas)), cfg.MinInsyncReplicas > 0)
 	set("unclean.leader.election.enable", strconv.FormatBool(cfg.UncleanLeaderElectionEnable), true)
+	for k, v := range cfg.TopicDefaults {
+		out[k] = v
+	}
 	return out
 }
 

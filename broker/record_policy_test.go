@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -81,6 +82,106 @@ func TestProduceTimestampBounds(t *testing.T) {
 	err := cl.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("old"), Timestamp: time.Now().Add(-3 * time.Hour)}).FirstErr()
 	if !errors.Is(err, kerr.InvalidTimestamp) {
 		t.Fatalf("kgo produce of an old record: %v", err)
+	}
+}
+
+// TestProduceTimestampDifference checks the deprecated
+// message.timestamp.difference.max.ms: it bounds both directions where
+// before/after are at their defaults (Kafka 3.6–3.9), and an explicit
+// before or after wins over it.
+func TestProduceTimestampDifference(t *testing.T) {
+	c := newTestCluster(t)
+	hour := int64(time.Hour / time.Millisecond)
+	c.createTopic("difference", 1, map[string]*string{
+		"message.timestamp.difference.max.ms": kmsg.StringPtr("3600000"),
+	})
+	c.createTopic("difference-before", 1, map[string]*string{
+		"message.timestamp.difference.max.ms": kmsg.StringPtr("3600000"),
+		"message.timestamp.before.max.ms":     kmsg.StringPtr("10800000"),
+	})
+	now := time.Now().UnixMilli()
+	k := []byte("k")
+	for _, tc := range []struct {
+		topic string
+		ts    int64
+		want  int16
+	}{
+		{"difference", now - 2*hour, kerr.InvalidTimestamp.Code},
+		{"difference", now + 2*hour, kerr.InvalidTimestamp.Code},
+		{"difference", now - hour/2, 0},
+		{"difference-before", now - 2*hour, 0}, // before (3 h) wins
+		{"difference-before", now - 4*hour, kerr.InvalidTimestamp.Code},
+		{"difference-before", now + 2*hour, kerr.InvalidTimestamp.Code}, // after falls back
+	} {
+		r := c.produceRaw(t, tc.topic, 0, 1, time.Second, policyBatch(t, record.CompressionNone, []int64{tc.ts}, [][]byte{k}))
+		if r.ErrorCode != tc.want {
+			t.Errorf("%s at now%+dms: %v, want %v", tc.topic, tc.ts-now, kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(tc.want))
+		}
+	}
+}
+
+// TestStaticTopicDefaults checks that server.properties sets the topic
+// defaults of broker configs Keel has no field for: the timestamp bounds'
+// log.message.timestamp.difference.max.ms and compression.type.
+func TestStaticTopicDefaults(t *testing.T) {
+	c := newTestCluster(t, withConfig("log.message.timestamp.difference.max.ms=3600000", "compression.type=zstd"))
+	hour := int64(time.Hour / time.Millisecond)
+	now := time.Now().UnixMilli()
+	k := []byte("k")
+	c.createTopic("plain", 1, nil)
+	r := c.produceRaw(t, "plain", 0, 1, time.Second, policyBatch(t, record.CompressionNone, []int64{now + 2*hour}, [][]byte{k}))
+	if r.ErrorCode != kerr.InvalidTimestamp.Code {
+		t.Fatalf("log.message.timestamp.difference.max.ms: %v, want INVALID_TIMESTAMP", kerr.ErrorForCode(r.ErrorCode))
+	}
+	r = c.produceRaw(t, "plain", 0, 1, time.Second, policyBatch(t, record.CompressionNone, []int64{now}, [][]byte{k}))
+	if r.ErrorCode != 0 {
+		t.Fatalf("in-range batch: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	l := c.broker.lookup(tp("plain", 0)).log
+	stored, err := l.ReadBytes(r.BaseOffset, 1<<20, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := record.CheckBatch(stored); err != nil || h.Compression() != record.CompressionZstd {
+		t.Fatalf("stored batch: %v %v, want compression.type=zstd from server.properties", h.Compression(), err)
+	}
+	// DescribeConfigs says where the topic's value comes from.
+	// DescribeConfigs says where the topic's value comes from, and the
+	// broker lists the key as server.properties set it.
+	adm := kadm.NewClient(c.client())
+	rcs, err := adm.DescribeTopicConfigs(testCtx(t), "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	brcs, err := adm.DescribeBrokerConfigs(testCtx(t), testNodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		value  string
+		source kmsg.ConfigSource
+	}{
+		"topic compression.type":  {"zstd", kmsg.ConfigSourceStaticBrokerConfig},
+		"broker compression.type": {"zstd", kmsg.ConfigSourceStaticBrokerConfig},
+		"broker log.preallocate":  {"false", kmsg.ConfigSourceDefaultConfig},
+	}
+	for kind, rcs := range map[string]kadm.ResourceConfigs{"topic": rcs, "broker": brcs} {
+		for _, rc := range rcs {
+			for _, cfg := range rc.Configs {
+				if w, ok := want[kind+" "+cfg.Key]; ok {
+					if cfg.MaybeValue() != w.value || cfg.Source != w.source {
+						t.Errorf("%s %s described as %q from %v, want %q from %v", kind, cfg.Key, cfg.MaybeValue(), cfg.Source, w.value, w.source)
+					}
+					delete(want, kind+" "+cfg.Key)
+				}
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not described: %v", want)
+	}
+	if _, err := LoadConfig(nil, []string{"compression.type=brotli"}); err == nil || !strings.Contains(err.Error(), "compression.type") {
+		t.Fatalf("compression.type=brotli in server.properties: %v", err)
 	}
 }
 
@@ -220,3 +321,4 @@ func TestProduceTopicCompressionLevel(t *testing.T) {
 		n += fs.NumRecords()
 	}
 }
+

@@ -510,15 +510,24 @@ func (b *Broker) fillTopicState(st *partitionState, img *metadata.Image, topic s
 	followerThrottled, _ := b.topicConfigValue(img, topic, "follower.replication.throttled.replicas")
 	st.leaderThrottled = throttledReplica(leaderThrottled, partition, b.nodeID)
 	st.followerThrottled = throttledReplica(followerThrottled, partition, b.nodeID)
-	st.policy.beforeMaxMs, st.policy.afterMaxMs = math.MaxInt64, math.MaxInt64
-	for name, dst := range map[string]*int64{
-		"message.timestamp.before.max.ms": &st.policy.beforeMaxMs,
-		"message.timestamp.after.max.ms":  &st.policy.afterMaxMs,
-	} {
+	// message.timestamp.difference.max.ms (deprecated by KIP-937) bounds
+	// both directions wherever before/after are left at their default,
+	// as Kafka 3.6–3.9 read it, so a 3.x server.properties keeps its
+	// meaning.
+	limit := func(name string) int64 {
 		v, _ := b.topicConfigValue(img, topic, name)
 		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
-			*dst = n
+			return n
 		}
+		return math.MaxInt64
+	}
+	difference := limit("message.timestamp.difference.max.ms")
+	st.policy.beforeMaxMs, st.policy.afterMaxMs = limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
+	if st.policy.beforeMaxMs == math.MaxInt64 {
+		st.policy.beforeMaxMs = difference
+	}
+	if st.policy.afterMaxMs == math.MaxInt64 {
+		st.policy.afterMaxMs = difference
 	}
 }
 

@@ -459,6 +459,40 @@ func TopicConfigDef(name string) (*ConfigDef, bool) {
 	return d, ok
 }
 
+// TopicDefaultConfigDef returns the definition, under the broker config's
+// own name, of a broker config that sets a topic config's cluster default
+// in the topic config's unit (compression.type, log.preallocate,
+// log.message.timestamp.before.max.ms, ...): server.properties may set
+// any of them, as the dynamic broker configs may.
+func TopicDefaultConfigDef(name string) (*ConfigDef, bool) {
+	if !topicDefaultConfigs[name] {
+		return nil, false
+	}
+	return brokerDynamicConfigDefs[name], true
+}
+
+// TopicDefaultConfigNames returns the names TopicDefaultConfigDef knows,
+// sorted.
+func TopicDefaultConfigNames() []string {
+	names := make([]string, 0, len(topicDefaultConfigs))
+	for n := range topicDefaultConfigs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// topicDefaultConfigs are the topic configs' BrokerSynonyms.
+var topicDefaultConfigs = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range topicConfigDefs {
+		if d.BrokerSynonym != "" {
+			m[d.BrokerSynonym] = true
+		}
+	}
+	return m
+}()
+
 // TopicConfigNames returns every topic config name, sorted.
 func TopicConfigNames() []string {
 	names := make([]string, 0, len(topicConfigDefs))
