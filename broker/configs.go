@@ -184,6 +184,9 @@ func (b *Broker) logConfig(img *metadata.Image, topic string) storage.LogConfig 
 			cfg.MinCleanableDirtyRatio = f
 		}
 	}
+	if v, _ := b.topicConfigValue(img, topic, "preallocate"); v != "" {
+		cfg.Preallocate, _ = strconv.ParseBool(strings.TrimSpace(v))
+	}
 	// storage.LogConfig reads 0 as "Kafka's default": an explicit 0 is -1.
 	if cfg.DeleteRetentionMs == 0 {
 		cfg.DeleteRetentionMs = -1

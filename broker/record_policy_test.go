@@ -3,7 +3,10 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -322,3 +325,22 @@ func TestProduceTopicCompressionLevel(t *testing.T) {
 	}
 }
 
+// TestPreallocateConfig checks that preallocate reaches the log, from the
+// topic and from server.properties' log.preallocate: the active segment
+// reserves segment.bytes of disk blocks (storage's TestPreallocate covers
+// the rest).
+func TestPreallocateConfig(t *testing.T) {
+	c := newTestCluster(t, withConfig("log.preallocate=true"))
+	c.createTopic("reserved", 1, map[string]*string{"segment.bytes": kmsg.StringPtr("4194304")})
+	c.createTopic("grown", 1, map[string]*string{"segment.bytes": kmsg.StringPtr("4194304"), "preallocate": kmsg.StringPtr("false")})
+	for topic, want := range map[string]bool{"reserved": true, "grown": false} {
+		dir := c.broker.lookup(tp(topic, 0)).log.Dir()
+		st, err := os.Stat(filepath.Join(dir, "00000000000000000000.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Sys().(*syscall.Stat_t).Blocks*512 >= 4<<20; got != want {
+			t.Errorf("%s: %d bytes allocated to an empty segment, preallocated %v, want %v", topic, st.Sys().(*syscall.Stat_t).Blocks*512, got, want)
+		}
+	}
+}

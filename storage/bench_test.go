@@ -78,10 +78,10 @@ func BenchmarkAppend(b *testing.B) {
 	// once per log up front. AppendValidated rewrites only the base offset
 	// and leader epoch (outside the CRC), so the token stays valid as the
 	// same buffer is appended again and again.
-	appendOnly := func(b *testing.B, writeback int64) {
+	appendOnly := func(b *testing.B, writeback int64, preallocate bool) {
 		var v ValidatedBatches
 		var validatedFor *Log
-		benchAppendLoop(b, batch, openBenchLogWith(b, writeback, func(l *Log, buf []byte) error {
+		benchAppendLoop(b, batch, openBenchLogWith(b, writeback, preallocate, func(l *Log, buf []byte) error {
 			if validatedFor != l {
 				var err error
 				if v, err = l.ValidateProduce(buf, false); err != nil {
@@ -93,11 +93,14 @@ func BenchmarkAppend(b *testing.B) {
 			return err
 		}))
 	}
-	b.Run("log-append-only", func(b *testing.B) { appendOnly(b, 0) })
+	b.Run("log-append-only", func(b *testing.B) { appendOnly(b, 0, false) })
+	// ...into a segment preallocated (preallocate=true): the writes fill
+	// reserved blocks instead of growing the file.
+	b.Run("log-append-only-preallocated", func(b *testing.B) { appendOnly(b, 0, true) })
 	// ...handing every MiB to the kernel's writeback (keel.log.writeback.bytes,
 	// the broker's default): the cost moves from the kernel's flusher
 	// threads into the appender.
-	b.Run("log-append-only-writeback-1MiB", func(b *testing.B) { appendOnly(b, 1<<20) })
+	b.Run("log-append-only-writeback-1MiB", func(b *testing.B) { appendOnly(b, 1<<20, false) })
 	b.Run("os-file-write-baseline", func(b *testing.B) { benchFileWriteBaseline(b, batch) })
 }
 
@@ -254,13 +257,14 @@ func BenchmarkRead(b *testing.B) {
 // openBenchLog returns an opener for benchAppendLoop: a fresh log (the
 // previous one removed), appended to through appendFn.
 func openBenchLog(b *testing.B, appendFn func(*Log, []byte) error) func() (func([]byte) error, func()) {
-	return openBenchLogWith(b, 0, appendFn)
+	return openBenchLogWith(b, 0, false, appendFn)
 }
 
 // openBenchLogWith is openBenchLog with OpenOptions.WritebackBytes.
-func openBenchLogWith(b *testing.B, writeback int64, appendFn func(*Log, []byte) error) func() (func([]byte) error, func()) {
+func openBenchLogWith(b *testing.B, writeback int64, preallocate bool, appendFn func(*Log, []byte) error) func() (func([]byte) error, func()) {
 	cfg := DefaultLogConfig()
 	cfg.SegmentBytes = benchRotateBytes + 1<<20 // never rolls inside the timer
+	cfg.Preallocate = preallocate
 	return func() (func([]byte) error, func()) {
 		dir := filepath.Join(benchDir(b), "bench-0")
 		os.RemoveAll(dir)

@@ -71,6 +71,10 @@ type LogConfig struct {
 	// after at most this long (the cleaner never touches the active one).
 	// 0 or less means never, Kafka's default.
 	MaxCompactionLagMs int64
+	// Preallocate is preallocate: each new segment file reserves
+	// SegmentBytes of disk blocks up front, and gives back what it did
+	// not fill when it rolls or the log closes. Default false.
+	Preallocate bool
 	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: the cleaner
 	// cleans a log once its dirty bytes make up this share of its
 	// cleanable bytes. 0 means the default, 0.5; a negative value means 0
