@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -473,14 +474,7 @@ func TopicDefaultConfigDef(name string) (*ConfigDef, bool) {
 
 // TopicDefaultConfigNames returns the names TopicDefaultConfigDef knows,
 // sorted.
-func TopicDefaultConfigNames() []string {
-	names := make([]string, 0, len(topicDefaultConfigs))
-	for n := range topicDefaultConfigs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func TopicDefaultConfigNames() []string { return slices.Sorted(maps.Keys(topicDefaultConfigs)) }
 
 // topicDefaultConfigs are the topic configs' BrokerSynonyms.
 var topicDefaultConfigs = func() map[string]bool {
@@ -494,14 +488,7 @@ var topicDefaultConfigs = func() map[string]bool {
 }()
 
 // TopicConfigNames returns every topic config name, sorted.
-func TopicConfigNames() []string {
-	names := make([]string, 0, len(topicConfigDefs))
-	for n := range topicConfigDefs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func TopicConfigNames() []string { return slices.Sorted(maps.Keys(topicConfigDefs)) }
 
 // ValidateTopicConfigs checks a topic's complete set of dynamic configs:
 // every name known, every value valid, and the combinations Kafka's
