@@ -122,7 +122,6 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 	}
 	id := p.currentID()
 	linger := p.cfg.linger
-	urgent := p.flushing.Load() > 0 || p.closing.Load() || linger <= 0
 	meta := p.cl.meta.Load()
 	var expired []*batch
 	var needAdd []*partitionState // transactional: not yet in the transaction
@@ -188,6 +187,11 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 			// partition waits (in-flight limit, backoff) it keeps
 			// filling, which is what makes linger.ms=0 batch well.
 			if ps.cur != nil {
+				// Flush and ProduceSync make linger moot, read here
+				// under ps.mu rather than once a pass: a record
+				// buffered after the flush ended stays lingering,
+				// as Java's accumulator decides per batch.
+				urgent := p.flushing.Load() > 0 || p.closing.Load() || linger <= 0
 				if urgent || now.Sub(ps.cur.created) >= linger {
 					if (canSend && len(ps.queue) == 0) || p.closing.Load() {
 						ps.queue = append(ps.queue, ps.cur)

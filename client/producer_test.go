@@ -132,3 +132,44 @@ func TestProducerFailsNonRetriableErrors(t *testing.T) {
 		t.Fatalf("after the failure: %v offset %d", err, res[0].Record.Offset)
 	}
 }
+
+// TestLingerHoldsRecordsBufferedAfterProduceSync: a record buffered just
+// after ProduceSync returned lingers, rather than going out with the
+// sender pass the sync produce's completion started (which once read the
+// flush as still on for the whole pass). Transactions rely on it:
+// AbortTransaction fails what is still buffered. The synced record goes
+// to the first of many partitions and the lingering one to the last, so
+// that the pass has a long way to go when the lingering one arrives.
+func TestLingerHoldsRecordsBufferedAfterProduceSync(t *testing.T) {
+	const partitions = 256
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(partitions, "t"))
+	ctx := testCtx(t)
+	p, err := NewProducer(ctx, SeedBrokers(fake.ListenAddrs()...), Linger(time.Hour), WithPartitioner(ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	for part := range int32(partitions) { // every partition known to the sender
+		if err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: part, Value: []byte("warm")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 1000 {
+		if err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("synced")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		p.Produce(ctx, &Record{Topic: "t", Partition: partitions - 1, Value: []byte("lingering")}, func(_ *Record, err error) { done <- err })
+		select {
+		case err := <-done:
+			t.Fatalf("round %d: a record with linger.ms of an hour completed at once (%v)", i, err)
+		case <-time.After(time.Millisecond): // kfake answers in ~0.1 ms
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
