@@ -46,12 +46,16 @@ func TestTransactionsSurviveCoordinatorKill9(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.TransactionalID(txnID),
-		kgo.DefaultProduceTopic(topic), kgo.RetryTimeout(60*time.Second), kgo.TransactionTimeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
+	newProducer := func() *kgo.Client {
+		prod, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.TransactionalID(txnID),
+			kgo.DefaultProduceTopic(topic), kgo.RetryTimeout(60*time.Second), kgo.TransactionTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prod
 	}
-	defer prod.Close()
+	prod := newProducer()
+	defer func() { prod.Close() }()
 
 	type outcome int
 	const (
@@ -78,7 +82,20 @@ func TestTransactionsSurviveCoordinatorKill9(t *testing.T) {
 			dead = -1
 		}
 		if err := prod.BeginTransaction(); err != nil {
-			t.Fatalf("begin %d: %v", i, err)
+			// kgo can leave its producer id fatally failed when the
+			// dead coordinator is fenced while it still retries
+			// AddPartitionsToTxn against it: the broker leaves its
+			// Metadata and kgo fails the request with "unknown
+			// broker" instead of finding the new coordinator. An
+			// application then starts a new producer with the same
+			// transactional id, which fences the old one, and so does
+			// this test.
+			t.Logf("begin %d: %v; starting a new producer", i, err)
+			prod.Close()
+			prod = newProducer()
+			if err := prod.BeginTransaction(); err != nil {
+				t.Fatalf("begin %d with a new producer: %v", i, err)
+			}
 		}
 		var produceErr error
 		for j := range perTxn {
