@@ -39,10 +39,8 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 		if !present {
 			return
 		}
-		for _, name := range metadata.TopicConfigNames() {
-			if d, _ := metadata.TopicConfigDef(name); d.BrokerSynonym == synonym && (d.Default != value || explicit(synonym)) {
-				out[synonym] = value
-			}
+		if d, ok := metadata.TopicDefaultConfigDef(synonym); ok && (d.Default != value || explicit(synonym)) {
+			out[synonym] = value
 		}
 	}
 	// Times keep the units they were written in (log.retention.hours=48):
