@@ -166,6 +166,12 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	if err := s.timeIndex.Resize(l.cfg.SegmentIndexBytes); err != nil {
 		return err
 	}
+	// The file shrank to its size, and with it went the blocks reserved
+	// past it (or the segment was rolled and gave them back): reserve them
+	// again for the appends to come, as a new segment does.
+	if l.cfg.Preallocate {
+		s.preallocate(l.cfg.SegmentBytes)
+	}
 	leo := s.nextOffset
 	// The markers at or after leo are gone: so are their aborted entries.
 	if err := s.txn.truncateTo(leo); err != nil {

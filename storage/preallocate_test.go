@@ -95,3 +95,53 @@ func TestPreallocate(t *testing.T) {
 		t.Fatalf("segment without preallocate: size %d, %d bytes allocated", size, blocks)
 	}
 }
+
+// TestPreallocateAfterTruncate checks that a follower's truncation keeps
+// the active segment reserved: the file shrinking to its new size gives
+// back the blocks reserved past it, and a truncation into an older, rolled
+// segment makes that one active again.
+func TestPreallocateAfterTruncate(t *testing.T) {
+	dir := partitionDir(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const segmentBytes = 1 << 20
+	l := openTestLog(t, dir, OpenOptions{Config: LogConfig{SegmentBytes: segmentBytes, Preallocate: true}})
+	batch := func() []byte { return buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 100), 100) }
+	appendOK(t, l, batch(), 0)
+	first := filepath.Join(dir, segmentFileName(0, logSuffix))
+	if _, blocks := allocated(t, first); blocks < segmentBytes {
+		t.Skipf("this filesystem did not preallocate (%d bytes allocated)", blocks)
+	}
+	appendOK(t, l, batch(), 0)
+	appendOK(t, l, batch(), 0) // offsets 0-299 in the first segment
+
+	// Within the active segment.
+	if err := l.TruncateTo(200); err != nil {
+		t.Fatal(err)
+	}
+	if size, blocks := allocated(t, first); blocks < segmentBytes {
+		t.Fatalf("active segment truncated: size %d, %d bytes allocated; want at least %d", size, blocks, segmentBytes)
+	}
+
+	// Into a rolled segment, which becomes the active one.
+	appendOK(t, l, batch(), 0) // 200-299
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, l, batch(), 0) // 300-399 in the second segment
+	if size, blocks := allocated(t, first); blocks > size+preallocatedSlack {
+		t.Fatalf("rolled segment: size %d, still %d bytes allocated", size, blocks)
+	}
+	if err := l.TruncateTo(100); err != nil {
+		t.Fatal(err)
+	}
+	size, blocks := allocated(t, first)
+	if size != int64(len(batch())) || blocks < segmentBytes {
+		t.Fatalf("rolled segment truncated into: size %d, %d bytes allocated; want %d and at least %d", size, blocks, len(batch()), segmentBytes)
+	}
+	appendOK(t, l, batch(), 0)
+	if got := l.LogEndOffset(); got != 200 {
+		t.Fatalf("log end offset %d after appending to the truncated log, want 200", got)
+	}
+}
