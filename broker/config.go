@@ -19,6 +19,8 @@ import (
 type Config struct {
 	ProcessRoles                         []string      // process.roles
 	NodeID                               int32         // node.id
+	BrokerRack                           string        // broker.rack
+	ReplicaSelectorClass                 string        // replica.selector.class
 	ControllerQuorumVoters               string        // controller.quorum.voters
 	ControllerQuorumBootstrapServers     []string      // controller.quorum.bootstrap.servers (KIP-853)
 	InitialBrokerRegistrationTimeout     time.Duration // initial.broker.registration.timeout.ms
@@ -231,6 +233,10 @@ func configKeys(c *Config) map[string]configKey {
 		"process.roles":            {"broker,controller", list(&c.ProcessRoles), "broker, controller, or both"},
 		"node.id":                  {"1", i32(&c.NodeID), "this node's id"},
 		"controller.quorum.voters": {"1@localhost:9093", s(&c.ControllerQuorumVoters), "id@host:port of each controller"},
+		"broker.rack": {"", s(&c.BrokerRack),
+			"this broker's rack (or availability zone): new topics spread each partition's replicas over the racks, Metadata tells clients, and with replica.selector.class consumers that set client.rack read from a replica in their rack"},
+		"replica.selector.class": {"", s(&c.ReplicaSelectorClass),
+			"org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers (client.rack) fetch from an in-sync follower in their rack (KIP-392); empty: every consumer reads from the leader"},
 		"controller.quorum.bootstrap.servers": {"", list(&c.ControllerQuorumBootstrapServers),
 			"host:port of the controllers, for a quorum whose voters were set when formatting (keel format --standalone or --initial-controllers)"},
 		"initial.broker.registration.timeout.ms": {"60000", ms(&c.InitialBrokerRegistrationTimeout),
@@ -679,6 +685,11 @@ func (c *Config) validate() error {
 	}
 	if c.NodeID < 0 {
 		return fmt.Errorf("node.id must be >= 0, got %d", c.NodeID)
+	}
+	switch c.ReplicaSelectorClass {
+	case "", RackAwareReplicaSelectorClass:
+	default:
+		return fmt.Errorf("replica.selector.class=%s: Keel has no such selector; use %s, or leave it unset to serve consumers from the leader", c.ReplicaSelectorClass, RackAwareReplicaSelectorClass)
 	}
 	for _, b := range c.ControllerQuorumBootstrapServers {
 		host, port, err := net.SplitHostPort(b)

@@ -68,6 +68,8 @@ type fetchPartition struct {
 	partitionMaxBytes  int32
 	currentLeaderEpoch int32
 	lastFetchedEpoch   int32
+	// replicaLogStart is a follower's log start offset (-1 from consumers).
+	replicaLogStart int64
 
 	// highWatermark, lastStable and logStartOffset are what the last
 	// response sent (-1 after an error), so an incremental response can
@@ -83,6 +85,7 @@ func (fp *fetchPartition) updateFrom(rp *kmsg.FetchRequestTopicPartition) {
 	fp.partitionMaxBytes = rp.PartitionMaxBytes
 	fp.currentLeaderEpoch = rp.CurrentLeaderEpoch
 	fp.lastFetchedEpoch = rp.LastFetchedEpoch
+	fp.replicaLogStart = rp.LogStartOffset
 }
 
 // fetchSession is one cached session.

@@ -701,6 +701,7 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 		// off; the metadata image brings the new leader or epoch.
 		return fmt.Errorf("fetch %s: %w", p.tp, kerr.ErrorForCode(rp.ErrorCode))
 	}
+	moved := false // the high watermark: consumers read up to it here too (KIP-392)
 	_, err := f.locked(ff, func() error {
 		if d := rp.DivergingEpoch; d.Epoch >= 0 && d.EndOffset >= 0 {
 			// KIP-595: the leader saw our last fetched epoch diverge.
@@ -725,6 +726,7 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 		defer p.hwMu.Unlock()
 		if hw := min(rp.HighWatermark, l.LogEndOffset()); hw > l.HighWatermark() {
 			l.SetHighWatermark(hw)
+			moved = true
 		}
 		if start := min(rp.LogStartOffset, l.HighWatermark()); start > l.LogStartOffset() {
 			if err := l.IncrementLogStartOffset(start); err != nil {
@@ -733,6 +735,11 @@ func (f *replicaFetcher) apply(ff *followerFetch, rp *kmsg.FetchResponseTopicPar
 		}
 		return nil
 	})
+	if moved {
+		// Consumers' fetches parked on this replica (a v11+ Fetch, KIP-392)
+		// wait for it; wakeAll only signals, so no lock matters here.
+		p.fetchWatch.wakeAll()
+	}
 	return err
 }
 

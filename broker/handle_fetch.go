@@ -21,11 +21,14 @@ package broker
 //     (replication.go). Over leader.replication.throttled.rate, a
 //     follower outside the ISR gets no records of the partitions
 //     leader.replication.throttled.replicas names here (quota.go).
-//   - Only the leader serves: NOT_LEADER_OR_FOLLOWER otherwise, and
-//     current_leader_epoch (v9+) is checked first: FENCED_LEADER_EPOCH when
-//     older than the leader's, UNKNOWN_LEADER_EPOCH when newer. With v12+
-//     those errors carry CurrentLeader, and v16+ the leader's endpoint in
-//     NodeEndpoints (KIP-951).
+//   - The leader serves followers and consumers; a follower serves
+//     consumers' Fetch of v11 and up too (KIP-392, replica_selector.go),
+//     up to its own high watermark. Below v11 a broker that does not lead
+//     answers NOT_LEADER_OR_FOLLOWER. current_leader_epoch (v9+) is
+//     checked first: FENCED_LEADER_EPOCH when older than this broker's,
+//     UNKNOWN_LEADER_EPOCH when newer. With v12+ those errors carry
+//     CurrentLeader, and v16+ the leader's endpoint in NodeEndpoints
+//     (KIP-951).
 //   - A partition not hosted here is NOT_LEADER_OR_FOLLOWER if the image
 //     knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise; an unknown topic id
 //     (v13+) is UNKNOWN_TOPIC_ID. A fetch offset outside [log start, log
@@ -40,8 +43,10 @@ package broker
 //   - Sessions (v7+, KIP-227): see fetch_session.go. Session errors
 //     (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 //     FETCH_SESSION_TOPIC_ID_ERROR) are top-level, with no partitions.
-//   - PreferredReadReplica (v11+) is always -1: rack-aware follower reads
-//     (KIP-392) are not implemented; Rack is ignored.
+//   - PreferredReadReplica (v11+): with replica.selector.class set, the
+//     leader may send a consumer that named its Rack to a follower in that
+//     rack, answering the partition at once with no records
+//     (replica_selector.go); -1 otherwise.
 
 import (
 	"context"
@@ -119,6 +124,9 @@ type partRead struct {
 	info           storage.ReadInfo
 	diverging      *network.FetchEpochEndOffset
 	leader         *network.FetchLeader
+	// preferred is the replica the consumer should read from instead
+	// (KIP-392, replica_selector.go), or -1 (0 until read sets it).
+	preferred int32
 	// leaderThrottled: a follower read of a partition under this broker's
 	// leader replication throttle, whose bytes count toward it.
 	leaderThrottled bool
@@ -202,7 +210,7 @@ func (op *fetchOp) check(final bool) *network.Response {
 	for i, fp := range parts {
 		r := &reads[i]
 		op.read(fp, min(int64(max(fp.partitionMaxBytes, 0)), limit), minOneBatch, r)
-		if r.code != 0 || r.diverging != nil {
+		if r.code != 0 || r.diverging != nil || r.preferred >= 0 {
 			urgent = true
 		}
 		if n := r.info.Bytes; n > 0 {
@@ -239,7 +247,7 @@ func (op *fetchOp) check(final bool) *network.Response {
 
 // read reads one partition into r.
 func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r *partRead) {
-	r.highWatermark, r.lastStable, r.logStartOffset = -1, -1, -1
+	r.highWatermark, r.lastStable, r.logStartOffset, r.preferred = -1, -1, -1, -1
 	if fp.topic == "" {
 		r.code = kerr.UnknownTopicID.Code
 		return
@@ -263,7 +271,7 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 	}
 	r.metrics = p.metrics
 	st := p.state.Load()
-	if code := st.leaderErrorCode(fp.currentLeaderEpoch, true); code != 0 {
+	if code := st.leaderErrorCode(fp.currentLeaderEpoch, !op.readsAsReplica()); code != 0 {
 		r.code = code
 		if code == kerr.NotLeaderForPartition.Code || code == kerr.FencedLeaderEpoch.Code {
 			r.leader = op.currentLeader(fp)
@@ -271,6 +279,23 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 		return
 	}
 	l := p.log
+	if st.isLeader {
+		if id := op.preferredReadReplica(p, st, fp.fetchOffset); id >= 0 {
+			// KIP-392: no read here; the consumer goes to the replica.
+			r.preferred = id
+			r.highWatermark, r.lastStable, r.logStartOffset = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
+			return
+		}
+	} else if fp.fetchOffset > l.LogEndOffset() && fp.currentLeaderEpoch < 0 {
+		// A consumer read past a follower's log end: its fetches lag the
+		// leader's, or the consumer's metadata is stale. With a leader
+		// epoch (KIP-320) it gets OFFSET_OUT_OF_RANGE below, which sends
+		// it back to the leader; without one, it cannot tell that from a
+		// real reset, so it gets no records and retries (Kafka since
+		// apache/kafka#12734).
+		r.highWatermark, r.lastStable, r.logStartOffset = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
+		return
+	}
 	if fp.lastFetchedEpoch >= 0 && op.m.Version >= 12 {
 		leo := l.LogEndOffset()
 		epoch, end := l.LeaderEpochCache().EndOffsetFor(fp.lastFetchedEpoch, leo)
@@ -302,7 +327,7 @@ func (op *fetchOp) read(fp *fetchPartition, maxBytes int64, minOneBatch bool, r 
 	if op.follower {
 		// A valid follower fetch offset is the follower's log end offset
 		// (replication.go); not a diverging or out-of-range one (Kafka).
-		b.recordFollowerFetch(p, op.replicaID, op.replicaEpoch, fp.fetchOffset)
+		b.recordFollowerFetch(p, op.replicaID, op.replicaEpoch, fp.fetchOffset, fp.replicaLogStart)
 		if st.leaderThrottled {
 			r.leaderThrottled = true
 			if !slices.Contains(st.isr, op.replicaID) && b.leaderQuota.exceeded(b.now()) {
@@ -383,7 +408,7 @@ func (op *fetchOp) respond(parts []*fetchPartition, reads []partRead) *network.R
 			LogStartOffset:       r.logStartOffset,
 			DivergingEpoch:       r.diverging,
 			CurrentLeader:        r.leader,
-			PreferredReadReplica: -1,
+			PreferredReadReplica: r.preferred,
 		}
 		if isolationCommitted {
 			fpr.AbortedTransactions = r.aborted
@@ -454,10 +479,10 @@ func (op *fetchOp) count(r *partRead) {
 
 // mustRespond is Kafka's CachedPartition.maybeUpdateResponseData: an
 // incremental response includes a partition with records, an error, a
-// divergence, a leader hint, or a high watermark, last stable offset or
+// divergence, a leader hint, a preferred read replica, or a high watermark, last stable offset or
 // log start offset other than the last one sent.
 func mustRespond(fp *fetchPartition, r *partRead) bool {
-	return r.info.Bytes > 0 || r.code != 0 || r.diverging != nil || r.leader != nil ||
+	return r.info.Bytes > 0 || r.code != 0 || r.diverging != nil || r.leader != nil || r.preferred >= 0 ||
 		fp.highWatermark != r.highWatermark || fp.lastStable != r.lastStable || fp.logStartOffset != r.logStartOffset
 }
 

@@ -144,12 +144,20 @@ func (m *testMeta) commitLocked(recs []metadata.Record) {
 // registerBroker registers and unfences a broker with one PLAINTEXT
 // endpoint, driving RegisterBroker and Heartbeat as a broker would.
 func (m *testMeta) registerBroker(id int32, host string, port int) {
+	m.registerBrokerInRack(id, host, port, "")
+}
+
+// registerBrokerInRack is registerBroker with a broker.rack ("" for none).
+func (m *testMeta) registerBrokerInRack(id int32, host string, port int, rack string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	reg := kmsg.NewPtrBrokerRegistrationRequest()
 	reg.BrokerID = id
 	reg.IncarnationID = [16]byte(metadata.NewUuid())
+	if rack != "" {
+		reg.Rack = &rack
+	}
 	l := kmsg.NewBrokerRegistrationRequestListener()
 	l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", host, uint16(port), 0
 	reg.Listeners = append(reg.Listeners, l)
@@ -251,7 +259,7 @@ func (c *testCluster) start(port int) {
 	img := c.meta.img
 	c.meta.mu.Unlock()
 	if _, ok := img.Broker(testNodeID); !ok {
-		c.meta.registerBroker(testNodeID, "127.0.0.1", c.port)
+		c.meta.registerBrokerInRack(testNodeID, "127.0.0.1", c.port, c.cfg.BrokerRack)
 	} else {
 		b.ApplyMetadata(img, metadata.Changes{}) // a restart: the first call reconciles everything
 	}

@@ -186,9 +186,9 @@ type brokerLifecycle struct {
 	wg         sync.WaitGroup
 }
 
-func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logger hclog.Logger) *brokerLifecycle {
+func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID, rack string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logger hclog.Logger) *brokerLifecycle {
 	l := &brokerLifecycle{
-		ch: ch, metadataOffset: metadataOffset, nodeID: nodeID, clusterID: clusterID, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
+		ch: ch, metadataOffset: metadataOffset, nodeID: nodeID, clusterID: clusterID, rack: rack, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
 		endpoints: endpoints, interval: interval, logger: logger.Named("lifecycle"),
 		registered: make(chan struct{}), stop: make(chan struct{}), shutdown: make(chan chan struct{}),
 	}

@@ -23,6 +23,9 @@ type followerState struct {
 	// logEndOffset is the follower's last fetch offset; -1 until it
 	// fetched in this leader epoch.
 	logEndOffset int64
+	// logStartOffset is the follower's log start offset from its last
+	// fetch (KIP-392 prefers only a replica that holds the fetch offset).
+	logStartOffset int64
 	// lastCaughtUp is the last time the follower was caught up: a fetch
 	// at or past the leader's log end offset, or past the leader's log end
 	// offset at its previous fetch (Kafka's lastCaughtUpTimeMs rule).
@@ -84,7 +87,7 @@ func (b *Broker) updateFollowers(p *partition, st *partitionState) {
 // a leader for every follower fetch (and its re-checks while parked).
 //
 // Concurrency: any goroutine; takes replicasMu, then hwMu (not nested).
-func (b *Broker) recordFollowerFetch(p *partition, id int32, brokerEpoch, fetchOffset int64) {
+func (b *Broker) recordFollowerFetch(p *partition, id int32, brokerEpoch, fetchOffset, logStartOffset int64) {
 	now := b.now()
 	leo := p.log.LogEndOffset()
 	p.replicasMu.Lock()
@@ -100,7 +103,7 @@ func (b *Broker) recordFollowerFetch(p *partition, id int32, brokerEpoch, fetchO
 		f.lastCaughtUp = f.lastFetchTime
 	}
 	f.lastFetchTime, f.lastFetchLeaderLEO = now, leo
-	f.logEndOffset, f.brokerEpoch = fetchOffset, brokerEpoch
+	f.logEndOffset, f.logStartOffset, f.brokerEpoch = fetchOffset, logStartOffset, brokerEpoch
 	p.replicasMu.Unlock()
 	b.maybeAdvanceHighWatermark(p)
 	st := p.state.Load()

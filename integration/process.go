@@ -119,6 +119,9 @@ type ProcessOptions struct {
 	// Overrides are server properties (key=value) given to every node as
 	// --override flags, over the generated server.properties.
 	Overrides []string
+	// NodeOverrides are server properties for one node, after Overrides
+	// (a broker.rack per node, say).
+	NodeOverrides map[int32][]string
 	// LogLevel is keel server's --log-level; "" keeps its default (info).
 	LogLevel string
 	// ReadyTimeout bounds each wait for a node to serve; 0 means 30 s.
@@ -393,7 +396,7 @@ func (c *ProcessCluster) Start(id int32) {
 	if c.opts.LogLevel != "" {
 		args = append(args, "--log-level", c.opts.LogLevel)
 	}
-	for _, o := range c.opts.Overrides {
+	for _, o := range append(slices.Clone(c.opts.Overrides), c.opts.NodeOverrides[id]...) {
 		args = append(args, "--override", o)
 	}
 	cmd := exec.Command(c.bin, args...)
