@@ -245,7 +245,7 @@ func New(opts Options) (*Broker, error) {
 	for _, l := range cfg.ControllerListenerNames {
 		b.controllerListeners[l] = true
 	}
-	b.sessions = newFetchSessionCache(defaultFetchSessionSlots, defaultFetchSessionEviction, opts.Now)
+	b.sessions = newFetchSessionCache(opts.Config.FetchSessionCacheSlots, defaultFetchSessionEviction, opts.Now)
 	b.partitions.Store(&partitionTable{byTP: map[storage.TopicPartition]*partition{}})
 	return b, nil
 }

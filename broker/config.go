@@ -46,6 +46,9 @@ type Config struct {
 	ReplicaFetchBackoff                  time.Duration // replica.fetch.backoff.ms
 	UncleanLeaderElectionEnable          bool
 	AutoCreateTopicsEnable               bool
+	DeleteTopicEnable                    bool  // delete.topic.enable
+	FetchMaxBytes                        int32 // fetch.max.bytes (KIP-541)
+	FetchSessionCacheSlots               int   // max.incremental.fetch.session.cache.slots
 	AutoLeaderRebalanceEnable            bool
 	OffsetsTopicReplicationFactor        int16
 	OffsetsTopicNumPartitions            int32
@@ -270,6 +273,9 @@ func configKeys(c *Config) map[string]configKey {
 		"num.replica.fetchers":                                        {"1", i(&c.NumReplicaFetchers), "fetcher goroutines (and connections) per source broker"},
 		"unclean.leader.election.enable":                              {"false", b(&c.UncleanLeaderElectionEnable), ""},
 		"auto.create.topics.enable":                                   {"true", b(&c.AutoCreateTopicsEnable), ""},
+		"delete.topic.enable":                                         {"true", b(&c.DeleteTopicEnable), "false: DeleteTopics answers TOPIC_DELETION_DISABLED"},
+		"fetch.max.bytes":                                             {"57671680", i32(&c.FetchMaxBytes), "the most bytes of records a consumer's Fetch gets, whatever its own max bytes (KIP-541)"},
+		"max.incremental.fetch.session.cache.slots":                   {"1000", i(&c.FetchSessionCacheSlots), "fetch sessions (KIP-227) kept, across clients and followers"},
 		"auto.leader.rebalance.enable":                                {"true", b(&c.AutoLeaderRebalanceEnable), ""},
 		"leader.imbalance.check.interval.seconds":                     {"300", secs(&c.LeaderImbalanceCheckInterval), "how often the controller moves leaderships back to preferred replicas"},
 		"offsets.topic.replication.factor":                            {"3", i16(&c.OffsetsTopicReplicationFactor), "replicas of __consumer_offsets, which is not created while fewer brokers are alive; 1 in the single-node development default (controller.quorum.voters unset)"},
@@ -360,6 +366,14 @@ var ignoredKeys = map[string]bool{
 	"num.network.threads": true, "num.io.threads": true, "num.replica.alter.log.dirs.threads": true,
 	"zookeeper.connect": true, "zookeeper.connection.timeout.ms": true, "queued.max.requests": true,
 	"background.threads": true, "log.cleaner.threads": true,
+	// ZooKeeper-era settings a Kafka 3.x server.properties still carries;
+	// KRaft does without them (Kafka 4 removed them): controlled shutdown
+	// always happens, leaders are rebalanced whenever a partition's is
+	// not its preferred one, and metadata.version replaces the protocol
+	// and message format versions.
+	"controlled.shutdown.enable": true, "controlled.shutdown.max.retries": true, "controlled.shutdown.retry.backoff.ms": true,
+	"leader.imbalance.per.broker.percentage": true, "inter.broker.protocol.version": true, "log.message.format.version": true,
+	"reserved.broker.max.id": true, "broker.id.generation.enable": true,
 	// Kafka 4's shipped server.properties sizes the share-group state topic
 	// (KIP-932); Keel has no share groups, so there is no such topic.
 	"share.coordinator.state.topic.replication.factor": true, "share.coordinator.state.topic.min.isr": true,
@@ -724,6 +738,12 @@ func (c *Config) validate() error {
 	}
 	if c.MinInsyncReplicas < 1 {
 		return fmt.Errorf("min.insync.replicas must be >= 1, got %d", c.MinInsyncReplicas)
+	}
+	if c.FetchMaxBytes < 1024 {
+		return fmt.Errorf("fetch.max.bytes must be >= 1024, got %d", c.FetchMaxBytes)
+	}
+	if c.FetchSessionCacheSlots < 0 {
+		return fmt.Errorf("max.incremental.fetch.session.cache.slots must be >= 0, got %d", c.FetchSessionCacheSlots)
 	}
 	if c.SocketRequestMaxBytes < 1 {
 		return fmt.Errorf("socket.request.max.bytes must be >= 1, got %d", c.SocketRequestMaxBytes)

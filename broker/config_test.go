@@ -274,3 +274,44 @@ func TestLoadConfigReadsKafka4sDynamicQuorum(t *testing.T) {
 		t.Fatalf("dynamic %v voters %q", c.DynamicQuorum(), c.ControllerQuorumVoters)
 	}
 }
+
+// TestServerPropertiesOfAKafka3Cluster: the settings a Kafka 3.x
+// server.properties carries are applied where Keel has them
+// (delete.topic.enable, fetch.max.bytes, the fetch session slots, the
+// rack and replica selector) and accepted without a warning where KRaft
+// does without them (the ZooKeeper-era controlled shutdown, leader
+// imbalance percentage and protocol versions); out-of-range values fail
+// the start, naming the key.
+func TestServerPropertiesOfAKafka3Cluster(t *testing.T) {
+	c, err := LoadConfig(map[string]string{
+		"delete.topic.enable": "false", "fetch.max.bytes": "1048576", "max.incremental.fetch.session.cache.slots": "10",
+		"broker.rack": "eu-west-1a", "replica.selector.class": RackAwareReplicaSelectorClass,
+		"controlled.shutdown.enable": "true", "leader.imbalance.per.broker.percentage": "10",
+		"inter.broker.protocol.version": "3.7", "log.message.format.version": "3.0", "reserved.broker.max.id": "1000",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DeleteTopicEnable || c.FetchMaxBytes != 1<<20 || c.FetchSessionCacheSlots != 10 || c.BrokerRack != "eu-west-1a" {
+		t.Fatalf("delete.topic.enable %v, fetch.max.bytes %d, slots %d, rack %q", c.DeleteTopicEnable, c.FetchMaxBytes, c.FetchSessionCacheSlots, c.BrokerRack)
+	}
+	if cc := controllerConfig(c, "id"); cc.DeleteTopicEnable {
+		t.Fatal("the controller does not get delete.topic.enable=false")
+	}
+	if len(c.Unknown) != 0 || len(c.Ignored) != 5 {
+		t.Fatalf("unknown %v, ignored %v", c.Unknown, c.Ignored)
+	}
+	d, err := LoadConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.DeleteTopicEnable || d.FetchMaxBytes != 57671680 || d.FetchSessionCacheSlots != 1000 || d.BrokerRack != "" || d.ReplicaSelectorClass != "" {
+		t.Fatalf("defaults: %v %d %d %q %q", d.DeleteTopicEnable, d.FetchMaxBytes, d.FetchSessionCacheSlots, d.BrokerRack, d.ReplicaSelectorClass)
+	}
+	for _, bad := range []string{"fetch.max.bytes=1000", "max.incremental.fetch.session.cache.slots=-1", "replica.selector.class=LeaderSelector"} {
+		key, _, _ := strings.Cut(bad, "=")
+		if _, err := LoadConfig(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), key) {
+			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+}

@@ -22,12 +22,10 @@ import (
 // an error. Epoch -1 (FINAL) closes a session; a full fetch with a session
 // id replaces it. The rules follow Kafka's FetchManager and FetchSession.
 
-// Defaults of the session cache (Kafka's max.incremental.fetch.session.cache.slots
-// and the eviction age of FetchSessionCache).
-const (
-	defaultFetchSessionSlots    = 1000
-	defaultFetchSessionEviction = 120 * time.Second
-)
+// defaultFetchSessionEviction is how long an unused session keeps its slot
+// against a new one (Kafka's FetchSessionCache eviction age); the slots are
+// max.incremental.fetch.session.cache.slots.
+const defaultFetchSessionEviction = 120 * time.Second
 
 // Session epochs with a meaning of their own (Kafka's FetchMetadata).
 const (

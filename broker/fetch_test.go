@@ -449,3 +449,38 @@ func TestConsumerResetsOnOffsetOutOfRange(t *testing.T) {
 }
 
 var _ = context.Background
+
+// TestBrokerFetchMaxBytes: the broker's fetch.max.bytes caps a consumer's
+// Fetch however much the consumer asks for (KIP-541), in whole batches and
+// at least one; a follower's is capped by replica.fetch.response.max.bytes
+// instead. max.incremental.fetch.session.cache.slots=0 keeps no sessions.
+func TestBrokerFetchMaxBytes(t *testing.T) {
+	c := newTestCluster(t, withConfig("fetch.max.bytes=2048", "max.incremental.fetch.session.cache.slots=0"))
+	c.meta.registerBroker(2, "127.0.0.1", 1)
+	c.createAssigned("big", []int32{testNodeID, 2})
+	c.produceN(t, "big", 0, 10, 500)
+	rc := c.dialRaw(t)
+	req := c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"big", 0, 0, 1 << 20, -1})
+	req.ReplicaID = 2
+	follower := roundTrip[*kmsg.FetchResponse](rc, req)
+	if n, _ := batchesIn(t, follower.Topics[0].Partitions[0].RecordBatches); n != 10 {
+		t.Fatalf("follower: %d batches, want all 10", n)
+	}
+	req = c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"big", 0, 10, 1 << 20, -1})
+	req.ReplicaID = 2
+	roundTrip[*kmsg.FetchResponse](rc, req) // the follower caught up: the high watermark is 10
+	req = c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"big", 0, 0, 1 << 20, -1})
+	req.SessionID, req.SessionEpoch = 0, 0 // asks for a session
+	resp := roundTrip[*kmsg.FetchResponse](rc, req)
+	p := resp.Topics[0].Partitions[0]
+	if n, _ := batchesIn(t, p.RecordBatches); n < 1 || n > 3 || len(p.RecordBatches) > 2048 {
+		t.Fatalf("consumer asking for 1 MiB: %d batches, %d bytes; want at most fetch.max.bytes (2048)", n, len(p.RecordBatches))
+	}
+	if resp.SessionID != 0 {
+		t.Fatalf("session %d with no session slots", resp.SessionID)
+	}
+	big := roundTrip[*kmsg.FetchResponse](rc, c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"big", 0, 0, 100, -1}))
+	if n, _ := batchesIn(t, big.Topics[0].Partitions[0].RecordBatches); n != 1 {
+		t.Fatalf("a partition max below one batch: %d batches, want the first whole", n)
+	}
+}

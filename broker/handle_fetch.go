@@ -6,7 +6,9 @@ package broker
 //
 //   - Partitions are read in request order (in session order for an
 //     incremental fetch), each up to min(PartitionMaxBytes, what is left of
-//     MaxBytes), in whole batches, never spanning segments. Until a
+//     MaxBytes), in whole batches, never spanning segments. MaxBytes is
+//     capped by the broker's fetch.max.bytes for consumers (KIP-541) and
+//     replica.fetch.response.max.bytes for followers. Until a
 //     partition has returned data, a batch larger than the limits is still
 //     returned whole (storage.Read's minOneBatch), so a consumer never
 //     stalls on a large batch (Kafka's rule since KIP-74).
@@ -203,6 +205,11 @@ func (op *fetchOp) check(final bool) *network.Response {
 	limit := int64(math.MaxInt32)
 	if m.Version >= 3 {
 		limit = int64(max(m.MaxBytes, 0))
+	}
+	if op.follower {
+		limit = min(limit, int64(op.b.cfg.ReplicaFetchResponseMaxBytes))
+	} else {
+		limit = min(limit, int64(op.b.cfg.FetchMaxBytes)) // KIP-541
 	}
 	minOneBatch := true
 	var total int64

@@ -458,6 +458,7 @@ func controllerConfig(cfg *Config, clusterID string) metadata.ControllerConfig {
 	c.AutoLeaderRebalanceEnable = cfg.AutoLeaderRebalanceEnable
 	c.LeaderImbalanceCheckInterval = cfg.LeaderImbalanceCheckInterval
 	c.AutoCreateTopicsEnable = cfg.AutoCreateTopicsEnable
+	c.DeleteTopicEnable = cfg.DeleteTopicEnable
 	c.StaticBrokerConfigs = StaticTopicConfigDefaults(cfg)
 	return c
 }

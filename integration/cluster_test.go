@@ -334,3 +334,27 @@ func TestRaftIsRefusedOnTheClientListener(t *testing.T) {
 	}
 	produceAndConsume(t, c, "after-raft-probe", 10)
 }
+
+// TestDeleteTopicDisabled: with delete.topic.enable=false (a Kafka broker
+// setting that reaches the controller) kadm's DeleteTopics gets
+// TOPIC_DELETION_DISABLED and the topic stays.
+func TestDeleteTopicDisabled(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}}, "delete.topic.enable=false")
+	c.WaitReady(20 * time.Second)
+	_, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, "kept"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	resps, err := adm.DeleteTopics(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resps["kept"].Err; !errors.Is(err, kerr.TopicDeletionDisabled) {
+		t.Fatalf("delete: %v, want TOPIC_DELETION_DISABLED", err)
+	}
+	if topics, err := adm.ListTopics(ctx); err != nil || !topics.Has("kept") {
+		t.Fatalf("after the refused delete: %v %v", topics.Names(), err)
+	}
+}
