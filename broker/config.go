@@ -70,6 +70,8 @@ type Config struct {
 	SocketSendBufferBytes                  int   // socket.send.buffer.bytes; -1: the OS's (autotuned)
 	SocketReceiveBufferBytes               int   // socket.receive.buffer.bytes; -1: the OS's
 	MaxConnections                         int
+	MaxConnectionsPerIP                    int    // max.connections.per.ip
+	MaxConnectionsPerIPOverrides           string // max.connections.per.ip.overrides
 	ConnectionsMaxIdle                     time.Duration
 	NumRecoveryThreadsPerDataDir           int
 	GroupInitialRebalanceDelay             time.Duration
@@ -312,6 +314,8 @@ func configKeys(c *Config) map[string]configKey {
 		}, "principals allowed everything, separated by ';' (User:admin;User:CN=broker1)"},
 		"allow.everyone.if.no.acl.found":      {"false", b(&c.AllowEveryoneIfNoACLFound), "with an authorizer, whether a resource without any ACL is open to every principal"},
 		"max.connections":                     {"2147483647", i(&c.MaxConnections), ""},
+		"max.connections.per.ip":              {"2147483647", i(&c.MaxConnectionsPerIP), "connections one client address may hold open; 0 admits only the addresses the overrides name"},
+		"max.connections.per.ip.overrides":    {"", s(&c.MaxConnectionsPerIPOverrides), "host:count or ip:count pairs, comma-separated, over max.connections.per.ip"},
 		"connections.max.idle.ms":             {"600000", ms(&c.ConnectionsMaxIdle), ""},
 		"num.recovery.threads.per.data.dir":   {"1", i(&c.NumRecoveryThreadsPerDataDir), ""},
 		"group.initial.rebalance.delay.ms":    {"3000", ms(&c.GroupInitialRebalanceDelay), ""},
@@ -739,6 +743,13 @@ func (c *Config) validate() error {
 	if c.MinInsyncReplicas < 1 {
 		return fmt.Errorf("min.insync.replicas must be >= 1, got %d", c.MinInsyncReplicas)
 	}
+	overrides, err := ConnectionsPerIPOverrides(c.MaxConnectionsPerIPOverrides)
+	if err != nil {
+		return err
+	}
+	if c.MaxConnectionsPerIP < 0 || (c.MaxConnectionsPerIP == 0 && len(overrides) == 0) {
+		return fmt.Errorf("max.connections.per.ip must be >= 1, or 0 with max.connections.per.ip.overrides set, got %d", c.MaxConnectionsPerIP)
+	}
 	if c.FetchMaxBytes < 1024 {
 		return fmt.Errorf("fetch.max.bytes must be >= 1024, got %d", c.FetchMaxBytes)
 	}
@@ -777,4 +788,24 @@ func (c *Config) validate() error {
 		c.MetadataLogDir = c.LogDirs[0]
 	}
 	return nil
+}
+
+// ConnectionsPerIPOverrides parses max.connections.per.ip.overrides:
+// comma-separated host:count pairs, the count after the last colon (so an
+// IPv6 address needs no brackets), as Kafka reads them.
+func ConnectionsPerIPOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, e := range splitList(v) {
+		i := strings.LastIndexByte(e, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides: %q: want host:count", e)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(e[i+1:]))
+		host := strings.Trim(strings.TrimSpace(e[:i]), "[]")
+		if err != nil || n < 0 || host == "" {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides: %q: want host:count with a count >= 0", e)
+		}
+		out[host] = n
+	}
+	return out, nil
 }

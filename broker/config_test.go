@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -312,6 +313,34 @@ func TestServerPropertiesOfAKafka3Cluster(t *testing.T) {
 		key, _, _ := strings.Cut(bad, "=")
 		if _, err := LoadConfig(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), key) {
 			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+}
+
+// TestMaxConnectionsPerIPConfig: the overrides parse as Kafka writes them
+// (an IPv6 address's count after its last colon), and 0 is a valid limit
+// only with overrides (Kafka's rule).
+func TestMaxConnectionsPerIPConfig(t *testing.T) {
+	c, err := LoadConfig(nil, []string{"max.connections.per.ip=0", "max.connections.per.ip.overrides=127.0.0.1:5, ::1:6,localhost:7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, overrides, err := connectionsPerIP(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit != -1 || overrides[netip.MustParseAddr("127.0.0.1")] == 0 || overrides[netip.MustParseAddr("::1")] == 0 {
+		t.Fatalf("limit %d, overrides %v", limit, overrides)
+	}
+	for _, bad := range [][]string{
+		{"max.connections.per.ip=0"},
+		{"max.connections.per.ip=-1"},
+		{"max.connections.per.ip.overrides=127.0.0.1"},
+		{"max.connections.per.ip.overrides=127.0.0.1:many"},
+		{"max.connections.per.ip.overrides=:5"},
+	} {
+		if _, err := LoadConfig(nil, bad); err == nil || !strings.Contains(err.Error(), "max.connections.per.ip") {
+			t.Fatalf("%v: %v", bad, err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -159,21 +160,27 @@ func (n *Node) start() (err error) {
 		return err
 	}
 	router := &listenerRouter{controllerListeners: cfg.ControllerListenerNames, logger: logger}
+	perIP, perIPOverrides, err := connectionsPerIP(cfg)
+	if err != nil {
+		return err
+	}
 	n.server, err = network.NewServer(network.Config{
-		Listeners:                listeners,
-		TLS:                      tlsCfg.servers,
-		SASL:                     saslListeners,
-		Handler:                  router,
-		Logger:                   logger.Named("network"),
-		MaxConnections:           cfg.MaxConnections,
-		ConnectionsMaxIdle:       cfg.ConnectionsMaxIdle,
-		SocketRequestMaxBytes:    cfg.SocketRequestMaxBytes,
-		QueuedMaxRequestBytes:    cfg.QueuedMaxRequestBytes,
-		SocketSendBufferBytes:    cfg.SocketSendBufferBytes,
-		SocketReceiveBufferBytes: cfg.SocketReceiveBufferBytes,
-		ConnClassifier:           raftlog.IsRaftMarker,
-		HandoffRaft:              n.handoffRaft,
-		RequestDone:              n.requests.Observe,
+		Listeners:                    listeners,
+		TLS:                          tlsCfg.servers,
+		SASL:                         saslListeners,
+		Handler:                      router,
+		Logger:                       logger.Named("network"),
+		MaxConnections:               cfg.MaxConnections,
+		MaxConnectionsPerIP:          perIP,
+		MaxConnectionsPerIPOverrides: perIPOverrides,
+		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
+		SocketRequestMaxBytes:        cfg.SocketRequestMaxBytes,
+		QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,
+		SocketSendBufferBytes:        cfg.SocketSendBufferBytes,
+		SocketReceiveBufferBytes:     cfg.SocketReceiveBufferBytes,
+		ConnClassifier:               raftlog.IsRaftMarker,
+		HandoffRaft:                  n.handoffRaft,
+		RequestDone:                  n.requests.Observe,
 	})
 	if err != nil {
 		return err
@@ -684,4 +691,36 @@ func (r *listenerRouter) Handle(ctx context.Context, req *network.Request) netwo
 		}
 	}
 	return h.Handle(ctx, req)
+}
+
+// connectionsPerIP maps max.connections.per.ip and its overrides onto the
+// network server's: Kafka's 0 (only the overrides' addresses) is -1 there,
+// and a host name in the overrides counts for each address it resolves to
+// now, as Kafka resolves it when it reads the setting.
+func connectionsPerIP(cfg *Config) (int, map[netip.Addr]int, error) {
+	overrides, err := ConnectionsPerIPOverrides(cfg.MaxConnectionsPerIPOverrides)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := map[netip.Addr]int{}
+	for host, n := range overrides {
+		if ip, err := netip.ParseAddr(host); err == nil {
+			out[ip.Unmap()] = n
+			continue
+		}
+		addrs, err := net.LookupHost(host)
+		if err != nil {
+			return 0, nil, fmt.Errorf("max.connections.per.ip.overrides: resolve %s: %w", host, err)
+		}
+		for _, a := range addrs {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				out[ip.Unmap()] = n
+			}
+		}
+	}
+	limit := cfg.MaxConnectionsPerIP
+	if limit == 0 {
+		limit = -1
+	}
+	return limit, out, nil
 }

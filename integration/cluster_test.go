@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -356,5 +357,31 @@ func TestDeleteTopicDisabled(t *testing.T) {
 	}
 	if topics, err := adm.ListTopics(ctx); err != nil || !topics.Has("kept") {
 		t.Fatalf("after the refused delete: %v %v", topics.Names(), err)
+	}
+}
+
+// TestMaxConnectionsPerIPOverrides: max.connections.per.ip.overrides
+// reaches the listeners: an address limited to one connection has its
+// second closed at once, while its first stays open.
+func TestMaxConnectionsPerIPOverrides(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}}, "max.connections.per.ip.overrides=127.0.0.2:1")
+	c.WaitReady(20 * time.Second)
+	dial := func() net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+		conn, err := d.Dial("tcp", c.BootstrapServers()[0])
+		if err != nil {
+			t.Skipf("cannot dial from 127.0.0.2: %v", err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	first, second := dial(), dial()
+	_ = second.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := second.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("second connection from 127.0.0.2: %v, want it closed", err)
+	}
+	_ = first.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := first.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("first connection from 127.0.0.2: %v, want it open", err)
 	}
 }

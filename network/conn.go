@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -43,6 +44,7 @@ var (
 type conn struct {
 	srv      *Server
 	bl       *boundListener
+	ip       netip.Addr    // the client's address (max.connections.per.ip)
 	nc       net.Conn      // a *tls.Conn on an SSL listener
 	tls      *TLSListener  // SSL and SASL_SSL listeners only
 	sasl     *SASLListener // SASL listeners only

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -368,4 +369,54 @@ func TestSocketBufferSizesAreApplied(t *testing.T) {
 	if gotSnd < snd || gotSnd > 2*snd || gotRcv < rcv || gotRcv > 2*rcv {
 		t.Fatalf("SO_SNDBUF %d (set %d), SO_RCVBUF %d (set %d)", gotSnd, snd, gotRcv, rcv)
 	}
+}
+
+// dialFrom dials addr from the local address ip (any 127/8 address
+// reaches a loopback listener on Linux).
+func dialFrom(t *testing.T, ip, addr string) *rawClient {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot dial from %s: %v", ip, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawClient{t: t, c: c, fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw-test"))}
+}
+
+// TestMaxConnectionsPerIP: max.connections.per.ip counts each client
+// address on its own (Kafka's ConnectionQuotas): the address at its limit
+// has its next connection closed while another address connects; a
+// closed connection frees its address's slot; an override raises one
+// address's limit, and a limit of none (Kafka's 0) admits only the
+// addresses the overrides name.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	works := func(rc *rawClient) {
+		t.Helper()
+		corr := rc.send(metadataRequest(), 1)
+		rc.read(kmsg.NewPtrMetadataResponse(), 1, corr)
+	}
+	ts := startServer(t, nil, func(c *Config) {
+		c.MaxConnectionsPerIP = 2
+		c.MaxConnectionsPerIPOverrides = map[netip.Addr]int{netip.MustParseAddr("127.0.0.3"): 3}
+	})
+	a, b := dialFrom(t, "127.0.0.1", ts.addr), dialFrom(t, "127.0.0.1", ts.addr)
+	works(a)
+	works(b)
+	dialFrom(t, "127.0.0.1", ts.addr).expectClosed()
+	works(dialFrom(t, "127.0.0.2", ts.addr)) // another address has its own count
+	for range 3 {
+		works(dialFrom(t, "127.0.0.3", ts.addr))
+	}
+	dialFrom(t, "127.0.0.3", ts.addr).expectClosed()
+	a.c.Close()
+	waitFor(t, "127.0.0.1's slot to free", func() bool { return ts.NumConnections() == 5 })
+	works(dialFrom(t, "127.0.0.1", ts.addr))
+
+	only := startServer(t, nil, func(c *Config) {
+		c.MaxConnectionsPerIP = -1
+		c.MaxConnectionsPerIPOverrides = map[netip.Addr]int{netip.MustParseAddr("127.0.0.2"): 10}
+	})
+	dialFrom(t, "127.0.0.1", only.addr).expectClosed()
+	works(dialFrom(t, "127.0.0.2", only.addr))
 }

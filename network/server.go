@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -141,6 +142,15 @@ type Config struct {
 	// are closed at once. Zero or negative means no limit. Connections
 	// handed to HandoffRaft stop counting when handed off.
 	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip: a client address with
+	// this many connections open has the next one closed at once (Kafka's
+	// ConnectionQuotas), on every listener. Zero means no limit; negative
+	// allows none but the addresses MaxConnectionsPerIPOverrides names
+	// (Kafka's max.connections.per.ip=0).
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides:
+	// the limit of each address it names, over MaxConnectionsPerIP.
+	MaxConnectionsPerIPOverrides map[netip.Addr]int
 	// ConnectionsMaxIdle is connections.max.idle.ms: a connection with no
 	// request in flight and no bytes read or written for this long is
 	// closed; it is also the write timeout of each flush. Zero means
@@ -216,9 +226,10 @@ type Server struct {
 	mu        sync.Mutex // guards the fields below
 	bound     []*boundListener
 	conns     map[*conn]struct{}
-	closing   bool  // Shutdown or Close has begun
-	serving   bool  // Serve has been called
-	acceptErr error // first fatal accept error
+	perIP     map[netip.Addr]int // open connections by client address (mu)
+	closing   bool               // Shutdown or Close has begun
+	serving   bool               // Serve has been called
+	acceptErr error              // first fatal accept error
 
 	acceptWG sync.WaitGroup // accept loops
 	connWG   sync.WaitGroup // connection goroutines (readers and writers)
@@ -278,6 +289,7 @@ func NewServer(cfg Config) (*Server, error) {
 		mem:   mem,
 		drain: make(chan struct{}),
 		conns: make(map[*conn]struct{}),
+		perIP: map[netip.Addr]int{},
 	}, nil
 }
 
@@ -427,6 +439,13 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 		_ = nc.Close()
 		return
 	}
+	ip := remoteIP(nc)
+	if limit, limited := s.perIPLimit(ip); limited && s.perIP[ip] >= limit {
+		s.mu.Unlock()
+		s.log.Warn("refusing connection: max.connections.per.ip reached", "listener", b.Name, "remote", nc.RemoteAddr().String(), "max_connections_per_ip", limit)
+		_ = nc.Close()
+		return
+	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		if n := s.cfg.SocketSendBufferBytes; n > 0 {
 			_ = tc.SetWriteBuffer(n)
@@ -439,7 +458,9 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 		nc = tls.Server(nc, b.tls.Config)
 	}
 	c := newConn(s, nc, b, s.connSeq.Add(1)-1)
+	c.ip = ip
 	s.conns[c] = struct{}{}
+	s.perIP[ip]++
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	go c.serve()
@@ -448,8 +469,38 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 // forget stops tracking c (closed, or handed off to Raft).
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		if s.perIP[c.ip]--; s.perIP[c.ip] <= 0 {
+			delete(s.perIP, c.ip)
+		}
+	}
 	s.mu.Unlock()
+}
+
+// perIPLimit is the connection limit of a client address, and whether it
+// has one (max.connections.per.ip and its overrides).
+func (s *Server) perIPLimit(ip netip.Addr) (int, bool) {
+	if n, ok := s.cfg.MaxConnectionsPerIPOverrides[ip]; ok {
+		return n, true
+	}
+	switch n := s.cfg.MaxConnectionsPerIP; {
+	case n > 0:
+		return n, true
+	case n < 0:
+		return 0, true
+	}
+	return 0, false
+}
+
+// remoteIP is a connection's client address, IPv4-mapped IPv6 addresses
+// as IPv4, as Kafka's InetAddress compares them; the zero Addr when the
+// connection is not over IP.
+func remoteIP(nc net.Conn) netip.Addr {
+	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // draining reports whether shutdown has begun.
