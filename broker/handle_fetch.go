@@ -486,8 +486,9 @@ func (op *fetchOp) count(r *partRead) {
 
 // mustRespond is Kafka's CachedPartition.maybeUpdateResponseData: an
 // incremental response includes a partition with records, an error, a
-// divergence, a leader hint, a preferred read replica, or a high watermark, last stable offset or
-// log start offset other than the last one sent.
+// divergence, a leader hint, a preferred read replica, or a high
+// watermark, last stable offset or log start offset other than the last
+// one sent.
 func mustRespond(fp *fetchPartition, r *partRead) bool {
 	return r.info.Bytes > 0 || r.code != 0 || r.diverging != nil || r.leader != nil || r.preferred >= 0 ||
 		fp.highWatermark != r.highWatermark || fp.lastStable != r.lastStable || fp.logStartOffset != r.logStartOffset

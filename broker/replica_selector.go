@@ -18,8 +18,9 @@ package broker
 //
 // When the choice is a follower, the leader answers the partition at once
 // with no records, its offsets, and PreferredReadReplica naming the
-// follower; the consumer then fetches from that broker (until its
-// metadata.max.age.ms passes, or an error sends it back to the leader).
+// follower; the consumer then fetches from that broker until it asks the
+// leader again (the Java consumer after metadata.max.age.ms, kgo after its
+// RecheckPreferredReplicaInterval) or an error sends it back.
 //
 // Any replica serves a consumer's Fetch of v11 and up, whether or not this
 // broker picks replicas (handle_fetch.go): up to its own high watermark,
