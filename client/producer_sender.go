@@ -103,8 +103,9 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 		}
 	}
 	if p.txn != nil {
+		gen := p.txn.gen.Load() // before the state: see failBuffered
 		if err := p.txn.blocked(); err != nil {
-			p.failBuffered(err) // aborting, abortable or fatal: send nothing more
+			p.failBuffered(err, gen) // aborting, abortable or fatal: send nothing more
 			return false, time.Time{}
 		}
 	} else if p.cfg.idempotent && p.needBump.Load() {

@@ -173,3 +173,52 @@ func TestLingerHoldsRecordsBufferedAfterProduceSync(t *testing.T) {
 		}
 	}
 }
+
+// TestAbortPassSparesTheNextTransaction: the sender's pass that fails the
+// buffered records of an aborting transaction may still be running when
+// AbortTransaction returns (it had nothing buffered to wait for), and the
+// next transaction may buffer records meanwhile; that pass leaves them
+// alone. (A fresh-clone CI run failed TxnFailedRecordMakesTheTransactionAbortable
+// this way: the first record after the abort failed with
+// ErrTransactionAborted.)
+func TestAbortPassSparesTheNextTransaction(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	ctx := testCtx(t)
+	p, err := NewProducer(ctx, SeedBrokers(fake.ListenAddrs()...), TransactionalID("spare"), Linger(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("aborted")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func() { once.Do(func() { close(entered); <-release }) }
+	testHookFailBuffered.Store(&hook)
+	t.Cleanup(func() { testHookFailBuffered.Store(nil) })
+	aborted := make(chan error, 1)
+	go func() { aborted <- p.AbortTransaction(ctx) }()
+	<-entered // the sender saw the transaction aborting, and waits here
+	if err := <-aborted; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("next")}, func(_ *Record, err error) { done <- err })
+	close(release) // the stale pass goes on
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a record of the next transaction: %v", err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

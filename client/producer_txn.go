@@ -87,8 +87,12 @@ type txnManager struct {
 	opMu sync.Mutex
 
 	state atomic.Int32 // txnState
-	mu    sync.Mutex
-	err   error // the abortable or fatal error
+	// gen counts the transactions ended (finish): the sender fails the
+	// buffered batches of the transaction it saw aborting, never those of
+	// the next one, which AbortTransaction may have let begin meanwhile.
+	gen atomic.Uint64
+	mu  sync.Mutex
+	err error // the abortable or fatal error
 	// touched are the partitions queued for AddPartitionsToTxn in this
 	// transaction; their flags are reset when it ends.
 	touched []*partitionState
@@ -536,6 +540,7 @@ func (t *txnManager) end(ctx context.Context, commit bool) error {
 
 // finish returns to "no transaction open" after a commit or an abort.
 func (t *txnManager) finish() {
+	t.gen.Add(1) // before the state says ready: failBuffered checks it
 	t.mu.Lock()
 	touched := t.touched
 	t.touched, t.addQueue = nil, nil
@@ -746,11 +751,35 @@ func cmpOr(a, b error) error {
 // sender calls it while the transaction is aborting, abortable or fatal.
 // A batch that was sent before (a retry) leaves a gap in its partition's
 // sequence numbers, so the epoch is bumped when the transaction is aborted.
-func (p *Producer) failBuffered(err error) {
+//
+// gen is the transaction blocked() was about, read before it. Once that
+// transaction has ended, the rest of the pass is left alone: an
+// AbortTransaction that found nothing buffered returns without waiting
+// for the sender, and the next transaction may have buffered records
+// meanwhile. gen is read under each partition's mu, where Produce
+// buffers, and finish moves it on before the state lets a new transaction
+// begin: a batch of the next transaction is never in a partition
+// failBuffered empties.
+func (p *Producer) failBuffered(err error, gen uint64) {
+	if hook := testHookFailBuffered.Load(); hook != nil {
+		(*hook)()
+	}
 	var failed []*batch
+	defer func() {
+		for _, b := range failed {
+			if b.seq >= 0 {
+				p.needBump.Store(true)
+			}
+			b.complete(p, -1, -1, fmt.Errorf("produce to %s-%d: %w", b.ps.topic, b.ps.partition, err))
+		}
+	}()
 	for _, ts := range *p.topics.Load() {
 		for _, ps := range *ts.parts.Load() {
 			ps.mu.Lock()
+			if p.txn.gen.Load() != gen {
+				ps.mu.Unlock()
+				return // that transaction has ended
+			}
 			if ps.cur == nil && len(ps.queue) == 0 && len(ps.retries) == 0 {
 				ps.mu.Unlock()
 				continue
@@ -766,10 +795,7 @@ func (p *Producer) failBuffered(err error) {
 			ps.mu.Unlock()
 		}
 	}
-	for _, b := range failed {
-		if b.seq >= 0 {
-			p.needBump.Store(true)
-		}
-		b.complete(p, -1, -1, fmt.Errorf("produce to %s-%d: %w", b.ps.topic, b.ps.partition, err))
-	}
 }
+
+// testHookFailBuffered, when set (tests), runs as failBuffered starts.
+var testHookFailBuffered atomic.Pointer[func()]
