@@ -134,7 +134,9 @@ func TestFetchFromClosestReplica(t *testing.T) {
 	}
 	consume(2000)
 	read := hooks.take()
-	if read[near] < 10_000 || read[near] < 100*read[leader] {
+	// The leader answers the first fetch, and each of kgo's rechecks, with
+	// ~80 bytes and no records.
+	if read[near] < 10_000 || read[leader] > read[near]/10 {
 		t.Fatalf("fetch bytes by broker %v: want the records from %d, next to nothing from the leader %d", read, near, leader)
 	}
 

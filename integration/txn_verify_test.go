@@ -81,20 +81,24 @@ func TestTxnVerificationAcrossBrokers(t *testing.T) {
 	}
 	pid, epoch := producerOf(ctx, t, adm, txnID)
 	// The batch follows the producer's sequence in the partition, so that
-	// only the verification can refuse it.
-	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {partition: {}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := int32(-1)
-	described.EachProducer(func(d kadm.DescribedProducer) {
-		if d.ProducerID == pid {
-			next = d.LastSequence + 1
+	// only the verification can refuse it. It is sent once the last
+	// commit's marker is in the partition: EndTxn returns before the
+	// markers are written (as in Kafka), and until then the transaction
+	// is still open there, so its leader takes the batch as one more of
+	// that transaction without asking the coordinator (as Kafka's would).
+	next, open := int32(-1), int64(0)
+	waitFor(t, 10*time.Second, "the last commit's marker in the partition", func() bool {
+		described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {partition: {}}})
+		if err != nil {
+			t.Fatal(err)
 		}
+		described.EachProducer(func(d kadm.DescribedProducer) {
+			if d.ProducerID == pid {
+				next, open = d.LastSequence+1, d.CurrentTxnStartOffset
+			}
+		})
+		return next >= 0 && open < 0
 	})
-	if next < 0 {
-		t.Fatalf("partition %d has no state of producer %d: %+v", partition, pid, described)
-	}
 	opts := record.DefaultBatchOptions()
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = pid, epoch, next, true
 	bb := record.NewBatchBuilder(opts)
