@@ -126,6 +126,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"producer.id.expiration.check.interval.ms", ms(c.ProducerIDExpirationCheckInterval), ti, "600000"},
 		{"producer.id.expiration.ms", ms(c.ProducerIDExpiration), ti, "86400000"},
 		{"queued.max.request.bytes", i64(c.QueuedMaxRequestBytes), tl, "-1"},
+		{"replica.high.watermark.checkpoint.interval.ms", ms(c.HighWatermarkCheckpointInterval), tl, "5000"},
 		{"replica.lag.time.max.ms", ms(c.ReplicaLagTimeMax), tl, "30000"},
 		{"replica.selector.class", str(c.ReplicaSelectorClass), ts, ""},
 		{"socket.request.max.bytes", i(int(c.SocketRequestMaxBytes)), ti, "104857600"},

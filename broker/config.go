@@ -97,6 +97,7 @@ type Config struct {
 	LogFlushIntervalMs               int64
 	LogFlushSchedulerInterval        time.Duration
 	LogFlushOffsetCheckpointInterval time.Duration
+	HighWatermarkCheckpointInterval  time.Duration // replica.high.watermark.checkpoint.interval.ms
 	LogSegmentDeleteDelayMs          int64
 	MessageMaxBytes                  int
 	LogMessageTimestampType          string
@@ -361,6 +362,8 @@ func configKeys(c *Config) map[string]configKey {
 		"log.cleaner.min.cleanable.ratio":         {"0.5", f64(&c.LogCleanerMinCleanableRatio), ""},
 		"log.cleaner.min.compaction.lag.ms":       {"0", i64(&c.LogCleanerMinCompactionLagMs), ""},
 		"log.cleaner.max.compaction.lag.ms":       {"9223372036854775807", i64(&c.LogCleanerMaxCompactionLagMs), ""},
+		"replica.high.watermark.checkpoint.interval.ms": {"5000", ms(&c.HighWatermarkCheckpointInterval),
+			"how often each log dir's high watermarks are written (replication-offset-checkpoint), where a broker restarted after a crash starts from"},
 	}
 }
 

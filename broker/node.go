@@ -280,18 +280,19 @@ func (n *Node) start() (err error) {
 	}
 	if isBroker {
 		n.logs, err = storage.OpenManager(storage.ManagerConfig{
-			LogDirs:                   cfg.LogDirs,
-			RecoveryThreadsPerDataDir: cfg.NumRecoveryThreadsPerDataDir,
-			DefaultConfig:             cfg.LogConfig(),
-			RetentionCheckInterval:    cfg.LogRetentionCheckInterval,
-			FlushCheckInterval:        cfg.LogFlushSchedulerInterval,
-			CheckpointInterval:        cfg.LogFlushOffsetCheckpointInterval,
-			DisableLogCleaner:         !cfg.LogCleanerEnable,
-			CleanerBackoff:            cfg.LogCleanerBackoff,
-			CleanerDedupeBufferSize:   cfg.LogCleanerDedupeBufferSize,
-			WritebackBytes:            cfg.LogWritebackBytes,
-			OnLogDirFailure:           n.logDirFailed,
-			Logger:                    logger,
+			LogDirs:                         cfg.LogDirs,
+			RecoveryThreadsPerDataDir:       cfg.NumRecoveryThreadsPerDataDir,
+			DefaultConfig:                   cfg.LogConfig(),
+			RetentionCheckInterval:          cfg.LogRetentionCheckInterval,
+			FlushCheckInterval:              cfg.LogFlushSchedulerInterval,
+			CheckpointInterval:              cfg.LogFlushOffsetCheckpointInterval,
+			HighWatermarkCheckpointInterval: cfg.HighWatermarkCheckpointInterval,
+			DisableLogCleaner:               !cfg.LogCleanerEnable,
+			CleanerBackoff:                  cfg.LogCleanerBackoff,
+			CleanerDedupeBufferSize:         cfg.LogCleanerDedupeBufferSize,
+			WritebackBytes:                  cfg.LogWritebackBytes,
+			OnLogDirFailure:                 n.logDirFailed,
+			Logger:                          logger,
 		})
 		if err != nil {
 			return err

@@ -32,6 +32,9 @@ const (
 	defaultRetentionCheck     = 5 * time.Minute
 	defaultFlushCheck         = time.Second
 	defaultCheckpointInterval = time.Minute
+	// defaultHighWatermarkCheckpoint is Kafka's
+	// replica.high.watermark.checkpoint.interval.ms.
+	defaultHighWatermarkCheckpoint = 5 * time.Second
 )
 
 // ManagerConfig configures a Manager with the broker's log.* settings.
@@ -53,9 +56,14 @@ type ManagerConfig struct {
 	// flush.ms is checked.
 	FlushCheckInterval time.Duration
 	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms: how
-	// often recovery points, high watermarks and log start offsets are
-	// written.
+	// often recovery points and log start offsets are written (high
+	// watermarks too).
 	CheckpointInterval time.Duration
+	// HighWatermarkCheckpointInterval is
+	// replica.high.watermark.checkpoint.interval.ms (5 s): how often the
+	// high watermarks alone are written, so that a broker restarted after
+	// a crash starts from recent ones.
+	HighWatermarkCheckpointInterval time.Duration
 	// DisableLogCleaner is log.cleaner.enable=false: compacted topics are
 	// not cleaned (the zero value runs the cleaner, as Kafka does).
 	DisableLogCleaner bool
@@ -124,6 +132,9 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = defaultCheckpointInterval
+	}
+	if cfg.HighWatermarkCheckpointInterval <= 0 {
+		cfg.HighWatermarkCheckpointInterval = defaultHighWatermarkCheckpoint
 	}
 	if cfg.CleanerBackoff <= 0 {
 		cfg.CleanerBackoff = DefaultCleanerBackoff
@@ -437,7 +448,15 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 
 // CheckpointOffsets writes each dir's recovery-point, high-watermark and
 // log-start-offset checkpoint files atomically.
-func (m *Manager) CheckpointOffsets() error {
+func (m *Manager) CheckpointOffsets() error { return m.checkpoint(false) }
+
+// CheckpointHighWatermarks writes every log dir's high-watermark
+// checkpoint (replication-offset-checkpoint) alone.
+func (m *Manager) CheckpointHighWatermarks() error { return m.checkpoint(true) }
+
+// checkpoint writes the offset checkpoints of every online log dir: all
+// three, or with hwOnly the high watermarks'.
+func (m *Manager) checkpoint(hwOnly bool) error {
 	m.mu.RLock()
 	byDir := map[string][]*Log{}
 	for tp, l := range m.logs {
@@ -453,10 +472,12 @@ func (m *Manager) CheckpointOffsets() error {
 		for _, l := range byDir[dir] {
 			rp[l.tp], hw[l.tp], ls[l.tp] = l.RecoveryPoint(), l.HighWatermark(), l.LogStartOffset()
 		}
-		err := errors.Join(
-			NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Write(rp),
-			NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Write(hw),
-			NewOffsetCheckpointFile(filepath.Join(dir, logStartOffsetCheckpoint)).Write(ls))
+		err := NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Write(hw)
+		if !hwOnly {
+			err = errors.Join(err,
+				NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Write(rp),
+				NewOffsetCheckpointFile(filepath.Join(dir, logStartOffsetCheckpoint)).Write(ls))
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("checkpoint log dir %s: %w", dir, m.dirs[dir].check(err)))
 		}
@@ -506,9 +527,11 @@ func (m *Manager) backgroundLoop() {
 	retention := time.NewTicker(m.cfg.RetentionCheckInterval)
 	flush := time.NewTicker(m.cfg.FlushCheckInterval)
 	checkpoint := time.NewTicker(m.cfg.CheckpointInterval)
+	hwCheckpoint := time.NewTicker(m.cfg.HighWatermarkCheckpointInterval)
 	defer retention.Stop()
 	defer flush.Stop()
 	defer checkpoint.Stop()
+	defer hwCheckpoint.Stop()
 	for {
 		select {
 		case <-m.stop:
@@ -524,6 +547,10 @@ func (m *Manager) backgroundLoop() {
 		case <-checkpoint.C:
 			if err := m.CheckpointOffsets(); err != nil {
 				m.logger.Error("writing offset checkpoints failed", "error", err)
+			}
+		case <-hwCheckpoint.C:
+			if err := m.CheckpointHighWatermarks(); err != nil {
+				m.logger.Error("writing the high-watermark checkpoints failed", "error", err)
 			}
 		}
 	}

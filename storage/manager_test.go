@@ -440,3 +440,37 @@ func TestManagerWriteback(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHighWatermarkCheckpointInterval: the high watermarks are written on
+// replica.high.watermark.checkpoint.interval.ms alone, well before the
+// recovery points' log.flush.offset.checkpoint.interval.ms, so a broker
+// that crashes restarts from recent ones (Kafka's 5 s against 60 s).
+func TestHighWatermarkCheckpointInterval(t *testing.T) {
+	noGoroutineLeak(t)
+	dir := t.TempDir()
+	cfg := testManagerConfig(dir)
+	cfg.CheckpointInterval, cfg.HighWatermarkCheckpointInterval = time.Hour, 20*time.Millisecond
+	m := openTestManager(t, cfg)
+	tp := TopicPartition{"hw", 0}
+	l, err := m.GetOrCreateLog(tp, LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillLog(t, l, 3)
+	l.SetHighWatermark(l.LogEndOffset())
+	want := l.HighWatermark()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hws, err := NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Read()
+		if err == nil && hws[tp] == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("high-watermark checkpoint %v (%v), want %s at %d", hws, err, tp, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rps, err := NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Read(); err == nil && len(rps) > 0 {
+		t.Fatalf("recovery points written before their hour-long interval: %v", rps)
+	}
+}
