@@ -468,12 +468,16 @@ func (m *Manager) checkpoint(hwOnly bool) error {
 		if m.dirs[dir].isOffline() {
 			continue
 		}
-		rp, hw, ls := map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
+		hw := map[TopicPartition]int64{}
 		for _, l := range byDir[dir] {
-			rp[l.tp], hw[l.tp], ls[l.tp] = l.RecoveryPoint(), l.HighWatermark(), l.LogStartOffset()
+			hw[l.tp] = l.HighWatermark()
 		}
 		err := NewOffsetCheckpointFile(filepath.Join(dir, highWatermarkCheckpoint)).Write(hw)
 		if !hwOnly {
+			rp, ls := map[TopicPartition]int64{}, map[TopicPartition]int64{}
+			for _, l := range byDir[dir] {
+				rp[l.tp], ls[l.tp] = l.RecoveryPoint(), l.LogStartOffset()
+			}
 			err = errors.Join(err,
 				NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Write(rp),
 				NewOffsetCheckpointFile(filepath.Join(dir, logStartOffsetCheckpoint)).Write(ls))
