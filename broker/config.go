@@ -746,7 +746,7 @@ func (c *Config) validate() error {
 	if c.MinInsyncReplicas < 1 {
 		return fmt.Errorf("min.insync.replicas must be >= 1, got %d", c.MinInsyncReplicas)
 	}
-	overrides, err := ConnectionsPerIPOverrides(c.MaxConnectionsPerIPOverrides)
+	overrides, err := connectionsPerIPOverrides(c.MaxConnectionsPerIPOverrides)
 	if err != nil {
 		return err
 	}
@@ -793,10 +793,10 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// ConnectionsPerIPOverrides parses max.connections.per.ip.overrides:
+// connectionsPerIPOverrides parses max.connections.per.ip.overrides:
 // comma-separated host:count pairs, the count after the last colon (so an
 // IPv6 address needs no brackets), as Kafka reads them.
-func ConnectionsPerIPOverrides(v string) (map[string]int, error) {
+func connectionsPerIPOverrides(v string) (map[string]int, error) {
 	out := map[string]int{}
 	for _, e := range splitList(v) {
 		i := strings.LastIndexByte(e, ':')

@@ -699,7 +699,7 @@ func (r *listenerRouter) Handle(ctx context.Context, req *network.Request) netwo
 // and a host name in the overrides counts for each address it resolves to
 // now, as Kafka resolves it when it reads the setting.
 func connectionsPerIP(cfg *Config) (int, map[netip.Addr]int, error) {
-	overrides, err := ConnectionsPerIPOverrides(cfg.MaxConnectionsPerIPOverrides)
+	overrides, err := connectionsPerIPOverrides(cfg.MaxConnectionsPerIPOverrides)
 	if err != nil {
 		return 0, nil, err
 	}
