@@ -54,6 +54,17 @@ type Config struct {
 	TrailingLogs uint64
 	// SnapshotRetain is how many snapshots are kept on disk (default 2).
 	SnapshotRetain int
+	// MaxBytesBetweenSnapshots is KRaft's
+	// metadata.log.max.record.bytes.between.snapshots: a node snapshots
+	// once this many bytes of metadata records were applied since its
+	// last snapshot. Raft's SnapshotThreshold still applies too, whichever
+	// comes first: it bounds the entries a restart replays (each costs a
+	// copy of the image's topic maps). 0: the threshold alone.
+	MaxBytesBetweenSnapshots int64
+	// MaxSnapshotInterval is KRaft's metadata.log.max.snapshot.interval.ms:
+	// a node with records applied since its last snapshot takes one once
+	// this long has passed since that snapshot. 0: never by time.
+	MaxSnapshotInterval time.Duration
 
 	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout and
 	// CommitTimeout are hashicorp/raft's timers (defaults 1s, 1s, 500ms,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -50,6 +51,11 @@ type fsm struct {
 	image    atomic.Pointer[metadata.Image]
 	applied  atomic.Int64 // highest log index the FSM has processed (applied or skipped)
 	restores atomic.Int64 // snapshots restored, for tests and logs
+	// sinceSnapshot is the bytes of metadata records applied since the
+	// last snapshot taken or restored, and snapshotAt (unix nanoseconds)
+	// when that was: what snapshotLoop decides on.
+	sinceSnapshot atomic.Int64
+	snapshotAt    atomic.Int64
 
 	mu     sync.Mutex
 	subs   map[*subscription]struct{}
@@ -59,6 +65,7 @@ type fsm struct {
 func newFSM(logger hclog.Logger) *fsm {
 	f := &fsm{logger: logger, subs: map[*subscription]struct{}{}, notify: make(chan struct{})}
 	f.image.Store(metadata.EmptyImage())
+	f.snapshotAt.Store(time.Now().UnixNano())
 	return f
 }
 
@@ -78,6 +85,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		if l.Type != raft.LogCommand {
 			continue
 		}
+		f.sinceSnapshot.Add(int64(len(l.Data)))
 		records, err := metadata.DecodeBatch(l.Data)
 		if err != nil {
 			f.logger.Error("skipping undecodable metadata batch", "offset", l.Index, "error", err)
@@ -108,6 +116,20 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	return resps
 }
 
+// snapshotDue reports whether a snapshot is due: maxBytes (if > 0) of
+// records applied since the last one, or any applied and maxAge (if > 0)
+// passed since it.
+func (f *fsm) snapshotDue(now time.Time, maxBytes int64, maxAge time.Duration) bool {
+	n := f.sinceSnapshot.Load()
+	switch {
+	case n == 0:
+		return false
+	case maxBytes > 0 && n >= maxBytes:
+		return true
+	}
+	return maxAge > 0 && now.Sub(time.Unix(0, f.snapshotAt.Load())) >= maxAge
+}
+
 // Apply applies one entry (raft.FSM; Raft uses ApplyBatch).
 func (f *fsm) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
@@ -115,6 +137,8 @@ func (f *fsm) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l
 // encoding happens in Persist, concurrently with later applies, which is
 // safe because images are immutable.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.sinceSnapshot.Store(0)
+	f.snapshotAt.Store(time.Now().UnixNano())
 	return &fsmSnapshot{img: f.image.Load(), applied: f.applied.Load()}, nil
 }
 
@@ -138,6 +162,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		}
 	}
 	f.image.Store(img)
+	f.sinceSnapshot.Store(0)
+	f.snapshotAt.Store(time.Now().UnixNano())
 	f.restores.Add(1)
 	f.mu.Lock()
 	f.advanceLocked(snap.applied)

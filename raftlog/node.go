@@ -54,6 +54,8 @@ type Node struct {
 
 	mu      sync.Mutex     // guards waiters' Add against Close's Wait
 	waiters sync.WaitGroup // goroutines waiting on Raft futures
+
+	snapLoopDone chan struct{} // closed when snapshotLoop returns; nil: not started
 }
 
 // Open starts this node's Raft: it opens (or creates) the on-disk state
@@ -164,7 +166,43 @@ func (n *Node) open() error {
 				"voters", FormatVoters(voters))
 		}
 	}
+	if n.cfg.MaxBytesBetweenSnapshots > 0 || n.cfg.MaxSnapshotInterval > 0 {
+		// Last: once it runs, only Close stops it.
+		n.snapLoopDone = make(chan struct{})
+		go n.snapshotLoop()
+	}
 	return nil
+}
+
+// snapshotCheck is how often snapshotLoop looks whether a snapshot is due.
+const snapshotCheck = time.Second
+
+// snapshotLoop takes the snapshots metadata.log.max.record.bytes.between.snapshots
+// and metadata.log.max.snapshot.interval.ms call for (KRaft's
+// SnapshotGenerator): each node its own, from its own applied image. It
+// stops when the node closes.
+func (n *Node) snapshotLoop() {
+	defer close(n.snapLoopDone)
+	tick := time.NewTicker(snapshotCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.closed:
+			return
+		case now := <-tick.C:
+			if !n.fsm.snapshotDue(now, n.cfg.MaxBytesBetweenSnapshots, n.cfg.MaxSnapshotInterval) {
+				continue
+			}
+			err := n.raft.Snapshot().Error()
+			switch {
+			case err == nil:
+				n.logger.Debug("took a metadata snapshot", "applied", n.fsm.applied.Load())
+			case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown):
+			default:
+				n.logger.Warn("metadata snapshot failed; trying again later", "error", err)
+			}
+		}
+	}
 }
 
 // release frees whatever open managed to set up.
@@ -195,6 +233,9 @@ func (n *Node) Close() error {
 		n.mu.Unlock()
 		if err := n.raft.Shutdown().Error(); err != nil {
 			n.closeErr = fmt.Errorf("shut down raft of node %d: %w", n.cfg.NodeID, err)
+		}
+		if n.snapLoopDone != nil {
+			<-n.snapLoopDone // its Snapshot, if any, ended with the shutdown
 		}
 		_ = n.mux.Close()
 		done := make(chan struct{})

@@ -427,3 +427,67 @@ func TestSecondNodeOnTheSameDirIsRefused(t *testing.T) {
 		t.Fatal("second node opened a locked metadata log")
 	}
 }
+
+// metadata.log.max.record.bytes.between.snapshots: each node snapshots once
+// that many bytes of records were applied since its last snapshot;
+// metadata.log.max.snapshot.interval.ms
+// snapshots a node with anything applied once that long has passed.
+func TestSnapshotsByBytesAndInterval(t *testing.T) {
+	checkGoroutines(t)
+	snapshots := func(tn *testNode) []*raft.SnapshotMeta {
+		snaps, err := tn.node.snaps.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snaps
+	}
+	t.Run("bytes", func(t *testing.T) {
+		c := newCluster(t, 1, func(id int32, cfg *Config) { cfg.MaxBytesBetweenSnapshots = 4096 })
+		tn := c.waitLeader()
+		var last int64
+		for i := 0; i < 10; i++ { // well under 4096 bytes
+			last = c.propose(createTopic(fmt.Sprintf("a%02d", i), 1)...)
+		}
+		c.waitAgree(last)
+		if n := tn.node.fsm.sinceSnapshot.Load(); n == 0 || n >= 4096 {
+			t.Fatalf("%d bytes applied; the test wants some, under 4096", n)
+		}
+		time.Sleep(2 * snapshotCheck)
+		if s := snapshots(tn); len(s) != 0 {
+			t.Fatalf("snapshot at %d before 4096 bytes were applied", s[0].Index)
+		}
+		for i := 0; tn.node.fsm.sinceSnapshot.Load() < 4096; i++ {
+			c.waitAgree(c.propose(createTopic(fmt.Sprintf("b%03d", i), 1)...))
+		}
+		eventually(t, 10*time.Second, "a snapshot after 4096 bytes", func() error {
+			if s := snapshots(tn); len(s) == 0 {
+				return errors.New("none yet")
+			}
+			return nil
+		})
+		if n := tn.node.fsm.sinceSnapshot.Load(); n >= 4096 {
+			t.Fatalf("%d bytes since the snapshot", n)
+		}
+	})
+	t.Run("interval", func(t *testing.T) {
+		begin := time.Now()
+		c := newCluster(t, 1, func(id int32, cfg *Config) { cfg.MaxSnapshotInterval = 2 * time.Second })
+		tn := c.waitLeader()
+		c.waitAgree(c.propose(createTopic("one", 1)...))
+		eventually(t, 10*time.Second, "a snapshot after the interval", func() error {
+			if s := snapshots(tn); len(s) == 0 {
+				return errors.New("none yet")
+			}
+			return nil
+		})
+		if took := time.Since(begin); took < 2*time.Second {
+			t.Fatalf("snapshot %v after the node started, want at least the 2 s interval", took)
+		}
+		// Nothing applied since: no more snapshots.
+		first := snapshots(tn)[0]
+		time.Sleep(2*time.Second + 2*snapshotCheck)
+		if s := snapshots(tn); s[0].ID != first.ID {
+			t.Fatalf("another snapshot (%d) with nothing new applied", s[0].Index)
+		}
+	})
+}
