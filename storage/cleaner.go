@@ -121,6 +121,9 @@ type cleanPlan struct {
 	// max.compaction.lag.ms (Kafka's maxCompactionDelay); above 0 the log
 	// is cleaned whatever its dirty ratio.
 	maxCompactionDelayMs int64
+	// throttle holds the pass to log.cleaner.io.max.bytes.per.second
+	// (nil: unthrottled).
+	throttle *ioThrottler
 }
 
 // dirtyRatio is Kafka's cleanableRatio: dirty bytes over cleanable bytes.
@@ -240,6 +243,9 @@ func (l *Log) clean(p *cleanPlan, maxKeys int, stop <-chan struct{}) (cleanStats
 			break
 		}
 		err := readSegmentBatches(cs, stop, func(batch []byte, h record.BatchHeader) error {
+			if err := p.throttle.account(len(batch)); err != nil {
+				return err
+			}
 			if abortedBatch(p.aborted, &h) {
 				return nil // its records are dropped: they shadow no key
 			}
@@ -314,11 +320,17 @@ func (l *Log) cleanGroup(p *cleanPlan, group []cleanSegment, f *batchFilter, sto
 	defer func() { f.out = out[:0] }()
 	for _, cs := range group {
 		err := readSegmentBatches(cs, stop, func(batch []byte, h record.BatchHeader) error {
+			if err := p.throttle.account(len(batch)); err != nil {
+				return err
+			}
 			var err error
 			if out, err = f.filter(out, batch, h); err != nil {
 				return err
 			}
 			if len(out) >= cleanerIOBufferBytes {
+				if err := p.throttle.account(len(out)); err != nil {
+					return err
+				}
 				err = cleaned.append(out)
 				out = out[:0]
 			}

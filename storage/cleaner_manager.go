@@ -142,6 +142,7 @@ func (m *Manager) runCleaner(stop <-chan struct{}) (bool, error) {
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].plan.dirtyRatio() > cands[j].plan.dirtyRatio() })
 	c := cands[0]
 	maxKeys := int(m.cfg.CleanerDedupeBufferSize / offsetMapEntryBytes)
+	c.plan.throttle = &ioThrottler{rate: m.CleanerIOMaxBytesPerSecond, stop: stop}
 	stats, err := c.log.clean(c.plan, maxKeys, stop)
 	if err != nil {
 		if errors.Is(err, errCleanAborted) || c.log.isClosed() {

@@ -524,3 +524,48 @@ func TestMaxCompactionLagRollsCompactedLogs(t *testing.T) {
 		}
 	}
 }
+
+// log.cleaner.io.max.bytes.per.second bounds what a pass reads and writes:
+// a pass that moves about 3 × the log's bytes (the offset map's read, the
+// rewrite's read and its write) takes at least that divided by the rate,
+// and is unslowed without one; a stop during a throttled pass aborts it at
+// once.
+func TestCleanerIOThrottle(t *testing.T) {
+	run := func(rate float64) (time.Duration, int64) {
+		clock := newFakeClock()
+		m := openTestManager(t, ManagerConfig{LogDirs: []string{t.TempDir()}, Now: clock.Now, DisableLogCleaner: true, CleanerIOMaxBytesPerSecond: rate})
+		l, err := m.GetOrCreateLog(TopicPartition{Topic: "compacted", Partition: 0}, compactConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		overwriteLog(t, l, record.CompressionNone, rand.New(rand.NewSource(5)), 2000, 100, 200, clock)
+		l.SetHighWatermark(l.LogEndOffset())
+		size := l.Size()
+		start := time.Now()
+		if cleaned, err := m.RunCleaner(); !cleaned || err != nil {
+			t.Fatalf("cleaned %v, %v", cleaned, err)
+		}
+		return time.Since(start), size
+	}
+	fast, size := run(0)
+	// Reading the log twice alone takes 2 s at this rate.
+	slow, _ := run(float64(size))
+	t.Logf("%d bytes cleaned in %v unthrottled, %v at %d bytes/s", size, fast, slow, size)
+	if slow < 2*time.Second-cleanerThrottlePeriod {
+		t.Fatalf("throttled pass took %v, want at least about 2 s", slow)
+	}
+	if fast > slow/4 {
+		t.Fatalf("unthrottled pass took %v against %v throttled", fast, slow)
+	}
+
+	stop := make(chan struct{})
+	th := &ioThrottler{rate: func() float64 { return 1 }, stop: stop}
+	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
+	start := time.Now()
+	if err := th.account(1 << 20); !errors.Is(err, errCleanAborted) {
+		t.Fatalf("account during a stop: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the stop ended the sleep after %v", took)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -76,6 +77,11 @@ type ManagerConfig struct {
 	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
 	// memory of one pass's offset map (128 MiB).
 	CleanerDedupeBufferSize int64
+	// CleanerIOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second
+	// at start: the most bytes a second the cleaner reads and writes
+	// together (0: unthrottled; Kafka's default, Double.MAX_VALUE, too),
+	// until SetCleanerIOMaxBytesPerSecond changes it.
+	CleanerIOMaxBytesPerSecond float64
 	// OnLogDirFailure is called once per log dir, with the first I/O error
 	// that took it offline (dirfailure.go). It runs on the goroutine that
 	// met the error and must not block or call into the Manager.
@@ -111,6 +117,9 @@ type Manager struct {
 	writebackBytes atomic.Int64
 	// cleaner is the log cleaner's state (cleaner_manager.go).
 	cleaner logCleaner
+	// cleanerIORate is log.cleaner.io.max.bytes.per.second, as float64
+	// bits (SetCleanerIOMaxBytesPerSecond).
+	cleanerIORate atomic.Uint64
 }
 
 // OpenManager locks every log dir and opens every partition in them,
@@ -158,6 +167,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	m.writeback = newWritebackQueue(m.stop)
 	m.writebackBytes.Store(cfg.WritebackBytes)
+	m.cleanerIORate.Store(math.Float64bits(cfg.CleanerIOMaxBytesPerSecond))
 	for _, dir := range cfg.LogDirs {
 		m.dirs[dir] = &logDir{path: dir, failed: m.dirFailed}
 	}
@@ -558,6 +568,18 @@ func (m *Manager) backgroundLoop() {
 			}
 		}
 	}
+}
+
+// CleanerIOMaxBytesPerSecond is the log cleaner's current I/O bound
+// (log.cleaner.io.max.bytes.per.second; 0: unthrottled).
+func (m *Manager) CleanerIOMaxBytesPerSecond() float64 {
+	return math.Float64frombits(m.cleanerIORate.Load())
+}
+
+// SetCleanerIOMaxBytesPerSecond changes log.cleaner.io.max.bytes.per.second;
+// a pass already running takes it at its next check.
+func (m *Manager) SetCleanerIOMaxBytesPerSecond(rate float64) {
+	m.cleanerIORate.Store(math.Float64bits(rate))
 }
 
 // SetWritebackBytes changes keel.log.writeback.bytes for every log of the
