@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +83,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.cleaner.dedupe.buffer.size", i64(c.LogCleanerDedupeBufferSize), tl, "134217728"},
 		{"log.cleaner.delete.retention.ms", i64(c.LogCleanerDeleteRetentionMs), tl, "86400000"},
 		{"log.cleaner.enable", b(c.LogCleanerEnable), tb, "true"},
+		{"log.cleaner.io.max.bytes.per.second", str(javaDouble(c.LogCleanerIOMaxBytesPerSec)), kmsg.ConfigTypeDouble, "1.7976931348623157E308"},
 		{"log.cleaner.min.cleanable.ratio", str(strconv.FormatFloat(c.LogCleanerMinCleanableRatio, 'f', -1, 64)), kmsg.ConfigTypeDouble, "0.5"},
 		{"log.cleaner.min.compaction.lag.ms", i64(c.LogCleanerMinCompactionLagMs), tl, "0"},
 		{"log.cleaner.max.compaction.lag.ms", i64(c.LogCleanerMaxCompactionLagMs), tl, long},
@@ -108,6 +110,8 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"max.connections.per.ip", i(c.MaxConnectionsPerIP), ti, "2147483647"},
 		{"max.connections.per.ip.overrides", str(c.MaxConnectionsPerIPOverrides), ts, ""},
 		{"max.incremental.fetch.session.cache.slots", i(c.FetchSessionCacheSlots), ti, "1000"},
+		{"metadata.log.max.record.bytes.between.snapshots", i64(c.MetadataMaxBytesBetweenSnapshots), tl, "20971520"},
+		{"metadata.log.max.snapshot.interval.ms", ms(c.MetadataMaxSnapshotInterval), tl, "3600000"},
 		{"num.replica.fetchers", i(c.NumReplicaFetchers), ti, "1"},
 		{"message.max.bytes", i(c.MessageMaxBytes), ti, "1048588"},
 		{"metadata.log.dir", str(c.MetadataLogDir), ts, ""},
@@ -126,9 +130,20 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"producer.id.expiration.check.interval.ms", ms(c.ProducerIDExpirationCheckInterval), ti, "600000"},
 		{"producer.id.expiration.ms", ms(c.ProducerIDExpiration), ti, "86400000"},
 		{"queued.max.request.bytes", i64(c.QueuedMaxRequestBytes), tl, "-1"},
+		{"quota.window.num", i(c.QuotaWindowNum), ti, "11"},
+		{"quota.window.size.seconds", i(c.QuotaWindowSizeSeconds), ti, "1"},
+		{"replica.fetch.backoff.ms", ms(c.ReplicaFetchBackoff), ti, "1000"},
+		{"replica.fetch.max.bytes", i(c.ReplicaFetchMaxBytes), ti, "1048576"},
+		{"replica.fetch.min.bytes", i(c.ReplicaFetchMinBytes), ti, "1"},
+		{"replica.fetch.response.max.bytes", i(c.ReplicaFetchResponseMaxBytes), ti, "10485760"},
+		{"replica.fetch.wait.max.ms", ms(c.ReplicaFetchWaitMax), ti, "500"},
 		{"replica.high.watermark.checkpoint.interval.ms", ms(c.HighWatermarkCheckpointInterval), tl, "5000"},
 		{"replica.lag.time.max.ms", ms(c.ReplicaLagTimeMax), tl, "30000"},
 		{"replica.selector.class", str(c.ReplicaSelectorClass), ts, ""},
+		{"replica.socket.receive.buffer.bytes", i(c.ReplicaSocketReceiveBufferBytes), ti, "-1"},
+		{"replica.socket.timeout.ms", ms(c.ReplicaSocketTimeout), ti, "30000"},
+		{"replication.quota.window.num", i(c.ReplicationQuotaWindowNum), ti, "11"},
+		{"replication.quota.window.size.seconds", i(c.ReplicationQuotaWindowSizeSeconds), ti, "1"},
 		{"socket.request.max.bytes", i(int(c.SocketRequestMaxBytes)), ti, "104857600"},
 		{"super.users", str(strings.Join(c.SuperUsers, ";")), ts, ""},
 		{"transaction.abort.timed.out.transaction.cleanup.interval.ms", ms(c.TransactionAbortTimedOutInterval), ti, "10000"},
@@ -211,4 +226,24 @@ var topicConfigDocs = map[string]string{
 	"segment.jitter.ms":                       "The largest random jitter subtracted from segment.ms.",
 	"segment.ms":                              "The age after which the active segment rolls even when not full.",
 	"unclean.leader.election.enable":          "Whether a replica outside the ISR may become leader, at the cost of data loss.",
+}
+
+// javaDouble formats v as Java's Double.toString does, as Kafka's
+// DescribeConfigs shows a double: plain between 10^-3 and 10^7, with at
+// least one decimal (1048576.0), else in scientific notation
+// (1.7976931348623157E308).
+func javaDouble(v float64) string {
+	if a := math.Abs(v); a == 0 || (a >= 1e-3 && a < 1e7) || math.IsInf(v, 0) || math.IsNaN(v) {
+		s := strconv.FormatFloat(v, 'f', -1, 64)
+		if !strings.ContainsAny(s, ".IN") {
+			s += ".0"
+		}
+		return s
+	}
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(v, 'E', -1, 64), "E")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	e, _ := strconv.Atoi(exp)
+	return mant + "E" + strconv.Itoa(e)
 }

@@ -33,9 +33,6 @@ import (
 //   - Followers are never client-quota throttled (replication has its own
 //     throttles, quota.go).
 
-// quotaMaxThrottle bounds one throttle: a window's worth of samples.
-const quotaMaxThrottle = quotaSamples * quotaWindow
-
 // clientQuotaSensorKey is what a rate is measured per: the user and the
 // client id, each "" when the matched entity has no such component.
 type clientQuotaSensorKey struct {
@@ -49,6 +46,7 @@ type clientQuotaSensorKey struct {
 // Concurrency: safe for any goroutine.
 type clientQuotas struct {
 	key     string
+	windows quotaWindows // quota.window.num and .size.seconds
 	mu      sync.Mutex
 	sensors map[clientQuotaSensorKey]*rateQuota
 	// sweepAt is the number of sensors at which a new one first drops the
@@ -59,8 +57,8 @@ type clientQuotas struct {
 // minSensorSweep is the fewest sensors a sweep waits for.
 const minSensorSweep = 1024
 
-func newClientQuotas(key string) *clientQuotas {
-	return &clientQuotas{key: key, sensors: map[clientQuotaSensorKey]*rateQuota{}, sweepAt: minSensorSweep}
+func newClientQuotas(key string, windows quotaWindows) *clientQuotas {
+	return &clientQuotas{key: key, windows: windows, sensors: map[clientQuotaSensorKey]*rateQuota{}, sweepAt: minSensorSweep}
 }
 
 // sensor returns the sensor of sk, creating it. Creating one when there
@@ -83,7 +81,7 @@ func (q *clientQuotas) sensor(sk clientQuotaSensorKey, now time.Time) *rateQuota
 		}
 		q.sweepAt = max(minSensorSweep, 2*len(q.sensors))
 	}
-	s = newRateQuota()
+	s = newRateQuota(q.windows)
 	q.sensors[sk] = s
 	return s
 }
@@ -149,10 +147,10 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, b
 		return 0, undo
 	}
 	if bound <= 0 {
-		return quotaMaxThrottle, undo
+		return q.windows.maxThrottle(), undo
 	}
-	throttle := time.Duration((rate - bound) / bound * float64(quotaRateSpan))
-	return min(throttle, quotaMaxThrottle), undo
+	throttle := time.Duration((rate - bound) / bound * float64(q.windows.span()))
+	return min(throttle, q.windows.maxThrottle()), undo
 }
 
 // throttleMillis is a throttle as a response's ThrottleMillis.

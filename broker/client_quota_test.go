@@ -39,7 +39,7 @@ func TestClientQuotaResolution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := newClientQuotas(metadata.QuotaProducerByteRate)
+	q := newClientQuotas(metadata.QuotaProducerByteRate, defaultQuotaWindows)
 	for _, tc := range []struct {
 		user, client string
 		bound        float64
@@ -120,7 +120,7 @@ func TestClientQuotas(t *testing.T) {
 	rc := c.dialRaw(t)
 	first, _ := produce(rc, 20)
 	throttle := time.Duration(first.ThrottleMillis) * time.Millisecond
-	if throttle < 500*time.Millisecond || throttle > quotaMaxThrottle {
+	if throttle < 500*time.Millisecond || throttle > defaultQuotaWindows.maxThrottle() {
 		t.Fatalf("throttle %v for a 20 KB produce at %d bytes/s", throttle, bound)
 	}
 	if _, took := produce(rc, 1); took < throttle*8/10 {
@@ -201,7 +201,7 @@ func TestClientQuotaBoundsAKgoProducer(t *testing.T) {
 // the sensor's record and rate). Compare with BenchmarkSmallProduceRequest,
 // the whole handling of a one-record produce.
 func BenchmarkClientQuotaRecord(b *testing.B) {
-	q := newClientQuotas(metadata.QuotaProducerByteRate)
+	q := newClientQuotas(metadata.QuotaProducerByteRate, defaultQuotaWindows)
 	now := time.Now
 	b.Run("no-quotas", func(b *testing.B) {
 		img := metadata.EmptyImage()
@@ -262,7 +262,7 @@ func TestClientQuotaSensorsOfGoneClientsAreDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := newClientQuotas(metadata.QuotaProducerByteRate)
+	q := newClientQuotas(metadata.QuotaProducerByteRate, defaultQuotaWindows)
 	t0 := time.Now()
 	for i := range 3000 {
 		q.record(img, "User:ANONYMOUS", fmt.Sprint("gone-", i), 10, func() time.Time { return t0 })

@@ -44,6 +44,14 @@ type Config struct {
 	ReplicaFetchWaitMax                  time.Duration // replica.fetch.wait.max.ms
 	ReplicaFetchMinBytes                 int           // replica.fetch.min.bytes
 	ReplicaFetchBackoff                  time.Duration // replica.fetch.backoff.ms
+	ReplicaSocketTimeout                 time.Duration // replica.socket.timeout.ms
+	ReplicaSocketReceiveBufferBytes      int           // replica.socket.receive.buffer.bytes; -1: the OS's
+	MetadataMaxBytesBetweenSnapshots     int64         // metadata.log.max.record.bytes.between.snapshots
+	MetadataMaxSnapshotInterval          time.Duration // metadata.log.max.snapshot.interval.ms
+	QuotaWindowNum                       int           // quota.window.num
+	QuotaWindowSizeSeconds               int           // quota.window.size.seconds
+	ReplicationQuotaWindowNum            int           // replication.quota.window.num
+	ReplicationQuotaWindowSizeSeconds    int           // replication.quota.window.size.seconds
 	UncleanLeaderElectionEnable          bool
 	AutoCreateTopicsEnable               bool
 	DeleteTopicEnable                    bool  // delete.topic.enable
@@ -112,6 +120,7 @@ type Config struct {
 	LogCleanerMinCleanableRatio  float64       // log.cleaner.min.cleanable.ratio (min.cleanable.dirty.ratio)
 	LogCleanerMinCompactionLagMs int64         // log.cleaner.min.compaction.lag.ms (min.compaction.lag.ms)
 	LogCleanerMaxCompactionLagMs int64         // log.cleaner.max.compaction.lag.ms (max.compaction.lag.ms)
+	LogCleanerIOMaxBytesPerSec   float64       // log.cleaner.io.max.bytes.per.second
 
 	// Idempotent producer state (storage/producer_state.go).
 	ProducerIDExpiration              time.Duration // producer.id.expiration.ms
@@ -273,6 +282,14 @@ func configKeys(c *Config) map[string]configKey {
 		"replica.fetch.wait.max.ms":                                   {"500", ms(&c.ReplicaFetchWaitMax), ""},
 		"replica.fetch.min.bytes":                                     {"1", i(&c.ReplicaFetchMinBytes), ""},
 		"replica.fetch.backoff.ms":                                    {"1000", ms(&c.ReplicaFetchBackoff), ""},
+		"replica.socket.timeout.ms":                                   {"30000", ms(&c.ReplicaSocketTimeout), "how long a follower waits for the leader's answer to one of its requests (Fetch, OffsetForLeaderEpoch, ListOffsets) before it drops the connection and fetches again; at least replica.fetch.wait.max.ms"},
+		"metadata.log.max.record.bytes.between.snapshots":             {"20971520", i64(&c.MetadataMaxBytesBetweenSnapshots), "each node snapshots its metadata image once this many bytes of metadata records were applied since its last snapshot"},
+		"metadata.log.max.snapshot.interval.ms":                       {"3600000", ms(&c.MetadataMaxSnapshotInterval), "a node with metadata records applied since its last snapshot takes one once this long has passed (0: only by bytes)"},
+		"quota.window.num":                                            {"11", i(&c.QuotaWindowNum), "how many windows client quotas (producer_byte_rate, consumer_byte_rate) measure a rate over"},
+		"quota.window.size.seconds":                                   {"1", i(&c.QuotaWindowSizeSeconds), "the length of each client quota window"},
+		"replication.quota.window.num":                                {"11", i(&c.ReplicationQuotaWindowNum), "how many windows the replication throttles measure a rate over"},
+		"replication.quota.window.size.seconds":                       {"1", i(&c.ReplicationQuotaWindowSizeSeconds), "the length of each replication throttle window"},
+		"replica.socket.receive.buffer.bytes":                         {"-1", i(&c.ReplicaSocketReceiveBufferBytes), "SO_RCVBUF of followers' connections to leaders, set before connecting; -1: the OS's (autotuned; Kafka's default is 65536)"},
 		"num.replica.fetchers":                                        {"1", i(&c.NumReplicaFetchers), "fetcher goroutines (and connections) per source broker"},
 		"unclean.leader.election.enable":                              {"false", b(&c.UncleanLeaderElectionEnable), ""},
 		"auto.create.topics.enable":                                   {"true", b(&c.AutoCreateTopicsEnable), ""},
@@ -360,11 +377,24 @@ func configKeys(c *Config) map[string]configKey {
 		"log.cleanup.policy":                      {"delete", s(&c.LogCleanupPolicy), ""},
 		"log.cleaner.delete.retention.ms":         {"86400000", i64(&c.LogCleanerDeleteRetentionMs), ""},
 		"log.cleaner.min.cleanable.ratio":         {"0.5", f64(&c.LogCleanerMinCleanableRatio), ""},
+		"log.cleaner.io.max.bytes.per.second":     {"1.7976931348623157E308", f64(&c.LogCleanerIOMaxBytesPerSec), "the most bytes a second the log cleaner reads and writes together (Kafka's default, the largest double: unthrottled); changeable at runtime"},
 		"log.cleaner.min.compaction.lag.ms":       {"0", i64(&c.LogCleanerMinCompactionLagMs), ""},
 		"log.cleaner.max.compaction.lag.ms":       {"9223372036854775807", i64(&c.LogCleanerMaxCompactionLagMs), ""},
 		"replica.high.watermark.checkpoint.interval.ms": {"5000", ms(&c.HighWatermarkCheckpointInterval),
 			"how often each log dir's high watermarks are written (replication-offset-checkpoint), where a broker restarted after a crash starts from"},
 	}
+}
+
+// clientQuotaWindows is quota.window.num windows of
+// quota.window.size.seconds.
+func (c *Config) clientQuotaWindows() quotaWindows {
+	return quotaWindows{samples: c.QuotaWindowNum, window: time.Duration(c.QuotaWindowSizeSeconds) * time.Second}
+}
+
+// replicationQuotaWindows is replication.quota.window.num windows of
+// replication.quota.window.size.seconds.
+func (c *Config) replicationQuotaWindows() quotaWindows {
+	return quotaWindows{samples: c.ReplicationQuotaWindowNum, window: time.Duration(c.ReplicationQuotaWindowSizeSeconds) * time.Second}
 }
 
 // ignoredKeys are Kafka settings that exist for the JVM broker or ZooKeeper
@@ -373,6 +403,10 @@ var ignoredKeys = map[string]bool{
 	"num.network.threads": true, "num.io.threads": true, "num.replica.alter.log.dirs.threads": true,
 	"zookeeper.connect": true, "zookeeper.connection.timeout.ms": true, "queued.max.requests": true,
 	"background.threads": true, "log.cleaner.threads": true,
+	// The JVM cleaner's read/write buffers and the load factor of its
+	// dedupe hash table; Keel's cleaner sizes its own buffers, and its key
+	// map is bounded by log.cleaner.dedupe.buffer.size alone.
+	"log.cleaner.io.buffer.size": true, "log.cleaner.io.buffer.load.factor": true,
 	// ZooKeeper-era settings a Kafka 3.x server.properties still carries;
 	// KRaft does without them (Kafka 4 removed them): controlled shutdown
 	// always happens, leaders are rebalanced whenever a partition's is
@@ -752,6 +786,36 @@ func (c *Config) validate() error {
 	}
 	if c.MaxConnectionsPerIP < 0 || (c.MaxConnectionsPerIP == 0 && len(overrides) == 0) {
 		return fmt.Errorf("max.connections.per.ip must be >= 1, or 0 with max.connections.per.ip.overrides set, got %d", c.MaxConnectionsPerIP)
+	}
+	if c.ReplicaSocketTimeout < c.ReplicaFetchWaitMax {
+		// Kafka's check: a fetch parked for replica.fetch.wait.max.ms
+		// would time out before the leader answers it.
+		return fmt.Errorf("replica.socket.timeout.ms (%d) must be at least replica.fetch.wait.max.ms (%d)", c.ReplicaSocketTimeout.Milliseconds(), c.ReplicaFetchWaitMax.Milliseconds())
+	}
+	if c.ReplicaFetchWaitMax > c.ReplicaLagTimeMax {
+		// Kafka's check: a follower waiting longer than that on an idle
+		// leader would fall out of the ISR.
+		return fmt.Errorf("replica.fetch.wait.max.ms (%d) must be at most replica.lag.time.max.ms (%d)", c.ReplicaFetchWaitMax.Milliseconds(), c.ReplicaLagTimeMax.Milliseconds())
+	}
+	if !(c.LogCleanerIOMaxBytesPerSec > 0) {
+		return fmt.Errorf("log.cleaner.io.max.bytes.per.second must be > 0, got %v", c.LogCleanerIOMaxBytesPerSec)
+	}
+	if c.MetadataMaxBytesBetweenSnapshots < 1 {
+		return fmt.Errorf("metadata.log.max.record.bytes.between.snapshots must be >= 1, got %d", c.MetadataMaxBytesBetweenSnapshots)
+	}
+	if c.MetadataMaxSnapshotInterval < 0 {
+		return fmt.Errorf("metadata.log.max.snapshot.interval.ms must be >= 0, got %d", c.MetadataMaxSnapshotInterval.Milliseconds())
+	}
+	for _, q := range []struct {
+		key string
+		v   int
+	}{
+		{"quota.window.num", c.QuotaWindowNum}, {"quota.window.size.seconds", c.QuotaWindowSizeSeconds},
+		{"replication.quota.window.num", c.ReplicationQuotaWindowNum}, {"replication.quota.window.size.seconds", c.ReplicationQuotaWindowSizeSeconds},
+	} {
+		if q.v < 1 {
+			return fmt.Errorf("%s must be >= 1, got %d", q.key, q.v)
+		}
 	}
 	if c.FetchMaxBytes < 1024 {
 		return fmt.Errorf("fetch.max.bytes must be >= 1024, got %d", c.FetchMaxBytes)

@@ -344,3 +344,40 @@ func TestMaxConnectionsPerIPConfig(t *testing.T) {
 		}
 	}
 }
+
+// replica.socket.timeout.ms and replica.fetch.wait.max.ms are checked
+// against each other and replica.lag.time.max.ms, as Kafka checks them.
+func TestReplicaSocketConfig(t *testing.T) {
+	c, err := LoadConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ReplicaSocketTimeout != 30*time.Second || c.ReplicaSocketReceiveBufferBytes != -1 {
+		t.Fatalf("defaults: timeout %v, receive buffer %d", c.ReplicaSocketTimeout, c.ReplicaSocketReceiveBufferBytes)
+	}
+	for _, bad := range [][]string{
+		{"replica.socket.timeout.ms=400"},
+		{"replica.fetch.wait.max.ms=40000"},
+		{"replica.lag.time.max.ms=100", "replica.socket.timeout.ms=100"},
+	} {
+		if _, err := LoadConfig(nil, bad); err == nil || !strings.Contains(err.Error(), "replica.") {
+			t.Errorf("%v: %v, want it refused", bad, err)
+		}
+	}
+	if _, err := LoadConfig(nil, []string{"replica.socket.timeout.ms=500", "replica.socket.receive.buffer.bytes=131072"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Doubles render as Java renders them, as Kafka's DescribeConfigs shows
+// them.
+func TestJavaDouble(t *testing.T) {
+	for v, want := range map[float64]string{
+		0.5: "0.5", 1048576: "1048576.0", 0: "0.0", 1e7: "1.0E7", 1.7976931348623157e308: "1.7976931348623157E308",
+		0.0001: "1.0E-4", 12345678.5: "1.23456785E7",
+	} {
+		if got := javaDouble(v); got != want {
+			t.Errorf("javaDouble(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

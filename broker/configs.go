@@ -104,6 +104,22 @@ func (b *Broker) updateWritebackBytes(img *metadata.Image) {
 	}
 }
 
+// updateCleanerIORate takes log.cleaner.io.max.bytes.per.second from the
+// image (this broker's dynamic config, else the cluster-wide one, else
+// server.properties) into the log manager, whose cleaner applies it from
+// its next read or write. applyMu is held.
+func (b *Broker) updateCleanerIORate(img *metadata.Image) {
+	rate := b.cfg.LogCleanerIOMaxBytesPerSec
+	v, ok := b.dynamicBrokerConfig(img, "log.cleaner.io.max.bytes.per.second")
+	if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); ok && err == nil && f > 0 {
+		rate = f
+	}
+	if b.logs.CleanerIOMaxBytesPerSecond() != rate {
+		b.logs.SetCleanerIOMaxBytesPerSecond(rate)
+		b.log.Info("log cleaner I/O rate", "config", "log.cleaner.io.max.bytes.per.second", "bytes_per_second", rate)
+	}
+}
+
 // topicConfigSynonyms returns the effective value of topic config name for
 // topic and its source, and every place it may take its value from,
 // highest precedence first, as Kafka's DescribeConfigs reports synonyms:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -624,4 +625,45 @@ func describeOwnBrokerConfigs(ctx context.Context, t *testing.T, adm *kadm.Clien
 		t.Fatalf("describe broker: %v %v", err, rc.Err)
 	}
 	return rc
+}
+
+// TestCleanerIORateDynamic: log.cleaner.io.max.bytes.per.second is a
+// dynamic broker config, as in Kafka: the log manager takes the effective
+// value (this broker's, else the cluster-wide, else server.properties'),
+// DescribeConfigs shows it as Java prints a double, and 0 is INVALID_CONFIG.
+func TestCleanerIORateDynamic(t *testing.T) {
+	c := newTestCluster(t)
+	adm := c.admin()
+	ctx := testCtx(t)
+	check := func(what string, want float64, described string) {
+		t.Helper()
+		waitFor(t, what, 10*time.Second, func() bool { return c.broker.logs.CleanerIOMaxBytesPerSecond() == want })
+		if cfg := findConfig(t, describeOwnBrokerConfigs(ctx, t, adm), "log.cleaner.io.max.bytes.per.second"); cfg.MaybeValue() != described {
+			t.Fatalf("%s: described %s, want %s", what, cfg.MaybeValue(), described)
+		}
+	}
+	check("default", math.MaxFloat64, "1.7976931348623157E308")
+	alter := func(value *string, nodes ...int32) error {
+		t.Helper()
+		op := kadm.SetConfig
+		if value == nil {
+			op = kadm.DeleteConfig
+		}
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "log.cleaner.io.max.bytes.per.second", Value: value}}, nodes...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp[0].Err
+	}
+	if err := alter(kmsgStr("1048576")); err != nil {
+		t.Fatal(err)
+	}
+	check("cluster-wide", 1<<20, "1048576")
+	if err := alter(kmsgStr("0"), testNodeID); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("0: %v, want INVALID_CONFIG", err)
+	}
+	if err := alter(nil); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", math.MaxFloat64, "1.7976931348623157E308")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 
 	"github.com/keelstream/keel/network"
 )
@@ -230,5 +231,37 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A kafkaConn with a receive buffer (a follower's
+// replica.socket.receive.buffer.bytes) sets SO_RCVBUF on the socket it
+// dials; without one the OS default stays.
+func TestKafkaConnReceiveBuffer(t *testing.T) {
+	f := startFakeController(t)
+	rcvbuf := func(receiveBuffer int) int {
+		conn := newKafkaConn(f.addr, "test", nil)
+		conn.receiveBuffer = receiveBuffer
+		defer conn.close()
+		if _, err := conn.request(context.Background(), kmsg.NewPtrDescribeQuorumRequest()); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := conn.conn.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		var serr error
+		if err := raw.Control(func(fd uintptr) { n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); err != nil || serr != nil {
+			t.Fatal(err, serr)
+		}
+		return n
+	}
+	// Linux reports twice what was set (its bookkeeping overhead).
+	if n := rcvbuf(20000); n != 20000 && n != 40000 {
+		t.Fatalf("SO_RCVBUF %d with a receive buffer of 20000", n)
+	}
+	if n := rcvbuf(0); n == 20000 || n == 40000 {
+		t.Fatalf("SO_RCVBUF %d with no receive buffer set, want the OS default", n)
 	}
 }

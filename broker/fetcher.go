@@ -141,6 +141,10 @@ type replicaFetcher struct {
 // out (up to replica.fetch.wait.max.ms).
 var errNewPartition = errors.New("a partition was added to the fetcher")
 
+// errFetcherStopped aborts the fetch in flight of a fetcher left with no
+// partitions: it stops without waiting for the answer.
+var errFetcherStopped = errors.New("the fetcher stopped")
+
 // followerSession is the follower's side of a KIP-227 fetch session with
 // its leader (Kafka's FetchSessionHandler). A full fetch (epoch 0) asks the
 // leader to keep the partitions and their fetch state; each later fetch
@@ -199,6 +203,7 @@ func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32, fresh
 			conn:  newKafkaConn("", "keel-replica-fetcher-"+strconv.Itoa(int(fs.b.nodeID)), fs.b.dial),
 			parts: map[*partition]*followerFetch{},
 		}
+		f.conn.receiveBuffer = fs.b.cfg.ReplicaSocketReceiveBufferBytes
 		if !fs.b.spawn(f.run) {
 			return // closing
 		}
@@ -232,6 +237,12 @@ func (fs *replicaFetchers) removeLocked(f *replicaFetcher, p *partition) {
 	f.mu.Lock()
 	delete(f.parts, p)
 	empty := len(f.parts) == 0
+	if empty && f.abort != nil {
+		// The fetch in flight is for nothing now; a leader that stopped
+		// answering (paused, cut off) would otherwise keep the
+		// goroutine for replica.socket.timeout.ms.
+		f.abort(errFetcherStopped)
+	}
 	f.mu.Unlock()
 	if empty {
 		close(f.stop)
@@ -340,6 +351,8 @@ func (f *replicaFetcher) run() {
 		if len(fetchable) > 0 {
 			if err := f.fetch(fetchable); errors.Is(err, errNewPartition) {
 				continue // fetch again at once, naming it
+			} else if errors.Is(err, errFetcherStopped) {
+				return
 			} else if err != nil {
 				if b.ctx.Err() == nil {
 					b.log.Warn("follower fetch failed", "leader", f.leader, "error", err)
@@ -435,7 +448,7 @@ func (f *replicaFetcher) truncate(ff *followerFetch) error {
 		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = ff.p.tp.Partition, ff.leaderEpoch, latest
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		ctx, cancel := context.WithTimeout(f.b.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(f.b.ctx, f.b.cfg.ReplicaSocketTimeout)
 		kresp, err := f.conn.request(ctx, req)
 		cancel()
 		if err != nil {
@@ -581,7 +594,7 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, cfg.ReplicaFetchWaitMax+10*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, cfg.ReplicaSocketTimeout)
 	ctx, abort := context.WithCancelCause(ctx)
 	f.mu.Lock()
 	f.abort = abort
@@ -590,15 +603,15 @@ func (f *replicaFetcher) fetch(parts []*followerFetch) error {
 	f.mu.Lock()
 	f.abort = nil
 	f.mu.Unlock()
-	aborted := errors.Is(context.Cause(ctx), errNewPartition)
+	cause := context.Cause(ctx)
 	abort(nil)
 	cancel()
 	if err != nil {
 		// The leader may have taken the request (and moved the session
 		// on) before the connection closed: a full fetch starts over.
 		sess.reset(true)
-		if aborted {
-			return errNewPartition
+		if errors.Is(cause, errNewPartition) || errors.Is(cause, errFetcherStopped) {
+			return cause
 		}
 		return err
 	}
@@ -787,7 +800,7 @@ func (f *replicaFetcher) outOfRange(ff *followerFetch) error {
 	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = ff.p.tp.Partition, ff.leaderEpoch, storage.EarliestTimestamp
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(f.b.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(f.b.ctx, f.b.cfg.ReplicaSocketTimeout)
 	kresp, err := f.conn.request(ctx, pinnedVersion{req, 10})
 	cancel()
 	if err != nil {

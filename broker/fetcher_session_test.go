@@ -293,3 +293,31 @@ func TestFetchSessionResolvesATopicIDLearnedLater(t *testing.T) {
 		t.Fatalf("incremental fetch once the topic is known: %v %+v", kerr.ErrorForCode(resp.ErrorCode), resp.Topics)
 	}
 }
+
+// A fetcher left with no partitions (this node took over the leadership)
+// stops at once, dropping the fetch it has in flight: a leader that
+// stopped answering does not hold its goroutine and connection for
+// replica.socket.timeout.ms.
+func TestStoppedFetcherDropsItsFetch(t *testing.T) {
+	c := newTestCluster(t)
+	leader := newScriptedLeader(t)
+	c.meta.registerBroker(2, "127.0.0.1", leader.port())
+	c.createAssigned("s", []int32{2, testNodeID})
+
+	var inFlight *scriptedFetch
+	select {
+	case inFlight = <-leader.fetches: // never answered
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fetch from the follower")
+	}
+	defer close(inFlight.skip)
+	p := c.broker.lookup(tp("s", 0))
+	c.meta.commit(&metadata.PartitionChangeRecord{TopicID: p.topicID, PartitionID: 0, ISR: []int32{testNodeID}, Leader: testNodeID})
+	waitFor(t, "the unanswered fetch's connection closed", 5*time.Second, inFlight.gone)
+	fs := c.broker.fetchers
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.byKey) != 0 {
+		t.Fatalf("%d fetchers left, want none", len(fs.byKey))
+	}
+}

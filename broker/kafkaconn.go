@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 
 	"github.com/keelstream/keel/network"
 )
@@ -31,6 +33,9 @@ type kafkaConn struct {
 	// ahead (a 30-second voter change) takes.
 	turn chan struct{}
 	dial DialFunc
+	// receiveBuffer, when positive, is the SO_RCVBUF its dials set before
+	// connecting (a follower's replica.socket.receive.buffer.bytes).
+	receiveBuffer int
 	// closed is set by close: the connection is closed by whoever holds
 	// the turn next, or at once when nobody does.
 	closed atomic.Bool
@@ -54,8 +59,28 @@ type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
 
 func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
+	if n, _ := ctx.Value(receiveBufferKey{}).(int); n > 0 {
+		// Before connect, so that the window scale the SYN offers fits
+		// the buffer (Kafka's Selector sets it there too).
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+			}); err != nil {
+				return err
+			}
+			if serr != nil {
+				return fmt.Errorf("set SO_RCVBUF to %d: %w", n, serr)
+			}
+			return nil
+		}
+	}
 	return d.DialContext(ctx, "tcp", addr)
 }
+
+// receiveBufferKey carries a kafkaConn's receiveBuffer through a DialFunc
+// (plain or TLS) to dialTCP.
+type receiveBufferKey struct{}
 
 // DialTLS dials with TLS configured by cfg (tlsconf's ClientConfig of the
 // listener dialled, with this node's keystore as its client certificate).
@@ -102,7 +127,11 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 	}
 	defer c.release()
 	if c.conn == nil {
-		conn, err := c.dial(ctx, c.addr)
+		dctx := ctx
+		if c.receiveBuffer > 0 {
+			dctx = context.WithValue(ctx, receiveBufferKey{}, c.receiveBuffer)
+		}
+		conn, err := c.dial(dctx, c.addr)
 		if err != nil {
 			return nil, fmt.Errorf("dial %s: %w", c.addr, err)
 		}

@@ -242,6 +242,9 @@ func (n *Node) start() (err error) {
 		DataDir: cfg.MetadataLogDir,
 		Mux:     n.mux,
 		Logger:  logger.Named("raft"),
+		// KRaft's snapshot triggers.
+		MaxBytesBetweenSnapshots: cfg.MetadataMaxBytesBetweenSnapshots,
+		MaxSnapshotInterval:      cfg.MetadataMaxSnapshotInterval,
 		OnStorageError: func(err error) {
 			logger.Error("metadata log dir failed: a write to the metadata log failed", "dir", cfg.MetadataLogDir, "error", err)
 			n.fail(fmt.Errorf("metadata log dir %s failed: %w", cfg.MetadataLogDir, err))
@@ -290,6 +293,7 @@ func (n *Node) start() (err error) {
 			DisableLogCleaner:               !cfg.LogCleanerEnable,
 			CleanerBackoff:                  cfg.LogCleanerBackoff,
 			CleanerDedupeBufferSize:         cfg.LogCleanerDedupeBufferSize,
+			CleanerIOMaxBytesPerSecond:      cfg.LogCleanerIOMaxBytesPerSec,
 			WritebackBytes:                  cfg.LogWritebackBytes,
 			OnLogDirFailure:                 n.logDirFailed,
 			Logger:                          logger,

@@ -23,44 +23,58 @@ import (
 // out of a follower's fetch (Kafka's shouldLeaderThrottle) and a follower
 // leaves the partition out of its fetches (shouldFollowerThrottle).
 
-// Kafka's quota.window.num and .window.size.seconds defaults (the same for
-// replication.quota.*).
-const (
-	quotaSamples = 11
-	quotaWindow  = time.Second
-	// quotaRateSpan is what a rate divides its bytes by (rateQuota.rate).
-	quotaRateSpan = (quotaSamples - 1) * quotaWindow
-)
+// quotaWindows is how a quota measures its rate, as Kafka's quota sensors
+// do: over samples windows of window each (quota.window.num and
+// quota.window.size.seconds for the client quotas,
+// replication.quota.window.num and .size.seconds for the replication
+// throttles; Kafka's defaults are 11 windows of a second).
+type quotaWindows struct {
+	samples int
+	window  time.Duration
+}
 
-// rateQuota is a byte rate measured over quotaSamples windows, as Kafka's
-// quota sensors measure it, and its bound: the replication throttles
-// (Kafka's ReplicationQuotaManager) and each client quota's sensor
+// defaultQuotaWindows are Kafka's defaults.
+var defaultQuotaWindows = quotaWindows{samples: 11, window: time.Second}
+
+// span is what a rate divides its bytes by: like Kafka's Rate, at least
+// samples-1 whole windows (one window with a single sample).
+func (w quotaWindows) span() time.Duration { return time.Duration(max(w.samples-1, 1)) * w.window }
+
+// maxThrottle bounds one client throttle: all the windows' worth.
+func (w quotaWindows) maxThrottle() time.Duration { return time.Duration(w.samples) * w.window }
+
+func (w quotaWindows) of(now time.Time) int64 { return now.UnixNano() / int64(w.window) }
+
+// rateQuota is a byte rate measured over its windows, as Kafka's quota
+// sensors measure it, and its bound: the replication throttles (Kafka's
+// ReplicationQuotaManager) and each client quota's sensor
 // (client_quota.go).
 //
 // Concurrency: safe for any goroutine.
 type rateQuota struct {
-	limit atomic.Int64 // bytes a second; math.MaxInt64: unlimited
+	limit   atomic.Int64 // bytes a second; math.MaxInt64: unlimited
+	windows quotaWindows
 
 	mu      sync.Mutex
-	samples [quotaSamples]struct {
-		window int64 // the window's index since the epoch
-		bytes  int64
-	}
+	samples []quotaSample // samples[w % len] holds window w
 }
 
-func newRateQuota() *rateQuota {
-	q := &rateQuota{}
+type quotaSample struct {
+	window int64 // the window's index since the epoch
+	bytes  int64
+}
+
+func newRateQuota(windows quotaWindows) *rateQuota {
+	q := &rateQuota{windows: windows, samples: make([]quotaSample, windows.samples)}
 	q.limit.Store(math.MaxInt64)
 	return q
 }
 
-func windowOf(now time.Time) int64 { return now.UnixNano() / int64(quotaWindow) }
-
 // record counts n bytes sent or fetched at now.
 func (q *rateQuota) record(n int64, now time.Time) {
-	w := windowOf(now)
+	w := q.windows.of(now)
 	q.mu.Lock()
-	s := &q.samples[w%quotaSamples]
+	s := &q.samples[w%int64(len(q.samples))]
 	if s.window != w {
 		s.window, s.bytes = w, 0
 	}
@@ -69,29 +83,29 @@ func (q *rateQuota) record(n int64, now time.Time) {
 }
 
 // rate is the measured bytes a second at now. Like Kafka's Rate, it divides
-// by at least quotaSamples-1 windows, so a quota that was idle allows a
-// burst of that many windows' worth before it throttles.
+// by at least samples-1 windows, so a quota that was idle allows a burst
+// of that many windows' worth before it throttles.
 func (q *rateQuota) rate(now time.Time) float64 {
-	w := windowOf(now)
+	w := q.windows.of(now)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var total int64
 	for _, s := range q.samples {
-		if s.window > w-quotaSamples && s.window <= w {
+		if s.window > w-int64(len(q.samples)) && s.window <= w {
 			total += s.bytes
 		}
 	}
-	return float64(total) / quotaRateSpan.Seconds()
+	return float64(total) / q.windows.span().Seconds()
 }
 
 // idle reports whether nothing was recorded in the windows the rate
 // covers: such a quota measures 0, as a new one would.
 func (q *rateQuota) idle(now time.Time) bool {
-	w := windowOf(now)
+	w := q.windows.of(now)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, s := range q.samples {
-		if s.window > w-quotaSamples && s.bytes != 0 {
+		if s.window > w-int64(len(q.samples)) && s.bytes != 0 {
 			return false
 		}
 	}

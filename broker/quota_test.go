@@ -2,6 +2,7 @@ package broker
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // The replication quota measures bytes over Kafka's 11 one-second windows,
 // dividing by at least 10 of them, and forgets windows older than that.
 func TestReplicationQuotaRate(t *testing.T) {
-	q := newRateQuota()
+	q := newRateQuota(defaultQuotaWindows)
 	t0 := time.Unix(1_000_000, 0)
 	q.record(5000, t0)
 	if q.exceeded(t0) {
@@ -134,5 +135,36 @@ func TestLeaderReplicationThrottle(t *testing.T) {
 	}
 	if n := fetch(2); n != 20 {
 		t.Fatalf("unthrottled: %d batches", n)
+	}
+}
+
+// quota.window.num and quota.window.size.seconds (and their replication.*
+// twins) shape the windows: 3 windows of 2 s divide by 2 of them (4 s) and
+// forget a sample after 6 s; a client throttle is at most 6 s.
+func TestQuotaWindowsConfig(t *testing.T) {
+	c := newTestCluster(t, withConfig("quota.window.num=3", "quota.window.size.seconds=2", "replication.quota.window.num=5"))
+	b, cfg := c.broker, c.broker.cfg
+	if w := b.producerQuotas.windows; w != (quotaWindows{3, 2 * time.Second}) || b.consumerQuotas.windows != w {
+		t.Fatalf("client quota windows %+v", w)
+	}
+	if w := b.leaderQuota.windows; w != (quotaWindows{5, time.Second}) || b.followerQuota.windows != w {
+		t.Fatalf("replication quota windows %+v", w)
+	}
+	q := newRateQuota(cfg.clientQuotaWindows())
+	t0 := time.Unix(1_000_000, 0)
+	q.record(6000, t0)
+	if r := q.rate(t0.Add(5 * time.Second)); r != 1500 {
+		t.Fatalf("rate %v, want 6000 bytes over 4 s", r)
+	}
+	if r := q.rate(t0.Add(6 * time.Second)); r != 0 {
+		t.Fatalf("rate %v after 6 s, want the sample gone", r)
+	}
+	if d := cfg.clientQuotaWindows().maxThrottle(); d != 6*time.Second {
+		t.Fatalf("max throttle %v", d)
+	}
+	for _, bad := range []string{"quota.window.num=0", "quota.window.size.seconds=0", "replication.quota.window.num=0", "replication.quota.window.size.seconds=-1"} {
+		if _, err := LoadConfig(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), strings.Split(bad, "=")[0]) {
+			t.Errorf("%s: %v, want it refused", bad, err)
+		}
 	}
 }

@@ -248,6 +248,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		b.initialized = true
 		b.updateReplicationQuotas(img)
 		b.updateWritebackBytes(img)
+		b.updateCleanerIORate(img)
 	}
 	for k, mp := range keys {
 		t, ok := img.TopicByID(k.TopicID)
@@ -327,6 +328,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 	if brokerWide {
 		b.updateReplicationQuotas(img)
 		b.updateWritebackBytes(img)
+		b.updateCleanerIORate(img)
 	}
 	if brokerWide || len(changedTopics) > 0 {
 		for tp, p := range next {

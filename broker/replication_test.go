@@ -102,7 +102,7 @@ func TestLeaderHighWatermarkIsMinimumISRLogEndOffset(t *testing.T) {
 // fetch for replica.lag.time.max.ms leaves the ISR, one that catches up
 // rejoins; both through AlterPartition, effective once committed.
 func TestISRShrinksAndExpandsThroughAlterPartition(t *testing.T) {
-	c := newTestCluster(t, withConfig("replica.lag.time.max.ms=300"))
+	c := newTestCluster(t, withConfig("replica.lag.time.max.ms=300", "replica.fetch.wait.max.ms=200"))
 	c.meta.registerBroker(2, "127.0.0.1", 1)
 	c.createAssigned("r", []int32{testNodeID, 2})
 	c.produceN(t, "r", 0, 2, 10)
@@ -130,7 +130,7 @@ func TestISRShrinksAndExpandsThroughAlterPartition(t *testing.T) {
 // appending with NOT_ENOUGH_REPLICAS (Kafka's checkEnoughReplicasReachOffset
 // and appendRecordsToLeader).
 func TestAcksAllWhenISRShrinksBelowMinimum(t *testing.T) {
-	c := newTestCluster(t, withConfig("replica.lag.time.max.ms=300", "min.insync.replicas=2"))
+	c := newTestCluster(t, withConfig("replica.lag.time.max.ms=300", "replica.fetch.wait.max.ms=200", "min.insync.replicas=2"))
 	c.meta.registerBroker(2, "127.0.0.1", 1)
 	c.createAssigned("r", []int32{testNodeID, 2})
 	// The follower never fetches: it leaves the ISR after the lag.

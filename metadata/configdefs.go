@@ -245,6 +245,12 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 		{Name: "follower.replication.throttled.rate", Type: ConfigLong, Default: maxLong, check: atLeast(0)},
 		{Name: "keel.log.writeback.bytes", Type: ConfigLong, Default: "1048576", check: atLeast(0)},
 		{Name: "leader.replication.throttled.rate", Type: ConfigLong, Default: maxLong, check: atLeast(0)},
+		{Name: "log.cleaner.io.max.bytes.per.second", Type: ConfigDouble, Default: "1.7976931348623157E308", check: func(v any) error {
+			if v.(float64) <= 0 {
+				return fmt.Errorf("Value must be greater than 0.0")
+			}
+			return nil
+		}},
 		{Name: "log.cleaner.threads", Type: ConfigInt, Default: "1", check: atLeast(0)},
 		{Name: "max.connections", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
@@ -442,6 +448,12 @@ var brokerStaticConfigs = map[string]bool{
 	"log.cleaner.enable": true, "log.cleaner.backoff.ms": true, "log.cleaner.dedupe.buffer.size": true,
 	"metadata.log.dir": true, "node.id": true, "num.partitions": true, "offsets.topic.num.partitions": true,
 	"offsets.topic.replication.factor": true, "process.roles": true, "replica.lag.time.max.ms": true,
+	"replica.fetch.backoff.ms": true, "replica.fetch.max.bytes": true, "replica.fetch.min.bytes": true,
+	"replica.fetch.response.max.bytes": true, "replica.fetch.wait.max.ms": true,
+	"replica.socket.timeout.ms": true, "replica.socket.receive.buffer.bytes": true,
+	"metadata.log.max.record.bytes.between.snapshots": true, "metadata.log.max.snapshot.interval.ms": true,
+	"quota.window.num": true, "quota.window.size.seconds": true,
+	"replication.quota.window.num": true, "replication.quota.window.size.seconds": true,
 	"transaction.state.log.min.isr": true, "transaction.state.log.num.partitions": true,
 	"transaction.state.log.replication.factor": true, "zookeeper.connect": true,
 }
