@@ -158,6 +158,9 @@ type Config struct {
 	// Ignored lists known Kafka keys that have no meaning in Keel (thread
 	// pool sizes of the JVM broker, ZooKeeper settings).
 	Ignored []string
+	// NotApplied lists Kafka keys set to something Keel does not do, each
+	// as "key: why"; the caller warns about them.
+	NotApplied []string
 }
 
 // configKey describes one known key: its default and how to set it.
@@ -420,6 +423,33 @@ var ignoredKeys = map[string]bool{
 	"share.coordinator.state.topic.replication.factor": true, "share.coordinator.state.topic.min.isr": true,
 }
 
+// notApplied reports whether k is a Kafka setting Keel knows but does not
+// carry out, and why (a Kafka user's server.properties may well set it);
+// why is "" when the value asks for nothing Keel lacks.
+func notApplied(k, v string) (why string, ok bool) {
+	switch {
+	case k == "metadata.log.segment.bytes", k == "metadata.log.segment.ms",
+		k == "metadata.max.retention.bytes", k == "metadata.max.retention.ms":
+		return "Keel's metadata log is a Raft log store (raft-boltdb), not segment files: " +
+			"each node keeps the 10240 entries behind its latest snapshot, and its 2 newest snapshots", true
+	case k == "group.coordinator.rebalance.protocols":
+		for _, p := range splitList(v) {
+			if p != "classic" {
+				return "only the classic group protocol is served (KIP-848's consumer groups are not): " +
+					"a consumer with group.protocol=consumer fails with UnsupportedVersionException (ConsumerGroupHeartbeat is not advertised)", true
+			}
+		}
+		return "", true
+	case strings.HasPrefix(k, "group.consumer."):
+		return "KIP-848's consumer groups are not served; classic groups take their timeouts from the clients", true
+	case k == "metric.reporters" && strings.TrimSpace(v) == "":
+		return "", true
+	case k == "metric.reporters", k == "metrics.num.samples", k == "metrics.sample.window.ms", k == "metrics.recording.level":
+		return "Keel has no JMX metrics reporters: it serves Kafka's broker metrics in Prometheus's format at keel.metrics.address", true
+	}
+	return "", false
+}
+
 // splitList splits a comma-separated list, trimming blanks.
 func splitList(v string) []string {
 	var out []string
@@ -506,7 +536,13 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 			c.Explicit[k], c.TopicDefaults[k] = strings.TrimSpace(v), strings.TrimSpace(v)
 			continue
 		}
-		if ignoredKeys[k] {
+		if why, ok := notApplied(k, v); ok {
+			if why == "" {
+				c.Ignored = append(c.Ignored, k)
+			} else {
+				c.NotApplied = append(c.NotApplied, k+": "+why)
+			}
+		} else if ignoredKeys[k] {
 			c.Ignored = append(c.Ignored, k)
 		} else {
 			c.Unknown = append(c.Unknown, k)
@@ -514,6 +550,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 	}
 	sort.Strings(c.Unknown)
 	sort.Strings(c.Ignored)
+	sort.Strings(c.NotApplied)
 	c.defaultVoters()
 	c.defaultOffsetsReplication()
 	if err := c.validate(); err != nil {

@@ -381,3 +381,35 @@ func TestJavaDouble(t *testing.T) {
 		}
 	}
 }
+
+// Kafka keys Keel knows but does not carry out are reported with the
+// reason, not as unknown; a value that asks for nothing missing is quiet.
+func TestNotAppliedKeys(t *testing.T) {
+	c, err := LoadConfig(map[string]string{
+		"metadata.log.segment.bytes": "1073741824", "metadata.max.retention.ms": "604800000",
+		"group.coordinator.rebalance.protocols": "classic,consumer", "group.consumer.heartbeat.interval.ms": "5000",
+		"metric.reporters": "com.example.Reporter", "no.such.key": "1",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, na := range c.NotApplied {
+		k, why, _ := strings.Cut(na, ": ")
+		if why == "" {
+			t.Errorf("%s: no reason given", k)
+		}
+		keys = append(keys, k)
+	}
+	want := []string{"group.consumer.heartbeat.interval.ms", "group.coordinator.rebalance.protocols", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
+	if !slices.Equal(keys, want) || !slices.Equal(c.Unknown, []string{"no.such.key"}) {
+		t.Fatalf("not applied %v, unknown %v; want %v and [no.such.key]", keys, c.Unknown, want)
+	}
+	c, err = LoadConfig(map[string]string{"group.coordinator.rebalance.protocols": "classic", "metric.reporters": ""}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.NotApplied) != 0 || !slices.Contains(c.Ignored, "group.coordinator.rebalance.protocols") || !slices.Contains(c.Ignored, "metric.reporters") {
+		t.Fatalf("classic only: not applied %v, ignored %v", c.NotApplied, c.Ignored)
+	}
+}

@@ -79,6 +79,10 @@ func (n *Node) start() (err error) {
 	for _, k := range cfg.Unknown {
 		logger.Warn("ignoring unknown config key", "key", k)
 	}
+	for _, na := range cfg.NotApplied {
+		k, why, _ := strings.Cut(na, ": ")
+		logger.Warn("Kafka config key not applied by Keel", "key", k, "why", why)
+	}
 	protocols, err := network.ParseSecurityProtocolMap(cfg.ListenerSecurityProtocolMap)
 	if err != nil {
 		return fmt.Errorf("listener.security.protocol.map: %w", err)
