@@ -62,8 +62,8 @@ type ConfigResource struct {
 type Image struct {
 	offset         int64
 	brokers        map[int32]*BrokerRegistration
-	topicsByID     map[Uuid]*Topic
-	topicsByName   map[string]*Topic
+	topicsByID     *topicMap[Uuid]   // shared with the images before and after
+	topicsByName   *topicMap[string] // as long as neither changes a topic
 	configs        map[ConfigResource]map[string]string
 	nextProducerID int64
 	features       map[string]int16
@@ -77,8 +77,8 @@ func EmptyImage() *Image {
 	return &Image{
 		offset:       -1,
 		brokers:      map[int32]*BrokerRegistration{},
-		topicsByID:   map[Uuid]*Topic{},
-		topicsByName: map[string]*Topic{},
+		topicsByID:   &topicMap[Uuid]{},
+		topicsByName: &topicMap[string]{},
 		configs:      map[ConfigResource]map[string]string{},
 		features:     map[string]int16{},
 	}
@@ -105,20 +105,18 @@ func (img *Image) Brokers() []*BrokerRegistration {
 
 // Topic returns a topic by name.
 func (img *Image) Topic(name string) (*Topic, bool) {
-	t, ok := img.topicsByName[name]
-	return t, ok
+	return img.topicsByName.get(name)
 }
 
 // TopicByID returns a topic by id.
 func (img *Image) TopicByID(id Uuid) (*Topic, bool) {
-	t, ok := img.topicsByID[id]
-	return t, ok
+	return img.topicsByID.get(id)
 }
 
 // Topics returns every topic, by name.
 func (img *Image) Topics() []*Topic {
-	out := make([]*Topic, 0, len(img.topicsByName))
-	for _, t := range img.topicsByName {
+	out := make([]*Topic, 0, img.topicsByName.len())
+	for t := range img.topicsByName.all() {
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -127,10 +125,10 @@ func (img *Image) Topics() []*Topic {
 
 // topicsUnordered iterates every topic in no particular order, for callers
 // whose result does not depend on it (Topics sorts, which costs).
-func (img *Image) topicsUnordered() iter.Seq[*Topic] { return maps.Values(img.topicsByName) }
+func (img *Image) topicsUnordered() iter.Seq[*Topic] { return img.topicsByName.all() }
 
 // NumTopics is the number of topics.
-func (img *Image) NumTopics() int { return len(img.topicsByID) }
+func (img *Image) NumTopics() int { return img.topicsByID.len() }
 
 // Configs returns the dynamic configs set on a resource (a copy).
 func (img *Image) Configs(r ConfigResource) map[string]string {
@@ -198,11 +196,14 @@ func (c *Changes) Empty() bool {
 type builder struct {
 	img           *Image
 	brokersCopied bool
-	topicsCopied  bool
 	configsCopied bool
-	copiedTopics  map[Uuid]bool
-	acls          *aclBatch // the ACL index this batch copied (acls.go)
-	changes       Changes
+	// byID and byName write the batch's copies of the topic maps (nil
+	// until it changes a topic: mutTopics).
+	byID         *topicMapWriter[Uuid]
+	byName       *topicMapWriter[string]
+	copiedTopics map[Uuid]bool
+	acls         *aclBatch // the ACL index this batch copied (acls.go)
+	changes      Changes
 }
 
 // Apply applies one batch of records committed at offset and returns the
@@ -231,16 +232,16 @@ func (b *builder) mutBrokers() map[int32]*BrokerRegistration {
 }
 
 func (b *builder) mutTopics() {
-	if !b.topicsCopied {
-		b.img.topicsByID = cloneMap(b.img.topicsByID)
-		b.img.topicsByName = cloneMap(b.img.topicsByName)
-		b.topicsCopied = true
+	if b.byID == nil {
+		byID, byName := *b.img.topicsByID, *b.img.topicsByName
+		b.img.topicsByID, b.img.topicsByName = &byID, &byName
+		b.byID, b.byName = b.img.topicsByID.writer(), b.img.topicsByName.writer()
 	}
 }
 
 // mutTopic returns a private copy of a topic for this batch to change.
 func (b *builder) mutTopic(id Uuid) (*Topic, error) {
-	t, ok := b.img.topicsByID[id]
+	t, ok := b.img.topicsByID.get(id)
 	if !ok {
 		return nil, fmt.Errorf("unknown topic id %s", id)
 	}
@@ -249,7 +250,8 @@ func (b *builder) mutTopic(id Uuid) (*Topic, error) {
 	}
 	b.mutTopics()
 	c := &Topic{ID: t.ID, Name: t.Name, Partitions: slices.Clone(t.Partitions)}
-	b.img.topicsByID[id], b.img.topicsByName[t.Name] = c, c
+	b.byID.set(id, c)
+	b.byName.set(t.Name, c)
 	b.copiedTopics[id] = true
 	return c, nil
 }
@@ -307,15 +309,16 @@ func (b *builder) replay(r Record) error {
 			br.InControlledShutdown = r.InControlledShutdown > 0
 		}
 	case *TopicRecord:
-		if _, dup := b.img.topicsByName[r.Name]; dup {
+		if _, dup := b.img.topicsByName.get(r.Name); dup {
 			return fmt.Errorf("topic %q exists", r.Name)
 		}
-		if _, dup := b.img.topicsByID[r.TopicID]; dup {
+		if _, dup := b.img.topicsByID.get(r.TopicID); dup {
 			return fmt.Errorf("topic id %s exists", r.TopicID)
 		}
 		b.mutTopics()
 		t := &Topic{ID: r.TopicID, Name: r.Name}
-		b.img.topicsByID[r.TopicID], b.img.topicsByName[r.Name] = t, t
+		b.byID.set(r.TopicID, t)
+		b.byName.set(r.Name, t)
 		b.copiedTopics[r.TopicID] = true
 	case *PartitionRecord:
 		t, err := b.mutTopic(r.TopicID)
@@ -363,13 +366,13 @@ func (b *builder) replay(r Record) error {
 		t.Partitions[r.PartitionID] = &p
 		b.changes.Partitions[PartitionKey{r.TopicID, r.PartitionID}] = &p
 	case *RemoveTopicRecord:
-		t, ok := b.img.topicsByID[r.TopicID]
+		t, ok := b.img.topicsByID.get(r.TopicID)
 		if !ok {
 			return fmt.Errorf("unknown topic id %s", r.TopicID)
 		}
 		b.mutTopics()
-		delete(b.img.topicsByID, r.TopicID)
-		delete(b.img.topicsByName, t.Name)
+		b.byID.delete(r.TopicID)
+		b.byName.delete(t.Name)
 		for i := range t.Partitions {
 			delete(b.changes.Partitions, PartitionKey{r.TopicID, int32(i)})
 		}

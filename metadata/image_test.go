@@ -3,7 +3,10 @@ package metadata
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -177,4 +180,69 @@ func mustTopic(t *testing.T, img *Image, name string) *Topic {
 		t.Fatalf("no topic %q", name)
 	}
 	return tp
+}
+
+// The topic maps are sharded copy-on-write: across many topics and
+// batches that create, change and delete them, every image keeps exactly
+// its own topics, however many shards later batches copied.
+func TestImageTopicMapsAcrossBatches(t *testing.T) {
+	type state struct {
+		img   *Image
+		names map[string]Uuid
+	}
+	cur := state{img: EmptyImage(), names: map[string]Uuid{}}
+	var states []state
+	off := int64(0)
+	apply := func(recs []Record) {
+		t.Helper()
+		next, _, err := cur.img.Apply(off, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off++
+		cur.img = next
+		states = append(states, state{img: next, names: maps.Clone(cur.names)})
+	}
+	for b := range 20 {
+		var recs []Record
+		for i := range 100 {
+			name, id := fmt.Sprintf("t-%d-%d", b, i), NewUuid()
+			cur.names[name] = id
+			recs = append(recs, &TopicRecord{Name: name, TopicID: id}, &PartitionRecord{TopicID: id, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1})
+		}
+		if b%3 == 2 { // delete a few of the earlier ones in the same batch
+			for i := range 30 {
+				name := fmt.Sprintf("t-%d-%d", b-1, i)
+				recs = append(recs, &RemoveTopicRecord{TopicID: cur.names[name]})
+				delete(cur.names, name)
+			}
+		}
+		apply(recs)
+		// An ISR change touches one topic's shard only.
+		apply([]Record{&PartitionChangeRecord{TopicID: cur.names[fmt.Sprintf("t-%d-%d", b, 50)], ISR: []int32{}, Leader: NoLeader}})
+	}
+	for i, s := range states {
+		if s.img.NumTopics() != len(s.names) {
+			t.Fatalf("image %d: %d topics, want %d", i, s.img.NumTopics(), len(s.names))
+		}
+		topics := s.img.Topics()
+		if len(topics) != len(s.names) || !slices.IsSortedFunc(topics, func(a, b *Topic) int { return strings.Compare(a.Name, b.Name) }) {
+			t.Fatalf("image %d: Topics() has %d, want %d sorted", i, len(topics), len(s.names))
+		}
+		for name, id := range s.names {
+			byName, ok1 := s.img.Topic(name)
+			byID, ok2 := s.img.TopicByID(id)
+			if !ok1 || !ok2 || byName != byID || byName.ID != id {
+				t.Fatalf("image %d: topic %s: by name %v %v, by id %v %v", i, name, byName, ok1, byID, ok2)
+			}
+		}
+	}
+	// The last image changed t-19-50's partition; the one before did not.
+	before, after := states[len(states)-2].img, states[len(states)-1].img
+	if p := mustTopic(t, before, "t-19-50").Partitions[0]; p.Leader != 1 {
+		t.Fatalf("the image before the change sees leader %d", p.Leader)
+	}
+	if p := mustTopic(t, after, "t-19-50").Partitions[0]; p.Leader != NoLeader {
+		t.Fatalf("the image after the change sees leader %d", p.Leader)
+	}
 }
