@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,10 @@ type Options struct {
 	// tls is the node's SSL listeners, whose keystores and truststores
 	// this broker's dynamic configs may replace; nil: none.
 	tls *nodeTLS
+	// SetConnectionLimits, if set, applies max.connections,
+	// max.connections.per.ip and its overrides set dynamically to the
+	// node's listeners (network.Server.SetConnectionLimits).
+	SetConnectionLimits func(maxConns, perIP int, overrides map[netip.Addr]int)
 	// Logger receives the broker's logs; nil discards them.
 	Logger hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
@@ -102,9 +107,13 @@ type Broker struct {
 	meta      MetadataView
 	ctrl      ControllerForwarder
 	tls       *nodeTLS // the node's SSL listeners (nil: none)
-	dial      DialFunc // to other brokers' inter-broker listeners
-	log       hclog.Logger
-	now       func() time.Time
+	// setConnLimits is Options.SetConnectionLimits; connLimits the
+	// settings last applied through it (applyMu).
+	setConnLimits func(maxConns, perIP int, overrides map[netip.Addr]int)
+	connLimits    [3]string
+	dial          DialFunc // to other brokers' inter-broker listeners
+	log           hclog.Logger
+	now           func() time.Time
 
 	// controllerListeners are the listeners this handler does not serve
 	// (controller.listener.names): the node routes them elsewhere.
@@ -216,6 +225,7 @@ func New(opts Options) (*Broker, error) {
 		clusterID:           opts.ClusterID,
 		dial:                opts.InterBrokerDial,
 		tls:                 opts.tls,
+		setConnLimits:       opts.SetConnectionLimits,
 		cfg:                 cfg,
 		logs:                opts.Logs,
 		meta:                opts.Metadata,

@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/storage"
@@ -102,6 +105,52 @@ func (b *Broker) updateWritebackBytes(img *metadata.Image) {
 		b.logs.SetWritebackBytes(n)
 		b.log.Info("log writeback", "config", "keel.log.writeback.bytes", "bytes", n)
 	}
+}
+
+// updateConnectionLimits takes max.connections, max.connections.per.ip and
+// max.connections.per.ip.overrides from the image (each: this broker's
+// dynamic config, else the cluster-wide one, else server.properties) to
+// the node's listeners, as Kafka's DynamicConnectionQuota does. Host names
+// in the overrides are resolved here, within a few seconds; settings that
+// do not make a valid whole keep the limits in force, with an error
+// logged. applyMu is held.
+func (b *Broker) updateConnectionLimits(img *metadata.Image) {
+	if b.setConnLimits == nil {
+		return
+	}
+	setting := func(name, static string) string {
+		if v, ok := b.dynamicBrokerConfig(img, name); ok {
+			return strings.TrimSpace(v)
+		}
+		return static
+	}
+	cur := [3]string{
+		setting("max.connections", strconv.Itoa(b.cfg.MaxConnections)),
+		setting("max.connections.per.ip", strconv.Itoa(b.cfg.MaxConnectionsPerIP)),
+		setting("max.connections.per.ip.overrides", b.cfg.MaxConnectionsPerIPOverrides),
+	}
+	if cur == b.connLimits {
+		return
+	}
+	if b.connLimits == ([3]string{}) {
+		// First call: the listeners started with server.properties'.
+		b.connLimits = [3]string{strconv.Itoa(b.cfg.MaxConnections), strconv.Itoa(b.cfg.MaxConnectionsPerIP), b.cfg.MaxConnectionsPerIPOverrides}
+		if cur == b.connLimits {
+			return
+		}
+	}
+	maxConns, err1 := strconv.Atoi(cur[0])
+	perIP, err2 := strconv.Atoi(cur[1])
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	limit, overrides, err := connectionLimitsPerIP(ctx, perIP, cur[2])
+	if err = errors.Join(err1, err2, err); err != nil {
+		b.log.Error("connection limits not changed", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "error", err)
+		return
+	}
+	b.setConnLimits(maxConns, limit, overrides)
+	b.connLimits = cur
+	b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2])
 }
 
 // updateCleanerIORate takes log.cleaner.io.max.bytes.per.second from the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -666,4 +668,97 @@ func TestCleanerIORateDynamic(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("deleted", math.MaxFloat64, "1.7976931348623157E308")
+}
+
+// TestConnectionLimitsDynamic: max.connections.per.ip, its overrides and
+// max.connections are dynamic broker configs, as in Kafka: the listeners
+// take them when they change (connections already open stay), deleting
+// them brings server.properties' back, and settings that do not make a
+// valid whole leave the limits in force.
+func TestConnectionLimitsDynamic(t *testing.T) {
+	c := newTestCluster(t)
+	adm := c.admin()
+	ctx := testCtx(t)
+	alter := func(name string, value *string, nodes ...int32) {
+		t.Helper()
+		op := kadm.SetConfig
+		if value == nil {
+			op = kadm.DeleteConfig
+		}
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: value}}, nodes...)
+		if err != nil || resp[0].Err != nil {
+			t.Fatalf("%s: %v %v", name, err, resp[0].Err)
+		}
+	}
+	// admitted dials from src and reports whether the broker keeps the
+	// connection open (a refused one is closed at once).
+	var open []net.Conn
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	admitted := func(src string) bool {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		conn, err := d.Dial("tcp", c.addr)
+		if err != nil {
+			t.Skipf("cannot dial from %s: %v", src, err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = conn.Read(make([]byte, 1))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			open = append(open, conn)
+			return true
+		}
+		conn.Close()
+		return false
+	}
+	closeAll := func() {
+		for _, c := range open {
+			c.Close()
+		}
+		open = nil
+		time.Sleep(100 * time.Millisecond) // the server notices the closes
+	}
+	if !admitted("127.0.0.2") || !admitted("127.0.0.2") {
+		t.Fatal("two connections from 127.0.0.2 refused with no limits")
+	}
+	closeAll()
+
+	alter("max.connections.per.ip.overrides", kmsgStr("127.0.0.2:1"))
+	waitFor(t, "the override applied", 10*time.Second, func() bool {
+		defer closeAll()
+		return admitted("127.0.0.2") && !admitted("127.0.0.2")
+	})
+	if !admitted("127.0.0.3") || !admitted("127.0.0.3") {
+		t.Fatal("127.0.0.3, which no override names, was limited")
+	}
+	closeAll()
+	// 0 with the overrides set: only the addresses they name.
+	alter("max.connections.per.ip", kmsgStr("0"), testNodeID)
+	waitFor(t, "the allow-list applied", 10*time.Second, func() bool {
+		defer closeAll()
+		return !admitted("127.0.0.3") && admitted("127.0.0.2")
+	})
+	// Deleting the overrides would leave 0 alone, which admits nobody:
+	// refused as a whole, the limits in force stay.
+	alter("max.connections.per.ip.overrides", nil)
+	time.Sleep(300 * time.Millisecond)
+	if admitted("127.0.0.3") {
+		t.Fatal("an invalid whole (max.connections.per.ip=0 without overrides) was applied")
+	}
+	closeAll()
+	alter("max.connections.per.ip", nil, testNodeID)
+	waitFor(t, "server.properties' limits back", 10*time.Second, func() bool {
+		defer closeAll()
+		return admitted("127.0.0.3") && admitted("127.0.0.2") && admitted("127.0.0.2")
+	})
+	alter("max.connections", kmsgStr("1"))
+	waitFor(t, "max.connections applied", 10*time.Second, func() bool {
+		// The admin client's own connection is open: any new one is
+		// beyond 1.
+		defer closeAll()
+		return !admitted("127.0.0.2")
+	})
 }

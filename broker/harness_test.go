@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
@@ -233,14 +234,19 @@ func (c *testCluster) start(port int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var srv *network.Server
 	b, err := New(Options{
 		NodeID: testNodeID, ClusterID: "keel-test-cluster", Config: c.cfg, Logs: logs,
 		Metadata: c.meta, Controller: c.meta, Logger: logger,
+		// Called on metadata updates only, once srv is set below.
+		SetConnectionLimits: func(maxConns, perIP int, overrides map[netip.Addr]int) {
+			srv.SetConnectionLimits(maxConns, perIP, overrides)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := network.NewServer(network.Config{
+	srv, err = network.NewServer(network.Config{
 		Listeners: []network.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: port, SecurityProtocol: network.Plaintext}},
 		Handler:   b,
 		Logger:    logger,

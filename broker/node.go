@@ -306,15 +306,16 @@ func (n *Node) start() (err error) {
 			return err
 		}
 		n.broker, err = New(Options{
-			NodeID:          cfg.NodeID,
-			ClusterID:       n.clusterID,
-			Config:          cfg,
-			Logs:            n.logs,
-			Metadata:        n.raft,
-			InterBrokerDial: tlsCfg.interBrokerDial,
-			tls:             tlsCfg,
-			Controller:      &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
-			Logger:          logger,
+			NodeID:              cfg.NodeID,
+			ClusterID:           n.clusterID,
+			Config:              cfg,
+			Logs:                n.logs,
+			Metadata:            n.raft,
+			InterBrokerDial:     tlsCfg.interBrokerDial,
+			tls:                 tlsCfg,
+			SetConnectionLimits: n.server.SetConnectionLimits,
+			Controller:          &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
+			Logger:              logger,
 		})
 		if err != nil {
 			return err
@@ -707,7 +708,13 @@ func (r *listenerRouter) Handle(ctx context.Context, req *network.Request) netwo
 // and a host name in the overrides counts for each address it resolves to
 // now, as Kafka resolves it when it reads the setting.
 func connectionsPerIP(cfg *Config) (int, map[netip.Addr]int, error) {
-	overrides, err := connectionsPerIPOverrides(cfg.MaxConnectionsPerIPOverrides)
+	return connectionLimitsPerIP(context.Background(), cfg.MaxConnectionsPerIP, cfg.MaxConnectionsPerIPOverrides)
+}
+
+// connectionLimitsPerIP is connectionsPerIP of the two settings' values,
+// resolving host names within ctx.
+func connectionLimitsPerIP(ctx context.Context, perIP int, overridesSetting string) (int, map[netip.Addr]int, error) {
+	overrides, err := connectionsPerIPOverrides(overridesSetting)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -717,7 +724,7 @@ func connectionsPerIP(cfg *Config) (int, map[netip.Addr]int, error) {
 			out[ip.Unmap()] = n
 			continue
 		}
-		addrs, err := net.LookupHost(host)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
 		if err != nil {
 			return 0, nil, fmt.Errorf("max.connections.per.ip.overrides: resolve %s: %w", host, err)
 		}
@@ -727,7 +734,10 @@ func connectionsPerIP(cfg *Config) (int, map[netip.Addr]int, error) {
 			}
 		}
 	}
-	limit := cfg.MaxConnectionsPerIP
+	if perIP < 0 || (perIP == 0 && len(overrides) == 0) {
+		return 0, nil, fmt.Errorf("max.connections.per.ip must be >= 1, or 0 with max.connections.per.ip.overrides set, got %d", perIP)
+	}
+	limit := perIP
 	if limit == 0 {
 		limit = -1
 	}

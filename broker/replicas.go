@@ -249,6 +249,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		b.updateReplicationQuotas(img)
 		b.updateWritebackBytes(img)
 		b.updateCleanerIORate(img)
+		b.updateConnectionLimits(img)
 	}
 	for k, mp := range keys {
 		t, ok := img.TopicByID(k.TopicID)
@@ -329,6 +330,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		b.updateReplicationQuotas(img)
 		b.updateWritebackBytes(img)
 		b.updateCleanerIORate(img)
+		b.updateConnectionLimits(img)
 	}
 	if brokerWide || len(changedTopics) > 0 {
 		for tp, p := range next {

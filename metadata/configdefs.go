@@ -254,6 +254,15 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 		{Name: "log.cleaner.threads", Type: ConfigInt, Default: "1", check: atLeast(0)},
 		{Name: "max.connections", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
+		{Name: "max.connections.per.ip.overrides", Type: ConfigString, Default: "", check: func(v any) error {
+			for _, e := range splitList(v.(string)) {
+				i := strings.LastIndexByte(e, ':')
+				if n, err := strconv.Atoi(strings.TrimSpace(e[i+1:])); i <= 0 || err != nil || n < 0 || strings.Trim(strings.TrimSpace(e[:i]), "[]") == "" {
+					return fmt.Errorf("%q is not host:count with a count of at least 0", e)
+				}
+			}
+			return nil
+		}},
 		{Name: "num.io.threads", Type: ConfigInt, Default: "8", check: atLeast(1)},
 		{Name: "num.network.threads", Type: ConfigInt, Default: "3", check: atLeast(1)},
 		{Name: "num.replica.fetchers", Type: ConfigInt, Default: "1", check: atLeast(1)},

@@ -478,6 +478,16 @@ func (s *Server) forget(c *conn) {
 	s.mu.Unlock()
 }
 
+// SetConnectionLimits changes max.connections, max.connections.per.ip and
+// its overrides (a dynamic broker config), as Config's fields set them.
+// Connections already open stay, as in Kafka; a new one is admitted
+// against the new limits.
+func (s *Server) SetConnectionLimits(maxConns, perIP int, overrides map[netip.Addr]int) {
+	s.mu.Lock()
+	s.cfg.MaxConnections, s.cfg.MaxConnectionsPerIP, s.cfg.MaxConnectionsPerIPOverrides = maxConns, perIP, overrides
+	s.mu.Unlock()
+}
+
 // perIPLimit is the connection limit of a client address, and whether it
 // has one (max.connections.per.ip and its overrides).
 func (s *Server) perIPLimit(ip netip.Addr) (int, bool) {
