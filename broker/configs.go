@@ -153,6 +153,24 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 	b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2])
 }
 
+// updateNumReplicaFetchers takes num.replica.fetchers from the image
+// (this broker's dynamic config, else the cluster-wide one, else
+// server.properties) to the follower fetchers. applyMu is held.
+func (b *Broker) updateNumReplicaFetchers(img *metadata.Image) {
+	n := b.cfg.NumReplicaFetchers
+	v, ok := b.dynamicBrokerConfig(img, "num.replica.fetchers")
+	if d, err := strconv.Atoi(strings.TrimSpace(v)); ok && err == nil && d >= 1 {
+		n = d
+	}
+	b.fetchers.mu.Lock()
+	changed := b.fetchers.count != n
+	b.fetchers.mu.Unlock()
+	if changed {
+		b.fetchers.resize(n)
+		b.log.Info("replica fetchers", "config", "num.replica.fetchers", "per_source_broker", n)
+	}
+}
+
 // updateCleanerIORate takes log.cleaner.io.max.bytes.per.second from the
 // image (this broker's dynamic config, else the cluster-wide one, else
 // server.properties) into the log manager, whose cleaner applies it from

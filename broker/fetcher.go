@@ -45,6 +45,8 @@ type replicaFetchers struct {
 	b     *Broker
 	mu    sync.Mutex
 	byKey map[fetcherKey]*replicaFetcher
+	// count is num.replica.fetchers, as last set (resize).
+	count int
 }
 
 // fetcherKey names one fetcher: its leader and its index among the
@@ -178,7 +180,7 @@ func (s *followerSession) reset(closeExisting bool) {
 }
 
 func newReplicaFetchers(b *Broker) *replicaFetchers {
-	return &replicaFetchers{b: b, byKey: map[fetcherKey]*replicaFetcher{}}
+	return &replicaFetchers{b: b, byKey: map[fetcherKey]*replicaFetcher{}, count: b.cfg.NumReplicaFetchers}
 }
 
 // follow makes p fetched from leader in leaderEpoch; a new leader epoch
@@ -190,24 +192,15 @@ func newReplicaFetchers(b *Broker) *replicaFetchers {
 func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32, fresh bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	key := fetcherKey{leader, fetcherID(p.tp, fs.b.cfg.NumReplicaFetchers)}
+	key := fetcherKey{leader, fetcherID(p.tp, fs.count)}
 	for k, f := range fs.byKey {
 		if k != key {
 			fs.removeLocked(f, p)
 		}
 	}
-	f := fs.byKey[key]
+	f := fs.fetcherLocked(key)
 	if f == nil {
-		f = &replicaFetcher{
-			b: fs.b, leader: leader, key: key, wake: make(chan struct{}, 1), stop: make(chan struct{}),
-			conn:  newKafkaConn("", "keel-replica-fetcher-"+strconv.Itoa(int(fs.b.nodeID)), fs.b.dial),
-			parts: map[*partition]*followerFetch{},
-		}
-		f.conn.receiveBuffer = fs.b.cfg.ReplicaSocketReceiveBufferBytes
-		if !fs.b.spawn(f.run) {
-			return // closing
-		}
-		fs.byKey[key] = f
+		return // closing
 	}
 	f.mu.Lock()
 	ff := f.parts[p]
@@ -219,6 +212,66 @@ func (fs *replicaFetchers) follow(p *partition, leader, leaderEpoch int32, fresh
 	}
 	f.mu.Unlock()
 	f.signal()
+}
+
+// fetcherLocked returns the fetcher of key, starting it if need be; nil
+// when the broker is closing. fs.mu is held.
+func (fs *replicaFetchers) fetcherLocked(key fetcherKey) *replicaFetcher {
+	if f := fs.byKey[key]; f != nil {
+		return f
+	}
+	f := &replicaFetcher{
+		b: fs.b, leader: key.leader, key: key, wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		conn:  newKafkaConn("", "keel-replica-fetcher-"+strconv.Itoa(int(fs.b.nodeID)), fs.b.dial),
+		parts: map[*partition]*followerFetch{},
+	}
+	f.conn.receiveBuffer = fs.b.cfg.ReplicaSocketReceiveBufferBytes
+	if !fs.b.spawn(f.run) {
+		return nil
+	}
+	fs.byKey[key] = f
+	return f
+}
+
+// resize applies a new num.replica.fetchers (a dynamic broker config, as
+// Kafka's resizeThreadPool): each followed partition whose fetcher index
+// changes moves to its new fetcher with its fetch state (a truncation
+// already done for its leader epoch is not repeated); a fetcher left with
+// no partitions stops, dropping its fetch in flight, whose answer for a
+// moved partition would be ignored anyway (replicaFetcher.locked).
+func (fs *replicaFetchers) resize(n int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n < 1 || n == fs.count {
+		return
+	}
+	fs.count = n
+	type move struct {
+		from *replicaFetcher
+		ff   followerFetch
+	}
+	var moves []move
+	for key, f := range fs.byKey {
+		f.mu.Lock()
+		for p, ff := range f.parts {
+			if fetcherID(p.tp, n) != key.id {
+				moves = append(moves, move{f, followerFetch{p: p, leaderEpoch: ff.leaderEpoch, truncated: ff.truncated}})
+			}
+		}
+		f.mu.Unlock()
+	}
+	for _, m := range moves {
+		fs.removeLocked(m.from, m.ff.p)
+		to := fs.fetcherLocked(fetcherKey{m.from.leader, fetcherID(m.ff.p.tp, n)})
+		if to == nil {
+			return // closing
+		}
+		ff := m.ff
+		to.mu.Lock()
+		to.parts[ff.p] = &ff
+		to.mu.Unlock()
+		to.signal()
+	}
 }
 
 // unfollow stops fetching p (it became leader, lost its leader, or is no

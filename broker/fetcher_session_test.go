@@ -3,11 +3,13 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
+	"maps"
 	"net"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -320,4 +322,66 @@ func TestStoppedFetcherDropsItsFetch(t *testing.T) {
 	if len(fs.byKey) != 0 {
 		t.Fatalf("%d fetchers left, want none", len(fs.byKey))
 	}
+}
+
+// num.replica.fetchers is a dynamic broker config, as in Kafka: raising it
+// spreads the followed partitions over that many fetchers of their leader
+// by Kafka's fetcher id, with their fetch state; lowering it gathers them
+// back and stops the fetchers left empty.
+func TestNumReplicaFetchersDynamic(t *testing.T) {
+	c := newTestCluster(t)
+	leader := newScriptedLeader(t)
+	go func() { // never answered; the fetchers only have to exist
+		for {
+			select {
+			case <-leader.fetches:
+			case <-leader.done:
+				return
+			}
+		}
+	}()
+	c.meta.registerBroker(2, "127.0.0.1", leader.port())
+	var replicas [][]int32
+	for range 8 {
+		replicas = append(replicas, []int32{2, testNodeID})
+	}
+	c.createAssigned("spread", replicas...)
+	fetchers := func() map[int32]int {
+		fs := c.broker.fetchers
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		out := map[int32]int{}
+		for key, f := range fs.byKey {
+			f.mu.Lock()
+			out[key.id] += len(f.parts)
+			f.mu.Unlock()
+		}
+		return out
+	}
+	want := func(n int) map[int32]int {
+		out := map[int32]int{}
+		for p := range int32(8) {
+			out[fetcherID(tp("spread", p), n)]++
+		}
+		return out
+	}
+	waitFor(t, "one fetcher for the 8 partitions", 5*time.Second, func() bool { return maps.Equal(fetchers(), want(1)) })
+	alter := func(value *string) {
+		t.Helper()
+		op := kadm.SetConfig
+		if value == nil {
+			op = kadm.DeleteConfig
+		}
+		resp, err := c.admin().AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Op: op, Name: "num.replica.fetchers", Value: value}})
+		if err != nil || resp[0].Err != nil {
+			t.Fatalf("alter: %v %v", err, resp[0].Err)
+		}
+	}
+	alter(kmsg.StringPtr("3"))
+	if len(want(3)) < 2 {
+		t.Fatalf("the test wants the partitions spread: %v", want(3))
+	}
+	waitFor(t, "the partitions spread over 3 fetchers", 5*time.Second, func() bool { return maps.Equal(fetchers(), want(3)) })
+	alter(nil)
+	waitFor(t, "one fetcher again", 5*time.Second, func() bool { return maps.Equal(fetchers(), want(1)) })
 }

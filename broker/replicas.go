@@ -250,6 +250,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		b.updateWritebackBytes(img)
 		b.updateCleanerIORate(img)
 		b.updateConnectionLimits(img)
+		b.updateNumReplicaFetchers(img)
 	}
 	for k, mp := range keys {
 		t, ok := img.TopicByID(k.TopicID)
@@ -331,6 +332,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		b.updateWritebackBytes(img)
 		b.updateCleanerIORate(img)
 		b.updateConnectionLimits(img)
+		b.updateNumReplicaFetchers(img)
 	}
 	if brokerWide || len(changedTopics) > 0 {
 		for tp, p := range next {

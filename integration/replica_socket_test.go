@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +81,81 @@ func TestFollowerFetchTimeout(t *testing.T) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "socket-timeout", Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
 			t.Fatalf("produce after the resume: %v", err)
 		}
+	}
+}
+
+// TestNumReplicaFetchersResizedUnderLoad: num.replica.fetchers changed at
+// runtime, cluster-wide, while acks=all producers run: the followers move
+// their partitions between fetchers without losing their place, every
+// acknowledged record is read back in order, and the ISR stays whole.
+func TestNumReplicaFetchersResizedUnderLoad(t *testing.T) {
+	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}}, ProcessOptions{})
+	cl := procClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("resized"))
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 6, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "resized"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	const total = 6000
+	produced := make(chan error, 1)
+	go func() {
+		for i := range total {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % 60)), Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				produced <- fmt.Errorf("record %d: %w", i, err)
+				return
+			}
+		}
+		produced <- nil
+	}()
+	for _, n := range []string{"4", "2", "1"} {
+		time.Sleep(500 * time.Millisecond)
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "num.replica.fetchers", Value: kadm.StringPtr(n)}})
+		if err != nil || resp[0].Err != nil {
+			t.Fatalf("num.replica.fetchers=%s: %v %v", n, err, resp[0].Err)
+		}
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{1, 2, 3} {
+		for _, n := range []string{"4", "2", "1"} {
+			if !strings.Contains(c.Log(id), "replica fetchers: config=num.replica.fetchers per_source_broker="+n) {
+				t.Fatalf("node %d did not log taking num.replica.fetchers=%s", id, n)
+			}
+		}
+	}
+	consumer := procClient(t, c, kgo.ConsumeTopics("resized"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	last := map[string]int{}
+	for n := 0; n < total; {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume after %d: %v", n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v, _ := strconv.Atoi(string(r.Value))
+			if prev, ok := last[string(r.Key)]; ok && v <= prev {
+				t.Fatalf("key %s: %d after %d", r.Key, v, prev)
+			}
+			last[string(r.Key)] = v
+			n++
+		})
+	}
+	for {
+		md, err := adm.Metadata(ctx, "resized")
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := true
+		for _, p := range md.Topics["resized"].Partitions {
+			whole = whole && len(p.ISR) == 3
+		}
+		if whole {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("ISR not whole again: %+v", md.Topics["resized"].Partitions)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
