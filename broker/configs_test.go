@@ -579,15 +579,7 @@ func TestWritebackBytesDynamic(t *testing.T) {
 	check("server.properties", 2<<20, kmsg.ConfigSourceStaticBrokerConfig)
 	alter := func(value *string, nodes ...int32) error {
 		t.Helper()
-		op := kadm.SetConfig
-		if value == nil {
-			op = kadm.DeleteConfig
-		}
-		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "keel.log.writeback.bytes", Value: value}}, nodes...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp[0].Err
+		return alterBrokerConfig(ctx, t, adm, "keel.log.writeback.bytes", value, nodes...)
 	}
 	if err := alter(kmsgStr("4194304")); err != nil {
 		t.Fatal(err)
@@ -613,6 +605,21 @@ func TestWritebackBytesDynamic(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("both deleted", 2<<20, kmsg.ConfigSourceStaticBrokerConfig)
+}
+
+// alterBrokerConfig sets (value nil: deletes) broker config name, on the
+// given brokers or cluster-wide, and returns the resource's error.
+func alterBrokerConfig(ctx context.Context, t *testing.T, adm *kadm.Client, name string, value *string, nodes ...int32) error {
+	t.Helper()
+	op := kadm.SetConfig
+	if value == nil {
+		op = kadm.DeleteConfig
+	}
+	resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: value}}, nodes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp[0].Err
 }
 
 // describeOwnBrokerConfigs describes the test broker's configs with kadm.
@@ -647,15 +654,7 @@ func TestCleanerIORateDynamic(t *testing.T) {
 	check("default", math.MaxFloat64, "1.7976931348623157E308")
 	alter := func(value *string, nodes ...int32) error {
 		t.Helper()
-		op := kadm.SetConfig
-		if value == nil {
-			op = kadm.DeleteConfig
-		}
-		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "log.cleaner.io.max.bytes.per.second", Value: value}}, nodes...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp[0].Err
+		return alterBrokerConfig(ctx, t, adm, "log.cleaner.io.max.bytes.per.second", value, nodes...)
 	}
 	if err := alter(kmsgStr("1048576")); err != nil {
 		t.Fatal(err)
@@ -681,13 +680,8 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 	ctx := testCtx(t)
 	alter := func(name string, value *string, nodes ...int32) {
 		t.Helper()
-		op := kadm.SetConfig
-		if value == nil {
-			op = kadm.DeleteConfig
-		}
-		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: value}}, nodes...)
-		if err != nil || resp[0].Err != nil {
-			t.Fatalf("%s: %v %v", name, err, resp[0].Err)
+		if err := alterBrokerConfig(ctx, t, adm, name, value, nodes...); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
 	}
 	// admitted dials from src and reports whether the broker keeps the

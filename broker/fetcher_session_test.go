@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -368,13 +367,8 @@ func TestNumReplicaFetchersDynamic(t *testing.T) {
 	waitFor(t, "one fetcher for the 8 partitions", 5*time.Second, func() bool { return maps.Equal(fetchers(), want(1)) })
 	alter := func(value *string) {
 		t.Helper()
-		op := kadm.SetConfig
-		if value == nil {
-			op = kadm.DeleteConfig
-		}
-		resp, err := c.admin().AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Op: op, Name: "num.replica.fetchers", Value: value}})
-		if err != nil || resp[0].Err != nil {
-			t.Fatalf("alter: %v %v", err, resp[0].Err)
+		if err := alterBrokerConfig(testCtx(t), t, c.admin(), "num.replica.fetchers", value); err != nil {
+			t.Fatalf("alter: %v", err)
 		}
 	}
 	alter(kmsg.StringPtr("3"))
