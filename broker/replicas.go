@@ -252,6 +252,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		b.updateConnectionLimits(img)
 		b.updateNumReplicaFetchers(img)
 	}
+	var newEpochs []*partition // new leaderships, whose epoch the log must record
 	for k, mp := range keys {
 		t, ok := img.TopicByID(k.TopicID)
 		if !ok {
@@ -306,9 +307,15 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 			next[tp] = p
 			b.log.Debug("hosting partition", "partition", tp, "topic_id", t.ID)
 		}
-		b.setPartitionState(p, img, t.Name, mp)
+		if b.setPartitionState(p, img, t.Name, mp) {
+			newEpochs = append(newEpochs, p)
+		}
 		woken = append(woken, p)
 	}
+	// Before new partitions become visible to requests (the table is
+	// stored below); a leadership changed in place was published already,
+	// and its first append records the epoch itself if it comes first.
+	b.assignLeaderEpochs(newEpochs)
 
 	// Config changes: a topic's own, or broker-level ones that may be the
 	// default of any topic config; this broker's own may replace its
@@ -440,7 +447,10 @@ func (b *Broker) replaceStrayLog(tp storage.TopicPartition, old metadata.Uuid, c
 // the leader-epoch cache (Kafka's Partition.makeLeader), so
 // OffsetForLeaderEpoch answers correctly before the first append.
 // applyMu is held.
-func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic string, mp *metadata.Partition) {
+//
+// It reports whether p became leader in a new leader epoch, which its log's
+// leader-epoch cache must then record (assignLeaderEpochs).
+func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic string, mp *metadata.Partition) (newEpoch bool) {
 	st := &partitionState{
 		leader:         mp.Leader,
 		leaderEpoch:    mp.LeaderEpoch,
@@ -476,12 +486,7 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 		b.fetchers.follow(p, st.leader, st.leaderEpoch, prev == nil)
 	}
 	if st.isLeader && (prev == nil || !prev.isLeader || prev.leaderEpoch != st.leaderEpoch) {
-		cache := p.log.LeaderEpochCache()
-		if latest, ok := cache.LatestEpoch(); !ok || st.leaderEpoch > latest {
-			if err := cache.Assign(st.leaderEpoch, p.log.LogEndOffset()); err != nil {
-				b.log.Error("recording the new leader epoch failed", "partition", p.tp, "epoch", st.leaderEpoch, "error", err)
-			}
-		}
+		newEpoch = true
 		if st.durable && p.log.SyncPending() {
 			// Records from before a restart, or appended as a follower
 			// and not yet synced: the high watermark waits for them.
@@ -491,6 +496,53 @@ func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic stri
 	} else if !st.isLeader && (prev == nil || prev.isLeader) {
 		b.log.Info("became follower", "partition", p.tp, "leader", st.leader, "leader_epoch", st.leaderEpoch)
 	}
+	return newEpoch
+}
+
+// epochAssignWorkers bounds the leader-epoch checkpoint writes of one
+// metadata update that run at once.
+const epochAssignWorkers = 16
+
+// assignLeaderEpochs records, in each partition's leader-epoch cache, the
+// leader epoch it became leader in, starting at its log end (Kafka's
+// makeLeader). Each is a checkpoint write with two fsyncs: a restart, or a
+// failover that moves thousands of leaderships here, would wait for them
+// one after the other (as Kafka's does), so they run side by side, each
+// partition's on its own cache. applyMu is held.
+func (b *Broker) assignLeaderEpochs(parts []*partition) {
+	assign := func(p *partition) {
+		st := p.state.Load()
+		if st == nil || !st.isLeader {
+			return
+		}
+		cache := p.log.LeaderEpochCache()
+		if latest, ok := cache.LatestEpoch(); ok && st.leaderEpoch <= latest {
+			return
+		}
+		if err := cache.Assign(st.leaderEpoch, p.log.LogEndOffset()); err != nil {
+			b.log.Error("recording the new leader epoch failed", "partition", p.tp, "epoch", st.leaderEpoch, "error", err)
+		}
+	}
+	if len(parts) <= 1 {
+		for _, p := range parts {
+			assign(p)
+		}
+		return
+	}
+	work := make(chan *partition)
+	var wg sync.WaitGroup
+	for range min(len(parts), epochAssignWorkers) {
+		wg.Go(func() {
+			for p := range work {
+				assign(p)
+			}
+		})
+	}
+	for _, p := range parts {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
 }
 
 // fillTopicState copies the topic configs the request path reads into st.

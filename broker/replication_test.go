@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/storage"
 )
 
@@ -191,4 +192,55 @@ func TestFetcherIDIsKafkas(t *testing.T) {
 	if got := fetcherID(storage.TopicPartition{Topic: "orders", Partition: 4}, 1); got != 0 {
 		t.Fatalf("one fetcher: id %d", got)
 	}
+}
+
+// A metadata update that makes this node leader of many partitions records
+// each one's new leader epoch, at its log end, in its leader-epoch cache
+// (the writes run side by side: assignLeaderEpochs), both when the
+// partitions arrive and when their leadership comes back in a later epoch.
+func TestNewLeaderEpochsRecorded(t *testing.T) {
+	c := newTestCluster(t)
+	var replicas [][]int32
+	for range 40 {
+		replicas = append(replicas, []int32{testNodeID})
+	}
+	c.createAssigned("epochs", replicas...)
+	check := func(what string) {
+		t.Helper()
+		for i := range int32(40) {
+			p := c.broker.lookup(tp("epochs", i))
+			if p == nil {
+				t.Fatalf("%s: epochs-%d not hosted", what, i)
+			}
+			st := p.state.Load()
+			latest, ok := p.log.LeaderEpochCache().LatestEpoch()
+			if !st.isLeader || !ok || latest != st.leaderEpoch {
+				t.Fatalf("%s: epochs-%d leader %v epoch %d, cache's latest %d (%v)", what, i, st.isLeader, st.leaderEpoch, latest, ok)
+			}
+			if e := p.log.LeaderEpochCache().Entries(); e[len(e)-1].StartOffset != p.log.LogEndOffset() {
+				t.Fatalf("%s: epochs-%d: epoch %d starts at %d, want the log end %d", what, i, latest, e[len(e)-1].StartOffset, p.log.LogEndOffset())
+			}
+		}
+	}
+	check("created")
+	for i := range int32(40) {
+		c.produceN(t, "epochs", i, int(i%3), 10)
+	}
+	topicID := c.broker.lookup(tp("epochs", 0)).topicID
+	for _, leader := range []int32{metadata.NoLeader, testNodeID} {
+		var recs []metadata.Record
+		for i := range int32(40) {
+			recs = append(recs, &metadata.PartitionChangeRecord{TopicID: topicID, PartitionID: i, Leader: leader})
+		}
+		c.meta.commit(recs...)
+	}
+	waitFor(t, "the leaderships back in epoch 2", 5*time.Second, func() bool {
+		for i := range int32(40) {
+			if st := c.broker.lookup(tp("epochs", i)).state.Load(); !st.isLeader || st.leaderEpoch != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	check("back in epoch 2")
 }
