@@ -821,8 +821,8 @@ func (c *Config) validate() error {
 	if err != nil {
 		return err
 	}
-	if c.MaxConnectionsPerIP < 0 || (c.MaxConnectionsPerIP == 0 && len(overrides) == 0) {
-		return fmt.Errorf("max.connections.per.ip must be >= 1, or 0 with max.connections.per.ip.overrides set, got %d", c.MaxConnectionsPerIP)
+	if err := checkConnectionsPerIP(c.MaxConnectionsPerIP, len(overrides)); err != nil {
+		return err
 	}
 	if c.ReplicaSocketTimeout < c.ReplicaFetchWaitMax {
 		// Kafka's check: a fetch parked for replica.fetch.wait.max.ms
@@ -894,22 +894,23 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// connectionsPerIPOverrides parses max.connections.per.ip.overrides:
-// comma-separated host:count pairs, the count after the last colon (so an
-// IPv6 address needs no brackets), as Kafka reads them.
+// connectionsPerIPOverrides parses max.connections.per.ip.overrides
+// (metadata.ParseConnectionsPerIPOverrides, which also validates it when
+// set dynamically).
 func connectionsPerIPOverrides(v string) (map[string]int, error) {
-	out := map[string]int{}
-	for _, e := range splitList(v) {
-		i := strings.LastIndexByte(e, ':')
-		if i <= 0 {
-			return nil, fmt.Errorf("max.connections.per.ip.overrides: %q: want host:count", e)
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(e[i+1:]))
-		host := strings.Trim(strings.TrimSpace(e[:i]), "[]")
-		if err != nil || n < 0 || host == "" {
-			return nil, fmt.Errorf("max.connections.per.ip.overrides: %q: want host:count with a count >= 0", e)
-		}
-		out[host] = n
+	out, err := metadata.ParseConnectionsPerIPOverrides(splitList(v))
+	if err != nil {
+		return nil, fmt.Errorf("max.connections.per.ip.overrides: %w", err)
 	}
 	return out, nil
+}
+
+// checkConnectionsPerIP is Kafka's check of max.connections.per.ip against
+// its overrides: 0 admits only the addresses the overrides name, so it
+// needs some.
+func checkConnectionsPerIP(perIP, overrides int) error {
+	if perIP < 0 || (perIP == 0 && overrides == 0) {
+		return fmt.Errorf("max.connections.per.ip must be >= 1, or 0 with max.connections.per.ip.overrides set, got %d", perIP)
+	}
+	return nil
 }

@@ -734,8 +734,8 @@ func connectionLimitsPerIP(ctx context.Context, perIP int, overridesSetting stri
 			}
 		}
 	}
-	if perIP < 0 || (perIP == 0 && len(overrides) == 0) {
-		return 0, nil, fmt.Errorf("max.connections.per.ip must be >= 1, or 0 with max.connections.per.ip.overrides set, got %d", perIP)
+	if err := checkConnectionsPerIP(perIP, len(overrides)); err != nil {
+		return 0, nil, err
 	}
 	limit := perIP
 	if limit == 0 {

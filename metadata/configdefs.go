@@ -255,13 +255,8 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 		{Name: "max.connections", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip.overrides", Type: ConfigString, Default: "", check: func(v any) error {
-			for _, e := range splitList(v.(string)) {
-				i := strings.LastIndexByte(e, ':')
-				if n, err := strconv.Atoi(strings.TrimSpace(e[i+1:])); i <= 0 || err != nil || n < 0 || strings.Trim(strings.TrimSpace(e[:i]), "[]") == "" {
-					return fmt.Errorf("%q is not host:count with a count of at least 0", e)
-				}
-			}
-			return nil
+			_, err := ParseConnectionsPerIPOverrides(splitList(v.(string)))
+			return err
 		}},
 		{Name: "num.io.threads", Type: ConfigInt, Default: "8", check: atLeast(1)},
 		{Name: "num.network.threads", Type: ConfigInt, Default: "3", check: atLeast(1)},
@@ -465,6 +460,29 @@ var brokerStaticConfigs = map[string]bool{
 	"replication.quota.window.num": true, "replication.quota.window.size.seconds": true,
 	"transaction.state.log.min.isr": true, "transaction.state.log.num.partitions": true,
 	"transaction.state.log.replication.factor": true, "zookeeper.connect": true,
+}
+
+// ParseConnectionsPerIPOverrides parses the entries of
+// max.connections.per.ip.overrides (its comma-separated parts): host:count
+// pairs, the count after the last colon (so an IPv6 address needs no
+// brackets), as Kafka reads them. The broker reads the setting with it at
+// start (dropping empty parts); a dynamic value is checked with it before
+// it is stored (where an empty part is an error).
+func ParseConnectionsPerIPOverrides(entries []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, e := range entries {
+		i := strings.LastIndexByte(e, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("%q: want host:count", e)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(e[i+1:]))
+		host := strings.Trim(strings.TrimSpace(e[:i]), "[]")
+		if err != nil || n < 0 || host == "" {
+			return nil, fmt.Errorf("%q: want host:count with a count >= 0", e)
+		}
+		out[host] = n
+	}
+	return out, nil
 }
 
 func indexDefs(defs []ConfigDef) map[string]*ConfigDef {
