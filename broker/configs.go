@@ -91,6 +91,17 @@ func (b *Broker) dynamicBrokerConfig(img *metadata.Image, name string) (v string
 	return img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, name)
 }
 
+// updateBrokerConfigs takes the dynamic broker configs this broker acts on
+// at runtime from the image: on the first image and after each change to
+// this broker's or the cluster-wide configs. applyMu is held.
+func (b *Broker) updateBrokerConfigs(img *metadata.Image) {
+	b.updateReplicationQuotas(img)
+	b.updateWritebackBytes(img)
+	b.updateCleanerIORate(img)
+	b.updateConnectionLimits(img)
+	b.updateNumReplicaFetchers(img)
+}
+
 // updateWritebackBytes takes keel.log.writeback.bytes from the image
 // (this broker's dynamic config, else the cluster-wide one, else
 // server.properties) into the log manager, whose logs use it from their

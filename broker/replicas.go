@@ -246,11 +246,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 			}
 		}
 		b.initialized = true
-		b.updateReplicationQuotas(img)
-		b.updateWritebackBytes(img)
-		b.updateCleanerIORate(img)
-		b.updateConnectionLimits(img)
-		b.updateNumReplicaFetchers(img)
+		b.updateBrokerConfigs(img)
 	}
 	var newEpochs []*partition // new leaderships, whose epoch the log must record
 	for k, mp := range keys {
@@ -335,11 +331,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		}
 	}
 	if brokerWide {
-		b.updateReplicationQuotas(img)
-		b.updateWritebackBytes(img)
-		b.updateCleanerIORate(img)
-		b.updateConnectionLimits(img)
-		b.updateNumReplicaFetchers(img)
+		b.updateBrokerConfigs(img)
 	}
 	if brokerWide || len(changedTopics) > 0 {
 		for tp, p := range next {
@@ -443,13 +435,11 @@ func (b *Broker) replaceStrayLog(tp storage.TopicPartition, old metadata.Uuid, c
 }
 
 // setPartitionState publishes a partition's state from the image and acts
-// on a new leadership: a new leader epoch starts at the log end offset in
-// the leader-epoch cache (Kafka's Partition.makeLeader), so
-// OffsetForLeaderEpoch answers correctly before the first append.
-// applyMu is held.
-//
-// It reports whether p became leader in a new leader epoch, which its log's
-// leader-epoch cache must then record (assignLeaderEpochs).
+// on a new leadership. It reports whether p became leader in a new leader
+// epoch, which must then start at the log end offset in the leader-epoch
+// cache (Kafka's Partition.makeLeader), so that OffsetForLeaderEpoch
+// answers correctly before the first append: the caller records it
+// (assignLeaderEpochs). applyMu is held.
 func (b *Broker) setPartitionState(p *partition, img *metadata.Image, topic string, mp *metadata.Partition) (newEpoch bool) {
 	st := &partitionState{
 		leader:         mp.Leader,
