@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,7 +82,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.cleaner.dedupe.buffer.size", i64(c.LogCleanerDedupeBufferSize), tl, "134217728"},
 		{"log.cleaner.delete.retention.ms", i64(c.LogCleanerDeleteRetentionMs), tl, "86400000"},
 		{"log.cleaner.enable", b(c.LogCleanerEnable), tb, "true"},
-		{"log.cleaner.io.max.bytes.per.second", str(javaDouble(c.LogCleanerIOMaxBytesPerSec)), kmsg.ConfigTypeDouble, "1.7976931348623157E308"},
+		{"log.cleaner.io.max.bytes.per.second", str(metadata.JavaDouble(c.LogCleanerIOMaxBytesPerSec)), kmsg.ConfigTypeDouble, "1.7976931348623157E308"},
 		{"log.cleaner.min.cleanable.ratio", str(strconv.FormatFloat(c.LogCleanerMinCleanableRatio, 'f', -1, 64)), kmsg.ConfigTypeDouble, "0.5"},
 		{"log.cleaner.min.compaction.lag.ms", i64(c.LogCleanerMinCompactionLagMs), tl, "0"},
 		{"log.cleaner.max.compaction.lag.ms", i64(c.LogCleanerMaxCompactionLagMs), tl, long},
@@ -226,24 +225,4 @@ var topicConfigDocs = map[string]string{
 	"segment.jitter.ms":                       "The largest random jitter subtracted from segment.ms.",
 	"segment.ms":                              "The age after which the active segment rolls even when not full.",
 	"unclean.leader.election.enable":          "Whether a replica outside the ISR may become leader, at the cost of data loss.",
-}
-
-// javaDouble formats v as Java's Double.toString does, as Kafka's
-// DescribeConfigs shows a double: plain between 10^-3 and 10^7, with at
-// least one decimal (1048576.0), else in scientific notation
-// (1.7976931348623157E308).
-func javaDouble(v float64) string {
-	if a := math.Abs(v); a == 0 || (a >= 1e-3 && a < 1e7) || math.IsInf(v, 0) || math.IsNaN(v) {
-		s := strconv.FormatFloat(v, 'f', -1, 64)
-		if !strings.ContainsAny(s, ".IN") {
-			s += ".0"
-		}
-		return s
-	}
-	mant, exp, _ := strings.Cut(strconv.FormatFloat(v, 'E', -1, 64), "E")
-	if !strings.Contains(mant, ".") {
-		mant += ".0"
-	}
-	e, _ := strconv.Atoi(exp)
-	return mant + "E" + strconv.Itoa(e)
 }

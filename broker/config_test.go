@@ -369,19 +369,6 @@ func TestReplicaSocketConfig(t *testing.T) {
 	}
 }
 
-// Doubles render as Java renders them, as Kafka's DescribeConfigs shows
-// them.
-func TestJavaDouble(t *testing.T) {
-	for v, want := range map[float64]string{
-		0.5: "0.5", 1048576: "1048576.0", 0: "0.0", 1e7: "1.0E7", 1.7976931348623157e308: "1.7976931348623157E308",
-		0.0001: "1.0E-4", 12345678.5: "1.23456785E7",
-	} {
-		if got := javaDouble(v); got != want {
-			t.Errorf("javaDouble(%v) = %q, want %q", v, got, want)
-		}
-	}
-}
-
 // Kafka keys Keel knows but does not carry out are reported with the
 // reason, not as unknown; a value that asks for nothing missing is quiet.
 func TestNotAppliedKeys(t *testing.T) {

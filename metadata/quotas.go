@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -308,4 +309,24 @@ func quotaFilterMatches(e QuotaEntity, req *kmsg.DescribeClientQuotasRequest) bo
 		}
 	}
 	return true
+}
+
+// JavaDouble formats v as Java's Double.toString does, as Kafka shows a
+// double (DescribeConfigs, kafka-configs' quotas): plain between 10^-3 and 10^7, with at
+// least one decimal (1048576.0), else in scientific notation
+// (1.7976931348623157E308).
+func JavaDouble(v float64) string {
+	if a := math.Abs(v); a == 0 || (a >= 1e-3 && a < 1e7) || math.IsInf(v, 0) || math.IsNaN(v) {
+		s := strconv.FormatFloat(v, 'f', -1, 64)
+		if !strings.ContainsAny(s, ".IN") {
+			s += ".0"
+		}
+		return s
+	}
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(v, 'E', -1, 64), "E")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	e, _ := strconv.Atoi(exp)
+	return mant + "E" + strconv.Itoa(e)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/keelstream/keel/client"
+	"github.com/keelstream/keel/metadata"
 )
 
 // describeQuotas is keel configs describe for users and clients: each
@@ -52,20 +53,11 @@ func describeQuotas(c *cli.Context, ctx context.Context, adm *client.Admin, e co
 		sort.Strings(keys)
 		parts := make([]string, 0, len(keys))
 		for _, k := range keys {
-			parts = append(parts, k+"="+javaDouble(q.Values[k]))
+			parts = append(parts, k+"="+metadata.JavaDouble(q.Values[k]))
 		}
 		fmt.Fprintf(c.App.Writer, "Quota configs for %s are %s\n", q.Entity, strings.Join(parts, ", "))
 	}
 	return nil
-}
-
-// javaDouble prints a quota as Java prints a double: 1048576.0.
-func javaDouble(v float64) string {
-	s := strconv.FormatFloat(v, 'f', -1, 64)
-	if !strings.ContainsAny(s, ".eE") {
-		s += ".0"
-	}
-	return s
 }
 
 // alterQuotas is keel configs alter for users and clients: --add-config

@@ -96,14 +96,14 @@ func TestCLIConfigs(t *testing.T) {
 
 	// Client quotas: kafka-configs.sh's --entity-type users form and its
 	// shorthands, strict per entity.
-	ok(t, bs, "", "configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+	ok(t, bs, "", "configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=10485760")
 	if out := ok(t, bs, "", "configs", "alter", "--user", "alice", "--client", "app", "--add-config", "producer_byte_rate=1024"); out != "Completed updating config for user alice.\n" {
 		t.Errorf("alter alice/app printed %q", out)
 	}
 	if out := ok(t, bs, "", "configs", "alter", "--user-defaults", "--add-config", "consumer_byte_rate=4096"); out != "Completed updating default config for users in the cluster.\n" {
 		t.Errorf("alter the default user printed %q", out)
 	}
-	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "users", "--entity-name", "alice"); out != "Quota configs for user-principal 'alice' are consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n" {
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "users", "--entity-name", "alice"); out != "Quota configs for user-principal 'alice' are consumer_byte_rate=1.048576E7, producer_byte_rate=1048576.0\n" { // Java's Double.toString, as kafka-configs.sh prints it
 		t.Errorf("describe alice printed %q", out)
 	}
 	ok(t, bs, "", "configs", "alter", "--user", "alice", "--delete-config", "consumer_byte_rate")
