@@ -83,7 +83,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.cleaner.delete.retention.ms", i64(c.LogCleanerDeleteRetentionMs), tl, "86400000"},
 		{"log.cleaner.enable", b(c.LogCleanerEnable), tb, "true"},
 		{"log.cleaner.io.max.bytes.per.second", str(metadata.JavaDouble(c.LogCleanerIOMaxBytesPerSec)), kmsg.ConfigTypeDouble, "1.7976931348623157E308"},
-		{"log.cleaner.min.cleanable.ratio", str(strconv.FormatFloat(c.LogCleanerMinCleanableRatio, 'f', -1, 64)), kmsg.ConfigTypeDouble, "0.5"},
+		{"log.cleaner.min.cleanable.ratio", str(metadata.JavaDouble(c.LogCleanerMinCleanableRatio)), kmsg.ConfigTypeDouble, "0.5"},
 		{"log.cleaner.min.compaction.lag.ms", i64(c.LogCleanerMinCompactionLagMs), tl, "0"},
 		{"log.cleaner.max.compaction.lag.ms", i64(c.LogCleanerMaxCompactionLagMs), tl, long},
 		{"log.cleanup.policy", str(c.LogCleanupPolicy), tli, "delete"},

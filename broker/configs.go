@@ -66,7 +66,7 @@ func StaticTopicConfigDefaults(cfg *Config) map[string]string {
 	set("log.message.timestamp.type", cfg.LogMessageTimestampType, cfg.LogMessageTimestampType != "")
 	set("log.cleanup.policy", cfg.LogCleanupPolicy, cfg.LogCleanupPolicy != "")
 	set("log.cleaner.delete.retention.ms", i64(cfg.LogCleanerDeleteRetentionMs), explicit("log.cleaner.delete.retention.ms"))
-	set("log.cleaner.min.cleanable.ratio", strconv.FormatFloat(cfg.LogCleanerMinCleanableRatio, 'f', -1, 64), explicit("log.cleaner.min.cleanable.ratio"))
+	set("log.cleaner.min.cleanable.ratio", metadata.JavaDouble(cfg.LogCleanerMinCleanableRatio), explicit("log.cleaner.min.cleanable.ratio"))
 	set("log.cleaner.min.compaction.lag.ms", i64(cfg.LogCleanerMinCompactionLagMs), explicit("log.cleaner.min.compaction.lag.ms"))
 	set("log.cleaner.max.compaction.lag.ms", i64(cfg.LogCleanerMaxCompactionLagMs), explicit("log.cleaner.max.compaction.lag.ms"))
 	set("min.insync.replicas", i64(int64(cfg.MinInsyncReplicas)), cfg.MinInsyncReplicas > 0)

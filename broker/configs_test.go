@@ -144,10 +144,14 @@ func TestDescribeConfigsVersionsAndDocs(t *testing.T) {
 }
 
 func TestBrokerConfigs(t *testing.T) {
-	c := newTestCluster(t, withConfig("num.partitions=3", "message.max.bytes=500000"))
+	c := newTestCluster(t, withConfig("num.partitions=3", "message.max.bytes=500000", "log.cleaner.min.cleanable.ratio=1"))
 	adm := c.admin()
 	ctx := testCtx(t)
 	rc := describeOwnBrokerConfigs(ctx, t, adm)
+	// A double reads as Java prints it, as kafka-configs.sh shows it.
+	if cfg := findConfig(t, rc, "log.cleaner.min.cleanable.ratio"); cfg.MaybeValue() != "1.0" {
+		t.Errorf("log.cleaner.min.cleanable.ratio %s, want 1.0", cfg.MaybeValue())
+	}
 	if cfg := findConfig(t, rc, "num.partitions"); cfg.MaybeValue() != "3" || cfg.Source != kmsg.ConfigSourceStaticBrokerConfig {
 		t.Errorf("num.partitions %s %v", cfg.MaybeValue(), cfg.Source)
 	}
