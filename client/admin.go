@@ -271,6 +271,24 @@ const (
 	GroupConfig ConfigResourceType = 32
 )
 
+// resourceName names a config resource for an error message.
+func resourceName(typ ConfigResourceType, name string) string {
+	switch typ {
+	case TopicConfig:
+		return "topic " + name
+	case BrokerConfig:
+		if name == "" {
+			return "the cluster-wide broker defaults"
+		}
+		return "broker " + name
+	case BrokerLoggerConfig:
+		return "broker " + name + "'s loggers"
+	case GroupConfig:
+		return "group " + name
+	}
+	return fmt.Sprintf("resource %q of type %d", name, typ)
+}
+
 // ConfigEntry is one config of a resource. Value is nil for sensitive or
 // unset configs. Source is Kafka's ConfigSource name (TOPIC_CONFIG,
 // DEFAULT_CONFIG, STATIC_BROKER_CONFIG, ...).
@@ -426,7 +444,7 @@ func (a *Admin) IncrementalAlterConfigs(ctx context.Context, typ ConfigResourceT
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("alter configs of %s: %w", name, err)
+		return fmt.Errorf("alter configs of %s: %w", resourceName(typ, name), err)
 	}
 	return nil
 }

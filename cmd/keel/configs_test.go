@@ -123,6 +123,7 @@ func TestCLIConfigs(t *testing.T) {
 		{[]string{"configs", "alter", "--user", "alice", "--user-defaults", "--add-config", "producer_byte_rate=1"}, "together"},
 		{[]string{"configs", "alter", "--user", "alice", "--topic", "configured", "--add-config", "producer_byte_rate=1"}, "either as --user/--client"},
 		{[]string{"configs", "alter", "--broker", "1", "--add-config", "ssl.keystore.location=/etc/keel/b1.p12"}, "only per-listener using the listener prefix"},
+		{[]string{"configs", "alter", "--broker-defaults", "--add-config", "log.cleaner.threads=0"}, "alter configs of the cluster-wide broker defaults: INVALID_CONFIG"},
 		{[]string{"configs", "alter", "--broker", "1", "--add-config", "listeners=PLAINTEXT://:9092"}, "Cannot update these configs dynamically"},
 		{[]string{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"}, "only brokers, users and clients have defaults"},
 		{[]string{"configs", "alter", "--broker", "one", "--add-config", "x=1"}, "is not a broker id"},
