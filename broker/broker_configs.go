@@ -85,6 +85,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.cleaner.io.max.bytes.per.second", str(metadata.JavaDouble(c.LogCleanerIOMaxBytesPerSec)), kmsg.ConfigTypeDouble, "1.7976931348623157E308"},
 		{"log.cleaner.min.cleanable.ratio", str(metadata.JavaDouble(c.LogCleanerMinCleanableRatio)), kmsg.ConfigTypeDouble, "0.5"},
 		{"log.cleaner.min.compaction.lag.ms", i64(c.LogCleanerMinCompactionLagMs), tl, "0"},
+		{"log.cleaner.threads", i(c.LogCleanerThreads), ti, "1"},
 		{"log.cleaner.max.compaction.lag.ms", i64(c.LogCleanerMaxCompactionLagMs), tl, long},
 		{"log.cleanup.policy", str(c.LogCleanupPolicy), tli, "delete"},
 		{"log.dirs", list(c.LogDirs), ts, ""},

@@ -113,6 +113,7 @@ type Config struct {
 	// Log cleaner (storage/cleaner*.go): log.cleaner.* keys, and the
 	// defaults of the compaction topic configs.
 	LogCleanerEnable             bool          // log.cleaner.enable
+	LogCleanerThreads            int           // log.cleaner.threads
 	LogCleanerBackoff            time.Duration // log.cleaner.backoff.ms
 	LogCleanerDedupeBufferSize   int64         // log.cleaner.dedupe.buffer.size
 	LogCleanupPolicy             string        // log.cleanup.policy (cleanup.policy)
@@ -375,8 +376,9 @@ func configKeys(c *Config) map[string]configKey {
 		"message.max.bytes":                       {"1048588", i(&c.MessageMaxBytes), ""},
 		"log.message.timestamp.type":              {"CreateTime", s(&c.LogMessageTimestampType), ""},
 		"log.cleaner.enable":                      {"true", b(&c.LogCleanerEnable), "run the log cleaner for compacted topics"},
-		"log.cleaner.backoff.ms":                  {"15000", ms(&c.LogCleanerBackoff), "how long the cleaner sleeps when no log needs cleaning"},
-		"log.cleaner.dedupe.buffer.size":          {"134217728", i64(&c.LogCleanerDedupeBufferSize), "memory of the cleaner's key map"},
+		"log.cleaner.threads":                     {"1", i(&c.LogCleanerThreads), "how many logs the cleaner cleans side by side (0: none); changeable at runtime"},
+		"log.cleaner.backoff.ms":                  {"15000", ms(&c.LogCleanerBackoff), "how long the cleaner sleeps when no log needs cleaning; changeable at runtime"},
+		"log.cleaner.dedupe.buffer.size":          {"134217728", i64(&c.LogCleanerDedupeBufferSize), "memory of the cleaner's key maps, divided between log.cleaner.threads; changeable at runtime"},
 		"log.cleanup.policy":                      {"delete", s(&c.LogCleanupPolicy), ""},
 		"log.cleaner.delete.retention.ms":         {"86400000", i64(&c.LogCleanerDeleteRetentionMs), ""},
 		"log.cleaner.min.cleanable.ratio":         {"0.5", f64(&c.LogCleanerMinCleanableRatio), ""},
@@ -394,6 +396,12 @@ func (c *Config) clientQuotaWindows() quotaWindows {
 	return quotaWindows{samples: c.QuotaWindowNum, window: time.Duration(c.QuotaWindowSizeSeconds) * time.Second}
 }
 
+// cleanerDisabled reports whether the log cleaner does not run at all:
+// log.cleaner.enable=false, or log.cleaner.threads=0 (Kafka starts no
+// cleaner thread then, and a dynamic change cannot add one: more than
+// double the current count is refused).
+func (c *Config) cleanerDisabled() bool { return !c.LogCleanerEnable || c.LogCleanerThreads == 0 }
+
 // replicationQuotaWindows is replication.quota.window.num windows of
 // replication.quota.window.size.seconds.
 func (c *Config) replicationQuotaWindows() quotaWindows {
@@ -405,7 +413,7 @@ func (c *Config) replicationQuotaWindows() quotaWindows {
 var ignoredKeys = map[string]bool{
 	"num.network.threads": true, "num.io.threads": true, "num.replica.alter.log.dirs.threads": true,
 	"zookeeper.connect": true, "zookeeper.connection.timeout.ms": true, "queued.max.requests": true,
-	"background.threads": true, "log.cleaner.threads": true,
+	"background.threads": true,
 	// The JVM cleaner's read/write buffers and the load factor of its
 	// dedupe hash table; Keel's cleaner sizes its own buffers, and its key
 	// map is bounded by log.cleaner.dedupe.buffer.size alone.
@@ -833,6 +841,9 @@ func (c *Config) validate() error {
 		// Kafka's check: a follower waiting longer than that on an idle
 		// leader would fall out of the ISR.
 		return fmt.Errorf("replica.fetch.wait.max.ms (%d) must be at most replica.lag.time.max.ms (%d)", c.ReplicaFetchWaitMax.Milliseconds(), c.ReplicaLagTimeMax.Milliseconds())
+	}
+	if c.LogCleanerThreads < 0 {
+		return fmt.Errorf("log.cleaner.threads must be >= 0, got %d", c.LogCleanerThreads)
 	}
 	if !(c.LogCleanerIOMaxBytesPerSec > 0) {
 		return fmt.Errorf("log.cleaner.io.max.bytes.per.second must be > 0, got %v", c.LogCleanerIOMaxBytesPerSec)

@@ -97,7 +97,7 @@ func (b *Broker) dynamicBrokerConfig(img *metadata.Image, name string) (v string
 func (b *Broker) updateBrokerConfigs(img *metadata.Image) {
 	b.updateReplicationQuotas(img)
 	b.updateWritebackBytes(img)
-	b.updateCleanerIORate(img)
+	b.updateCleaner(img)
 	b.updateConnectionLimits(img)
 	b.updateNumReplicaFetchers(img)
 }
@@ -182,19 +182,47 @@ func (b *Broker) updateNumReplicaFetchers(img *metadata.Image) {
 	}
 }
 
-// updateCleanerIORate takes log.cleaner.io.max.bytes.per.second from the
-// image (this broker's dynamic config, else the cluster-wide one, else
-// server.properties) into the log manager, whose cleaner applies it from
-// its next read or write. applyMu is held.
-func (b *Broker) updateCleanerIORate(img *metadata.Image) {
+// updateCleaner takes the log cleaner's dynamic configs from the image
+// (each: this broker's dynamic config, else the cluster-wide one, else
+// server.properties) into the log manager: log.cleaner.io.max.bytes.per.second
+// applies from the passes' next read or write, log.cleaner.threads starts
+// goroutines or stops them after their pass, log.cleaner.backoff.ms wakes
+// the sleeping ones, log.cleaner.dedupe.buffer.size applies from the next
+// pass. With the cleaner disabled (log.cleaner.enable=false or
+// log.cleaner.threads=0 in server.properties) only the values are kept, as
+// Kafka, which has no cleaner threads to change then. applyMu is held.
+func (b *Broker) updateCleaner(img *metadata.Image) {
 	rate := b.cfg.LogCleanerIOMaxBytesPerSec
-	v, ok := b.dynamicBrokerConfig(img, "log.cleaner.io.max.bytes.per.second")
-	if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); ok && err == nil && f > 0 {
-		rate = f
+	if v, ok := b.dynamicBrokerConfig(img, "log.cleaner.io.max.bytes.per.second"); ok {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
+			rate = f
+		}
 	}
 	if b.logs.CleanerIOMaxBytesPerSecond() != rate {
 		b.logs.SetCleanerIOMaxBytesPerSecond(rate)
 		b.log.Info("log cleaner I/O rate", "config", "log.cleaner.io.max.bytes.per.second", "bytes_per_second", rate)
+	}
+	dynamicInt := func(name string, static int64, least int64) int64 {
+		v, ok := b.dynamicBrokerConfig(img, name)
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && n >= least {
+			return n
+		}
+		return static
+	}
+	if d := time.Duration(dynamicInt("log.cleaner.backoff.ms", b.cfg.LogCleanerBackoff.Milliseconds(), 0)) * time.Millisecond; b.logs.CleanerBackoff() != d {
+		b.logs.SetCleanerBackoff(d)
+		b.log.Info("log cleaner backoff", "config", "log.cleaner.backoff.ms", "backoff", b.logs.CleanerBackoff())
+	}
+	if n := dynamicInt("log.cleaner.dedupe.buffer.size", b.cfg.LogCleanerDedupeBufferSize, 1); b.logs.CleanerDedupeBufferSize() != n {
+		b.logs.SetCleanerDedupeBufferSize(n)
+		b.log.Info("log cleaner key map memory", "config", "log.cleaner.dedupe.buffer.size", "bytes", n)
+	}
+	if b.cfg.cleanerDisabled() {
+		return
+	}
+	if n := int(dynamicInt("log.cleaner.threads", int64(b.cfg.LogCleanerThreads), 1)); b.logs.CleanerThreads() != n {
+		b.logs.SetCleanerThreads(n)
+		b.log.Info("log cleaner threads", "config", "log.cleaner.threads", "threads", n)
 	}
 }
 

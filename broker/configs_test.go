@@ -673,6 +673,56 @@ func TestCleanerIORateDynamic(t *testing.T) {
 	check("deleted", math.MaxFloat64, "1.7976931348623157E308")
 }
 
+// log.cleaner.threads, log.cleaner.backoff.ms and
+// log.cleaner.dedupe.buffer.size change at runtime, per broker or
+// cluster-wide, as Kafka's LogCleaner reconfigures; 0 threads is refused
+// dynamically, and log.cleaner.enable stays static.
+func TestCleanerConfigsDynamic(t *testing.T) {
+	c := newTestCluster(t, withConfig("log.cleaner.threads=2"))
+	adm := c.admin()
+	ctx := testCtx(t)
+	logs := c.broker.logs
+	if n := logs.CleanerThreads(); n != 2 {
+		t.Fatalf("%d cleaner goroutines from server.properties' 2", n)
+	}
+	set := func(name, value string, nodes ...int32) {
+		t.Helper()
+		var v *string
+		if value != "" {
+			v = kmsgStr(value)
+		}
+		if err := alterBrokerConfig(ctx, t, adm, name, v, nodes...); err != nil {
+			t.Fatalf("%s=%q: %v", name, value, err)
+		}
+	}
+	set("log.cleaner.threads", "4", testNodeID)
+	set("log.cleaner.backoff.ms", "250")
+	set("log.cleaner.dedupe.buffer.size", "1048576")
+	waitFor(t, "the dynamic cleaner configs", 10*time.Second, func() bool {
+		return logs.CleanerThreads() == 4 && logs.CleanerBackoff() == 250*time.Millisecond && logs.CleanerDedupeBufferSize() == 1<<20
+	})
+	rc := describeOwnBrokerConfigs(ctx, t, adm)
+	for name, want := range map[string]string{"log.cleaner.threads": "4", "log.cleaner.backoff.ms": "250", "log.cleaner.dedupe.buffer.size": "1048576"} {
+		if cfg := findConfig(t, rc, name); cfg.MaybeValue() != want {
+			t.Errorf("%s described %s, want %s", name, cfg.MaybeValue(), want)
+		}
+	}
+	for _, bad := range []struct{ name, value string }{{"log.cleaner.threads", "0"}, {"log.cleaner.backoff.ms", "-1"}, {"log.cleaner.dedupe.buffer.size", "0"}} {
+		if err := alterBrokerConfig(ctx, t, adm, bad.name, kmsgStr(bad.value), testNodeID); !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s=%s: %v, want INVALID_CONFIG", bad.name, bad.value, err)
+		}
+	}
+	if err := alterBrokerConfig(ctx, t, adm, "log.cleaner.enable", kmsgStr("false"), testNodeID); !errors.Is(err, kerr.InvalidRequest) && !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("log.cleaner.enable: %v, want it refused as static", err)
+	}
+	set("log.cleaner.threads", "", testNodeID)
+	set("log.cleaner.backoff.ms", "")
+	set("log.cleaner.dedupe.buffer.size", "")
+	waitFor(t, "server.properties' cleaner configs again", 10*time.Second, func() bool {
+		return logs.CleanerThreads() == 2 && logs.CleanerBackoff() == c.broker.cfg.LogCleanerBackoff && logs.CleanerDedupeBufferSize() == 128<<20
+	})
+}
+
 // TestConnectionLimitsDynamic: max.connections.per.ip, its overrides and
 // max.connections are dynamic broker configs, as in Kafka: the listeners
 // take them when they change (connections already open stay), deleting

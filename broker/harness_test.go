@@ -230,7 +230,8 @@ func (c *testCluster) start(port int) {
 	t.Helper()
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
 	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger,
-		DisableLogCleaner: !c.cfg.LogCleanerEnable, CleanerBackoff: c.cfg.LogCleanerBackoff})
+		DisableLogCleaner: c.cfg.cleanerDisabled(), CleanerThreads: c.cfg.LogCleanerThreads, CleanerBackoff: c.cfg.LogCleanerBackoff,
+		CleanerDedupeBufferSize: c.cfg.LogCleanerDedupeBufferSize})
 	if err != nil {
 		t.Fatal(err)
 	}

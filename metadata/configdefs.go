@@ -251,7 +251,17 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 			}
 			return nil
 		}},
-		{Name: "log.cleaner.threads", Type: ConfigInt, Default: "1", check: atLeast(0)},
+		{Name: "log.cleaner.backoff.ms", Type: ConfigLong, Default: "15000", check: atLeast(0)},
+		// Kafka's Cleaner needs room for at least one key.
+		{Name: "log.cleaner.dedupe.buffer.size", Type: ConfigLong, Default: "134217728", check: atLeast(1)},
+		// 0 threads is possible only in server.properties (no cleaner
+		// at all); Kafka's LogCleaner refuses it dynamically.
+		{Name: "log.cleaner.threads", Type: ConfigInt, Default: "1", check: func(v any) error {
+			if v.(int64) < 1 {
+				return fmt.Errorf("Log cleaner threads should be at least 1")
+			}
+			return nil
+		}},
 		{Name: "max.connections", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip.overrides", Type: ConfigString, Default: "", check: func(v any) error {
@@ -449,8 +459,7 @@ var brokerStaticConfigs = map[string]bool{
 	"controller.listener.names": true, "controller.quorum.voters": true, "default.replication.factor": true,
 	"delete.topic.enable": true, "inter.broker.listener.name": true, "leader.imbalance.check.interval.seconds": true,
 	"listener.security.protocol.map": true, "listeners": true, "log.dir": true, "log.dirs": true,
-	"log.cleaner.enable": true, "log.cleaner.backoff.ms": true, "log.cleaner.dedupe.buffer.size": true,
-	"metadata.log.dir": true, "node.id": true, "num.partitions": true, "offsets.topic.num.partitions": true,
+	"log.cleaner.enable": true, "metadata.log.dir": true, "node.id": true, "num.partitions": true, "offsets.topic.num.partitions": true,
 	"offsets.topic.replication.factor": true, "process.roles": true, "replica.lag.time.max.ms": true,
 	"replica.fetch.backoff.ms": true, "replica.fetch.max.bytes": true, "replica.fetch.min.bytes": true,
 	"replica.fetch.response.max.bytes": true, "replica.fetch.wait.max.ms": true,

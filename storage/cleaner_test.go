@@ -569,3 +569,83 @@ func TestCleanerIOThrottle(t *testing.T) {
 		t.Fatalf("the stop ended the sleep after %v", took)
 	}
 }
+
+// log.cleaner.threads passes run side by side on different logs and share
+// log.cleaner.io.max.bytes.per.second; the thread count, the backoff and
+// the key map memory (divided between the threads) change at runtime.
+func TestCleanerThreads(t *testing.T) {
+	clock := newFakeClock()
+	m := openTestManager(t, ManagerConfig{LogDirs: []string{t.TempDir()}, Now: clock.Now, CleanerThreads: 1, CleanerBackoff: time.Hour})
+	if n := m.CleanerThreads(); n != 1 {
+		t.Fatalf("%d cleaner goroutines, want 1", n)
+	}
+	newDirtyLog := func(p int32, seed int64) *Log {
+		l, err := m.GetOrCreateLog(TopicPartition{Topic: "compacted", Partition: p}, compactConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		overwriteLog(t, l, record.CompressionNone, rand.New(rand.NewSource(seed)), 2000, 100, 200, clock)
+		l.SetHighWatermark(l.LogEndOffset())
+		return l
+	}
+	var logs []*Log
+	for p := range int32(3) {
+		logs = append(logs, newDirtyLog(p, 7))
+	}
+	size := logs[0].Size()
+	// A pass reads its log at least twice: half a second each at this
+	// rate, if the passes did not share it.
+	m.SetCleanerIOMaxBytesPerSecond(float64(4 * size))
+	m.SetCleanerThreads(3)
+	if n := m.CleanerThreads(); n != 3 {
+		t.Fatalf("%d cleaner goroutines, want 3", n)
+	}
+	// The goroutines sleep the hour's backoff: only its change wakes them.
+	start := time.Now()
+	m.SetCleanerBackoff(20 * time.Millisecond)
+	overlap := 0
+	for clean := 0; clean < len(logs); {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%d of %d logs cleaned after 30 s", clean, len(logs))
+		}
+		m.cleaner.mu.Lock()
+		overlap = max(overlap, len(m.cleaner.inProgress))
+		m.cleaner.mu.Unlock()
+		clean = 0
+		for _, l := range logs {
+			if m.CleanerCheckpoint(l.tp) > 0 {
+				clean++
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("3 logs of %d bytes cleaned in %v by 3 goroutines at %d bytes/s; at most %d passes at once", size, took, 4*size, overlap)
+	if overlap < 2 {
+		t.Fatalf("at most %d pass at once with 3 cleaner goroutines", overlap)
+	}
+	// Together they read at least 6 × size at 4 × size a second.
+	if took < 1500*time.Millisecond-cleanerThrottlePeriod {
+		t.Fatalf("3 passes took %v: the I/O rate was not shared", took)
+	}
+	m.SetCleanerThreads(1)
+	if n := m.CleanerThreads(); n != 1 {
+		t.Fatalf("%d cleaner goroutines after the change to 1", n)
+	}
+
+	// The key map memory bounds how far one pass gets: with room for 20
+	// keys of the 100, a pass stops short of where a full one ends.
+	m = openTestManager(t, ManagerConfig{LogDirs: []string{t.TempDir()}, Now: clock.Now, DisableLogCleaner: true})
+	full := newDirtyLog(0, 7)
+	if cleaned, err := m.RunCleaner(); !cleaned || err != nil {
+		t.Fatalf("cleaned %v, %v", cleaned, err)
+	}
+	m.SetCleanerDedupeBufferSize(20 * offsetMapEntryBytes)
+	small := newDirtyLog(1, 7)
+	if cleaned, err := m.RunCleaner(); !cleaned || err != nil {
+		t.Fatalf("cleaned %v, %v", cleaned, err)
+	}
+	if got, want := m.CleanerCheckpoint(small.tp), m.CleanerCheckpoint(full.tp); got <= 0 || got >= want {
+		t.Fatalf("with a 20-key map the pass ended at %d; a full pass ends at %d", got, want)
+	}
+}

@@ -68,14 +68,20 @@ type ManagerConfig struct {
 	// DisableLogCleaner is log.cleaner.enable=false: compacted topics are
 	// not cleaned (the zero value runs the cleaner, as Kafka does).
 	DisableLogCleaner bool
-	// CleanerBackoff is log.cleaner.backoff.ms: how long the cleaner
-	// sleeps when no log needs cleaning (15 s).
+	// CleanerThreads is log.cleaner.threads at start: how many logs are
+	// cleaned side by side (0: 1; log.cleaner.threads=0 is
+	// DisableLogCleaner), until SetCleanerThreads changes it.
+	CleanerThreads int
+	// CleanerBackoff is log.cleaner.backoff.ms at start: how long the
+	// cleaner sleeps when no log needs cleaning (15 s), until
+	// SetCleanerBackoff changes it.
 	CleanerBackoff time.Duration
 	// WritebackBytes is keel.log.writeback.bytes at start: each log's
 	// OpenOptions.WritebackBytes, until SetWritebackBytes changes it.
 	WritebackBytes int64
-	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
-	// memory of one pass's offset map (128 MiB).
+	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size at start:
+	// the memory of the passes' offset maps (128 MiB), divided between
+	// the CleanerThreads, until SetCleanerDedupeBufferSize changes it.
 	CleanerDedupeBufferSize int64
 	// CleanerIOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second
 	// at start: the most bytes a second the cleaner reads and writes
@@ -151,6 +157,9 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.CleanerDedupeBufferSize <= 0 {
 		cfg.CleanerDedupeBufferSize = DefaultCleanerDedupeBufferSize
 	}
+	if cfg.CleanerThreads <= 0 {
+		cfg.CleanerThreads = 1
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -190,10 +199,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	m.wg.Add(1)
 	go m.backgroundLoop()
 	m.wg.Go(m.writeback.run)
-	if !cfg.DisableLogCleaner {
-		m.wg.Add(1)
-		go m.cleanerLoop()
-	}
+	m.SetCleanerThreads(cfg.CleanerThreads)
 	return m, nil
 }
 
@@ -601,6 +607,7 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	m.stopCleaners()
 	close(m.stop)
 	m.wg.Wait()
 	var errs []error
