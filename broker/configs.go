@@ -91,6 +91,18 @@ func (b *Broker) dynamicBrokerConfig(img *metadata.Image, name string) (v string
 	return img.Config(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}, name)
 }
 
+// dynamicBrokerInt is an integer dynamic broker config's value in force:
+// this broker's, else the cluster-wide one, else static (server.properties'
+// or Kafka's default). A stored value below least, or not an integer, is
+// passed over (the controller validated it when it was set).
+func (b *Broker) dynamicBrokerInt(img *metadata.Image, name string, static, least int64) int64 {
+	v, ok := b.dynamicBrokerConfig(img, name)
+	if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && n >= least {
+		return n
+	}
+	return static
+}
+
 // updateBrokerConfigs takes the dynamic broker configs this broker acts on
 // at runtime from the image: on the first image and after each change to
 // this broker's or the cluster-wide configs. applyMu is held.
@@ -107,12 +119,7 @@ func (b *Broker) updateBrokerConfigs(img *metadata.Image) {
 // server.properties) into the log manager, whose logs use it from their
 // next append (storage/writeback.go). applyMu is held.
 func (b *Broker) updateWritebackBytes(img *metadata.Image) {
-	n := b.cfg.LogWritebackBytes
-	v, ok := b.dynamicBrokerConfig(img, "keel.log.writeback.bytes")
-	if d, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && d >= 0 {
-		n = d
-	}
-	if b.logs.WritebackBytes() != n {
+	if n := b.dynamicBrokerInt(img, "keel.log.writeback.bytes", b.cfg.LogWritebackBytes, 0); b.logs.WritebackBytes() != n {
 		b.logs.SetWritebackBytes(n)
 		b.log.Info("log writeback", "config", "keel.log.writeback.bytes", "bytes", n)
 	}
@@ -168,11 +175,7 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 // (this broker's dynamic config, else the cluster-wide one, else
 // server.properties) to the follower fetchers. applyMu is held.
 func (b *Broker) updateNumReplicaFetchers(img *metadata.Image) {
-	n := b.cfg.NumReplicaFetchers
-	v, ok := b.dynamicBrokerConfig(img, "num.replica.fetchers")
-	if d, err := strconv.Atoi(strings.TrimSpace(v)); ok && err == nil && d >= 1 {
-		n = d
-	}
+	n := int(b.dynamicBrokerInt(img, "num.replica.fetchers", int64(b.cfg.NumReplicaFetchers), 1))
 	b.fetchers.mu.Lock()
 	changed := b.fetchers.count != n
 	b.fetchers.mu.Unlock()
@@ -202,25 +205,18 @@ func (b *Broker) updateCleaner(img *metadata.Image) {
 		b.logs.SetCleanerIOMaxBytesPerSecond(rate)
 		b.log.Info("log cleaner I/O rate", "config", "log.cleaner.io.max.bytes.per.second", "bytes_per_second", rate)
 	}
-	dynamicInt := func(name string, static int64, least int64) int64 {
-		v, ok := b.dynamicBrokerConfig(img, name)
-		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && n >= least {
-			return n
-		}
-		return static
-	}
-	if d := time.Duration(dynamicInt("log.cleaner.backoff.ms", b.cfg.LogCleanerBackoff.Milliseconds(), 0)) * time.Millisecond; b.logs.CleanerBackoff() != d {
+	if d := time.Duration(b.dynamicBrokerInt(img, "log.cleaner.backoff.ms", b.cfg.LogCleanerBackoff.Milliseconds(), 0)) * time.Millisecond; b.logs.CleanerBackoff() != d {
 		b.logs.SetCleanerBackoff(d)
 		b.log.Info("log cleaner backoff", "config", "log.cleaner.backoff.ms", "backoff", b.logs.CleanerBackoff())
 	}
-	if n := dynamicInt("log.cleaner.dedupe.buffer.size", b.cfg.LogCleanerDedupeBufferSize, 1); b.logs.CleanerDedupeBufferSize() != n {
+	if n := b.dynamicBrokerInt(img, "log.cleaner.dedupe.buffer.size", b.cfg.LogCleanerDedupeBufferSize, 1); b.logs.CleanerDedupeBufferSize() != n {
 		b.logs.SetCleanerDedupeBufferSize(n)
 		b.log.Info("log cleaner key map memory", "config", "log.cleaner.dedupe.buffer.size", "bytes", n)
 	}
 	if b.cfg.cleanerDisabled() {
 		return
 	}
-	if n := int(dynamicInt("log.cleaner.threads", int64(b.cfg.LogCleanerThreads), 1)); b.logs.CleanerThreads() != n {
+	if n := int(b.dynamicBrokerInt(img, "log.cleaner.threads", int64(b.cfg.LogCleanerThreads), 1)); b.logs.CleanerThreads() != n {
 		b.logs.SetCleanerThreads(n)
 		b.log.Info("log cleaner threads", "config", "log.cleaner.threads", "threads", n)
 	}

@@ -126,12 +126,7 @@ func (b *Broker) updateReplicationQuotas(img *metadata.Image) {
 		"leader.replication.throttled.rate":   b.leaderQuota,
 		"follower.replication.throttled.rate": b.followerQuota,
 	} {
-		limit := int64(math.MaxInt64)
-		v, ok := b.dynamicBrokerConfig(img, name)
-		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil && n >= 0 {
-			limit = n
-		}
-		if q.limit.Swap(limit) != limit {
+		if limit := b.dynamicBrokerInt(img, name, math.MaxInt64, 0); q.limit.Swap(limit) != limit {
 			b.log.Info("replication throttle", "config", name, "bytes_per_second", limit)
 		}
 	}
