@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/s2"
+	ksnappy "github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -480,6 +481,32 @@ func FuzzDecompressSnappy(f *testing.F) {
 	f.Add(xerialFrame(snappyHello, snappyABCx3))
 	f.Add(s2.EncodeSnappy(nil, batchLikePayload(5000)))
 	fuzzDecompress(f, CompressionSnappy)
+}
+
+// The raw snappy block decoder (golang/snappy's, with its amd64 assembly)
+// accepts exactly what klauspost's strict snappy decoder accepts and
+// decodes it to the same bytes: both are the reference format, without
+// S2's extensions, which a Java consumer could not read.
+func FuzzSnappyBlockStrict(f *testing.F) {
+	f.Add(snappyABCx3)
+	f.Add(snappyHello)
+	f.Add(s2.EncodeSnappy(nil, batchLikePayload(5000)))
+	f.Add(s2.Encode(nil, batchLikePayload(5000))) // S2's repeat codes: refused by both
+	f.Fuzz(func(t *testing.T, block []byte) {
+		n, err := snappyDecodedLen(block, 0)
+		if err != nil || n > fuzzMaxSize {
+			return
+		}
+		got := make([]byte, n)
+		gotErr := decodeSnappyBlock(got, block, 0)
+		want, wantErr := ksnappy.DecodeStrict(nil, block)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("decodeSnappyBlock: %v; klauspost DecodeStrict: %v", gotErr, wantErr)
+		}
+		if gotErr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("decoded %d bytes differ from klauspost's %d", len(got), len(want))
+		}
+	})
 }
 
 func FuzzDecompressLZ4(f *testing.F) { fuzzDecompress(f, CompressionLZ4) }
