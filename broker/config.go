@@ -26,6 +26,7 @@ type Config struct {
 	InitialBrokerRegistrationTimeout     time.Duration // initial.broker.registration.timeout.ms
 	MetricsAddress                       string        // keel.metrics.address
 	LogWritebackBytes                    int64         // keel.log.writeback.bytes
+	LogDeleteBytesPerSecond              int64         // keel.log.delete.max.bytes.per.second
 	ControllerListenerNames              []string      // controller.listener.names
 	Listeners                            string        // listeners
 	AdvertisedListeners                  string        // advertised.listeners
@@ -264,6 +265,8 @@ func configKeys(c *Config) map[string]configKey {
 			"host:port where http://host:port/metrics serves Kafka's broker metrics in Prometheus's format (Keel's own key; empty: not served)"},
 		"keel.log.writeback.bytes": {"1048576", i64(&c.LogWritebackBytes),
 			"a partition's appended bytes are handed to the kernel's writeback each time this many have accumulated, so that dirty pages never pile up into a writeback burst that stalls produce (Keel's own key; it neither waits nor fsyncs: log.flush.* decide durability; 0: left to the kernel, as Kafka does)"},
+		"keel.log.delete.max.bytes.per.second": {"536870912", i64(&c.LogDeleteBytesPerSecond),
+			"how fast the files of deleted segments (retention, DeleteRecords) and deleted partitions are removed, a 16 MiB step at a time, off the partition's lock: a large file unlinked at once stalls the writes of other partitions (Keel's own key; Kafka unlinks at once; 0: at once, unpaced)"},
 		"controller.listener.names":      {"CONTROLLER", list(&c.ControllerListenerNames), "listeners the controller uses"},
 		"listeners":                      {"PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093", s(&c.Listeners), ""},
 		"advertised.listeners":           {"", s(&c.AdvertisedListeners), ""},
@@ -394,6 +397,15 @@ func configKeys(c *Config) map[string]configKey {
 // quota.window.size.seconds.
 func (c *Config) clientQuotaWindows() quotaWindows {
 	return quotaWindows{samples: c.QuotaWindowNum, window: time.Duration(c.QuotaWindowSizeSeconds) * time.Second}
+}
+
+// deleteBytesPerSecond is keel.log.delete.max.bytes.per.second as the log
+// manager takes it: 0 (unpaced) is negative there.
+func deleteBytesPerSecond(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // cleanerDisabled reports whether the log cleaner does not run at all:
@@ -806,6 +818,9 @@ func (c *Config) validate() error {
 		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return fmt.Errorf("keel.metrics.address: %q: want a port between 0 and 65535", c.MetricsAddress)
 		}
+	}
+	if c.LogDeleteBytesPerSecond < 0 {
+		return fmt.Errorf("keel.log.delete.max.bytes.per.second must be >= 0, got %d", c.LogDeleteBytesPerSecond)
 	}
 	if c.LogWritebackBytes < 0 {
 		return fmt.Errorf("keel.log.writeback.bytes must be >= 0, got %d", c.LogWritebackBytes)

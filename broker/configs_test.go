@@ -611,6 +611,33 @@ func TestWritebackBytesDynamic(t *testing.T) {
 	check("both deleted", 2<<20, kmsg.ConfigSourceStaticBrokerConfig)
 }
 
+// keel.log.delete.max.bytes.per.second: server.properties', then
+// dynamic; 0 removes deleted files unpaced.
+func TestDeleteRateDynamic(t *testing.T) {
+	c := newTestCluster(t, withConfig("keel.log.delete.max.bytes.per.second=1048576"))
+	adm := c.admin()
+	ctx := testCtx(t)
+	check := func(what string, want int64, described string) {
+		t.Helper()
+		waitFor(t, what, 10*time.Second, func() bool { return c.broker.logs.DeleteBytesPerSecond() == want })
+		if cfg := findConfig(t, describeOwnBrokerConfigs(ctx, t, adm), "keel.log.delete.max.bytes.per.second"); cfg.MaybeValue() != described {
+			t.Fatalf("%s: described %s, want %s", what, cfg.MaybeValue(), described)
+		}
+	}
+	check("server.properties", 1<<20, "1048576")
+	if err := alterBrokerConfig(ctx, t, adm, "keel.log.delete.max.bytes.per.second", kmsgStr("0")); err != nil {
+		t.Fatal(err)
+	}
+	check("cluster-wide 0", -1, "0")
+	if err := alterBrokerConfig(ctx, t, adm, "keel.log.delete.max.bytes.per.second", kmsgStr("-5"), testNodeID); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("-5: %v, want INVALID_CONFIG", err)
+	}
+	if err := alterBrokerConfig(ctx, t, adm, "keel.log.delete.max.bytes.per.second", nil); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", 1<<20, "1048576")
+}
+
 // alterBrokerConfig sets (value nil: deletes) broker config name, on the
 // given brokers or cluster-wide, and returns the resource's error.
 func alterBrokerConfig(ctx context.Context, t *testing.T, adm *kadm.Client, name string, value *string, nodes ...int32) error {

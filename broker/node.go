@@ -300,6 +300,7 @@ func (n *Node) start() (err error) {
 			CleanerDedupeBufferSize:         cfg.LogCleanerDedupeBufferSize,
 			CleanerIOMaxBytesPerSecond:      cfg.LogCleanerIOMaxBytesPerSec,
 			WritebackBytes:                  cfg.LogWritebackBytes,
+			DeleteBytesPerSecond:            deleteBytesPerSecond(cfg.LogDeleteBytesPerSecond),
 			OnLogDirFailure:                 n.logDirFailed,
 			Logger:                          logger,
 		})

@@ -185,13 +185,7 @@ func TestReplicationPerf(t *testing.T) {
 			deleteTopic()
 		}
 	}
-	median := func(xs []float64) float64 {
-		s := slices.Sorted(slices.Values(xs))
-		if len(s)%2 == 0 {
-			return (s[len(s)/2-1] + s[len(s)/2]) / 2
-		}
-		return s[len(s)/2]
-	}
+	median := medianOf
 	medLat := func(ls []*latencies, p float64) time.Duration {
 		xs := make([]float64, len(ls))
 		for i, l := range ls {
@@ -292,11 +286,11 @@ func createPerfTopic(ctx context.Context, t *testing.T, seeds []string, rf int16
 
 // perfTestRun is what keel perf produce's last line reports.
 type perfTestRun struct {
-	rate           float64 // records/s
-	p50, p99, p999 time.Duration
+	rate                float64 // records/s
+	p50, p99, p999, max time.Duration
 }
 
-var perfTestLine = regexp.MustCompile(`records sent, ([\d.]+) records/sec .* ([\d.]+) ms 50th, [\d.]+ ms 95th, ([\d.]+) ms 99th, ([\d.]+) ms 99\.9th\.`)
+var perfTestLine = regexp.MustCompile(`records sent, ([\d.]+) records/sec .* ([\d.]+) ms max latency, ([\d.]+) ms 50th, [\d.]+ ms 95th, ([\d.]+) ms 99th, ([\d.]+) ms 99\.9th\.`)
 
 // keelPerfProduce runs keel perf produce in a process of its own: records
 // records of 100 bytes at most throughput a second (-1: as fast as it
@@ -316,12 +310,12 @@ func keelPerfProduce(ctx context.Context, t *testing.T, seeds []string, topic, a
 	if m == nil {
 		t.Fatalf("keel perf produce printed:\n%s", out)
 	}
-	var f [4]float64
+	var f [5]float64
 	for i := range f {
 		f[i], _ = strconv.ParseFloat(m[i+1], 64)
 	}
 	d := func(msv float64) time.Duration { return time.Duration(msv * float64(time.Millisecond)) }
-	return perfTestRun{rate: f[0], p50: d(f[1]), p99: d(f[2]), p999: d(f[3])}
+	return perfTestRun{rate: f[0], max: d(f[1]), p50: d(f[2]), p99: d(f[3]), p999: d(f[4])}
 }
 
 // produceAtRate produces at rate records/s for d (after a one-second

@@ -52,6 +52,9 @@ type OpenOptions struct {
 	// then ignored).
 	writebackQueue *writebackQueue
 	writebackEvery *atomic.Int64
+	// deleter is the Manager's (deleter.go): it removes the files of
+	// deleted segments (nil: at once, in reapDeleted).
+	deleter *fileDeleter
 }
 
 // AppendOptions qualify an append.
@@ -147,6 +150,8 @@ type Log struct {
 	// run in the appender).
 	writebackBytes *atomic.Int64
 	writebackQueue *writebackQueue
+	// deleter removes deleted segments' log files (nil: at once).
+	deleter *fileDeleter
 
 	// mu guards everything below. Lock order: Log.mu before any index's
 	// internal lock (indexes never call back into the log).
@@ -246,6 +251,7 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		logDir:         opts.logDir,
 		writebackBytes: opts.writebackEvery,
 		writebackQueue: opts.writebackQueue,
+		deleter:        opts.deleter,
 	}
 	if l.writebackBytes == nil {
 		l.writebackBytes = new(atomic.Int64)
@@ -413,7 +419,7 @@ func (l *Log) recoverSegments(opts OpenOptions) error {
 				// later segments, as Kafka's recovery does.
 				for _, later := range l.segments[i+1:] {
 					l.logger.Warn("recovery deleted a segment after a corrupt one", "segment", later.baseOffset)
-					if err := later.closeAndRemove(); err != nil {
+					if err := later.closeAndRemove(l.deleter); err != nil {
 						return err
 					}
 				}
@@ -426,7 +432,7 @@ func (l *Log) recoverSegments(opts OpenOptions) error {
 		// log's first group cleaned to nothing, and its base offset is
 		// the log start offset.
 		if s.size == 0 && i > 0 && i+1 < len(l.segments) {
-			if err := s.closeAndRemove(); err != nil {
+			if err := s.closeAndRemove(l.deleter); err != nil {
 				return err
 			}
 			l.segments = append(l.segments[:i], l.segments[i+1:]...)

@@ -327,7 +327,7 @@ func (l *Log) DeleteOldSegments() (_ int, err error) {
 func (l *Log) scheduleDelete(s *segment) {
 	if err := s.renameDeleted(); err != nil {
 		l.logger.Error("renaming a deleted segment failed; removing it now", "segment", s.baseOffset, "error", err)
-		if err := s.closeAndRemove(); err != nil {
+		if err := s.closeAndRemove(l.deleter); err != nil {
 			l.logger.Error("removing a deleted segment failed", "segment", s.baseOffset, "error", err)
 		}
 		return
@@ -345,7 +345,7 @@ func (l *Log) reapDeletedLocked(now time.Time, force bool) error {
 			kept = append(kept, p)
 			continue
 		}
-		if err := p.seg.closeAndRemove(); err != nil {
+		if err := p.seg.closeAndRemove(l.deleter); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -473,7 +473,7 @@ func TestDeletedSegmentsSharingABaseOffsetAreReaped(t *testing.T) {
 		segs = append(segs, s)
 	}
 	for i, s := range segs {
-		if err := s.closeAndRemove(); err != nil {
+		if err := s.closeAndRemove(nil); err != nil {
 			t.Fatalf("reap %d: %v", i, err)
 		}
 	}

@@ -76,6 +76,11 @@ type ManagerConfig struct {
 	// cleaner sleeps when no log needs cleaning (15 s), until
 	// SetCleanerBackoff changes it.
 	CleanerBackoff time.Duration
+	// DeleteBytesPerSecond is keel.log.delete.max.bytes.per.second at
+	// start: how fast deleted segments and partitions are removed (0:
+	// DefaultDeleteBytesPerSecond; negative: unpaced), until
+	// SetDeleteBytesPerSecond changes it.
+	DeleteBytesPerSecond int64
 	// WritebackBytes is keel.log.writeback.bytes at start: each log's
 	// OpenOptions.WritebackBytes, until SetWritebackBytes changes it.
 	WritebackBytes int64
@@ -121,6 +126,9 @@ type Manager struct {
 	// logs: SetWritebackBytes).
 	writeback      *writebackQueue
 	writebackBytes atomic.Int64
+	// deleter removes deleted segments and partitions at a bounded rate
+	// (deleter.go).
+	deleter *fileDeleter
 	// cleaner is the log cleaner's state (cleaner_manager.go).
 	cleaner logCleaner
 	// cleanerIORate is log.cleaner.io.max.bytes.per.second, as float64
@@ -157,6 +165,9 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.CleanerDedupeBufferSize <= 0 {
 		cfg.CleanerDedupeBufferSize = DefaultCleanerDedupeBufferSize
 	}
+	if cfg.DeleteBytesPerSecond == 0 {
+		cfg.DeleteBytesPerSecond = DefaultDeleteBytesPerSecond
+	}
 	if cfg.CleanerThreads <= 0 {
 		cfg.CleanerThreads = 1
 	}
@@ -175,6 +186,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		dirs:   map[string]*logDir{},
 	}
 	m.writeback = newWritebackQueue(m.stop)
+	m.deleter = newFileDeleter(m.stop, cfg.DeleteBytesPerSecond, m.logger)
 	m.writebackBytes.Store(cfg.WritebackBytes)
 	m.cleanerIORate.Store(math.Float64bits(cfg.CleanerIOMaxBytesPerSecond))
 	for _, dir := range cfg.LogDirs {
@@ -199,6 +211,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	m.wg.Add(1)
 	go m.backgroundLoop()
 	m.wg.Go(m.writeback.run)
+	m.wg.Go(m.deleter.run)
 	m.SetCleanerThreads(cfg.CleanerThreads)
 	return m, nil
 }
@@ -301,6 +314,7 @@ func (m *Manager) loadDir(dir string) error {
 					CleanShutdown:  clean,
 					writebackQueue: m.writeback,
 					writebackEvery: &m.writebackBytes,
+					deleter:        m.deleter,
 					Logger:         m.cfg.Logger,
 					Now:            m.cfg.Now,
 					logDir:         m.dirs[dir],
@@ -353,16 +367,12 @@ func (m *Manager) configFor(tp TopicPartition) LogConfig {
 	return m.cfg.DefaultConfig
 }
 
-// removeInBackground deletes a directory on the manager's wait group, so
-// Close waits for it.
+// removeInBackground has the deleter remove a deleted partition's
+// directory.
 func (m *Manager) removeInBackground(path string) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if err := os.RemoveAll(path); err != nil {
-			m.logger.Error("removing a deleted partition directory failed", "dir", path, "error", err)
-		}
-	}()
+	if err := m.deleter.addDir(path); err != nil {
+		m.logger.Error("removing a deleted partition directory failed", "dir", path, "error", err)
+	}
 }
 
 // Log returns the partition's log, if this broker has it.
@@ -413,7 +423,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, ErrStorage)
 	}
 	ld := m.dirs[dir]
-	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, writebackQueue: m.writeback, writebackEvery: &m.writebackBytes, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
+	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, writebackQueue: m.writeback, writebackEvery: &m.writebackBytes, deleter: m.deleter, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", tp, ld.check(err))
 	}
@@ -592,6 +602,13 @@ func (m *Manager) SetCleanerIOMaxBytesPerSecond(rate float64) {
 // Manager, open or opened later; each takes it from its next append. 0
 // stops the hand-overs (writeback.go).
 func (m *Manager) SetWritebackBytes(n int64) { m.writebackBytes.Store(max(n, 0)) }
+
+// SetDeleteBytesPerSecond changes keel.log.delete.max.bytes.per.second,
+// from the deleter's next step (not positive: unpaced).
+func (m *Manager) SetDeleteBytesPerSecond(n int64) { m.deleter.rate.Store(n) }
+
+// DeleteBytesPerSecond is the current keel.log.delete.max.bytes.per.second.
+func (m *Manager) DeleteBytesPerSecond() int64 { return m.deleter.rate.Load() }
 
 // WritebackBytes is the current keel.log.writeback.bytes.
 func (m *Manager) WritebackBytes() int64 { return m.writebackBytes.Load() }

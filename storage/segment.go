@@ -602,18 +602,26 @@ func (s *segment) renameDeleted() error {
 }
 
 // closeAndRemove closes the files and removes them (after renameDeleted, or
-// directly for a segment dropped by truncation).
-func (s *segment) closeAndRemove() error {
+// directly for a segment dropped by truncation). A deleted segment's log
+// file, the large one, goes to the deleter open (deleter.go), which frees
+// it a step at a time off the log's lock; a nil deleter removes it here.
+func (s *segment) closeAndRemove(d *fileDeleter) error {
 	lp := s.logPath()
 	if s.deleted {
 		lp += deletedSuffix
 	}
-	paths := []string{s.index.Path(), s.timeIndex.Path(), lp}
+	paths := []string{s.index.Path(), s.timeIndex.Path()}
 	// Another deleted segment with this base offset may have taken these
 	// names since (a truncated suffix re-appended and deleted again): its
 	// files are removed here too, which is what both wanted, and a file
 	// already gone is no error.
-	err := errors.Join(s.index.Discard(), s.timeIndex.Discard(), s.txn.remove(), s.file.Close())
+	err := errors.Join(s.index.Discard(), s.timeIndex.Discard(), s.txn.remove())
+	if s.deleted && d != nil {
+		err = errors.Join(err, d.addFile(lp, s.file))
+	} else {
+		err = errors.Join(err, s.file.Close())
+		paths = append(paths, lp)
+	}
 	for _, p := range paths {
 		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
