@@ -108,12 +108,19 @@ type Broker struct {
 	ctrl      ControllerForwarder
 	tls       *nodeTLS // the node's SSL listeners (nil: none)
 	// setConnLimits is Options.SetConnectionLimits; connLimits the
-	// settings last applied through it (applyMu).
+	// settings last acted on (applied, refused or being resolved;
+	// applyMu); connLimitsGen numbers them, so that a resolution that
+	// finishes after a newer change applies nothing (connLimitsMu).
 	setConnLimits func(maxConns, perIP int, overrides map[netip.Addr]int)
 	connLimits    [3]string
-	dial          DialFunc // to other brokers' inter-broker listeners
-	log           hclog.Logger
-	now           func() time.Time
+	connLimitsMu  sync.Mutex
+	connLimitsGen uint64
+	// hostLookup, if set, resolves the host names of
+	// max.connections.per.ip.overrides (tests substitute a slow one).
+	hostLookup atomic.Pointer[func(ctx context.Context, host string) ([]string, error)]
+	dial       DialFunc // to other brokers' inter-broker listeners
+	log        hclog.Logger
+	now        func() time.Time
 
 	// controllerListeners are the listeners this handler does not serve
 	// (controller.listener.names): the node routes them elsewhere.

@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,9 +137,11 @@ func (b *Broker) updateWritebackBytes(img *metadata.Image) {
 // max.connections.per.ip.overrides from the image (each: this broker's
 // dynamic config, else the cluster-wide one, else server.properties) to
 // the node's listeners, as Kafka's DynamicConnectionQuota does. Host names
-// in the overrides are resolved here, within a few seconds; settings that
-// do not make a valid whole keep the limits in force, with an error
-// logged. applyMu is held.
+// in the overrides are resolved on a goroutine of their own, within a few
+// seconds, so that a slow DNS server never holds up the metadata being
+// applied; a resolution overtaken by a newer change applies nothing.
+// Settings that do not make a valid whole keep the limits in force, with
+// an error logged once. applyMu is held.
 func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 	if b.setConnLimits == nil {
 		return
@@ -153,28 +157,59 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 		setting("max.connections.per.ip", strconv.Itoa(b.cfg.MaxConnectionsPerIP)),
 		setting("max.connections.per.ip.overrides", b.cfg.MaxConnectionsPerIPOverrides),
 	}
-	if cur == b.connLimits {
-		return
-	}
 	if b.connLimits == ([3]string{}) {
 		// First call: the listeners started with server.properties'.
 		b.connLimits = [3]string{strconv.Itoa(b.cfg.MaxConnections), strconv.Itoa(b.cfg.MaxConnectionsPerIP), b.cfg.MaxConnectionsPerIPOverrides}
-		if cur == b.connLimits {
-			return
-		}
 	}
-	maxConns, err1 := strconv.Atoi(cur[0])
-	perIP, err2 := strconv.Atoi(cur[1])
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
-	limit, overrides, err := connectionLimitsPerIP(ctx, perIP, cur[2])
-	if err = errors.Join(err1, err2, err); err != nil {
-		b.log.Error("connection limits not changed", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "error", err)
+	if cur == b.connLimits {
 		return
 	}
-	b.setConnLimits(maxConns, limit, overrides)
 	b.connLimits = cur
-	b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2])
+	b.connLimitsMu.Lock()
+	b.connLimitsGen++
+	gen := b.connLimitsGen
+	b.connLimitsMu.Unlock()
+	apply := func() {
+		maxConns, err1 := strconv.Atoi(cur[0])
+		perIP, err2 := strconv.Atoi(cur[1])
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
+		lookup := net.DefaultResolver.LookupHost
+		if f := b.hostLookup.Load(); f != nil {
+			lookup = *f
+		}
+		limit, overrides, err := connectionLimitsPerIP(ctx, lookup, perIP, cur[2])
+		b.connLimitsMu.Lock()
+		defer b.connLimitsMu.Unlock()
+		if gen != b.connLimitsGen {
+			return // a newer change is being applied
+		}
+		if err = errors.Join(err1, err2, err); err != nil {
+			b.log.Error("connection limits not changed", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "error", err)
+			return
+		}
+		b.setConnLimits(maxConns, limit, overrides)
+		b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2])
+	}
+	if overridesNeedDNS(cur[2]) && b.spawn(apply) {
+		return
+	}
+	apply()
+}
+
+// overridesNeedDNS reports whether max.connections.per.ip.overrides names
+// a host rather than an address.
+func overridesNeedDNS(setting string) bool {
+	overrides, err := connectionsPerIPOverrides(setting)
+	if err != nil {
+		return false
+	}
+	for host := range overrides {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // updateNumReplicaFetchers takes num.replica.fetchers from the image

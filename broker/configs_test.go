@@ -836,4 +836,41 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 		defer closeAll()
 		return !admitted("127.0.0.2")
 	})
+	alter("max.connections", nil)
+	waitFor(t, "max.connections deleted", 10*time.Second, func() bool {
+		defer closeAll()
+		return admitted("127.0.0.2") && admitted("127.0.0.2")
+	})
+
+	// A host name in the overrides is resolved off the metadata-apply
+	// path: while its lookup hangs, other configs still apply; and a
+	// lookup that a newer change overtook applies nothing when it ends.
+	release := make(chan struct{})
+	lookup := func(ctx context.Context, host string) ([]string, error) {
+		select {
+		case <-release:
+			return []string{"127.0.0.2"}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c.broker.hostLookup.Store(&lookup)
+	start := time.Now()
+	alter("max.connections.per.ip.overrides", kmsgStr("slow.example:1"))
+	alter("keel.log.writeback.bytes", kmsgStr("12345"))
+	waitFor(t, "a config applied while a lookup hangs", 10*time.Second, func() bool { return c.logs.WritebackBytes() == 12345 })
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a config change took %v to apply behind a hanging lookup (its timeout is 5 s)", took)
+	}
+	alter("max.connections.per.ip.overrides", kmsgStr("127.0.0.2:2"))
+	waitFor(t, "the newer overrides applied", 10*time.Second, func() bool {
+		defer closeAll()
+		return admitted("127.0.0.2") && admitted("127.0.0.2") && !admitted("127.0.0.2")
+	})
+	close(release)
+	time.Sleep(300 * time.Millisecond)
+	if !admitted("127.0.0.2") || !admitted("127.0.0.2") {
+		t.Fatal("the overtaken lookup's limit (slow.example:1) was applied")
+	}
+	closeAll()
 }

@@ -710,12 +710,12 @@ func (r *listenerRouter) Handle(ctx context.Context, req *network.Request) netwo
 // and a host name in the overrides counts for each address it resolves to
 // now, as Kafka resolves it when it reads the setting.
 func connectionsPerIP(cfg *Config) (int, map[netip.Addr]int, error) {
-	return connectionLimitsPerIP(context.Background(), cfg.MaxConnectionsPerIP, cfg.MaxConnectionsPerIPOverrides)
+	return connectionLimitsPerIP(context.Background(), net.DefaultResolver.LookupHost, cfg.MaxConnectionsPerIP, cfg.MaxConnectionsPerIPOverrides)
 }
 
 // connectionLimitsPerIP is connectionsPerIP of the two settings' values,
 // resolving host names within ctx.
-func connectionLimitsPerIP(ctx context.Context, perIP int, overridesSetting string) (int, map[netip.Addr]int, error) {
+func connectionLimitsPerIP(ctx context.Context, lookupHost func(context.Context, string) ([]string, error), perIP int, overridesSetting string) (int, map[netip.Addr]int, error) {
 	overrides, err := connectionsPerIPOverrides(overridesSetting)
 	if err != nil {
 		return 0, nil, err
@@ -726,7 +726,7 @@ func connectionLimitsPerIP(ctx context.Context, perIP int, overridesSetting stri
 			out[ip.Unmap()] = n
 			continue
 		}
-		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+		addrs, err := lookupHost(ctx, host)
 		if err != nil {
 			return 0, nil, fmt.Errorf("max.connections.per.ip.overrides: resolve %s: %w", host, err)
 		}
