@@ -35,6 +35,12 @@ func serverCommand() *cli.Command {
 			"and fsyncs nothing: durability is replication's and log.flush.interval.messages'. It is a\n" +
 			"dynamic broker config too: keel configs alter --entity-type brokers --entity-default\n" +
 			"--add-config keel.log.writeback.bytes=4194304 (or --entity-name N for one broker).\n\n" +
+			"Deletion: the files of deleted segments (retention) and deleted partitions are removed\n" +
+			"16 MiB at a time, at most keel.log.delete.max.bytes.per.second (512 MiB/s; 0: unpaced),\n" +
+			"off the partition's lock: a large file unlinked at once stalls other partitions' writes.\n\n" +
+			"Log cleaner: log.cleaner.threads compacted logs are cleaned side by side, sharing\n" +
+			"log.cleaner.io.max.bytes.per.second; both, log.cleaner.backoff.ms and\n" +
+			"log.cleaner.dedupe.buffer.size are dynamic broker configs, as in Kafka.\n\n" +
 			"Metrics: --override keel.metrics.address=0.0.0.0:9404 serves Kafka's broker metrics\n" +
 			"(UnderReplicatedPartitions, MessagesInPerSec, RequestMetrics, ...) at http://host:9404/metrics\n" +
 			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.\n\n" +
