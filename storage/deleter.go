@@ -49,6 +49,9 @@ type fileDeleter struct {
 	rate   atomic.Int64
 	stop   <-chan struct{}
 	logger hclog.Logger
+	// behind is how long a deletion may wait in the queue before the
+	// deleter logs that it is behind, at most once per that long.
+	behind time.Duration
 
 	mu      sync.Mutex
 	queue   []deletion
@@ -58,12 +61,16 @@ type fileDeleter struct {
 
 // deletion is a file (f open, path its name) or a directory (f nil).
 type deletion struct {
-	path string
-	f    *os.File
+	path   string
+	f      *os.File
+	queued time.Time
 }
 
+// deleteBacklogWarning is fileDeleter.behind's default.
+const deleteBacklogWarning = 30 * time.Second
+
 func newFileDeleter(stop <-chan struct{}, rate int64, logger hclog.Logger) *fileDeleter {
-	d := &fileDeleter{stop: stop, logger: logger, wake: make(chan struct{}, 1)}
+	d := &fileDeleter{stop: stop, logger: logger, behind: deleteBacklogWarning, wake: make(chan struct{}, 1)}
 	d.rate.Store(rate)
 	return d
 }
@@ -80,6 +87,7 @@ func (d *fileDeleter) addDir(path string) error {
 }
 
 func (d *fileDeleter) add(del deletion) error {
+	del.queued = time.Now()
 	if d != nil {
 		d.mu.Lock()
 		if !d.stopped {
@@ -119,6 +127,7 @@ func (d *fileDeleter) run() {
 		}
 	}()
 	p := pacer{rate: &d.rate, stop: d.stop}
+	var warned time.Time
 	for {
 		d.mu.Lock()
 		var del deletion
@@ -128,7 +137,13 @@ func (d *fileDeleter) run() {
 			d.queue[0] = deletion{}
 			d.queue = d.queue[1:]
 		}
+		left := len(d.queue)
 		d.mu.Unlock()
+		if waited := time.Since(del.queued); ok && waited > d.behind && time.Since(warned) > d.behind {
+			warned = time.Now()
+			d.logger.Warn("removing deleted log files is behind: disk space comes back later than the data went",
+				"waited", waited.Round(time.Second), "queued", left, "config", "keel.log.delete.max.bytes.per.second", "bytes_per_second", d.rate.Load())
+		}
 		if !ok {
 			p.idle()
 			select {

@@ -3,10 +3,12 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +105,46 @@ func TestFileDeleterPaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, sub, 10*time.Second)
+}
+
+// A deletion that waited in the queue longer than the deleter's warning
+// time is logged, once per that time.
+func TestFileDeleterSaysItIsBehind(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := hclog.New(&hclog.LoggerOptions{Output: lockedWriter{&mu, &logs}})
+	d := newFileDeleter(stop, 32<<20, logger) // each 48 MiB file: 1 s
+	d.behind = 300 * time.Millisecond
+	done := make(chan struct{})
+	go func() { defer close(done); d.run() }()
+	defer func() { close(stop); <-done }()
+	var last string
+	for i := range 3 {
+		last = filepath.Join(dir, fmt.Sprintf("%d.log.deleted", i))
+		if err := d.addFile(last, sparseFile(t, last, 48<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGone(t, last, 20*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "removing deleted log files is behind"); n < 1 || n > 2 {
+		t.Fatalf("%d warnings for files queued 1 and 2 s behind, want 1 or 2:\n%s", n, logs.String())
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // Retention hands a deleted segment's log file to the manager's deleter:
