@@ -43,6 +43,8 @@ const DefaultDeleteBytesPerSecond = 512 << 20
 // deleteStep is how much of a file one truncation frees.
 const deleteStep = 16 << 20
 
+// fileDeleter is the log manager's deleter (above). Its methods are safe
+// for concurrent use; run is its one goroutine.
 type fileDeleter struct {
 	// rate is keel.log.delete.max.bytes.per.second (not positive:
 	// unpaced).
