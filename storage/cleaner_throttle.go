@@ -17,7 +17,8 @@ const cleanerThrottlePeriod = 300 * time.Millisecond
 const minThrottleSleep = 10 * time.Millisecond
 
 // ioThrottler holds the log cleaner to log.cleaner.io.max.bytes.per.second,
-// as Kafka's Throttler does: it counts the bytes passes read and write and,
+// as Kafka's Throttler does (and the deleter to
+// keel.log.delete.max.bytes.per.second, deleter.go): it counts the bytes passes read and write and,
 // whenever they came faster than the rate over the current period, sleeps
 // until they would have taken that long at it. The budget is shared by the
 // passes running side by side (log.cleaner.threads): the rate bounds them

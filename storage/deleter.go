@@ -128,7 +128,9 @@ func (d *fileDeleter) run() {
 			}
 		}
 	}()
-	p := pacer{rate: &d.rate, stop: d.stop}
+	// The cleaner's throttler (cleaner_throttle.go), with a budget of its
+	// own: the deletion rate does not count the cleaner's I/O.
+	th := &ioThrottler{rate: func() float64 { return float64(d.rate.Load()) }, stop: d.stop}
 	var warned time.Time
 	for {
 		d.mu.Lock()
@@ -147,7 +149,8 @@ func (d *fileDeleter) run() {
 				"waited", waited.Round(time.Second), "queued", left, "config", "keel.log.delete.max.bytes.per.second", "bytes_per_second", d.rate.Load())
 		}
 		if !ok {
-			p.idle()
+			// Time spent with nothing to delete is no credit for a burst.
+			th.budget = nil
 			select {
 			case <-d.stop:
 				return
@@ -157,9 +160,9 @@ func (d *fileDeleter) run() {
 		}
 		var err error
 		if del.f != nil {
-			err = d.removeFile(&p, del.path, del.f)
+			err = d.removeFile(th, del.path, del.f)
 		} else {
-			err = d.removeDir(&p, del.path)
+			err = d.removeDir(th, del.path)
 		}
 		switch {
 		case errors.Is(err, errDeleterStopped):
@@ -176,7 +179,7 @@ var errDeleterStopped = errors.New("log manager closing")
 // it and unlinks path (a name a later deletion may have taken since: then
 // that file, also deleted and open elsewhere, loses its name early, which
 // is harmless, and its own removal finds it gone).
-func (d *fileDeleter) removeFile(p *pacer, path string, f *os.File) error {
+func (d *fileDeleter) removeFile(th *ioThrottler, path string, f *os.File) error {
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
@@ -187,8 +190,8 @@ func (d *fileDeleter) removeFile(p *pacer, path string, f *os.File) error {
 		if err := f.Truncate(size); err != nil {
 			return fmt.Errorf("remove %s: %w", path, err)
 		}
-		if err := p.freed(deleteStep); err != nil {
-			return err
+		if err := th.account(deleteStep); err != nil {
+			return errDeleterStopped
 		}
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -199,7 +202,7 @@ func (d *fileDeleter) removeFile(p *pacer, path string, f *os.File) error {
 
 // removeDir removes a deleted partition's directory, its large files a
 // step at a time.
-func (d *fileDeleter) removeDir(p *pacer, dir string) error {
+func (d *fileDeleter) removeDir(th *ioThrottler, dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -213,50 +216,9 @@ func (d *fileDeleter) removeDir(p *pacer, dir string) error {
 		if err != nil {
 			continue // RemoveAll below
 		}
-		if err := d.removeFile(p, path, f); err != nil {
+		if err := d.removeFile(th, path, f); err != nil {
 			return err
 		}
 	}
 	return os.RemoveAll(dir)
-}
-
-// pacer holds the deleter to its rate: after freeing n bytes it sleeps
-// until the bytes freed since it last went idle would have taken that long.
-type pacer struct {
-	rate  *atomic.Int64
-	stop  <-chan struct{}
-	start time.Time
-	bytes int64
-}
-
-// idle starts the count afresh: time spent with nothing to delete is not
-// credit for a burst.
-func (p *pacer) idle() { p.start, p.bytes = time.Time{}, 0 }
-
-func (p *pacer) freed(n int64) error {
-	rate := p.rate.Load()
-	if rate <= 0 {
-		p.idle()
-		return nil
-	}
-	now := time.Now()
-	if p.start.IsZero() {
-		p.start = now
-	}
-	p.bytes += n
-	due := p.start.Add(time.Duration(float64(p.bytes) / float64(rate) * float64(time.Second)))
-	wait := due.Sub(now)
-	if wait <= 0 {
-		// Behind the rate (slow truncations): no credit for a burst.
-		p.start = p.start.Add(-wait)
-		return nil
-	}
-	t := time.NewTimer(wait)
-	select {
-	case <-t.C:
-		return nil
-	case <-p.stop:
-		t.Stop()
-		return errDeleterStopped
-	}
 }
