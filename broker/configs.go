@@ -111,22 +111,28 @@ func (b *Broker) dynamicBrokerInt(img *metadata.Image, name string, static, leas
 func (b *Broker) updateBrokerConfigs(img *metadata.Image) {
 	b.updateReplicationQuotas(img)
 	b.updateWritebackBytes(img)
+	b.updateDeleteRate(img)
 	b.updateCleaner(img)
 	b.updateConnectionLimits(img)
 	b.updateNumReplicaFetchers(img)
 }
 
-// updateWritebackBytes takes keel.log.writeback.bytes and
-// keel.log.delete.max.bytes.per.second from the image (this broker's
-// dynamic config, else the cluster-wide one, else server.properties) into
-// the log manager, whose logs use the first from their next append
-// (storage/writeback.go) and whose deleter the second from its next step
-// (storage/deleter.go). applyMu is held.
+// updateWritebackBytes takes keel.log.writeback.bytes from the image
+// (this broker's dynamic config, else the cluster-wide one, else
+// server.properties) into the log manager, whose logs use it from their
+// next append (storage/writeback.go). applyMu is held.
 func (b *Broker) updateWritebackBytes(img *metadata.Image) {
 	if n := b.dynamicBrokerInt(img, "keel.log.writeback.bytes", b.cfg.LogWritebackBytes, 0); b.logs.WritebackBytes() != n {
 		b.logs.SetWritebackBytes(n)
 		b.log.Info("log writeback", "config", "keel.log.writeback.bytes", "bytes", n)
 	}
+}
+
+// updateDeleteRate takes keel.log.delete.max.bytes.per.second from the
+// image (this broker's dynamic config, else the cluster-wide one, else
+// server.properties) into the log manager, whose deleter uses it from its
+// next step (storage/deleter.go). applyMu is held.
+func (b *Broker) updateDeleteRate(img *metadata.Image) {
 	if n := b.dynamicBrokerInt(img, "keel.log.delete.max.bytes.per.second", b.cfg.LogDeleteBytesPerSecond, 0); b.logs.DeleteBytesPerSecond() != deleteBytesPerSecond(n) {
 		b.logs.SetDeleteBytesPerSecond(deleteBytesPerSecond(n))
 		b.log.Info("log file deletion rate", "config", "keel.log.delete.max.bytes.per.second", "bytes_per_second", n)

@@ -265,11 +265,7 @@ func (tg *perfTarget) median(f func(perfResult) float64) float64 {
 	for i, r := range tg.results {
 		v[i] = f(r)
 	}
-	slices.Sort(v)
-	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
-	return v[len(v)/2]
+	return medianOf(v)
 }
 
 func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult {
