@@ -179,8 +179,9 @@ func (b *Broker) nudgeISR() {
 
 // maybeChangeISR proposes p's new ISR to the controller if followers fell
 // behind (not caught up within replica.lag.time.max.ms) or caught up (to
-// the high watermark and the current leader epoch's start, alive and
-// unfenced with the broker epoch they fetched with). One change at a time
+// the high watermark and the current leader epoch's start, by a fetch
+// within replica.lag.time.max.ms, alive and unfenced with the broker epoch
+// they fetched with). One change at a time
 // per partition; it takes effect when the image brings it back.
 func (b *Broker) maybeChangeISR(p *partition) {
 	st := p.state.Load()
@@ -224,7 +225,11 @@ func (b *Broker) maybeChangeISR(p *partition) {
 		case in:
 			isr = append(isr, id)
 		case f != nil && eligible && f.logEndOffset >= hw && f.logEndOffset >= epochStart &&
-			(f.brokerEpoch < 0 || f.brokerEpoch == br.Epoch):
+			(f.brokerEpoch < 0 || f.brokerEpoch == br.Epoch) && now.Sub(f.lastCaughtUp) <= b.cfg.ReplicaLagTimeMax:
+			// Caught up by a fetch within the lag time: Kafka expands
+			// only on a follower's fetch, so a follower that stopped
+			// fetching (whose last offset still equals the high
+			// watermark of a partition nobody writes to) stays out.
 			isr, changed = append(isr, id), true // expand
 		}
 	}

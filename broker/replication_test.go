@@ -125,6 +125,38 @@ func TestISRShrinksAndExpandsThroughAlterPartition(t *testing.T) {
 	})
 }
 
+// TestStoppedFollowerStaysOutOfTheISR: a follower that stopped fetching
+// (its broker died) leaves the ISR and does not rejoin it while it sends
+// no fetch, even though its last log end offset still equals the high
+// watermark of a partition nobody writes to: Kafka expands the ISR only on
+// a follower's fetch. Rejoining it would hold every acks=all produce until
+// it was dropped again, replica.lag.time.max.ms later.
+func TestStoppedFollowerStaysOutOfTheISR(t *testing.T) {
+	const lag = 300 * time.Millisecond
+	c := newTestCluster(t, withConfig("replica.lag.time.max.ms=300", "replica.fetch.wait.max.ms=200"))
+	c.meta.registerBroker(2, "127.0.0.1", 1)
+	c.createAssigned("r", []int32{testNodeID, 2})
+	c.produceN(t, "r", 0, 2, 10)
+	rc := c.dialRaw(t)
+	c.followerFetch(t, rc, "r", 2) // caught up to the leader's end
+	isr := func() []int32 {
+		tp, _ := c.meta.Image().Topic("r")
+		return tp.Partitions[0].ISR
+	}
+	waitFor(t, "the stopped follower out of the ISR", 10*time.Second, func() bool {
+		return slices.Equal(isr(), []int32{testNodeID})
+	})
+	for end := time.Now().Add(5 * lag); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if slices.Contains(isr(), 2) {
+			t.Fatal("a follower that sends no fetch rejoined the ISR")
+		}
+	}
+	c.followerFetch(t, rc, "r", 2)
+	waitFor(t, "the follower back in the ISR once it fetches", 10*time.Second, func() bool {
+		return slices.Contains(isr(), 2)
+	})
+}
+
 // TestAcksAllWhenISRShrinksBelowMinimum: an acks=all batch appended while
 // the ISR met min.insync.replicas, whose ISR then shrank below it, answers
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND; the next one is refused before
