@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,10 +70,15 @@ type Options struct {
 	// tls is the node's SSL listeners, whose keystores and truststores
 	// this broker's dynamic configs may replace; nil: none.
 	tls *nodeTLS
-	// SetConnectionLimits, if set, applies max.connections,
-	// max.connections.per.ip and its overrides set dynamically to the
-	// node's listeners (network.Server.SetConnectionLimits).
-	SetConnectionLimits func(maxConns, perIP int, overrides map[netip.Addr]int)
+	// SetConnectionLimits, if set, applies max.connections, the
+	// listeners' own limits, max.connections.per.ip and its overrides set
+	// dynamically to the node's listeners
+	// (network.Server.SetConnectionLimits).
+	SetConnectionLimits func(network.ConnectionLimits)
+	// ListenerNames are the node's listeners, whose own connection
+	// limits (listener.name.<listener>.max.connections) the broker
+	// applies.
+	ListenerNames []string
 	// Logger receives the broker's logs; nil discards them.
 	Logger hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
@@ -111,8 +115,9 @@ type Broker struct {
 	// settings last acted on (applied, refused or being resolved;
 	// applyMu); connLimitsGen numbers them, so that a resolution that
 	// finishes after a newer change applies nothing (connLimitsMu).
-	setConnLimits func(maxConns, perIP int, overrides map[netip.Addr]int)
-	connLimits    [3]string
+	setConnLimits func(network.ConnectionLimits)
+	listenerNames []string // Options.ListenerNames
+	connLimits    [4]string
 	connLimitsMu  sync.Mutex
 	connLimitsGen uint64
 	// hostLookup, if set, resolves the host names of
@@ -233,6 +238,7 @@ func New(opts Options) (*Broker, error) {
 		dial:                opts.InterBrokerDial,
 		tls:                 opts.tls,
 		setConnLimits:       opts.SetConnectionLimits,
+		listenerNames:       opts.ListenerNames,
 		cfg:                 cfg,
 		logs:                opts.Logs,
 		meta:                opts.Metadata,

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -81,17 +82,20 @@ type Config struct {
 	MaxConnections                         int
 	MaxConnectionsPerIP                    int    // max.connections.per.ip
 	MaxConnectionsPerIPOverrides           string // max.connections.per.ip.overrides
-	ConnectionsMaxIdle                     time.Duration
-	NumRecoveryThreadsPerDataDir           int
-	GroupInitialRebalanceDelay             time.Duration
-	GroupMinSessionTimeout                 time.Duration // group.min.session.timeout.ms
-	GroupMaxSessionTimeout                 time.Duration // group.max.session.timeout.ms
-	GroupMaxSize                           int           // group.max.size
-	OffsetsRetention                       time.Duration // offsets.retention.minutes
-	OffsetsRetentionCheckInterval          time.Duration // offsets.retention.check.interval.ms
-	OffsetsCommitTimeout                   time.Duration // offsets.commit.timeout.ms
-	OffsetMetadataMaxBytes                 int           // offset.metadata.max.bytes
-	OffsetsLoadBufferSize                  int           // offsets.load.buffer.size
+	// ListenerMaxConnections holds listener.name.<listener>.max.connections
+	// as written (key → value), each a listener's own connection limit.
+	ListenerMaxConnections        map[string]string
+	ConnectionsMaxIdle            time.Duration
+	NumRecoveryThreadsPerDataDir  int
+	GroupInitialRebalanceDelay    time.Duration
+	GroupMinSessionTimeout        time.Duration // group.min.session.timeout.ms
+	GroupMaxSessionTimeout        time.Duration // group.max.session.timeout.ms
+	GroupMaxSize                  int           // group.max.size
+	OffsetsRetention              time.Duration // offsets.retention.minutes
+	OffsetsRetentionCheckInterval time.Duration // offsets.retention.check.interval.ms
+	OffsetsCommitTimeout          time.Duration // offsets.commit.timeout.ms
+	OffsetMetadataMaxBytes        int           // offset.metadata.max.bytes
+	OffsetsLoadBufferSize         int           // offsets.load.buffer.size
 
 	// Log defaults (log.* keys); topic configs override them per topic.
 	LogSegmentBytes                  int64
@@ -462,6 +466,9 @@ func notApplied(k, v string) (why string, ok bool) {
 		return "", true
 	case strings.HasPrefix(k, "group.consumer."):
 		return "KIP-848's consumer groups are not served; classic groups take their timeouts from the clients", true
+	case k == "max.connection.creation.rate", strings.HasPrefix(k, "listener.name.") && strings.HasSuffix(k, ".max.connection.creation.rate"):
+		return "connection creation rates (KIP-612) are not limited yet: max.connections, " +
+			"listener.name.<listener>.max.connections and max.connections.per.ip bound the connections open", true
 	case k == "metric.reporters" && strings.TrimSpace(v) == "":
 		return "", true
 	case k == "metric.reporters", k == "metrics.num.samples", k == "metrics.sample.window.ms", k == "metrics.recording.level":
@@ -532,7 +539,15 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 	}
 	c.Explicit = map[string]string{}
 	c.SSL, c.SASL, c.TopicDefaults = map[string]string{}, map[string]string{}, map[string]string{}
+	c.ListenerMaxConnections = map[string]string{}
 	for k, v := range merged {
+		if _, base, ok := metadata.ListenerConfig(k); ok && base == "max.connections" {
+			if _, err := listenerMaxConnections(v); err != nil {
+				return nil, fmt.Errorf("invalid value %q for %s: %w", v, k, err)
+			}
+			c.ListenerMaxConnections[k] = strings.TrimSpace(v)
+			continue
+		}
 		if isSASLKey(k) {
 			c.SASL[k] = strings.TrimSpace(v)
 			continue
@@ -918,6 +933,34 @@ func (c *Config) validate() error {
 		c.MetadataLogDir = c.LogDirs[0]
 	}
 	return nil
+}
+
+// listenerMaxConnections parses a listener.name.<listener>.max.connections
+// value: a whole number, at least 0, as max.connections.
+func listenerMaxConnections(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, errors.New("not a whole number")
+	}
+	if n < 0 {
+		return 0, errors.New("must be at least 0")
+	}
+	return n, nil
+}
+
+// ListenerConnectionLimits are the listeners' own connection limits
+// (listener.name.<listener>.max.connections) by listener name, from
+// settings (a listener name in any case) for each of listeners.
+func ListenerConnectionLimits(settings map[string]string, listeners []string) map[string]int {
+	out := map[string]int{}
+	for _, l := range listeners {
+		if v, ok := listenerSetting(settings, l, "max.connections", false); ok {
+			if n, err := listenerMaxConnections(v); err == nil {
+				out[l] = n
+			}
+		}
+	}
+	return out
 }
 
 // connectionsPerIPOverrides parses max.connections.per.ip.overrides

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/storage"
 )
 
@@ -139,10 +141,12 @@ func (b *Broker) updateDeleteRate(img *metadata.Image) {
 	}
 }
 
-// updateConnectionLimits takes max.connections, max.connections.per.ip and
+// updateConnectionLimits takes max.connections, the listeners' own limits
+// (listener.name.<listener>.max.connections), max.connections.per.ip and
 // max.connections.per.ip.overrides from the image (each: this broker's
 // dynamic config, else the cluster-wide one, else server.properties) to
-// the node's listeners, as Kafka's DynamicConnectionQuota does. Host names
+// the node's listeners, as Kafka's DynamicConnectionQuota and
+// DynamicListenerConfig do. Host names
 // in the overrides are resolved on a goroutine of their own, within a few
 // seconds, so that a slow DNS server never holds up the metadata being
 // applied; a resolution overtaken by a newer change applies nothing.
@@ -158,14 +162,16 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 		}
 		return static
 	}
-	cur := [3]string{
+	static := b.listenerLimitSettings(nil)
+	cur := [4]string{
 		setting("max.connections", strconv.Itoa(b.cfg.MaxConnections)),
 		setting("max.connections.per.ip", strconv.Itoa(b.cfg.MaxConnectionsPerIP)),
 		setting("max.connections.per.ip.overrides", b.cfg.MaxConnectionsPerIPOverrides),
+		b.listenerLimitSettings(img),
 	}
-	if b.connLimits == ([3]string{}) {
+	if b.connLimits == ([4]string{}) {
 		// First call: the listeners started with server.properties'.
-		b.connLimits = [3]string{strconv.Itoa(b.cfg.MaxConnections), strconv.Itoa(b.cfg.MaxConnectionsPerIP), b.cfg.MaxConnectionsPerIPOverrides}
+		b.connLimits = [4]string{strconv.Itoa(b.cfg.MaxConnections), strconv.Itoa(b.cfg.MaxConnectionsPerIP), b.cfg.MaxConnectionsPerIPOverrides, static}
 	}
 	if cur == b.connLimits {
 		return
@@ -190,17 +196,57 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 		if gen != b.connLimitsGen {
 			return // a newer change is being applied
 		}
-		if err = errors.Join(err1, err2, err); err != nil {
-			b.log.Error("connection limits not changed", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "error", err)
+		listeners, err3 := parseListenerLimits(cur[3])
+		if err = errors.Join(err1, err2, err, err3); err != nil {
+			b.log.Error("connection limits not changed", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "listener_limits", cur[3], "error", err)
 			return
 		}
-		b.setConnLimits(maxConns, limit, overrides)
-		b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2])
+		b.setConnLimits(network.ConnectionLimits{MaxConnections: maxConns, MaxListenerConnections: listeners, MaxConnectionsPerIP: limit, MaxConnectionsPerIPOverrides: overrides})
+		b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "listener_limits", cur[3])
 	}
 	if overridesNeedDNS(cur[2]) && b.spawn(apply) {
 		return
 	}
 	apply()
+}
+
+// listenerLimitSettings is listener.name.<listener>.max.connections for
+// each of the node's listeners that has one, as "LISTENER=n" joined by
+// commas: this broker's dynamic setting, else the cluster-wide one (from
+// img; none when nil), else server.properties'.
+func (b *Broker) listenerLimitSettings(img *metadata.Image) string {
+	var sources []map[string]string
+	if img != nil {
+		sources = append(sources, b.ownBrokerConfigs(img), brokerConfigs(img, ""))
+	}
+	sources = append(sources, b.cfg.ListenerMaxConnections)
+	var out []string
+	for _, l := range b.listenerNames {
+		for _, src := range sources {
+			if v, ok := listenerSetting(src, l, "max.connections", false); ok {
+				out = append(out, l+"="+strings.TrimSpace(v))
+				break
+			}
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// parseListenerLimits parses listenerLimitSettings' form.
+func parseListenerLimits(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv == "" {
+			continue
+		}
+		l, v, _ := strings.Cut(kv, "=")
+		n, err := listenerMaxConnections(v)
+		if err != nil {
+			return nil, fmt.Errorf("listener.name.%s.max.connections: %w", strings.ToLower(l), err)
+		}
+		out[l] = n
+	}
+	return out, nil
 }
 
 // overridesNeedDNS reports whether max.connections.per.ip.overrides names

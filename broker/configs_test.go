@@ -829,18 +829,65 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 		defer closeAll()
 		return admitted("127.0.0.3") && admitted("127.0.0.2") && admitted("127.0.0.2")
 	})
+	// answered dials and reports whether an ApiVersions request is
+	// answered: at max.connections or a listener's own limit, a new
+	// connection waits unanswered (Kafka's acceptor waits for a slot).
+	answered := func() bool {
+		t.Helper()
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		frame := kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)
+		if _, err := conn.Write(frame); err != nil {
+			return false
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = conn.Read(make([]byte, 4))
+		return err == nil
+	}
 	alter("max.connections", kmsgStr("1"))
 	waitFor(t, "max.connections applied", 10*time.Second, func() bool {
 		// The admin client's own connection is open: any new one is
 		// beyond 1.
-		defer closeAll()
-		return !admitted("127.0.0.2")
+		return !answered()
 	})
 	alter("max.connections", nil)
-	waitFor(t, "max.connections deleted", 10*time.Second, func() bool {
-		defer closeAll()
-		return admitted("127.0.0.2") && admitted("127.0.0.2")
-	})
+	waitFor(t, "max.connections deleted", 10*time.Second, answered)
+
+	// A listener's own limit, cluster-wide and per broker (Kafka's
+	// listener.name.<listener>.max.connections): 0 takes no new
+	// connection, connections open stay (the admin client's).
+	alter("listener.name.plaintext.max.connections", kmsgStr("0"))
+	waitFor(t, "the listener's limit applied", 10*time.Second, func() bool { return !answered() })
+	alter("listener.name.plaintext.max.connections", kmsgStr("100"), testNodeID)
+	waitFor(t, "this broker's listener limit over the cluster's", 10*time.Second, answered)
+	describeBroker := func(name string) kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeBroker, strconv.Itoa(testNodeID), []string{name}
+		req.Resources, req.IncludeSynonyms = append(req.Resources, r), true
+		resp, err := req.RequestWith(ctx, c.client())
+		if err != nil || len(resp.Resources) != 1 || len(resp.Resources[0].Configs) != 1 {
+			t.Fatalf("describe %s: %v %+v", name, err, resp)
+		}
+		return resp.Resources[0].Configs[0]
+	}
+	if cfg := describeBroker("listener.name.plaintext.max.connections"); cfg.Value == nil || *cfg.Value != "100" ||
+		cfg.Source != kmsg.ConfigSourceDynamicBrokerConfig || cfg.ReadOnly || cfg.ConfigType != kmsg.ConfigTypeInt || len(cfg.ConfigSynonyms) != 2 {
+		t.Fatalf("described %+v", cfg)
+	}
+	alter("listener.name.plaintext.max.connections", nil, testNodeID)
+	waitFor(t, "the cluster-wide listener limit back", 10*time.Second, func() bool { return !answered() })
+	alter("listener.name.plaintext.max.connections", nil)
+	waitFor(t, "the listener limit deleted", 10*time.Second, answered)
+	for _, bad := range []string{"-1", "many"} {
+		if err := alterBrokerConfig(ctx, t, adm, "listener.name.plaintext.max.connections", kmsgStr(bad)); err == nil {
+			t.Fatalf("listener.name.plaintext.max.connections=%s accepted", bad)
+		}
+	}
 
 	// A host name in the overrides is resolved off the metadata-apply
 	// path: while its lookup hangs, other configs still apply; and a

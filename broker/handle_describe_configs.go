@@ -165,16 +165,21 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		add(e.name, kmsg.StringPtr(syns[0].Value), e.typ, syns)
 	}
 	// The ssl.* and sasl.* settings server.properties set, plain and
-	// listener-prefixed. Passwords and JAAS configurations are PASSWORD
-	// configs: sensitive, their value never returned, as Kafka does.
-	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL} {
+	// listener-prefixed, and the listeners' connection limits. Passwords
+	// and JAAS configurations are PASSWORD configs: sensitive, their value
+	// never returned, as Kafka does.
+	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL, b.cfg.ListenerMaxConnections} {
 		for _, name := range sortedKeys(security) {
-			if _, dynamic := perBroker[name]; dynamic || seen[name] || !want(name) {
-				continue // a dynamic listener keystore setting is listed below
+			_, dynamic := perBroker[name]
+			if _, cluster := clusterDefaults[name]; cluster {
+				dynamic = true
+			}
+			if dynamic || seen[name] || !want(name) {
+				continue // a dynamic setting is listed below, with this one as its synonym
 			}
 			seen[name] = true
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
-			c.Name, c.ConfigType, c.Source, c.ReadOnly = name, kmsg.ConfigTypeString, kmsg.ConfigSource(sourceStaticBroker), true
+			c.Name, c.ConfigType, c.Source, c.ReadOnly = name, listenerConfigType(name), kmsg.ConfigSource(sourceStaticBroker), !metadata.IsDynamicBrokerConfig(name)
 			c.Value = kmsg.StringPtr(security[name])
 			if metadata.SensitiveConfig(name) {
 				c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
@@ -198,11 +203,17 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 			seen[name] = true
 			v := dyn.configs[name]
 			syns := []configSynonym{{Name: name, Value: v, Source: dyn.source}}
+			if cluster, ok := clusterDefaults[name]; ok && dyn.source == sourceDynamicBroker {
+				syns = append(syns, configSynonym{Name: name, Value: cluster, Source: sourceDynamicDefaultBroker})
+			}
 			if static, ok := b.cfg.SSL[name]; ok {
 				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
 			}
+			if static, ok := b.cfg.ListenerMaxConnections[name]; ok {
+				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
+			}
 			n := len(rr.Configs)
-			add(name, kmsg.StringPtr(v), kmsg.ConfigTypeString, syns)
+			add(name, kmsg.StringPtr(v), listenerConfigType(name), syns)
 			if len(rr.Configs) > n && metadata.SensitiveConfig(name) {
 				c := &rr.Configs[n]
 				c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
@@ -212,6 +223,16 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 			}
 		}
 	}
+}
+
+// listenerConfigType is the type DescribeConfigs gives a config outside
+// the broker's table: a listener's connection limit is an INT, as
+// max.connections; the rest (ssl.*, sasl.*, custom configs) STRING.
+func listenerConfigType(name string) kmsg.ConfigType {
+	if _, base, ok := metadata.ListenerConfig(name); ok && base == "max.connections" {
+		return kmsg.ConfigTypeInt
+	}
+	return kmsg.ConfigTypeString
 }
 
 // wireSynonyms is DescribeConfigs' encoding of a config's synonyms.

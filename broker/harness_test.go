@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
@@ -240,9 +239,8 @@ func (c *testCluster) start(port int) {
 		NodeID: testNodeID, ClusterID: "keel-test-cluster", Config: c.cfg, Logs: logs,
 		Metadata: c.meta, Controller: c.meta, Logger: logger,
 		// Called on metadata updates only, once srv is set below.
-		SetConnectionLimits: func(maxConns, perIP int, overrides map[netip.Addr]int) {
-			srv.SetConnectionLimits(maxConns, perIP, overrides)
-		},
+		SetConnectionLimits: func(l network.ConnectionLimits) { srv.SetConnectionLimits(l) },
+		ListenerNames:       []string{"PLAINTEXT"},
 	})
 	if err != nil {
 		t.Fatal(err)

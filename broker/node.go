@@ -175,6 +175,9 @@ func (n *Node) start() (err error) {
 		Handler:                      router,
 		Logger:                       logger.Named("network"),
 		MaxConnections:               cfg.MaxConnections,
+		MaxListenerConnections:       ListenerConnectionLimits(cfg.ListenerMaxConnections, listenerNames(listeners)),
+		ProtectedListener:            protectedListener(cfg),
+		ControllerListeners:          cfg.ControllerListenerNames,
 		MaxConnectionsPerIP:          perIP,
 		MaxConnectionsPerIPOverrides: perIPOverrides,
 		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
@@ -316,6 +319,7 @@ func (n *Node) start() (err error) {
 			InterBrokerDial:     tlsCfg.interBrokerDial,
 			tls:                 tlsCfg,
 			SetConnectionLimits: n.server.SetConnectionLimits,
+			ListenerNames:       listenerNames(listeners),
 			Controller:          &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
 			Logger:              logger,
 		})
@@ -744,4 +748,24 @@ func connectionLimitsPerIP(ctx context.Context, lookupHost func(context.Context,
 		limit = -1
 	}
 	return limit, out, nil
+}
+
+// listenerNames are the names of listeners.
+func listenerNames(listeners []network.Listener) []string {
+	out := make([]string, len(listeners))
+	for i, l := range listeners {
+		out[i] = l.Name
+	}
+	return out
+}
+
+// protectedListener is the listener exempt from max.connections: the
+// inter-broker listener of a node with the broker role (on a
+// controller-only node, inter.broker.listener.name names no listener of
+// its own).
+func protectedListener(cfg *Config) string {
+	if !cfg.HasRole("broker") {
+		return ""
+	}
+	return cfg.InterBrokerListenerName
 }

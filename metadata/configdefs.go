@@ -409,7 +409,7 @@ func scaleConfig(v string, scale int64) string {
 // DescribeConfigs reports the others read-only.
 func IsDynamicBrokerConfig(name string) bool {
 	if _, base, ok := ListenerConfig(name); ok {
-		return IsReconfigurableSSLConfig(base)
+		return IsReconfigurableSSLConfig(base) || clusterLevelListenerConfigs[base]
 	}
 	_, ok := brokerDynamicConfigDefs[name]
 	return ok
@@ -424,6 +424,13 @@ var reconfigurableSSLConfigs = []string{
 	"ssl.keystore.certificate.chain", "ssl.keystore.key",
 	"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
 }
+
+// clusterLevelListenerConfigs are the listener-prefixed configs that may
+// change at runtime per broker and cluster-wide (Kafka's
+// DynamicBrokerConfig.ClusterLevelListenerConfigs, less
+// num.network.threads, which Keel has no use for): a listener's own
+// connection limit.
+var clusterLevelListenerConfigs = map[string]bool{"max.connections": true}
 
 // IsReconfigurableSSLConfig reports whether an ssl.* setting (without its
 // listener prefix) may change at runtime.
@@ -581,8 +588,10 @@ func configLong(configs map[string]string, name string) int64 {
 // keystore or truststore setting only listener-prefixed
 // (listener.name.<listener>.ssl.keystore.location) and only per broker;
 // known dynamic ones must be valid; unknown ones pass, as custom configs.
-// Listener-prefixed configs other than the keystore and truststore ones
-// are refused as static: Kafka stores some of them (a listener's
+// A listener's connection limit (listener.name.<listener>.max.connections)
+// may be set per broker and cluster-wide, as Kafka allows. Other
+// listener-prefixed configs than the keystore and truststore ones are
+// refused as static: Kafka stores some of them (a listener's
 // ssl.client.auth, its JAAS configuration) and acts on them, Keel takes
 // them only from server.properties, and storing what it would not act on
 // would tell an operator a change happened that did not.
@@ -596,6 +605,8 @@ func ValidateBrokerConfigs(configs map[string]string, perBroker bool) error {
 	for _, n := range names {
 		_, base, prefixed := ListenerConfig(n)
 		switch {
+		case prefixed && clusterLevelListenerConfigs[base]:
+			// Per broker or cluster-wide; its value is checked below.
 		case brokerStaticConfigs[n], prefixed && !IsReconfigurableSSLConfig(base):
 			static = append(static, n)
 		case IsReconfigurableSSLConfig(n):
@@ -613,7 +624,11 @@ func ValidateBrokerConfigs(configs map[string]string, perBroker bool) error {
 		return fmt.Errorf("Cannot update these configs at default cluster level, broker id must be specified: %s", strings.Join(listener, ","))
 	}
 	for _, n := range names {
-		if d, ok := brokerDynamicConfigDefs[n]; ok {
+		d, ok := brokerDynamicConfigDefs[n]
+		if _, base, prefixed := ListenerConfig(n); prefixed && clusterLevelListenerConfigs[base] {
+			d, ok = brokerDynamicConfigDefs[base]
+		}
+		if ok {
 			if err := d.Validate(configs[n]); err != nil {
 				return err
 			}

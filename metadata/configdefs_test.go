@@ -105,13 +105,21 @@ func TestListenerSSLConfigsAreDynamicPerBroker(t *testing.T) {
 		{map[string]string{"listener.name.external.ssl.client.auth": "required"}, true, "Cannot update these configs dynamically: listener.name.external.ssl.client.auth"},
 		{map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": "x"}, true, "Cannot update these configs dynamically"},
 		{map[string]string{"my.custom.config": "x"}, false, ""},
+		// A listener's connection limit: per broker and cluster-wide
+		// (Kafka's ClusterLevelListenerConfigs), checked as
+		// max.connections.
+		{map[string]string{"listener.name.external.max.connections": "100"}, false, ""},
+		{map[string]string{"listener.name.external.max.connections": "0"}, true, ""},
+		{map[string]string{"listener.name.external.max.connections": "-1"}, true, "max.connections"},
+		{map[string]string{"listener.name.external.max.connections": "many"}, false, "max.connections"},
 	} {
 		err := ValidateBrokerConfigs(c.configs, c.perBroker)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v per broker %v: %v, want %q", c.configs, c.perBroker, err, c.want)
 		}
 	}
-	if !IsDynamicBrokerConfig(ks) || IsDynamicBrokerConfig("listener.name.external.ssl.client.auth") || IsDynamicBrokerConfig("ssl.keystore.location") {
+	if !IsDynamicBrokerConfig(ks) || IsDynamicBrokerConfig("listener.name.external.ssl.client.auth") || IsDynamicBrokerConfig("ssl.keystore.location") ||
+		!IsDynamicBrokerConfig("listener.name.external.max.connections") {
 		t.Error("IsDynamicBrokerConfig of listener configs")
 	}
 	for name, want := range map[string]bool{"listener.name.external.ssl.keystore.password": true, "ssl.keystore.key": true,

@@ -19,25 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestMaxConnectionsRefusesBeyondTheLimit(t *testing.T) {
-	ts := startServer(t, nil, func(c *Config) { c.MaxConnections = 2 })
-	a, b := dialRaw(t, ts.addr), dialRaw(t, ts.addr)
-	for _, rc := range []*rawClient{a, b} {
-		corr := rc.send(metadataRequest(), 1)
-		rc.read(kmsg.NewPtrMetadataResponse(), 1, corr)
-	}
-	third := dialRaw(t, ts.addr)
-	third.expectClosed()
-	if ts.NumConnections() != 2 {
-		t.Fatalf("%d connections", ts.NumConnections())
-	}
-	a.c.Close()
-	waitFor(t, "a slot to free", func() bool { return ts.NumConnections() == 1 })
-	c := dialRaw(t, ts.addr)
-	corr := c.send(metadataRequest(), 1)
-	c.read(kmsg.NewPtrMetadataResponse(), 1, corr)
-}
-
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	ts := startServer(t, func(_ context.Context, req *Request) (Result, bool) {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,10 +140,30 @@ type Config struct {
 	Handler Handler
 	// Logger receives connection-level logs; nil discards them.
 	Logger hclog.Logger
-	// MaxConnections is max.connections: connections accepted beyond it
-	// are closed at once. Zero or negative means no limit. Connections
-	// handed to HandoffRaft stop counting when handed off.
+	// MaxConnections is max.connections: at it, a listener accepts no
+	// more connections until one closes (Kafka's ConnectionQuotas: the
+	// acceptor waits, new connections wait in the listen backlog). The
+	// broker's listeners and the controller's (ControllerListeners) count
+	// apart, as Kafka's controller has a socket server of its own. The
+	// inter-broker listener (ProtectedListener) still accepts at the
+	// limit and closes the least recently active connection of another
+	// listener instead, so that replication and the brokers' own traffic
+	// never wait on clients. Zero or negative means no limit.
+	// Connections handed to HandoffRaft stop counting when handed off.
 	MaxConnections int
+	// MaxListenerConnections holds listener.name.<listener>.max.connections
+	// by listener name (matched in any case): at its limit a listener
+	// accepts no more connections until one of its own closes, the
+	// inter-broker listener too; 0 admits none, as in Kafka (a way to
+	// stop a listener taking new connections). A listener not named has
+	// no limit of its own.
+	MaxListenerConnections map[string]int
+	// ProtectedListener is inter.broker.listener.name: exempt from
+	// MaxConnections when the broker has other listeners.
+	ProtectedListener string
+	// ControllerListeners are controller.listener.names: counted against
+	// MaxConnections apart from the broker's listeners.
+	ControllerListeners []string
 	// MaxConnectionsPerIP is max.connections.per.ip: a client address with
 	// this many connections open has the next one closed at once (Kafka's
 	// ConnectionQuotas), on every listener. Zero means no limit; negative
@@ -200,9 +222,15 @@ type Config struct {
 // boundListener is a bound listener with its accept state.
 type boundListener struct {
 	Listener
-	ln   net.Listener
-	tls  *TLSListener  // SSL and SASL_SSL listeners only
-	sasl *SASLListener // SASL listeners only
+	ln net.Listener
+	// controller: one of Config.ControllerListeners, counted apart.
+	controller bool
+	// open counts the listener's connections; limitLogged is when it last
+	// said it was at its limit (Server.mu).
+	open        int
+	limitLogged time.Time
+	tls         *TLSListener  // SSL and SASL_SSL listeners only
+	sasl        *SASLListener // SASL listeners only
 	// authOK and authFailed count connections that authenticated (TLS
 	// handshakes on SSL listeners, SASL exchanges on SASL ones) and that
 	// failed to: Kafka's successful- and failed-authentication-total.
@@ -230,6 +258,10 @@ type Server struct {
 	closing   bool               // Shutdown or Close has begun
 	serving   bool               // Serve has been called
 	acceptErr error              // first fatal accept error
+	// slotFreed is signalled (on mu) when a connection closes, the limits
+	// change or the server closes: acceptors waiting at a limit look
+	// again.
+	slotFreed *sync.Cond
 
 	acceptWG sync.WaitGroup // accept loops
 	connWG   sync.WaitGroup // connection goroutines (readers and writers)
@@ -283,14 +315,16 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 		mem = newRequestMemory(cfg.QueuedMaxRequestBytes)
 	}
-	return &Server{
+	s := &Server{
 		cfg:   cfg,
 		log:   cfg.Logger.Named("network"),
 		mem:   mem,
 		drain: make(chan struct{}),
 		conns: make(map[*conn]struct{}),
 		perIP: map[netip.Addr]int{},
-	}, nil
+	}
+	s.slotFreed = sync.NewCond(&s.mu)
+	return s, nil
 }
 
 // Listen binds every listener (so that a port-0 listener's address is known
@@ -316,7 +350,8 @@ func (s *Server) Listen() error {
 			}
 			return fmt.Errorf("network: listen %s: %w", l, err)
 		}
-		bl := &boundListener{Listener: l, ln: ln, tls: s.cfg.TLS[l.Name], sasl: s.cfg.SASL[l.Name]}
+		bl := &boundListener{Listener: l, ln: ln, tls: s.cfg.TLS[l.Name], sasl: s.cfg.SASL[l.Name],
+			controller: slices.ContainsFunc(s.cfg.ControllerListeners, func(n string) bool { return strings.EqualFold(n, l.Name) })}
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			bl.Port = a.Port
 		}
@@ -420,22 +455,141 @@ func (s *Server) acceptLoop(b *boundListener) {
 			return
 		}
 		backoff = 0
+		// As Kafka's acceptor, hold the connection accepted until the
+		// listener has a slot for it, accepting no other meanwhile.
+		if !s.waitForSlot(b) {
+			_ = nc.Close()
+			return
+		}
 		s.admit(nc, b)
 	}
 }
 
+// waitForSlot waits until listener b may admit the connection it has just
+// accepted, under max.connections and its own listener limit (Kafka's
+// ConnectionQuotas.waitForConnectionSlot); false once the server closes.
+func (s *Server) waitForSlot(b *boundListener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	waited := false
+	for !s.closing && !s.slotAvailable(b) {
+		if !waited {
+			waited = true
+			// Once per limitLogEvery per listener: a listener kept at its
+			// limit waits once per connection closed.
+			if now := time.Now(); now.Sub(b.limitLogged) >= limitLogEvery {
+				b.limitLogged = now
+				s.log.Warn("connection limit reached: the listener accepts no more connections until one closes",
+					"listener", b.Name, "open", b.open, "limit", s.limitName(b))
+			}
+		}
+		s.slotFreed.Wait()
+	}
+	if waited && !s.closing {
+		s.log.Debug("accepting connections again", "listener", b.Name, "open", b.open)
+	}
+	return !s.closing
+}
+
+// limitLogEvery spaces a listener's "connection limit reached" warnings.
+const limitLogEvery = 30 * time.Second
+
+// slotAvailable reports whether listener b is under its own limit and,
+// unless it is the protected inter-broker listener, its side (the
+// broker's listeners or the controller's) under max.connections. s.mu is
+// held.
+func (s *Server) slotAvailable(b *boundListener) bool {
+	if n, ok := s.listenerLimit(b); ok && b.open >= n {
+		return false
+	}
+	if s.cfg.MaxConnections <= 0 || s.protected(b) {
+		return true
+	}
+	open, _ := s.sideCount(b)
+	return open < s.cfg.MaxConnections
+}
+
+// limitName names the limit b waits at, for the log. s.mu is held.
+func (s *Server) limitName(b *boundListener) string {
+	if n, ok := s.listenerLimit(b); ok && b.open >= n {
+		return "listener.name." + strings.ToLower(b.Name) + ".max.connections=" + strconv.Itoa(n)
+	}
+	return "max.connections=" + strconv.Itoa(s.cfg.MaxConnections)
+}
+
+// listenerLimit is b's listener.name.<listener>.max.connections, if set.
+// s.mu is held.
+func (s *Server) listenerLimit(b *boundListener) (int, bool) {
+	for name, n := range s.cfg.MaxListenerConnections {
+		if strings.EqualFold(name, b.Name) {
+			return max(n, 0), true
+		}
+	}
+	return 0, false
+}
+
+// sideCount counts the open connections of b's side — the controller's
+// listeners or the broker's — and its listeners. s.mu is held.
+func (s *Server) sideCount(b *boundListener) (open, listeners int) {
+	for _, o := range s.bound {
+		if o.controller == b.controller {
+			open += o.open
+			listeners++
+		}
+	}
+	return open, listeners
+}
+
+// protected reports whether b is the inter-broker listener and the broker
+// has other listeners (Kafka's ConnectionQuotas.protectedListener). s.mu
+// is held.
+func (s *Server) protected(b *boundListener) bool {
+	if b.controller || s.cfg.ProtectedListener == "" || !strings.EqualFold(b.Name, s.cfg.ProtectedListener) {
+		return false
+	}
+	_, listeners := s.sideCount(b)
+	return listeners > 1
+}
+
+// closeExcess closes, while b's side is over max.connections (the
+// protected listener accepted at the limit), the least recently active
+// connection of another listener, as Kafka's processors do. s.mu is held.
+func (s *Server) closeExcess(b *boundListener) []*conn {
+	var victims []*conn
+	open, _ := s.sideCount(b)
+	for c := range s.conns {
+		if c.bl.controller == b.controller && c.ctx.Err() != nil {
+			open-- // closed already, not yet forgotten
+		}
+	}
+	for {
+		if s.cfg.MaxConnections <= 0 || open-len(victims) <= s.cfg.MaxConnections {
+			return victims
+		}
+		var lru *conn
+		var lruAt int64
+		for c := range s.conns {
+			if c.bl == b || c.bl.controller != b.controller || c.ctx.Err() != nil || slices.Contains(victims, c) {
+				continue
+			}
+			at := max(c.lastRead.ns.Load(), c.lastWrite.ns.Load())
+			if lru == nil || at < lruAt {
+				lru, lruAt = c, at
+			}
+		}
+		if lru == nil {
+			return victims
+		}
+		victims = append(victims, lru)
+	}
+}
+
 // admit starts serving an accepted connection, or closes it when the server
-// is closing or at max.connections.
+// is closing or its client address is at max.connections.per.ip.
 func (s *Server) admit(nc net.Conn, b *boundListener) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		_ = nc.Close()
-		return
-	}
-	if s.cfg.MaxConnections > 0 && len(s.conns) >= s.cfg.MaxConnections {
-		s.mu.Unlock()
-		s.log.Warn("refusing connection: max.connections reached", "listener", b.Name, "remote", nc.RemoteAddr().String(), "max_connections", s.cfg.MaxConnections)
 		_ = nc.Close()
 		return
 	}
@@ -461,10 +615,24 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 	c.ip = ip
 	s.conns[c] = struct{}{}
 	s.perIP[ip]++
+	b.open++
+	var victims []*conn
+	if s.protected(b) {
+		victims = s.closeExcess(b)
+	}
 	s.connWG.Add(1)
 	s.mu.Unlock()
+	for _, v := range victims {
+		s.log.Warn("closing the least recently active connection: max.connections reached and the inter-broker listener needs a slot",
+			"listener", v.bl.Name, "remote", v.info.RemoteAddr.String(), "max_connections", s.cfg.MaxConnections)
+		v.close(errMaxConnections)
+	}
 	go c.serve()
 }
+
+// errMaxConnections closes a connection to make room on the inter-broker
+// listener.
+var errMaxConnections = errors.New("closed for the inter-broker listener: max.connections reached")
 
 // forget stops tracking c (closed, or handed off to Raft).
 func (s *Server) forget(c *conn) {
@@ -474,17 +642,30 @@ func (s *Server) forget(c *conn) {
 		if s.perIP[c.ip]--; s.perIP[c.ip] <= 0 {
 			delete(s.perIP, c.ip)
 		}
+		c.bl.open--
+		s.slotFreed.Broadcast()
 	}
 	s.mu.Unlock()
 }
 
-// SetConnectionLimits changes max.connections, max.connections.per.ip and
-// its overrides (a dynamic broker config), as Config's fields set them.
-// Connections already open stay, as in Kafka; a new one is admitted
-// against the new limits.
-func (s *Server) SetConnectionLimits(maxConns, perIP int, overrides map[netip.Addr]int) {
+// ConnectionLimits are the connection limits that may change at runtime
+// (dynamic broker configs), as Config's fields of the same names.
+type ConnectionLimits struct {
+	MaxConnections               int
+	MaxListenerConnections       map[string]int
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides map[netip.Addr]int
+}
+
+// SetConnectionLimits changes max.connections, the listeners' own limits,
+// max.connections.per.ip and its overrides. Connections already open stay,
+// as in Kafka; a new one is admitted against the new limits, and listeners
+// waiting at a limit raised accept again.
+func (s *Server) SetConnectionLimits(l ConnectionLimits) {
 	s.mu.Lock()
-	s.cfg.MaxConnections, s.cfg.MaxConnectionsPerIP, s.cfg.MaxConnectionsPerIPOverrides = maxConns, perIP, overrides
+	s.cfg.MaxConnections, s.cfg.MaxListenerConnections = l.MaxConnections, l.MaxListenerConnections
+	s.cfg.MaxConnectionsPerIP, s.cfg.MaxConnectionsPerIPOverrides = l.MaxConnectionsPerIP, l.MaxConnectionsPerIPOverrides
+	s.slotFreed.Broadcast()
 	s.mu.Unlock()
 }
 
@@ -572,6 +753,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.closing {
 		s.closing = true
+		s.slotFreed.Broadcast()
 		close(s.drain)
 		for _, b := range s.bound {
 			_ = b.ln.Close()

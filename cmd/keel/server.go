@@ -41,6 +41,12 @@ func serverCommand() *cli.Command {
 			"Log cleaner: log.cleaner.threads compacted logs are cleaned side by side, sharing\n" +
 			"log.cleaner.io.max.bytes.per.second; both, log.cleaner.backoff.ms and\n" +
 			"log.cleaner.dedupe.buffer.size are dynamic broker configs, as in Kafka.\n\n" +
+			"Connections: at max.connections a listener accepts no more connections until one\n" +
+			"closes (they wait in the listen backlog, as Kafka's acceptor makes them wait); the\n" +
+			"controller listeners count apart, and the inter-broker listener still accepts, closing\n" +
+			"the least recently active connection of another listener instead.\n" +
+			"listener.name.<listener>.max.connections limits one listener (0: none new); it, max.connections\n" +
+			"and max.connections.per.ip[.overrides] are dynamic broker configs, as in Kafka.\n\n" +
 			"Metrics: --override keel.metrics.address=0.0.0.0:9404 serves Kafka's broker metrics\n" +
 			"(UnderReplicatedPartitions, MessagesInPerSec, RequestMetrics, ...) at http://host:9404/metrics\n" +
 			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.\n\n" +

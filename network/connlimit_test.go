@@ -1,0 +1,182 @@
+package network
+
+import (
+	"context"
+	"net/netip"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// served sends a Metadata request and waits for its answer.
+func (rc *rawClient) served() {
+	rc.t.Helper()
+	corr := rc.send(metadataRequest(), 1)
+	rc.read(kmsg.NewPtrMetadataResponse(), 1, corr)
+}
+
+// expectUnanswered sends a Metadata request and checks that no byte comes
+// back within d: the connection waits in the listen backlog.
+func (rc *rawClient) expectUnanswered(d time.Duration) {
+	rc.t.Helper()
+	rc.send(metadataRequest(), 1)
+	_ = rc.c.SetReadDeadline(time.Now().Add(d))
+	var b [1]byte
+	if n, err := rc.c.Read(b[:]); err == nil || !isTimeout(err) {
+		rc.t.Fatalf("want no answer while the listener is at its limit, got %d bytes, %v", n, err)
+	}
+	_ = rc.c.SetReadDeadline(time.Time{})
+}
+
+// readAnswer reads the answer to the request expectUnanswered sent.
+func (rc *rawClient) readAnswer() {
+	rc.t.Helper()
+	_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rc.read(kmsg.NewPtrMetadataResponse(), 1, rc.corr-1)
+}
+
+// twoListeners adds a second listener, INTERNAL, to a test server's
+// config; listenerAddr finds its address.
+func twoListeners(c *Config) {
+	c.Listeners = append(c.Listeners, Listener{Name: "INTERNAL", Host: "127.0.0.1", SecurityProtocol: Plaintext})
+}
+
+func (ts *testServer) listenerAddr(name string) string { return ts.Addr(name).String() }
+
+// TestMaxConnectionsWaitsForASlot: at max.connections the listener stops
+// accepting, as Kafka's acceptor waits for a slot: a new connection waits
+// in the listen backlog unanswered, and is served once another closes.
+func TestMaxConnectionsWaitsForASlot(t *testing.T) {
+	ts := startServer(t, nil, func(c *Config) { c.MaxConnections = 2 })
+	a, b := dialRaw(t, ts.addr), dialRaw(t, ts.addr)
+	a.served()
+	b.served()
+	third := dialRaw(t, ts.addr)
+	third.expectUnanswered(300 * time.Millisecond)
+	if n := ts.NumConnections(); n != 2 {
+		t.Fatalf("%d connections", n)
+	}
+	if !strings.Contains(ts.logs.String(), "connection limit reached") {
+		t.Fatalf("no log line of the limit:\n%s", ts.logs.String())
+	}
+	a.c.Close()
+	third.readAnswer()
+	if n := ts.NumConnections(); n != 2 {
+		t.Fatalf("%d connections", n)
+	}
+	// Raising the limit at runtime lets a waiting connection in at once.
+	fourth := dialRaw(t, ts.addr)
+	fourth.expectUnanswered(200 * time.Millisecond)
+	ts.SetConnectionLimits(ConnectionLimits{MaxConnections: 3})
+	fourth.readAnswer()
+}
+
+// TestListenerMaxConnections: listener.name.<listener>.max.connections
+// limits its listener only, whatever the case of the name.
+func TestListenerMaxConnections(t *testing.T) {
+	ts := startServer(t, nil, func(c *Config) {
+		twoListeners(c)
+		c.MaxListenerConnections = map[string]int{"internal": 1}
+		c.MaxConnections = 10
+	})
+	internal := ts.listenerAddr("INTERNAL")
+	first := dialRaw(t, internal)
+	first.served()
+	second := dialRaw(t, internal)
+	second.expectUnanswered(300 * time.Millisecond)
+	for range 3 {
+		dialRaw(t, ts.addr).served() // PLAINTEXT has no limit of its own
+	}
+	first.c.Close()
+	second.readAnswer()
+}
+
+// TestInterBrokerListenerIsProtected: at max.connections the inter-broker
+// listener still accepts, and the least recently active connection of
+// another listener is closed for it (Kafka's protected listener); its own
+// listener limit still holds it back.
+func TestInterBrokerListenerIsProtected(t *testing.T) {
+	ts := startServer(t, nil, func(c *Config) {
+		twoListeners(c)
+		c.MaxConnections = 2
+		c.ProtectedListener = "INTERNAL"
+	})
+	older, newer := dialRaw(t, ts.addr), dialRaw(t, ts.addr)
+	older.served()
+	time.Sleep(20 * time.Millisecond)
+	newer.served()
+	replica := dialRaw(t, ts.listenerAddr("INTERNAL"))
+	replica.served()
+	older.expectClosed()
+	newer.served()
+	waitFor(t, "the closed connection to be forgotten", func() bool { return ts.NumConnections() == 2 })
+	if !strings.Contains(ts.logs.String(), "closing the least recently active connection") {
+		t.Fatalf("no log line of the closed connection:\n%s", ts.logs.String())
+	}
+	// A client connection now waits: the broker is at its limit.
+	client := dialRaw(t, ts.addr)
+	client.expectUnanswered(300 * time.Millisecond)
+
+	// With only the inter-broker listener left to close, a second replica
+	// connection closes the last client connection... and then nothing:
+	// its own listener's connections are never closed for it.
+	second := dialRaw(t, ts.listenerAddr("INTERNAL"))
+	second.served()
+	newer.expectClosed()
+	replica.served()
+	second.served()
+
+	// Its listener limit applies to it as to any listener.
+	ts.SetConnectionLimits(ConnectionLimits{MaxConnections: 2, MaxListenerConnections: map[string]int{"INTERNAL": 2}})
+	third := dialRaw(t, ts.listenerAddr("INTERNAL"))
+	third.expectUnanswered(300 * time.Millisecond)
+	second.c.Close()
+	third.readAnswer()
+}
+
+// TestControllerListenersCountApart: the controller's listeners have a
+// max.connections of their own, as Kafka's controller socket server does:
+// clients filling the broker's listeners do not keep the controller's
+// connections out, and the other way round.
+func TestControllerListenersCountApart(t *testing.T) {
+	ts := startServer(t, nil, func(c *Config) {
+		c.Listeners = append(c.Listeners, Listener{Name: "CONTROLLER", Host: "127.0.0.1", SecurityProtocol: Plaintext})
+		c.ControllerListeners = []string{"CONTROLLER"}
+		c.MaxConnections = 1
+	})
+	dialRaw(t, ts.addr).served()
+	ctl := ts.listenerAddr("CONTROLLER")
+	dialRaw(t, ctl).served()
+	dialRaw(t, ts.addr).expectUnanswered(200 * time.Millisecond)
+	dialRaw(t, ctl).expectUnanswered(200 * time.Millisecond)
+}
+
+// TestShutdownWhileAtTheLimit: an acceptor waiting for a slot stops with
+// the server; nothing is left running.
+func TestShutdownWhileAtTheLimit(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ts := startServer(t, nil, func(c *Config) {
+		c.MaxConnections = 1
+		c.MaxConnectionsPerIPOverrides = map[netip.Addr]int{}
+	})
+	a := dialRaw(t, ts.addr)
+	a.served()
+	waiting := dialRaw(t, ts.addr)
+	waiting.expectUnanswered(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("shutdown took %v", d)
+	}
+	a.expectClosed()
+	a.c.Close()
+	waiting.c.Close()
+	goroutinesSettle(t, base+2)
+}
