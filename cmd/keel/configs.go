@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/urfave/cli/v2"
 
 	"github.com/keelstream/keel/broker"
@@ -53,16 +58,23 @@ func configsCommand() *cli.Command {
 					"brackets), --add-config-file a properties file of them; --delete-config takes\n" +
 					"k1,k2. A broker's configs go to that broker, which validates what only it can,\n" +
 					"such as a new keystore.\n\n" +
+					"--bootstrap-controller HOST:PORT sends a broker's, the cluster defaults' or a topic's\n" +
+					"configs to the active controller instead (kafka-configs.sh --bootstrap-controller,\n" +
+					"KIP-919): the way in when no broker takes a new connection, say a listener's\n" +
+					"listener.name.<listener>.max.connections set to 0 by mistake.\n\n" +
 					"Examples:\n" +
 					"  keel configs alter --entity-type brokers --entity-default --add-config log.retention.hours=72\n" +
 					"  keel configs alter --broker 1 --add-config 'listener.name.ssl.ssl.keystore.location=/etc/keel/b1-2027.p12'\n" +
 					"  keel configs alter --broker-logger 1 --add-config root=DEBUG\n" +
 					"  keel configs alter --topic orders --delete-config retention.ms\n" +
-					"  keel configs alter --topic orders --add-config-file orders.properties",
+					"  keel configs alter --topic orders --add-config-file orders.properties\n" +
+					"  keel configs alter --bootstrap-controller ctl1:9093 --entity-default --entity-type brokers \\\n" +
+					"      --delete-config listener.name.plaintext.max.connections",
 				Flags: adminFlags(append(entityFlags(),
 					&cli.StringFlag{Name: "add-config", Usage: "configs to set: k1=v1,k2=[v1,v2]"},
 					&cli.StringFlag{Name: "add-config-file", Usage: "configs to set from a properties `FILE` (--add-config wins over it)"},
 					&cli.StringFlag{Name: "delete-config", Usage: "configs to delete: k1,k2"},
+					&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's `HOST:PORT`: alter through the active controller, not a broker"},
 				)...),
 				Action: configsAlter,
 			},
@@ -383,14 +395,20 @@ func configsAlter(c *cli.Context) error {
 	if len(changes) == 0 {
 		return errors.New("give --add-config, --add-config-file or --delete-config")
 	}
-	ctx, adm, done, err := openAdmin(c)
-	if err != nil {
-		return err
-	}
-	defer done()
 	name := e.names[0]
-	if err := adm.IncrementalAlterConfigs(ctx, e.typ, name, changes...); err != nil {
-		return err
+	if c.String("bootstrap-controller") != "" {
+		if err := alterViaController(c, e, name, changes); err != nil {
+			return err
+		}
+	} else {
+		ctx, adm, done, err := openAdmin(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if err := adm.IncrementalAlterConfigs(ctx, e.typ, name, changes...); err != nil {
+			return err
+		}
 	}
 	if e.typ == client.BrokerConfig && name == "" {
 		fmt.Fprintln(c.App.Writer, "Completed updating default config for brokers in the cluster.")
@@ -470,4 +488,83 @@ func parseAddConfig(s string) ([][2]string, error) {
 		out = append(out, [2]string{key, strings.TrimSpace(val)})
 	}
 	return out, nil
+}
+
+// alterViaController sends IncrementalAlterConfigs to the active
+// controller, found from --bootstrap-controller (kafka-configs.sh
+// --bootstrap-controller, KIP-919): for when no broker takes a connection.
+// A controller answering NOT_CONTROLLER is asked which one is active
+// (DescribeQuorum), and the request goes there; retriable errors are
+// retried for 30 s.
+func alterViaController(c *cli.Context, e configEntity, name string, changes []client.AlterConfig) error {
+	if e.typ == client.BrokerLoggerConfig {
+		return errors.New("--bootstrap-controller: a broker's log levels are its own; give --bootstrap-server")
+	}
+	dial, err := commandDial(c)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceType(e.typ), name
+	for _, ch := range changes {
+		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		rc.Name, rc.Op, rc.Value = ch.Name, kmsg.IncrementalAlterConfigOp(ch.Op), ch.Value
+		r.Configs = append(r.Configs, rc)
+	}
+	req.Resources = append(req.Resources, r)
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	bootstrap := c.String("bootstrap-controller")
+	target, backoff := bootstrap, 100*time.Millisecond
+	var last error
+	for {
+		resp, err := broker.RequestVia(ctx, dial, target, req)
+		last = err
+		if err == nil {
+			rr := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources
+			if len(rr) != 1 {
+				return fmt.Errorf("alter configs of %s: %d resources in the answer", e.label(name), len(rr))
+			}
+			code := kerr.ErrorForCode(rr[0].ErrorCode)
+			switch {
+			case code == nil:
+				return nil
+			case errors.Is(code, kerr.NotController):
+				if active, ok := activeController(ctx, dial, bootstrap); ok {
+					target = active
+				}
+			case !kerr.IsRetriable(code):
+				return fmt.Errorf("alter configs of %s: %w%s", e.label(name), code, errorMessage(rr[0].ErrorMessage))
+			}
+			last = code
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("alter configs of %s through the controller at %s: %w", e.label(name), target, last)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// activeController is the controller listener address of the quorum's
+// leader, as the controller at addr knows it (DescribeQuorum).
+func activeController(ctx context.Context, dial broker.DialFunc, addr string) (string, bool) {
+	resp, err := broker.RequestVia(ctx, dial, addr, broker.NewDescribeQuorumRequest())
+	if err != nil {
+		return "", false
+	}
+	q := resp.(*kmsg.DescribeQuorumResponse)
+	if len(q.Topics) != 1 || len(q.Topics[0].Partitions) != 1 {
+		return "", false
+	}
+	leader := q.Topics[0].Partitions[0].LeaderID
+	for _, n := range q.Nodes {
+		if n.NodeID == leader && len(n.Listeners) > 0 {
+			l := n.Listeners[0]
+			return net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), true
+		}
+	}
+	return "", false
 }

@@ -2,12 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/integration"
 )
@@ -133,6 +137,68 @@ func TestCLIConfigs(t *testing.T) {
 	} {
 		if r := keel(t, bs, "", c.args...); r.exit != 1 || !strings.Contains(r.stderr, c.msg) {
 			t.Errorf("keel %s: exit %d, stderr %q, want %q", strings.Join(c.args, " "), r.exit, r.stderr, c.msg)
+		}
+	}
+}
+
+// TestCLIConfigsThroughController: keel configs alter --bootstrap-controller
+// (kafka-configs.sh's, KIP-919) reaches the active controller from any
+// controller, which is the way back in when no broker takes a connection:
+// here every broker's PLAINTEXT listener set to take none.
+func TestCLIConfigsThroughController(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}})
+	c.WaitReady(30 * time.Second)
+	bs := c.BootstrapServers()[0]
+	answered := func() bool {
+		conn, err := net.Dial("tcp", bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1))
+		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = conn.Read(make([]byte, 4))
+		return err == nil
+	}
+	ok(t, bs, "", "configs", "alter", "--entity-type", "brokers", "--entity-default", "--add-config", "listener.name.plaintext.max.connections=0")
+	deadline := time.Now().Add(10 * time.Second)
+	for answered() {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker still takes connections with its listener's max.connections at 0")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Every controller, follower or active, gets the change through.
+	for id := int32(1); id <= 3; id++ {
+		ctl := c.ControllerAddr(id)
+		ok(t, "", "", "configs", "alter", "--bootstrap-controller", ctl, "--entity-type", "brokers", "--entity-default",
+			"--add-config", "listener.name.plaintext.max.connections=0,log.retention.hours="+strconv.Itoa(int(100+id)))
+	}
+	if out := ok(t, "", "", "configs", "alter", "--bootstrap-controller", c.ControllerAddr(2), "--broker-defaults",
+		"--delete-config", "listener.name.plaintext.max.connections"); strings.TrimSpace(out) != "Completed updating default config for brokers in the cluster." {
+		t.Errorf("printed %q", out)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !answered() {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker takes no connection after the limit was deleted through the controller")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "brokers", "--entity-default"); !strings.Contains(out, "log.retention.hours=103 ") ||
+		strings.Contains(out, "max.connections") {
+		t.Errorf("cluster defaults after the changes through the controllers:\n%s", out)
+	}
+	for _, bad := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--entity-default", "--entity-type", "brokers", "--add-config", "listener.name.plaintext.max.connections=-1"}, "INVALID_CONFIG"},
+		{[]string{"--broker-logger", "1", "--add-config", "root=DEBUG"}, "log levels are its own"},
+	} {
+		r := keel(t, "", "", append([]string{"configs", "alter", "--bootstrap-controller", c.ControllerAddr(1)}, bad.args...)...)
+		if r.exit == 0 || !strings.Contains(r.stderr, bad.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", bad.args, r.exit, r.stderr, bad.msg)
 		}
 	}
 }
