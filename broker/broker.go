@@ -117,7 +117,7 @@ type Broker struct {
 	// finishes after a newer change applies nothing (connLimitsMu).
 	setConnLimits func(network.ConnectionLimits)
 	listenerNames []string // Options.ListenerNames
-	connLimits    [4]string
+	connLimits    [6]string
 	connLimitsMu  sync.Mutex
 	connLimitsGen uint64
 	// hostLookup, if set, resolves the host names of

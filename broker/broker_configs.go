@@ -108,6 +108,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"log.segment.bytes", i64(c.LogSegmentBytes), ti, "1073741824"},
 		{"log.segment.delete.delay.ms", i64(c.LogSegmentDeleteDelayMs), tl, "60000"},
 		{"max.connections", i(c.MaxConnections), ti, "2147483647"},
+		{"max.connection.creation.rate", i(c.MaxConnectionCreationRate), ti, "2147483647"},
 		{"max.connections.per.ip", i(c.MaxConnectionsPerIP), ti, "2147483647"},
 		{"max.connections.per.ip.overrides", str(c.MaxConnectionsPerIPOverrides), ts, ""},
 		{"max.incremental.fetch.session.cache.slots", i(c.FetchSessionCacheSlots), ti, "1000"},

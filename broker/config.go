@@ -82,9 +82,11 @@ type Config struct {
 	MaxConnections                         int
 	MaxConnectionsPerIP                    int    // max.connections.per.ip
 	MaxConnectionsPerIPOverrides           string // max.connections.per.ip.overrides
-	// ListenerMaxConnections holds listener.name.<listener>.max.connections
-	// as written (key → value), each a listener's own connection limit.
-	ListenerMaxConnections        map[string]string
+	MaxConnectionCreationRate              int    // max.connection.creation.rate
+	// ListenerConnectionQuotas holds listener.name.<listener>.max.connections
+	// and listener.name.<listener>.max.connection.creation.rate as written
+	// (key → value): a listener's own limits.
+	ListenerConnectionQuotas      map[string]string
 	ConnectionsMaxIdle            time.Duration
 	NumRecoveryThreadsPerDataDir  int
 	GroupInitialRebalanceDelay    time.Duration
@@ -343,6 +345,7 @@ func configKeys(c *Config) map[string]configKey {
 		}, "principals allowed everything, separated by ';' (User:admin;User:CN=broker1)"},
 		"allow.everyone.if.no.acl.found":      {"false", b(&c.AllowEveryoneIfNoACLFound), "with an authorizer, whether a resource without any ACL is open to every principal"},
 		"max.connections":                     {"2147483647", i(&c.MaxConnections), ""},
+		"max.connection.creation.rate":        {"2147483647", i(&c.MaxConnectionCreationRate), "connections a second the broker's listeners accept (KIP-612); the inter-broker listener is exempt"},
 		"max.connections.per.ip":              {"2147483647", i(&c.MaxConnectionsPerIP), "connections one client address may hold open; 0 admits only the addresses the overrides name"},
 		"max.connections.per.ip.overrides":    {"", s(&c.MaxConnectionsPerIPOverrides), "host:count or ip:count pairs, comma-separated, over max.connections.per.ip"},
 		"connections.max.idle.ms":             {"600000", ms(&c.ConnectionsMaxIdle), ""},
@@ -466,9 +469,6 @@ func notApplied(k, v string) (why string, ok bool) {
 		return "", true
 	case strings.HasPrefix(k, "group.consumer."):
 		return "KIP-848's consumer groups are not served; classic groups take their timeouts from the clients", true
-	case k == "max.connection.creation.rate", strings.HasPrefix(k, "listener.name.") && strings.HasSuffix(k, ".max.connection.creation.rate"):
-		return "connection creation rates (KIP-612) are not limited yet: max.connections, " +
-			"listener.name.<listener>.max.connections and max.connections.per.ip bound the connections open", true
 	case k == "metric.reporters" && strings.TrimSpace(v) == "":
 		return "", true
 	case k == "metric.reporters", k == "metrics.num.samples", k == "metrics.sample.window.ms", k == "metrics.recording.level":
@@ -539,13 +539,13 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 	}
 	c.Explicit = map[string]string{}
 	c.SSL, c.SASL, c.TopicDefaults = map[string]string{}, map[string]string{}, map[string]string{}
-	c.ListenerMaxConnections = map[string]string{}
+	c.ListenerConnectionQuotas = map[string]string{}
 	for k, v := range merged {
-		if _, base, ok := metadata.ListenerConfig(k); ok && base == "max.connections" {
-			if _, err := listenerMaxConnections(v); err != nil {
+		if _, base, ok := metadata.ListenerConfig(k); ok && (base == "max.connections" || base == "max.connection.creation.rate") {
+			if _, err := listenerConnectionQuota(v); err != nil {
 				return nil, fmt.Errorf("invalid value %q for %s: %w", v, k, err)
 			}
-			c.ListenerMaxConnections[k] = strings.TrimSpace(v)
+			c.ListenerConnectionQuotas[k] = strings.TrimSpace(v)
 			continue
 		}
 		if isSASLKey(k) {
@@ -935,9 +935,10 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// listenerMaxConnections parses a listener.name.<listener>.max.connections
-// value: a whole number, at least 0, as max.connections.
-func listenerMaxConnections(v string) (int, error) {
+// listenerConnectionQuota parses a listener.name.<listener>.max.connections
+// or .max.connection.creation.rate value: a whole number, at least 0, as
+// the broker-wide ones.
+func listenerConnectionQuota(v string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil {
 		return 0, errors.New("not a whole number")
@@ -949,13 +950,14 @@ func listenerMaxConnections(v string) (int, error) {
 }
 
 // ListenerConnectionLimits are the listeners' own connection limits
-// (listener.name.<listener>.max.connections) by listener name, from
-// settings (a listener name in any case) for each of listeners.
-func ListenerConnectionLimits(settings map[string]string, listeners []string) map[string]int {
+// (listener.name.<listener>.<name>: max.connections or
+// max.connection.creation.rate) by listener name, from settings (a
+// listener name in any case) for each of listeners.
+func ListenerConnectionLimits(settings map[string]string, name string, listeners []string) map[string]int {
 	out := map[string]int{}
 	for _, l := range listeners {
-		if v, ok := listenerSetting(settings, l, "max.connections", false); ok {
-			if n, err := listenerMaxConnections(v); err == nil {
+		if v, ok := listenerSetting(settings, l, name, false); ok {
+			if n, err := listenerConnectionQuota(v); err == nil {
 				out[l] = n
 			}
 		}

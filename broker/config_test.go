@@ -349,19 +349,24 @@ func TestMaxConnectionsPerIPConfig(t *testing.T) {
 // is a known key (no warning), checked as max.connections, and applies to
 // its listener whatever the case of the name.
 func TestListenerMaxConnectionsConfig(t *testing.T) {
-	c, err := LoadConfig(nil, []string{"listener.name.internal.max.connections=5", "listener.name.EXTERNAL.max.connections=0"})
+	c, err := LoadConfig(nil, []string{"listener.name.internal.max.connections=5", "listener.name.EXTERNAL.max.connections=0",
+		"max.connection.creation.rate=50", "listener.name.external.max.connection.creation.rate=10"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Unknown) != 0 {
-		t.Fatalf("unknown keys %v", c.Unknown)
+	if len(c.Unknown) != 0 || len(c.NotApplied) != 0 || c.MaxConnectionCreationRate != 50 {
+		t.Fatalf("unknown keys %v, not applied %v, max.connection.creation.rate %d", c.Unknown, c.NotApplied, c.MaxConnectionCreationRate)
 	}
-	got := ListenerConnectionLimits(c.ListenerMaxConnections, []string{"INTERNAL", "EXTERNAL", "CONTROLLER"})
+	listeners := []string{"INTERNAL", "EXTERNAL", "CONTROLLER"}
+	got := ListenerConnectionLimits(c.ListenerConnectionQuotas, "max.connections", listeners)
 	if len(got) != 2 || got["INTERNAL"] != 5 || got["EXTERNAL"] != 0 {
 		t.Fatalf("limits %v", got)
 	}
-	for _, bad := range []string{"listener.name.internal.max.connections=-1", "listener.name.internal.max.connections=lots"} {
-		if _, err := LoadConfig(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "listener.name.internal.max.connections") {
+	if rates := ListenerConnectionLimits(c.ListenerConnectionQuotas, "max.connection.creation.rate", listeners); len(rates) != 1 || rates["EXTERNAL"] != 10 {
+		t.Fatalf("rates %v", rates)
+	}
+	for _, bad := range []string{"listener.name.internal.max.connections=-1", "listener.name.internal.max.connections=lots", "listener.name.internal.max.connection.creation.rate=-2"} {
+		if _, err := LoadConfig(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "listener.name.internal.max.connection") {
 			t.Fatalf("%s: %v", bad, err)
 		}
 	}
@@ -398,7 +403,6 @@ func TestNotAppliedKeys(t *testing.T) {
 		"metadata.log.segment.bytes": "1073741824", "metadata.max.retention.ms": "604800000",
 		"group.coordinator.rebalance.protocols": "classic,consumer", "group.consumer.heartbeat.interval.ms": "5000",
 		"metric.reporters": "com.example.Reporter", "no.such.key": "1",
-		"max.connection.creation.rate": "10", "listener.name.external.max.connection.creation.rate": "5",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -411,8 +415,7 @@ func TestNotAppliedKeys(t *testing.T) {
 		}
 		keys = append(keys, k)
 	}
-	want := []string{"group.consumer.heartbeat.interval.ms", "group.coordinator.rebalance.protocols", "listener.name.external.max.connection.creation.rate",
-		"max.connection.creation.rate", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
+	want := []string{"group.consumer.heartbeat.interval.ms", "group.coordinator.rebalance.protocols", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
 	if !slices.Equal(keys, want) || !slices.Equal(c.Unknown, []string{"no.such.key"}) {
 		t.Fatalf("not applied %v, unknown %v; want %v and [no.such.key]", keys, c.Unknown, want)
 	}

@@ -162,16 +162,18 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 		}
 		return static
 	}
-	static := b.listenerLimitSettings(nil)
-	cur := [4]string{
+	cur := [6]string{
 		setting("max.connections", strconv.Itoa(b.cfg.MaxConnections)),
 		setting("max.connections.per.ip", strconv.Itoa(b.cfg.MaxConnectionsPerIP)),
 		setting("max.connections.per.ip.overrides", b.cfg.MaxConnectionsPerIPOverrides),
-		b.listenerLimitSettings(img),
+		b.listenerLimitSettings(img, "max.connections"),
+		setting("max.connection.creation.rate", strconv.Itoa(b.cfg.MaxConnectionCreationRate)),
+		b.listenerLimitSettings(img, "max.connection.creation.rate"),
 	}
-	if b.connLimits == ([4]string{}) {
+	if b.connLimits == ([6]string{}) {
 		// First call: the listeners started with server.properties'.
-		b.connLimits = [4]string{strconv.Itoa(b.cfg.MaxConnections), strconv.Itoa(b.cfg.MaxConnectionsPerIP), b.cfg.MaxConnectionsPerIPOverrides, static}
+		b.connLimits = [6]string{strconv.Itoa(b.cfg.MaxConnections), strconv.Itoa(b.cfg.MaxConnectionsPerIP), b.cfg.MaxConnectionsPerIPOverrides,
+			b.listenerLimitSettings(nil, "max.connections"), strconv.Itoa(b.cfg.MaxConnectionCreationRate), b.listenerLimitSettings(nil, "max.connection.creation.rate")}
 	}
 	if cur == b.connLimits {
 		return
@@ -184,6 +186,7 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 	apply := func() {
 		maxConns, err1 := strconv.Atoi(cur[0])
 		perIP, err2 := strconv.Atoi(cur[1])
+		rate, err4 := strconv.Atoi(cur[4])
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 		defer cancel()
 		lookup := net.DefaultResolver.LookupHost
@@ -196,13 +199,18 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 		if gen != b.connLimitsGen {
 			return // a newer change is being applied
 		}
-		listeners, err3 := parseListenerLimits(cur[3])
-		if err = errors.Join(err1, err2, err, err3); err != nil {
-			b.log.Error("connection limits not changed", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "listener_limits", cur[3], "error", err)
+		listeners, err3 := parseListenerLimits(cur[3], "max.connections")
+		listenerRates, err5 := parseListenerLimits(cur[5], "max.connection.creation.rate")
+		if err = errors.Join(err1, err2, err, err3, err4, err5); err != nil {
+			b.log.Error("connection limits not changed", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2],
+				"listener_limits", cur[3], "max_connection_creation_rate", cur[4], "listener_rates", cur[5], "error", err)
 			return
 		}
-		b.setConnLimits(network.ConnectionLimits{MaxConnections: maxConns, MaxListenerConnections: listeners, MaxConnectionsPerIP: limit, MaxConnectionsPerIPOverrides: overrides})
-		b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2], "listener_limits", cur[3])
+		b.setConnLimits(network.ConnectionLimits{MaxConnections: maxConns, MaxListenerConnections: listeners,
+			MaxConnectionCreationRate: rate, MaxListenerConnectionCreationRate: listenerRates,
+			MaxConnectionsPerIP: limit, MaxConnectionsPerIPOverrides: overrides})
+		b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2],
+			"listener_limits", cur[3], "max_connection_creation_rate", cur[4], "listener_rates", cur[5])
 	}
 	if overridesNeedDNS(cur[2]) && b.spawn(apply) {
 		return
@@ -210,20 +218,21 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 	apply()
 }
 
-// listenerLimitSettings is listener.name.<listener>.max.connections for
-// each of the node's listeners that has one, as "LISTENER=n" joined by
-// commas: this broker's dynamic setting, else the cluster-wide one (from
-// img; none when nil), else server.properties'.
-func (b *Broker) listenerLimitSettings(img *metadata.Image) string {
+// listenerLimitSettings is listener.name.<listener>.<name>
+// (max.connections or max.connection.creation.rate) for each of the node's
+// listeners that has one, as "LISTENER=n" joined by commas: this broker's
+// dynamic setting, else the cluster-wide one (from img; none when nil),
+// else server.properties'.
+func (b *Broker) listenerLimitSettings(img *metadata.Image, name string) string {
 	var sources []map[string]string
 	if img != nil {
 		sources = append(sources, b.ownBrokerConfigs(img), brokerConfigs(img, ""))
 	}
-	sources = append(sources, b.cfg.ListenerMaxConnections)
+	sources = append(sources, b.cfg.ListenerConnectionQuotas)
 	var out []string
 	for _, l := range b.listenerNames {
 		for _, src := range sources {
-			if v, ok := listenerSetting(src, l, "max.connections", false); ok {
+			if v, ok := listenerSetting(src, l, name, false); ok {
 				out = append(out, l+"="+strings.TrimSpace(v))
 				break
 			}
@@ -233,16 +242,16 @@ func (b *Broker) listenerLimitSettings(img *metadata.Image) string {
 }
 
 // parseListenerLimits parses listenerLimitSettings' form.
-func parseListenerLimits(s string) (map[string]int, error) {
+func parseListenerLimits(s, name string) (map[string]int, error) {
 	out := map[string]int{}
 	for _, kv := range strings.Split(s, ",") {
 		if kv == "" {
 			continue
 		}
 		l, v, _ := strings.Cut(kv, "=")
-		n, err := listenerMaxConnections(v)
+		n, err := listenerConnectionQuota(v)
 		if err != nil {
-			return nil, fmt.Errorf("listener.name.%s.max.connections: %w", strings.ToLower(l), err)
+			return nil, fmt.Errorf("listener.name.%s.%s: %w", strings.ToLower(l), name, err)
 		}
 		out[l] = n
 	}

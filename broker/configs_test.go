@@ -888,6 +888,22 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 			t.Fatalf("listener.name.plaintext.max.connections=%s accepted", bad)
 		}
 	}
+	// A listener's connection creation rate (KIP-612): 0 takes none.
+	alter("listener.name.plaintext.max.connection.creation.rate", kmsgStr("0"))
+	waitFor(t, "the listener's creation rate applied", 10*time.Second, func() bool { return !answered() })
+	alter("listener.name.plaintext.max.connection.creation.rate", kmsgStr("1000"))
+	waitFor(t, "the listener's creation rate raised", 10*time.Second, answered)
+	if cfg := describeBroker("listener.name.plaintext.max.connection.creation.rate"); cfg.Value == nil || *cfg.Value != "1000" ||
+		cfg.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || cfg.ConfigType != kmsg.ConfigTypeInt {
+		t.Fatalf("described %+v", cfg)
+	}
+	alter("listener.name.plaintext.max.connection.creation.rate", nil)
+	waitFor(t, "the listener's creation rate deleted", 10*time.Second, answered)
+	alter("max.connection.creation.rate", kmsgStr("1000"))
+	if cfg := describeBroker("max.connection.creation.rate"); cfg.Value == nil || *cfg.Value != "1000" || cfg.ReadOnly {
+		t.Fatalf("described %+v", cfg)
+	}
+	alter("max.connection.creation.rate", nil)
 
 	// A host name in the overrides is resolved off the metadata-apply
 	// path: while its lookup hangs, other configs still apply; and a

@@ -168,7 +168,7 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 	// listener-prefixed, and the listeners' connection limits. Passwords
 	// and JAAS configurations are PASSWORD configs: sensitive, their value
 	// never returned, as Kafka does.
-	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL, b.cfg.ListenerMaxConnections} {
+	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL, b.cfg.ListenerConnectionQuotas} {
 		for _, name := range sortedKeys(security) {
 			_, dynamic := perBroker[name]
 			if _, cluster := clusterDefaults[name]; cluster {
@@ -209,7 +209,7 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 			if static, ok := b.cfg.SSL[name]; ok {
 				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
 			}
-			if static, ok := b.cfg.ListenerMaxConnections[name]; ok {
+			if static, ok := b.cfg.ListenerConnectionQuotas[name]; ok {
 				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
 			}
 			n := len(rr.Configs)
@@ -226,10 +226,10 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 }
 
 // listenerConfigType is the type DescribeConfigs gives a config outside
-// the broker's table: a listener's connection limit is an INT, as
+// the broker's table: a listener's connection limits are INTs, as
 // max.connections; the rest (ssl.*, sasl.*, custom configs) STRING.
 func listenerConfigType(name string) kmsg.ConfigType {
-	if _, base, ok := metadata.ListenerConfig(name); ok && base == "max.connections" {
+	if _, base, ok := metadata.ListenerConfig(name); ok && (base == "max.connections" || base == "max.connection.creation.rate") {
 		return kmsg.ConfigTypeInt
 	}
 	return kmsg.ConfigTypeString

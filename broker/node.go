@@ -168,27 +168,31 @@ func (n *Node) start() (err error) {
 	if err != nil {
 		return err
 	}
-	n.server, err = network.NewServer(network.Config{
-		Listeners:                    listeners,
-		TLS:                          tlsCfg.servers,
-		SASL:                         saslListeners,
-		Handler:                      router,
-		Logger:                       logger.Named("network"),
-		MaxConnections:               cfg.MaxConnections,
-		MaxListenerConnections:       ListenerConnectionLimits(cfg.ListenerMaxConnections, listenerNames(listeners)),
-		ProtectedListener:            protectedListener(cfg),
-		ControllerListeners:          cfg.ControllerListenerNames,
-		MaxConnectionsPerIP:          perIP,
-		MaxConnectionsPerIPOverrides: perIPOverrides,
-		ConnectionsMaxIdle:           cfg.ConnectionsMaxIdle,
-		SocketRequestMaxBytes:        cfg.SocketRequestMaxBytes,
-		QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,
-		SocketSendBufferBytes:        cfg.SocketSendBufferBytes,
-		SocketReceiveBufferBytes:     cfg.SocketReceiveBufferBytes,
-		ConnClassifier:               raftlog.IsRaftMarker,
-		HandoffRaft:                  n.handoffRaft,
-		RequestDone:                  n.requests.Observe,
-	})
+	netCfg := network.Config{
+		Listeners:                         listeners,
+		TLS:                               tlsCfg.servers,
+		SASL:                              saslListeners,
+		Handler:                           router,
+		Logger:                            logger.Named("network"),
+		MaxConnections:                    cfg.MaxConnections,
+		MaxListenerConnections:            ListenerConnectionLimits(cfg.ListenerConnectionQuotas, "max.connections", listenerNames(listeners)),
+		MaxConnectionCreationRate:         cfg.MaxConnectionCreationRate,
+		MaxListenerConnectionCreationRate: ListenerConnectionLimits(cfg.ListenerConnectionQuotas, "max.connection.creation.rate", listenerNames(listeners)),
+		ProtectedListener:                 protectedListener(cfg),
+		ControllerListeners:               cfg.ControllerListenerNames,
+		MaxConnectionsPerIP:               perIP,
+		MaxConnectionsPerIPOverrides:      perIPOverrides,
+		ConnectionsMaxIdle:                cfg.ConnectionsMaxIdle,
+		SocketRequestMaxBytes:             cfg.SocketRequestMaxBytes,
+		QueuedMaxRequestBytes:             cfg.QueuedMaxRequestBytes,
+		SocketSendBufferBytes:             cfg.SocketSendBufferBytes,
+		SocketReceiveBufferBytes:          cfg.SocketReceiveBufferBytes,
+		ConnClassifier:                    raftlog.IsRaftMarker,
+		HandoffRaft:                       n.handoffRaft,
+		RequestDone:                       n.requests.Observe,
+	}
+	netCfg.ConnectionRateWindows.Samples, netCfg.ConnectionRateWindows.Window = cfg.QuotaWindowNum, time.Duration(cfg.QuotaWindowSizeSeconds)*time.Second
+	n.server, err = network.NewServer(netCfg)
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,11 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
 )
 
 // Replication throttling (KIP-73), as kafka-reassign-partitions --throttle
@@ -43,74 +43,35 @@ func (w quotaWindows) span() time.Duration { return time.Duration(max(w.samples-
 // maxThrottle bounds one client throttle: all the windows' worth.
 func (w quotaWindows) maxThrottle() time.Duration { return time.Duration(w.samples) * w.window }
 
-func (w quotaWindows) of(now time.Time) int64 { return now.UnixNano() / int64(w.window) }
-
 // rateQuota is a byte rate measured over its windows, as Kafka's quota
-// sensors measure it, and its bound: the replication throttles (Kafka's
-// ReplicationQuotaManager) and each client quota's sensor
-// (client_quota.go).
+// sensors measure it (network.RateMeter), and its bound: the replication
+// throttles (Kafka's ReplicationQuotaManager) and each client quota's
+// sensor (client_quota.go).
 //
 // Concurrency: safe for any goroutine.
 type rateQuota struct {
 	limit   atomic.Int64 // bytes a second; math.MaxInt64: unlimited
 	windows quotaWindows
-
-	mu      sync.Mutex
-	samples []quotaSample // samples[w % len] holds window w
-}
-
-type quotaSample struct {
-	window int64 // the window's index since the epoch
-	bytes  int64
+	meter   *network.RateMeter
 }
 
 func newRateQuota(windows quotaWindows) *rateQuota {
-	q := &rateQuota{windows: windows, samples: make([]quotaSample, windows.samples)}
+	q := &rateQuota{windows: windows, meter: network.NewRateMeter(windows.samples, windows.window)}
 	q.limit.Store(math.MaxInt64)
 	return q
 }
 
 // record counts n bytes sent or fetched at now.
-func (q *rateQuota) record(n int64, now time.Time) {
-	w := q.windows.of(now)
-	q.mu.Lock()
-	s := &q.samples[w%int64(len(q.samples))]
-	if s.window != w {
-		s.window, s.bytes = w, 0
-	}
-	s.bytes += n
-	q.mu.Unlock()
-}
+func (q *rateQuota) record(n int64, now time.Time) { q.meter.Record(n, now) }
 
 // rate is the measured bytes a second at now. Like Kafka's Rate, it divides
 // by at least samples-1 windows, so a quota that was idle allows a burst
 // of that many windows' worth before it throttles.
-func (q *rateQuota) rate(now time.Time) float64 {
-	w := q.windows.of(now)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var total int64
-	for _, s := range q.samples {
-		if s.window > w-int64(len(q.samples)) && s.window <= w {
-			total += s.bytes
-		}
-	}
-	return float64(total) / q.windows.span().Seconds()
-}
+func (q *rateQuota) rate(now time.Time) float64 { return q.meter.Rate(now) }
 
 // idle reports whether nothing was recorded in the windows the rate
 // covers: such a quota measures 0, as a new one would.
-func (q *rateQuota) idle(now time.Time) bool {
-	w := q.windows.of(now)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, s := range q.samples {
-		if s.window > w-int64(len(q.samples)) && s.bytes != 0 {
-			return false
-		}
-	}
-	return true
-}
+func (q *rateQuota) idle(now time.Time) bool { return q.meter.Idle(now) }
 
 // exceeded reports whether the rate is over the bound.
 func (q *rateQuota) exceeded(now time.Time) bool {

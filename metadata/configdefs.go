@@ -264,6 +264,7 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 			return nil
 		}},
 		{Name: "max.connections", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
+		{Name: "max.connection.creation.rate", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip", Type: ConfigInt, Default: "2147483647", check: atLeast(0)},
 		{Name: "max.connections.per.ip.overrides", Type: ConfigString, Default: "", check: func(v any) error {
 			_, err := ParseConnectionsPerIPOverrides(splitList(v.(string)))
@@ -429,8 +430,8 @@ var reconfigurableSSLConfigs = []string{
 // change at runtime per broker and cluster-wide (Kafka's
 // DynamicBrokerConfig.ClusterLevelListenerConfigs, less
 // num.network.threads, which Keel has no use for): a listener's own
-// connection limit.
-var clusterLevelListenerConfigs = map[string]bool{"max.connections": true}
+// connection limit and connection creation rate.
+var clusterLevelListenerConfigs = map[string]bool{"max.connections": true, "max.connection.creation.rate": true}
 
 // IsReconfigurableSSLConfig reports whether an ssl.* setting (without its
 // listener prefix) may change at runtime.

@@ -112,6 +112,8 @@ func TestListenerSSLConfigsAreDynamicPerBroker(t *testing.T) {
 		{map[string]string{"listener.name.external.max.connections": "0"}, true, ""},
 		{map[string]string{"listener.name.external.max.connections": "-1"}, true, "max.connections"},
 		{map[string]string{"listener.name.external.max.connections": "many"}, false, "max.connections"},
+		{map[string]string{"listener.name.external.max.connection.creation.rate": "20", "max.connection.creation.rate": "100"}, false, ""},
+		{map[string]string{"listener.name.external.max.connection.creation.rate": "-5"}, true, "max.connection.creation.rate"},
 	} {
 		err := ValidateBrokerConfigs(c.configs, c.perBroker)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {

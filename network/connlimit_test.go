@@ -180,3 +180,46 @@ func TestShutdownWhileAtTheLimit(t *testing.T) {
 	waiting.c.Close()
 	goroutinesSettle(t, base+2)
 }
+
+// TestConnectionCreationRate: max.connection.creation.rate (KIP-612) holds
+// each new connection back while the listener's side accepts faster than
+// the limit, measured as Kafka's quota sensors measure; the inter-broker
+// listener is exempt from it, and a listener's own rate of 0 takes no new
+// connection.
+func TestConnectionCreationRate(t *testing.T) {
+	const n, rate = 10, 5
+	ts := startServer(t, nil, func(c *Config) {
+		twoListeners(c)
+		c.ProtectedListener = "INTERNAL"
+		c.MaxConnectionCreationRate = rate
+		c.ConnectionRateWindows.Samples, c.ConnectionRateWindows.Window = 2, 200*time.Millisecond
+	})
+	connectAll := func(addr string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for range n {
+			dialRaw(t, addr).served()
+		}
+		return time.Since(start)
+	}
+	// n connections at 5 a second, a burst of one (5/s over the 200 ms
+	// the rate divides by) let through: about 1.8 s.
+	if took := connectAll(ts.addr); took < time.Second || took > 10*time.Second {
+		t.Fatalf("%d connections at max.connection.creation.rate=%d took %v", n, rate, took)
+	}
+	if !strings.Contains(ts.logs.String(), "connection creation rate over its limit") {
+		t.Fatalf("no log line of the rate:\n%s", ts.logs.String())
+	}
+	if took := connectAll(ts.listenerAddr("INTERNAL")); took > 700*time.Millisecond {
+		t.Fatalf("%d inter-broker connections took %v: the broker-wide rate held them", n, took)
+	}
+	// The inter-broker listener's own rate applies to it.
+	ts.SetConnectionLimits(ConnectionLimits{MaxConnectionCreationRate: rate, MaxListenerConnectionCreationRate: map[string]int{"internal": 0}})
+	held := dialRaw(t, ts.listenerAddr("INTERNAL"))
+	held.expectUnanswered(300 * time.Millisecond)
+	ts.SetConnectionLimits(ConnectionLimits{})
+	held.readAnswer()
+	if took := connectAll(ts.addr); took > 700*time.Millisecond {
+		t.Fatalf("%d connections with no rate limit took %v", n, took)
+	}
+}

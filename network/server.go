@@ -158,6 +158,27 @@ type Config struct {
 	// stop a listener taking new connections). A listener not named has
 	// no limit of its own.
 	MaxListenerConnections map[string]int
+	// MaxConnectionCreationRate is max.connection.creation.rate (KIP-612):
+	// the connections a second each side (the broker's listeners, the
+	// controller's) accepts, measured over ConnectionRateWindows. Over
+	// it, a listener holds the connection it accepted until the rate is
+	// back under (Kafka's throttle: (rate - limit) / limit of the
+	// windows' span) and accepts no other meanwhile. The inter-broker
+	// listener is exempt, as from MaxConnections. Zero or negative means
+	// no limit.
+	MaxConnectionCreationRate int
+	// MaxListenerConnectionCreationRate holds
+	// listener.name.<listener>.max.connection.creation.rate by listener
+	// name: one listener's own rate, the inter-broker listener's too; 0
+	// admits none.
+	MaxListenerConnectionCreationRate map[string]int
+	// ConnectionRateWindows is how the creation rates are measured: the
+	// number of windows and each one's length (Kafka's quota.window.num
+	// and quota.window.size.seconds; zero: 11 windows of a second).
+	ConnectionRateWindows struct {
+		Samples int
+		Window  time.Duration
+	}
 	// ProtectedListener is inter.broker.listener.name: exempt from
 	// MaxConnections when the broker has other listeners.
 	ProtectedListener string
@@ -225,12 +246,16 @@ type boundListener struct {
 	ln net.Listener
 	// controller: one of Config.ControllerListeners, counted apart.
 	controller bool
-	// open counts the listener's connections; limitLogged is when it last
-	// said it was at its limit (Server.mu).
-	open        int
-	limitLogged time.Time
-	tls         *TLSListener  // SSL and SASL_SSL listeners only
-	sasl        *SASLListener // SASL listeners only
+	// open counts the listener's connections; limitLogged and rateLogged
+	// are when it last said it was at its limit, over its rate
+	// (Server.mu).
+	open                    int
+	limitLogged, rateLogged time.Time
+	// rate measures the connections it accepts a second
+	// (listener.name.<listener>.max.connection.creation.rate).
+	rate *RateMeter
+	tls  *TLSListener  // SSL and SASL_SSL listeners only
+	sasl *SASLListener // SASL listeners only
 	// authOK and authFailed count connections that authenticated (TLS
 	// handshakes on SSL listeners, SASL exchanges on SASL ones) and that
 	// failed to: Kafka's successful- and failed-authentication-total.
@@ -259,9 +284,13 @@ type Server struct {
 	serving   bool               // Serve has been called
 	acceptErr error              // first fatal accept error
 	// slotFreed is signalled (on mu) when a connection closes, the limits
-	// change or the server closes: acceptors waiting at a limit look
-	// again.
+	// change, a throttle ends or the server closes: acceptors waiting at a
+	// limit look again.
 	slotFreed *sync.Cond
+	// sideRate measures the connections each side accepts a second
+	// (max.connection.creation.rate): [0] the broker's listeners, [1] the
+	// controller's.
+	sideRate [2]*RateMeter
 
 	acceptWG sync.WaitGroup // accept loops
 	connWG   sync.WaitGroup // connection goroutines (readers and writers)
@@ -324,6 +353,9 @@ func NewServer(cfg Config) (*Server, error) {
 		perIP: map[netip.Addr]int{},
 	}
 	s.slotFreed = sync.NewCond(&s.mu)
+	for i := range s.sideRate {
+		s.sideRate[i] = s.newRateMeter()
+	}
 	return s, nil
 }
 
@@ -351,7 +383,8 @@ func (s *Server) Listen() error {
 			return fmt.Errorf("network: listen %s: %w", l, err)
 		}
 		bl := &boundListener{Listener: l, ln: ln, tls: s.cfg.TLS[l.Name], sasl: s.cfg.SASL[l.Name],
-			controller: slices.ContainsFunc(s.cfg.ControllerListeners, func(n string) bool { return strings.EqualFold(n, l.Name) })}
+			controller: slices.ContainsFunc(s.cfg.ControllerListeners, func(n string) bool { return strings.EqualFold(n, l.Name) }),
+			rate:       s.newRateMeter()}
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			bl.Port = a.Port
 		}
@@ -471,6 +504,26 @@ func (s *Server) acceptLoop(b *boundListener) {
 func (s *Server) waitForSlot(b *boundListener) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The connection counts toward the creation rates first, then waits
+	// out their throttle, as Kafka's acceptor does.
+	now := time.Now()
+	if throttle := s.recordConnection(b, now); throttle > 0 {
+		until := now.Add(throttle)
+		timer := time.AfterFunc(throttle, func() {
+			s.mu.Lock()
+			s.slotFreed.Broadcast()
+			s.mu.Unlock()
+		})
+		defer timer.Stop()
+		if now.Sub(b.rateLogged) >= limitLogEvery {
+			b.rateLogged = now
+			s.log.Warn("connection creation rate over its limit: the listener holds new connections back",
+				"listener", b.Name, "throttle", throttle)
+		}
+		for !s.closing && time.Now().Before(until) {
+			s.slotFreed.Wait()
+		}
+	}
 	waited := false
 	for !s.closing && !s.slotAvailable(b) {
 		if !waited {
@@ -494,12 +547,59 @@ func (s *Server) waitForSlot(b *boundListener) bool {
 // limitLogEvery spaces a listener's "connection limit reached" warnings.
 const limitLogEvery = 30 * time.Second
 
+// newRateMeter measures a creation rate over ConnectionRateWindows.
+func (s *Server) newRateMeter() *RateMeter {
+	w := s.cfg.ConnectionRateWindows
+	if w.Samples <= 0 || w.Window <= 0 {
+		w.Samples, w.Window = 11, time.Second
+	}
+	return NewRateMeter(w.Samples, w.Window)
+}
+
+// recordConnection counts a connection b accepted toward its listener's
+// creation rate and, unless b is the protected listener, its side's, and
+// returns how long the rates it is limited by stay over their limits.
+// s.mu is held.
+func (s *Server) recordConnection(b *boundListener, now time.Time) time.Duration {
+	b.rate.Record(1, now)
+	var throttle time.Duration
+	if n, ok := s.listenerRate(b); ok && n > 0 {
+		throttle = b.rate.Throttle(float64(n), now)
+	}
+	if s.protected(b) {
+		return throttle
+	}
+	side := s.sideRate[0]
+	if b.controller {
+		side = s.sideRate[1]
+	}
+	side.Record(1, now)
+	if n := s.cfg.MaxConnectionCreationRate; n > 0 {
+		throttle = max(throttle, side.Throttle(float64(n), now))
+	}
+	return throttle
+}
+
+// listenerRate is b's listener.name.<listener>.max.connection.creation.rate,
+// if set. s.mu is held.
+func (s *Server) listenerRate(b *boundListener) (int, bool) {
+	for name, n := range s.cfg.MaxListenerConnectionCreationRate {
+		if strings.EqualFold(name, b.Name) {
+			return max(n, 0), true
+		}
+	}
+	return 0, false
+}
+
 // slotAvailable reports whether listener b is under its own limit and,
 // unless it is the protected inter-broker listener, its side (the
-// broker's listeners or the controller's) under max.connections. s.mu is
-// held.
+// broker's listeners or the controller's) under max.connections; a
+// listener whose creation rate is 0 takes none. s.mu is held.
 func (s *Server) slotAvailable(b *boundListener) bool {
 	if n, ok := s.listenerLimit(b); ok && b.open >= n {
+		return false
+	}
+	if n, ok := s.listenerRate(b); ok && n == 0 {
 		return false
 	}
 	if s.cfg.MaxConnections <= 0 || s.protected(b) {
@@ -511,6 +611,9 @@ func (s *Server) slotAvailable(b *boundListener) bool {
 
 // limitName names the limit b waits at, for the log. s.mu is held.
 func (s *Server) limitName(b *boundListener) string {
+	if n, ok := s.listenerRate(b); ok && n == 0 {
+		return "listener.name." + strings.ToLower(b.Name) + ".max.connection.creation.rate=0"
+	}
 	if n, ok := s.listenerLimit(b); ok && b.open >= n {
 		return "listener.name." + strings.ToLower(b.Name) + ".max.connections=" + strconv.Itoa(n)
 	}
@@ -651,10 +754,12 @@ func (s *Server) forget(c *conn) {
 // ConnectionLimits are the connection limits that may change at runtime
 // (dynamic broker configs), as Config's fields of the same names.
 type ConnectionLimits struct {
-	MaxConnections               int
-	MaxListenerConnections       map[string]int
-	MaxConnectionsPerIP          int
-	MaxConnectionsPerIPOverrides map[netip.Addr]int
+	MaxConnections                    int
+	MaxListenerConnections            map[string]int
+	MaxConnectionCreationRate         int
+	MaxListenerConnectionCreationRate map[string]int
+	MaxConnectionsPerIP               int
+	MaxConnectionsPerIPOverrides      map[netip.Addr]int
 }
 
 // SetConnectionLimits changes max.connections, the listeners' own limits,
@@ -664,6 +769,7 @@ type ConnectionLimits struct {
 func (s *Server) SetConnectionLimits(l ConnectionLimits) {
 	s.mu.Lock()
 	s.cfg.MaxConnections, s.cfg.MaxListenerConnections = l.MaxConnections, l.MaxListenerConnections
+	s.cfg.MaxConnectionCreationRate, s.cfg.MaxListenerConnectionCreationRate = l.MaxConnectionCreationRate, l.MaxListenerConnectionCreationRate
 	s.cfg.MaxConnectionsPerIP, s.cfg.MaxConnectionsPerIPOverrides = l.MaxConnectionsPerIP, l.MaxConnectionsPerIPOverrides
 	s.slotFreed.Broadcast()
 	s.mu.Unlock()

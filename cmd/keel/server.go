@@ -45,8 +45,9 @@ func serverCommand() *cli.Command {
 			"closes (they wait in the listen backlog, as Kafka's acceptor makes them wait); the\n" +
 			"controller listeners count apart, and the inter-broker listener still accepts, closing\n" +
 			"the least recently active connection of another listener instead.\n" +
-			"listener.name.<listener>.max.connections limits one listener (0: none new); it, max.connections\n" +
-			"and max.connections.per.ip[.overrides] are dynamic broker configs, as in Kafka.\n\n" +
+			"listener.name.<listener>.max.connections limits one listener (0: none new), and\n" +
+			"max.connection.creation.rate (also per listener) the connections accepted a second (KIP-612).\n" +
+			"They, max.connections and max.connections.per.ip[.overrides] are dynamic broker configs.\n\n" +
 			"Metrics: --override keel.metrics.address=0.0.0.0:9404 serves Kafka's broker metrics\n" +
 			"(UnderReplicatedPartitions, MessagesInPerSec, RequestMetrics, ...) at http://host:9404/metrics\n" +
 			"in Prometheus's format, named as the Prometheus JMX exporter names Kafka's MBeans.\n\n" +
