@@ -141,8 +141,10 @@ func (b *Broker) updateDeleteRate(img *metadata.Image) {
 	}
 }
 
-// updateConnectionLimits takes max.connections, the listeners' own limits
-// (listener.name.<listener>.max.connections), max.connections.per.ip and
+// updateConnectionLimits takes max.connections,
+// max.connection.creation.rate, the listeners' own ones
+// (listener.name.<listener>.max.connections and
+// .max.connection.creation.rate), max.connections.per.ip and
 // max.connections.per.ip.overrides from the image (each: this broker's
 // dynamic config, else the cluster-wide one, else server.properties) to
 // the node's listeners, as Kafka's DynamicConnectionQuota and

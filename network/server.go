@@ -723,11 +723,12 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 	if s.protected(b) {
 		victims = s.closeExcess(b)
 	}
+	maxConns := s.cfg.MaxConnections
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	for _, v := range victims {
 		s.log.Warn("closing the least recently active connection: max.connections reached and the inter-broker listener needs a slot",
-			"listener", v.bl.Name, "remote", v.info.RemoteAddr.String(), "max_connections", s.cfg.MaxConnections)
+			"listener", v.bl.Name, "remote", v.info.RemoteAddr.String(), "max_connections", maxConns)
 		v.close(errMaxConnections)
 	}
 	go c.serve()
