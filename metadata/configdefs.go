@@ -625,11 +625,16 @@ func ValidateBrokerConfigs(configs map[string]string, perBroker bool) error {
 		return fmt.Errorf("Cannot update these configs at default cluster level, broker id must be specified: %s", strings.Join(listener, ","))
 	}
 	for _, n := range names {
-		d, ok := brokerDynamicConfigDefs[n]
 		if _, base, prefixed := ListenerConfig(n); prefixed && clusterLevelListenerConfigs[base] {
-			d, ok = brokerDynamicConfigDefs[base]
+			// Checked as the broker-wide config, named as set.
+			renamed := *brokerDynamicConfigDefs[base]
+			renamed.Name = n
+			if err := renamed.Validate(configs[n]); err != nil {
+				return err
+			}
+			continue
 		}
-		if ok {
+		if d, ok := brokerDynamicConfigDefs[n]; ok {
 			if err := d.Validate(configs[n]); err != nil {
 				return err
 			}
