@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
 	kmsg.AlterUserSCRAMCredentials, kmsg.CreateACLs, kmsg.DeleteACLs, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
+	kmsg.DescribeConfigs,
 }
 
 // controllerHandler serves the controller listener (network.Handler).
@@ -110,8 +112,11 @@ func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) ne
 // --bootstrap-controller needs CLUSTER_ACTION (or to be a super user).
 func (h *controllerHandler) authorized(req *network.Request) bool {
 	op := kmsg.ACLOperationClusterAction
-	if _, ok := req.Msg.(*kmsg.DescribeQuorumRequest); ok {
+	switch req.Msg.(type) {
+	case *kmsg.DescribeQuorumRequest:
 		op = kmsg.ACLOperationDescribe
+	case *kmsg.DescribeConfigsRequest:
+		op = kmsg.ACLOperationDescribeConfigs
 	}
 	host := req.Conn.RemoteHost
 	if h.authorizer.Authorize(h.raft.Image(), req.Conn.Principal, host, op, kmsg.ACLResourceTypeCluster, clusterName) {
@@ -146,6 +151,8 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 		return h.describeQuorum(ctx, r)
 	case *kmsg.DescribeClusterRequest:
 		return h.describeCluster(r)
+	case *kmsg.DescribeConfigsRequest:
+		return h.describeConfigs(r)
 	case *kmsg.AddRaftVoterRequest:
 		return h.addRaftVoter(ctx, r)
 	case *kmsg.RemoveRaftVoterRequest:
@@ -268,4 +275,65 @@ func replicaState(r raftlog.ReplicaState) kmsg.DescribeQuorumResponseTopicPartit
 	s.ReplicaID, s.LogEndOffset = r.NodeID, r.LogEndOffset
 	s.LastFetchTimestamp, s.LastCaughtUpTimestamp = r.LastFetchTimestamp, r.LastCaughtUpTimestamp
 	return s
+}
+
+// describeConfigs answers DescribeConfigs on a controller listener (an
+// admin client with --bootstrap-controller, KIP-919) from this
+// controller's metadata image: the dynamic configs set on a broker, on the
+// cluster-wide broker defaults ("") and on a topic. A controller knows no
+// broker's server.properties, so static values and defaults are not
+// listed; sensitive values are never returned.
+func (h *controllerHandler) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	img := h.raft.Image()
+	for _, rr := range req.Resources {
+		out := kmsg.NewDescribeConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+		fail := func(code int16, msg string) {
+			out.ErrorCode, out.ErrorMessage = code, kmsg.StringPtr(msg)
+			resp.Resources = append(resp.Resources, out)
+		}
+		var res metadata.ConfigResource
+		var source kmsg.ConfigSource
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeBroker:
+			if _, err := strconv.ParseInt(rr.ResourceName, 10, 32); err != nil && rr.ResourceName != "" {
+				fail(kerr.InvalidRequest.Code, "broker resource "+rr.ResourceName+" is not a broker id")
+				continue
+			}
+			res, source = metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: rr.ResourceName}, kmsg.ConfigSourceDynamicBrokerConfig
+			if rr.ResourceName == "" {
+				source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			}
+		case kmsg.ConfigResourceTypeTopic:
+			if _, ok := img.Topic(rr.ResourceName); !ok {
+				fail(kerr.UnknownTopicOrPartition.Code, "topic "+rr.ResourceName+" does not exist")
+				continue
+			}
+			res, source = metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: rr.ResourceName}, kmsg.ConfigSourceDynamicTopicConfig
+		default:
+			fail(kerr.InvalidRequest.Code, "a controller describes broker and topic configs")
+			continue
+		}
+		configs := img.Configs(res)
+		for _, name := range sortedKeys(configs) {
+			if rr.ConfigNames != nil && !slices.Contains(rr.ConfigNames, name) {
+				continue
+			}
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.Value, c.Source, c.ConfigType = name, kmsg.StringPtr(configs[name]), source, kmsg.ConfigTypeString
+			c.ReadOnly = rr.ResourceType == kmsg.ConfigResourceTypeBroker && !metadata.IsDynamicBrokerConfig(name)
+			if metadata.SensitiveConfig(name) {
+				c.Value, c.IsSensitive, c.ConfigType = nil, true, kmsg.ConfigTypePassword
+			}
+			if req.IncludeSynonyms && req.Version >= 1 {
+				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				s.Name, s.Value, s.Source = name, c.Value, source
+				c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+			}
+			out.Configs = append(out.Configs, c)
+		}
+		resp.Resources = append(resp.Resources, out)
+	}
+	return resp
 }

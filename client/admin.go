@@ -319,6 +319,28 @@ type ResourceConfigs struct {
 	Err     error
 }
 
+// DescribeConfigsResults are a DescribeConfigs response's resources, each
+// one's configs sorted by name, its error code as Err.
+func DescribeConfigsResults(resp *kmsg.DescribeConfigsResponse) []ResourceConfigs {
+	var out []ResourceConfigs
+	for _, r := range resp.Resources {
+		rc := ResourceConfigs{Type: ConfigResourceType(r.ResourceType), Name: r.ResourceName, Err: errorWithMessage(r.ErrorCode, r.ErrorMessage)}
+		for _, c := range r.Configs {
+			e := ConfigEntry{
+				Name: c.Name, Value: c.Value, Source: c.Source.String(), ReadOnly: c.ReadOnly,
+				Sensitive: c.IsSensitive, IsDefault: c.IsDefault || c.Source == kmsg.ConfigSourceDefaultConfig,
+			}
+			for _, s := range c.ConfigSynonyms {
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: s.Name, Value: s.Value, Source: s.Source.String()})
+			}
+			rc.Configs = append(rc.Configs, e)
+		}
+		sort.Slice(rc.Configs, func(i, j int) bool { return rc.Configs[i].Name < rc.Configs[j].Name })
+		out = append(out, rc)
+	}
+	return out
+}
+
 // DescribeConfigs returns the configs of resources of one type (all configs
 // of each; kafka-configs.sh --describe). Broker resources go to that broker.
 func (a *Admin) DescribeConfigs(ctx context.Context, typ ConfigResourceType, names ...string) ([]ResourceConfigs, error) {
@@ -342,21 +364,7 @@ func (a *Admin) DescribeConfigs(ctx context.Context, typ ConfigResourceType, nam
 			if err != nil {
 				return err
 			}
-			for _, r := range kresp.(*kmsg.DescribeConfigsResponse).Resources {
-				rc := ResourceConfigs{Type: ConfigResourceType(r.ResourceType), Name: r.ResourceName, Err: errorWithMessage(r.ErrorCode, r.ErrorMessage)}
-				for _, c := range r.Configs {
-					e := ConfigEntry{
-						Name: c.Name, Value: c.Value, Source: c.Source.String(), ReadOnly: c.ReadOnly,
-						Sensitive: c.IsSensitive, IsDefault: c.IsDefault || c.Source == kmsg.ConfigSourceDefaultConfig,
-					}
-					for _, s := range c.ConfigSynonyms {
-						e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: s.Name, Value: s.Value, Source: s.Source.String()})
-					}
-					rc.Configs = append(rc.Configs, e)
-				}
-				sort.Slice(rc.Configs, func(i, j int) bool { return rc.Configs[i].Name < rc.Configs[j].Name })
-				out = append(out, rc)
-			}
+			out = append(out, DescribeConfigsResults(kresp.(*kmsg.DescribeConfigsResponse))...)
 			return nil
 		})
 	}

@@ -46,8 +46,12 @@ func configsCommand() *cli.Command {
 					"Examples:\n" +
 					"  keel configs describe --entity-type brokers --entity-name 1\n" +
 					"  keel configs describe --entity-type brokers --entity-default\n" +
-					"  keel configs describe --topic orders --all -o json",
-				Flags:  adminFlags(append(entityFlags(), &cli.BoolFlag{Name: "all", Usage: "every config, not only the dynamic ones"}, outputFlag())...),
+					"  keel configs describe --topic orders --all -o json\n" +
+					"  keel configs describe --bootstrap-controller ctl1:9093 --broker-defaults\n\n" +
+					"With --bootstrap-controller a controller answers from the metadata log: the dynamic\n" +
+					"configs only (it knows no broker's server.properties), topics by name.",
+				Flags: adminFlags(append(entityFlags(), &cli.BoolFlag{Name: "all", Usage: "every config, not only the dynamic ones"}, outputFlag(),
+					&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's `HOST:PORT`: the dynamic configs as the metadata log holds them, no broker needed"})...),
 				Action: configsDescribe,
 			},
 			{
@@ -240,6 +244,9 @@ func configsDescribe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.String("bootstrap-controller") != "" {
+		return describeViaController(c, e, asJSON)
+	}
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
@@ -268,6 +275,13 @@ func configsDescribe(c *cli.Context) error {
 			}
 		}
 	}
+	return printConfigs(c, e, names, func(name string) ([]client.ResourceConfigs, error) { return adm.DescribeConfigs(ctx, e.typ, name) }, asJSON)
+}
+
+// printConfigs prints the configs of the entities names (their dynamic
+// ones, or all with --all), as kafka-configs.sh --describe does, or as
+// JSON; describe fetches one entity's.
+func printConfigs(c *cli.Context, e configEntity, names []string, describe func(name string) ([]client.ResourceConfigs, error), asJSON bool) error {
 	all := c.Bool("all")
 	type jsonSynonym struct {
 		Name   string  `json:"name"`
@@ -290,7 +304,7 @@ func configsDescribe(c *cli.Context) error {
 	out := []jsonEntity{}
 	var errs []error
 	for _, name := range names {
-		res, err := adm.DescribeConfigs(ctx, e.typ, name)
+		res, err := describe(name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -567,4 +581,49 @@ func activeController(ctx context.Context, dial broker.DialFunc, addr string) (s
 		}
 	}
 	return "", false
+}
+
+// describeViaController prints the dynamic configs the metadata log holds,
+// as a controller answers DescribeConfigs (kafka-configs.sh --describe
+// --bootstrap-controller, KIP-919): a broker's, the cluster defaults', or
+// a topic's; without a name, every broker's and the defaults.
+func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
+	switch {
+	case e.quotaTypes != nil || e.typ == client.BrokerLoggerConfig:
+		return errors.New("--bootstrap-controller describes broker and topic configs; give --bootstrap-server for the others")
+	case c.Bool("all"):
+		return errors.New("--bootstrap-controller: a controller knows the dynamic configs only, not a broker's server.properties (--all)")
+	case e.typ == client.TopicConfig && len(e.names) == 0:
+		return errors.New("--bootstrap-controller: name the topic (--topic or --entity-name)")
+	}
+	dial, err := commandDial(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	addr := c.String("bootstrap-controller")
+	names := e.names
+	if len(names) == 0 {
+		resp, err := broker.RequestVia(ctx, dial, addr, kmsg.NewPtrDescribeClusterRequest())
+		if err != nil {
+			return err
+		}
+		for _, b := range resp.(*kmsg.DescribeClusterResponse).Brokers {
+			names = append(names, strconv.Itoa(int(b.NodeID)))
+		}
+		names = append(names, "")
+	}
+	return printConfigs(c, e, names, func(name string) ([]client.ResourceConfigs, error) {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.IncludeSynonyms = true
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceType(e.typ), name
+		req.Resources = append(req.Resources, r)
+		resp, err := broker.RequestVia(ctx, dial, addr, req)
+		if err != nil {
+			return nil, err
+		}
+		return client.DescribeConfigsResults(resp.(*kmsg.DescribeConfigsResponse)), nil
+	}, asJSON)
 }

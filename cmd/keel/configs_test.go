@@ -189,6 +189,35 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		strings.Contains(out, "max.connections") {
 		t.Errorf("cluster defaults after the changes through the controllers:\n%s", out)
 	}
+	// describe through a controller: the dynamic configs of the metadata
+	// log, a topic's too.
+	ctl := c.ControllerAddr(3)
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--broker-defaults")
+		if out == "Default configs for brokers in the cluster are:\n  log.retention.hours=103 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=103}\n" {
+			t.Logf("converged after %v", time.Since(start))
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("cluster defaults through a controller:\n%s", out)
+		}
+	}
+	ok(t, bs, "", "topics", "create", "--topic", "via-controller")
+	ok(t, "", "", "configs", "alter", "--bootstrap-controller", ctl, "--topic", "via-controller", "--add-config", "retention.ms=5000")
+	// A follower controller's image may be a moment behind the write.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--topic", "via-controller")
+		if strings.Contains(out, "Dynamic configs for topic via-controller are:\n  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000}\n") {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("a topic through a controller:\n%s", out)
+		}
+	}
+	if out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--entity-type", "brokers"); strings.Count(out, "Dynamic configs for broker ") != 3 ||
+		!strings.Contains(out, "Default configs for brokers in the cluster are:") {
+		t.Errorf("every broker through a controller:\n%s", out)
+	}
 	for _, bad := range []struct {
 		args []string
 		msg  string
@@ -199,6 +228,19 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		r := keel(t, "", "", append([]string{"configs", "alter", "--bootstrap-controller", c.ControllerAddr(1)}, bad.args...)...)
 		if r.exit == 0 || !strings.Contains(r.stderr, bad.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want %q", bad.args, r.exit, r.stderr, bad.msg)
+		}
+	}
+	for _, bad := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--broker", "1", "--all"}, "dynamic configs only"},
+		{[]string{"--entity-type", "topics"}, "name the topic"},
+		{[]string{"--topic", "no-such-topic"}, "UNKNOWN_TOPIC_OR_PARTITION"},
+	} {
+		r := keel(t, "", "", append([]string{"configs", "describe", "--bootstrap-controller", ctl}, bad.args...)...)
+		if r.exit == 0 || !strings.Contains(r.stderr, bad.msg) {
+			t.Errorf("describe %v: exit %d, stderr %q; want %q", bad.args, r.exit, r.stderr, bad.msg)
 		}
 	}
 }
