@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/storage"
@@ -431,4 +433,38 @@ func sortedKeys(m map[string]string) []string {
 func sortedStrings(s []string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// checkCleanerThreads is Kafka's LogCleaner.validateReconfiguration for a
+// change of log.cleaner.threads this broker would act on (its own config,
+// or the cluster-wide one it has no own value over): a running cleaner's
+// threads may at most halve or double at a time. touched are the configs
+// the change sets or deletes, next the resource's configs after it.
+func (b *Broker) checkCleanerThreads(name string, touched []string, next map[string]string) (int16, string) {
+	const key = "log.cleaner.threads"
+	v, set := next[key]
+	if !set || !slices.Contains(touched, key) {
+		return 0, ""
+	}
+	switch own := strconv.Itoa(int(b.nodeID)); {
+	case name == own:
+	case name == "":
+		if _, overridden := b.ownBrokerConfigs(b.image.Load())[key]; overridden {
+			return 0, ""
+		}
+	default:
+		return 0, "" // another broker's: it checks against its own cleaner
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	cur := b.logs.CleanerThreads()
+	if err != nil || cur == 0 {
+		return 0, "" // the controller checks the value; no cleaner runs to resize
+	}
+	switch {
+	case n < cur/2:
+		return kerr.InvalidConfig.Code, fmt.Sprintf("Log cleaner threads cannot be reduced to less than half the current value %d", cur)
+	case n > cur*2:
+		return kerr.InvalidConfig.Code, fmt.Sprintf("Log cleaner threads cannot be increased to more than double the current value %d", cur)
+	}
+	return 0, ""
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net"
@@ -650,6 +651,9 @@ func alterBrokerConfig(ctx context.Context, t *testing.T, adm *kadm.Client, name
 	if err != nil {
 		t.Fatal(err)
 	}
+	if resp[0].Err != nil && resp[0].ErrMessage != "" {
+		return fmt.Errorf("%w: %s", resp[0].Err, resp[0].ErrMessage)
+	}
 	return resp[0].Err
 }
 
@@ -734,6 +738,17 @@ func TestCleanerConfigsDynamic(t *testing.T) {
 			t.Errorf("%s described %s, want %s", name, cfg.MaybeValue(), want)
 		}
 	}
+	// Kafka's LogCleaner.validateReconfiguration: at most half or double
+	// the threads running, checked by the broker that would act on it.
+	for value, msg := range map[string]string{"9": "cannot be increased to more than double the current value 4", "1": "cannot be reduced to less than half the current value 4"} {
+		err := alterBrokerConfig(ctx, t, adm, "log.cleaner.threads", kmsgStr(value), testNodeID)
+		if !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("log.cleaner.threads=%s: %v, want INVALID_CONFIG %q", value, err, msg)
+		}
+		// The cluster-wide value is not this broker's while its own is set.
+		set("log.cleaner.threads", value)
+	}
+	set("log.cleaner.threads", "")
 	for _, bad := range []struct{ name, value string }{{"log.cleaner.threads", "0"}, {"log.cleaner.backoff.ms", "-1"}, {"log.cleaner.dedupe.buffer.size", "0"}} {
 		if err := alterBrokerConfig(ctx, t, adm, bad.name, kmsgStr(bad.value), testNodeID); !errors.Is(err, kerr.InvalidConfig) {
 			t.Errorf("%s=%s: %v, want INVALID_CONFIG", bad.name, bad.value, err)

@@ -38,7 +38,11 @@ func (b *Broker) handleAlterConfigs(ctx context.Context, m *kmsg.AlterConfigsReq
 			for name := range brokerConfigs(b.image.Load(), r.ResourceName) {
 				touched = append(touched, name)
 			}
-			if code, msg := b.checkListenerTLS(r.ResourceName, touched, next); code != 0 {
+			code, msg := b.checkListenerTLS(r.ResourceName, touched, next)
+			if code == 0 {
+				code, msg = b.checkCleanerThreads(r.ResourceName, touched, next)
+			}
+			if code != 0 {
 				rr := kmsg.NewAlterConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, kmsg.StringPtr(msg)
 				local = append(local, rr)

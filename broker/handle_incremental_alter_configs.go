@@ -31,7 +31,11 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, m *kmsg.Incr
 			continue
 		case kmsg.ConfigResourceTypeBroker:
 			next, touched := incrementalBrokerConfigs(brokerConfigs(b.image.Load(), r.ResourceName), r.Configs)
-			if code, msg := b.checkListenerTLS(r.ResourceName, touched, next); code != 0 {
+			code, msg := b.checkListenerTLS(r.ResourceName, touched, next)
+			if code == 0 {
+				code, msg = b.checkCleanerThreads(r.ResourceName, touched, next)
+			}
+			if code != 0 {
 				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, kmsg.StringPtr(msg)
 				local = append(local, rr)
