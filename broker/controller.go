@@ -379,6 +379,12 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 			r.Resources = append(r.Resources, rr)
 		}
+	case *kmsg.DescribeConfigsResponse:
+		for _, res := range req.(*kmsg.DescribeConfigsRequest).Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+			r.Resources = append(r.Resources, rr)
+		}
 	case *kmsg.CreateACLsResponse:
 		for range req.(*kmsg.CreateACLsRequest).Creations {
 			r.Results = append(r.Results, kmsg.NewCreateACLsResponseResult())
@@ -486,6 +492,10 @@ func errorFields(resp kmsg.Response) []*int16 {
 			out = append(out, &r.Resources[i].ErrorCode)
 		}
 	case *kmsg.AlterConfigsResponse:
+		for i := range r.Resources {
+			out = append(out, &r.Resources[i].ErrorCode)
+		}
+	case *kmsg.DescribeConfigsResponse:
 		for i := range r.Resources {
 			out = append(out, &r.Resources[i].ErrorCode)
 		}

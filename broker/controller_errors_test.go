@@ -24,6 +24,8 @@ func TestNotControllerAnswersAreRecognised(t *testing.T) {
 			r.Resources = append(r.Resources, kmsg.NewIncrementalAlterConfigsRequestResource())
 		case *kmsg.AlterConfigsRequest:
 			r.Resources = append(r.Resources, kmsg.NewAlterConfigsRequestResource())
+		case *kmsg.DescribeConfigsRequest:
+			r.Resources = append(r.Resources, kmsg.NewDescribeConfigsRequestResource())
 		case *kmsg.AlterClientQuotasRequest:
 			r.Entries = append(r.Entries, kmsg.NewAlterClientQuotasRequestEntry())
 		case *kmsg.AlterUserSCRAMCredentialsRequest:
