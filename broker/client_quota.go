@@ -149,8 +149,7 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, b
 	if bound <= 0 {
 		return q.windows.maxThrottle(), undo
 	}
-	throttle := time.Duration((rate - bound) / bound * float64(q.windows.span()))
-	return min(throttle, q.windows.maxThrottle()), undo
+	return min(s.meter.Throttle(rate, bound), q.windows.maxThrottle()), undo
 }
 
 // throttleMillis is a throttle as a response's ThrottleMillis.

@@ -36,10 +36,6 @@ type quotaWindows struct {
 // defaultQuotaWindows are Kafka's defaults.
 var defaultQuotaWindows = quotaWindows{samples: 11, window: time.Second}
 
-// span is what a rate divides its bytes by: like Kafka's Rate, at least
-// samples-1 whole windows (one window with a single sample).
-func (w quotaWindows) span() time.Duration { return time.Duration(max(w.samples-1, 1)) * w.window }
-
 // maxThrottle bounds one client throttle: all the windows' worth.
 func (w quotaWindows) maxThrottle() time.Duration { return time.Duration(w.samples) * w.window }
 

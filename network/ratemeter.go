@@ -79,11 +79,10 @@ func (m *RateMeter) Idle(now time.Time) bool {
 	return true
 }
 
-// Throttle is how long the rate stays over bound (a second's worth):
-// Kafka's QuotaUtils.throttleTime, (rate - bound) / bound of the span;
-// zero at or under it.
-func (m *RateMeter) Throttle(bound float64, now time.Time) time.Duration {
-	rate := m.Rate(now)
+// Throttle is how long a rate this meter measured stays over bound (a
+// second's worth): Kafka's QuotaUtils.throttleTime, (rate - bound) / bound
+// of the span; zero at or under it, or for a bound of zero.
+func (m *RateMeter) Throttle(rate, bound float64) time.Duration {
 	if bound <= 0 || rate <= bound {
 		return 0
 	}

@@ -20,10 +20,10 @@ func TestRateMeter(t *testing.T) {
 	if r := m.Rate(t0.Add(time.Second)); r != 10 {
 		t.Fatalf("rate %v, want 10", r)
 	}
-	if d := m.Throttle(5, t0.Add(time.Second)); d != 2*time.Second {
+	if d := m.Throttle(m.Rate(t0.Add(time.Second)), 5); d != 2*time.Second {
 		t.Fatalf("throttle %v at 10/s over a bound of 5/s, want 2s ((10-5)/5 of the 2 s span)", d)
 	}
-	if d := m.Throttle(20, t0.Add(time.Second)); d != 0 {
+	if d := m.Throttle(m.Rate(t0.Add(time.Second)), 20); d != 0 {
 		t.Fatalf("throttle %v under the bound", d)
 	}
 	// Three windows later the first two are gone.

@@ -564,7 +564,7 @@ func (s *Server) recordConnection(b *boundListener, now time.Time) time.Duration
 	b.rate.Record(1, now)
 	var throttle time.Duration
 	if n, ok := s.listenerRate(b); ok && n > 0 {
-		throttle = b.rate.Throttle(float64(n), now)
+		throttle = b.rate.Throttle(b.rate.Rate(now), float64(n))
 	}
 	if s.protected(b) {
 		return throttle
@@ -575,7 +575,7 @@ func (s *Server) recordConnection(b *boundListener, now time.Time) time.Duration
 	}
 	side.Record(1, now)
 	if n := s.cfg.MaxConnectionCreationRate; n > 0 {
-		throttle = max(throttle, side.Throttle(float64(n), now))
+		throttle = max(throttle, side.Throttle(side.Rate(now), float64(n)))
 	}
 	return throttle
 }
