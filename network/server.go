@@ -583,12 +583,7 @@ func (s *Server) recordConnection(b *boundListener, now time.Time) time.Duration
 // listenerRate is b's listener.name.<listener>.max.connection.creation.rate,
 // if set. s.mu is held.
 func (s *Server) listenerRate(b *boundListener) (int, bool) {
-	for name, n := range s.cfg.MaxListenerConnectionCreationRate {
-		if strings.EqualFold(name, b.Name) {
-			return max(n, 0), true
-		}
-	}
-	return 0, false
+	return listenerValue(s.cfg.MaxListenerConnectionCreationRate, b)
 }
 
 // slotAvailable reports whether listener b is under its own limit and,
@@ -623,7 +618,13 @@ func (s *Server) limitName(b *boundListener) string {
 // listenerLimit is b's listener.name.<listener>.max.connections, if set.
 // s.mu is held.
 func (s *Server) listenerLimit(b *boundListener) (int, bool) {
-	for name, n := range s.cfg.MaxListenerConnections {
+	return listenerValue(s.cfg.MaxListenerConnections, b)
+}
+
+// listenerValue is b's value in a map by listener name (any case), at
+// least 0, if it has one.
+func listenerValue(byListener map[string]int, b *boundListener) (int, bool) {
+	for name, n := range byListener {
 		if strings.EqualFold(name, b.Name) {
 			return max(n, 0), true
 		}
