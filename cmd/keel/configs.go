@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -507,9 +506,8 @@ func parseAddConfig(s string) ([][2]string, error) {
 // alterViaController sends IncrementalAlterConfigs to the active
 // controller, found from --bootstrap-controller (kafka-configs.sh
 // --bootstrap-controller, KIP-919): for when no broker takes a connection.
-// A controller answering NOT_CONTROLLER is asked which one is active
-// (DescribeQuorum), and the request goes there; retriable errors are
-// retried for 30 s.
+// requestController takes it to the active controller and retries
+// retriable errors, for 30 s.
 func alterViaController(c *cli.Context, e configEntity, name string, changes []client.AlterConfig) error {
 	if e.typ == client.BrokerLoggerConfig {
 		return errors.New("--bootstrap-controller: a broker's log levels are its own; give --bootstrap-server")
@@ -530,57 +528,23 @@ func alterViaController(c *cli.Context, e configEntity, name string, changes []c
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	bootstrap := c.String("bootstrap-controller")
-	target, backoff := bootstrap, 100*time.Millisecond
-	var last error
-	for {
-		resp, err := broker.RequestVia(ctx, dial, target, req)
-		last = err
-		if err == nil {
-			rr := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources
-			if len(rr) != 1 {
-				return fmt.Errorf("alter configs of %s: %d resources in the answer", e.label(name), len(rr))
-			}
-			code := kerr.ErrorForCode(rr[0].ErrorCode)
-			switch {
-			case code == nil:
-				return nil
-			case errors.Is(code, kerr.NotController):
-				if active, ok := activeController(ctx, dial, bootstrap); ok {
-					target = active
-				}
-			case !kerr.IsRetriable(code):
-				return fmt.Errorf("alter configs of %s: %w%s", e.label(name), code, errorMessage(rr[0].ErrorMessage))
-			}
-			last = code
+	resp, err := requestController(ctx, dial, bootstrap, req, func(r kmsg.Response) int16 {
+		if rr := r.(*kmsg.IncrementalAlterConfigsResponse).Resources; len(rr) == 1 {
+			return rr[0].ErrorCode
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("alter configs of %s through the controller at %s: %w", e.label(name), target, last)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-// activeController is the controller listener address of the quorum's
-// leader, as the controller at addr knows it (DescribeQuorum).
-func activeController(ctx context.Context, dial broker.DialFunc, addr string) (string, bool) {
-	resp, err := broker.RequestVia(ctx, dial, addr, broker.NewDescribeQuorumRequest())
+		return 0 // malformed: reported below
+	})
 	if err != nil {
-		return "", false
+		return fmt.Errorf("alter configs of %s through the controller at %s: %w", e.label(name), bootstrap, err)
 	}
-	q := resp.(*kmsg.DescribeQuorumResponse)
-	if len(q.Topics) != 1 || len(q.Topics[0].Partitions) != 1 {
-		return "", false
+	rr := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources
+	if len(rr) != 1 {
+		return fmt.Errorf("alter configs of %s: %d resources in the answer", e.label(name), len(rr))
 	}
-	leader := q.Topics[0].Partitions[0].LeaderID
-	for _, n := range q.Nodes {
-		if n.NodeID == leader && len(n.Listeners) > 0 {
-			l := n.Listeners[0]
-			return net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), true
-		}
+	if err := kerr.ErrorForCode(rr[0].ErrorCode); err != nil {
+		return fmt.Errorf("alter configs of %s: %w%s", e.label(name), err, errorMessage(rr[0].ErrorMessage))
 	}
-	return "", false
+	return nil
 }
 
 // describeViaController prints the dynamic configs the metadata log holds,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -254,7 +255,7 @@ func addController(c *cli.Context) error {
 	req.Listeners = append(req.Listeners, l)
 	ctx, cancel := context.WithTimeout(c.Context, 70*time.Second)
 	defer cancel()
-	resp, err := requestQuorumChange(ctx, dial, addr, req, func(r kmsg.Response) int16 { return r.(*kmsg.AddRaftVoterResponse).ErrorCode })
+	resp, err := requestController(ctx, dial, addr, req, func(r kmsg.Response) int16 { return r.(*kmsg.AddRaftVoterResponse).ErrorCode })
 	if err != nil {
 		return err
 	}
@@ -283,7 +284,7 @@ func removeController(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 35*time.Second)
 	defer cancel()
-	resp, err := requestQuorumChange(ctx, dial, addr, req, func(r kmsg.Response) int16 { return r.(*kmsg.RemoveRaftVoterResponse).ErrorCode })
+	resp, err := requestController(ctx, dial, addr, req, func(r kmsg.Response) int16 { return r.(*kmsg.RemoveRaftVoterResponse).ErrorCode })
 	if err != nil {
 		return err
 	}
@@ -295,19 +296,28 @@ func removeController(c *cli.Context) error {
 	return nil
 }
 
-// requestQuorumChange sends an AddRaftVoter or RemoveRaftVoter request
-// and, as Kafka's admin client does, sends it again while the answer is a
-// retriable error (NOT_LEADER_OR_FOLLOWER while the quorum elects a
-// leader: right after the controller being removed died, say) or the
-// connection fails, until ctx ends. code reads a response's error code.
-func requestQuorumChange(ctx context.Context, dial broker.DialFunc, addr string, req kmsg.Request, code func(kmsg.Response) int16) (kmsg.Response, error) {
-	backoff := 100 * time.Millisecond
+// requestController sends a request to the controller at addr (an
+// AddRaftVoter or RemoveRaftVoter, which controllers forward to the quorum
+// leader; an IncrementalAlterConfigs, which only the active controller
+// takes) and, as Kafka's admin client does, sends it again while the
+// answer is a retriable error (NOT_LEADER_OR_FOLLOWER while the quorum
+// elects a leader: right after the controller being removed died, say) or
+// the connection fails, until ctx ends. A NOT_CONTROLLER answer sends it
+// next to the active controller, as the controller at addr knows it
+// (DescribeQuorum). code reads a response's error code.
+func requestController(ctx context.Context, dial broker.DialFunc, addr string, req kmsg.Request, code func(kmsg.Response) int16) (kmsg.Response, error) {
+	target, backoff := addr, 100*time.Millisecond
 	for {
-		resp, err := broker.RequestVia(ctx, dial, addr, req)
+		resp, err := broker.RequestVia(ctx, dial, target, req)
 		retriable := err != nil
 		if err == nil {
 			kerrCode := kerr.ErrorForCode(code(resp))
 			retriable = kerr.IsRetriable(kerrCode)
+			if errors.Is(kerrCode, kerr.NotController) {
+				if active, ok := activeController(ctx, dial, addr); ok {
+					target = active
+				}
+			}
 		}
 		if !retriable {
 			return resp, err
@@ -326,4 +336,25 @@ func errorMessage(msg *string) string {
 		return ""
 	}
 	return ": " + *msg
+}
+
+// activeController is the controller listener address of the quorum's
+// leader, as the controller at addr knows it (DescribeQuorum).
+func activeController(ctx context.Context, dial broker.DialFunc, addr string) (string, bool) {
+	resp, err := broker.RequestVia(ctx, dial, addr, broker.NewDescribeQuorumRequest())
+	if err != nil {
+		return "", false
+	}
+	q := resp.(*kmsg.DescribeQuorumResponse)
+	if len(q.Topics) != 1 || len(q.Topics[0].Partitions) != 1 {
+		return "", false
+	}
+	leader := q.Topics[0].Partitions[0].LeaderID
+	for _, n := range q.Nodes {
+		if n.NodeID == leader && len(n.Listeners) > 0 {
+			l := n.Listeners[0]
+			return net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), true
+		}
+	}
+	return "", false
 }
