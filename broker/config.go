@@ -541,7 +541,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 	c.SSL, c.SASL, c.TopicDefaults = map[string]string{}, map[string]string{}, map[string]string{}
 	c.ListenerConnectionQuotas = map[string]string{}
 	for k, v := range merged {
-		if _, base, ok := metadata.ListenerConfig(k); ok && (base == "max.connections" || base == "max.connection.creation.rate") {
+		if _, base, ok := metadata.ListenerConfig(k); ok && metadata.IsListenerConnectionQuota(base) {
 			if _, err := listenerConnectionQuota(v); err != nil {
 				return nil, fmt.Errorf("invalid value %q for %s: %w", v, k, err)
 			}

@@ -229,7 +229,7 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 // the broker's table: a listener's connection limits are INTs, as
 // max.connections; the rest (ssl.*, sasl.*, custom configs) STRING.
 func listenerConfigType(name string) kmsg.ConfigType {
-	if _, base, ok := metadata.ListenerConfig(name); ok && (base == "max.connections" || base == "max.connection.creation.rate") {
+	if _, base, ok := metadata.ListenerConfig(name); ok && metadata.IsListenerConnectionQuota(base) {
 		return kmsg.ConfigTypeInt
 	}
 	return kmsg.ConfigTypeString

@@ -433,6 +433,11 @@ var reconfigurableSSLConfigs = []string{
 // connection limit and connection creation rate.
 var clusterLevelListenerConfigs = map[string]bool{"max.connections": true, "max.connection.creation.rate": true}
 
+// IsListenerConnectionQuota reports whether a listener-prefixed config's
+// name (without its prefix) is one of a listener's connection limits:
+// max.connections or max.connection.creation.rate.
+func IsListenerConnectionQuota(name string) bool { return clusterLevelListenerConfigs[name] }
+
 // IsReconfigurableSSLConfig reports whether an ssl.* setting (without its
 // listener prefix) may change at runtime.
 func IsReconfigurableSSLConfig(name string) bool {
