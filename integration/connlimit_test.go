@@ -80,9 +80,7 @@ func TestInterBrokerListenerAtMaxConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			fillers = append(fillers, conn)
-			conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1))
-			_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-			if _, err := conn.Read(make([]byte, 4)); err != nil {
+			if !AnsweredWithin(conn, 500*time.Millisecond) {
 				return // waiting: the broker is full
 			}
 		}
@@ -106,9 +104,7 @@ func TestInterBrokerListenerAtMaxConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1))
-	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := conn.Read(make([]byte, 4)); err == nil {
+	if AnsweredWithin(conn, 500*time.Millisecond) {
 		t.Fatal("a client connection beyond max.connections was answered")
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/keelstream/keel/integration"
 )
 
@@ -155,10 +153,7 @@ func TestCLIConfigsThroughController(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1))
-		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-		_, err = conn.Read(make([]byte, 4))
-		return err == nil
+		return integration.AnsweredWithin(conn, 300*time.Millisecond)
 	}
 	ok(t, bs, "", "configs", "alter", "--entity-type", "brokers", "--entity-default", "--add-config", "listener.name.plaintext.max.connections=0")
 	deadline := time.Now().Add(10 * time.Second)
