@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,10 @@ type Options struct {
 	// dynamically to the node's listeners
 	// (network.Server.SetConnectionLimits).
 	SetConnectionLimits func(network.ConnectionLimits)
+	// SetIPConnectionRates, if set, applies the ip entities'
+	// connection_creation_rate quotas to the node's listeners
+	// (network.Server.SetIPConnectionCreationRates).
+	SetIPConnectionRates func(map[netip.Addr]int)
 	// ListenerNames are the node's listeners, whose own connection
 	// limits (listener.name.<listener>.max.connections) the broker
 	// applies.
@@ -116,6 +121,10 @@ type Broker struct {
 	// applyMu); connLimitsGen numbers them, so that a resolution that
 	// finishes after a newer change applies nothing (connLimitsMu).
 	setConnLimits func(network.ConnectionLimits)
+	// setIPRates is Options.SetIPConnectionRates; ipRates the quotas last
+	// applied (applyMu).
+	setIPRates    func(map[netip.Addr]int)
+	ipRates       map[netip.Addr]int
 	listenerNames []string // Options.ListenerNames
 	connLimits    [6]string
 	connLimitsMu  sync.Mutex
@@ -238,6 +247,7 @@ func New(opts Options) (*Broker, error) {
 		dial:                opts.InterBrokerDial,
 		tls:                 opts.tls,
 		setConnLimits:       opts.SetConnectionLimits,
+		setIPRates:          opts.SetIPConnectionRates,
 		listenerNames:       opts.ListenerNames,
 		cfg:                 cfg,
 		logs:                opts.Logs,

@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"maps"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -165,4 +168,27 @@ func (b *Broker) produceThrottle(img *metadata.Image, req *network.Request) time
 		req.Conn.Mute(d)
 	}
 	return d
+}
+
+// updateIPConnectionRates hands the ip entities' connection_creation_rate
+// quotas (KIP-612) in img to the node's listeners, as Kafka's
+// ClientQuotaMetadataManager updates its ConnectionQuotas: on the first
+// image and after each client quota change. applyMu is held.
+func (b *Broker) updateIPConnectionRates(img *metadata.Image) {
+	rates := img.IPConnectionCreationRates()
+	if b.setIPRates == nil || maps.Equal(rates, b.ipRates) {
+		return
+	}
+	b.ipRates = rates
+	b.setIPRates(rates)
+	quotas := make([]string, 0, len(rates))
+	for addr, n := range rates {
+		name := "<default>"
+		if addr.IsValid() {
+			name = addr.String()
+		}
+		quotas = append(quotas, name+"="+strconv.Itoa(n))
+	}
+	slices.Sort(quotas)
+	b.log.Info("connection_creation_rate quotas of client addresses", "quotas", strings.Join(quotas, ","))
 }

@@ -2,12 +2,15 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -282,4 +285,103 @@ func TestClientQuotaSensorsOfGoneClientsAreDropped(t *testing.T) {
 	if d, _ := q.record(img, "User:ANONYMOUS", "gone-1", 10, func() time.Time { return later }); d != 0 {
 		t.Fatalf("a returning client throttled %v", d)
 	}
+}
+
+// TestIPConnectionCreationRateQuotas: kafka-configs --entity-type ips
+// (KIP-612) through AlterClientQuotas. An address's
+// connection_creation_rate is enforced by the broker's listener: with a
+// quota of 0 its connections are held unanswered and closed, while other
+// addresses connect; the default ip entity limits every address without
+// a quota of its own; removing the quotas admits the address again. The
+// controller refuses what Kafka's refuses: other keys on an ip entity,
+// connection_creation_rate on a user, a name that is no address, a value
+// that is no whole number of connections.
+func TestIPConnectionCreationRateQuotas(t *testing.T) {
+	c := newTestCluster(t)
+	adm := c.admin()
+	ctx := testCtx(t)
+	ip := func(name string) kadm.ClientQuotaEntity {
+		if name == "" {
+			return kadm.ClientQuotaEntity{{Type: "ip"}}
+		}
+		return kadm.ClientQuotaEntity{{Type: "ip", Name: kmsgStr(name)}}
+	}
+	alter := func(e kadm.ClientQuotaEntity, key string, value float64, remove bool) error {
+		t.Helper()
+		resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: e, Ops: []kadm.AlterClientQuotaOp{{Key: key, Value: value, Remove: remove}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp[0].Err
+	}
+	for _, bad := range []struct {
+		e     kadm.ClientQuotaEntity
+		key   string
+		value float64
+	}{
+		{ip("127.0.0.5"), "producer_byte_rate", 100},
+		{kadm.ClientQuotaEntity{{Type: "user", Name: kmsgStr("alice")}}, "connection_creation_rate", 10},
+		{ip("localhost"), "connection_creation_rate", 10},
+		{ip("127.0.0.5"), "connection_creation_rate", -1},
+		{ip("127.0.0.5"), "connection_creation_rate", 1.5},
+		{ip("127.0.0.5"), "connection_creation_rate", 1 << 31},
+		{kadm.ClientQuotaEntity{{Type: "ip", Name: kmsgStr("127.0.0.5")}, {Type: "client-id", Name: kmsgStr("x")}}, "connection_creation_rate", 10},
+	} {
+		if err := alter(bad.e, bad.key, bad.value, false); !errors.Is(err, kerr.InvalidRequest) {
+			t.Errorf("%v %s=%v: %v, want INVALID_REQUEST", bad.e, bad.key, bad.value, err)
+		}
+	}
+
+	// held reports whether a connection from src is held unanswered and
+	// then closed (throttled), rather than served.
+	held := func(src string) bool {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		conn, err := d.Dial("tcp", c.addr)
+		if err != nil {
+			t.Skipf("cannot dial from %s: %v", src, err)
+		}
+		defer conn.Close()
+		(&rawClient{t: t, conn: conn}).send(kmsg.NewPtrMetadataRequest())
+		start := time.Now()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := conn.Read(make([]byte, 4))
+		switch {
+		case err == nil && n > 0:
+			return false
+		case time.Since(start) < 300*time.Millisecond:
+			t.Fatalf("a connection from %s closed after %v (%v), before any throttle", src, time.Since(start), err)
+		}
+		return true
+	}
+	// metadata.IPConnectionCreationRates' canonical form: ::ffff:127.0.0.5
+	// is 127.0.0.5.
+	if err := alter(ip("::ffff:127.0.0.5"), "connection_creation_rate", 0, false); err != nil {
+		t.Fatal(err)
+	}
+	described, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchType: kmsg.QuotasMatchTypeAny}})
+	if err != nil || len(described) != 1 || *described[0].Entity[0].Name != "127.0.0.5" || described[0].Values[0].Value != 0 {
+		t.Fatalf("describe ip quotas: %v %+v", err, described)
+	}
+	waitFor(t, "127.0.0.5's quota to apply", 10*time.Second, func() bool { return held("127.0.0.5") })
+	if held("127.0.0.6") {
+		t.Fatal("127.0.0.6, with no quota, was throttled")
+	}
+	// The default, with the test's own address exempted by an override.
+	if err := alter(ip("127.0.0.1"), "connection_creation_rate", 1000, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := alter(ip(""), "connection_creation_rate", 0, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the default ip quota to apply", 10*time.Second, func() bool { return held("127.0.0.6") })
+	if _, err := c.admin().ListTopics(ctx); err != nil { // a new client from 127.0.0.1 is still served
+		t.Fatal(err)
+	}
+	for _, name := range []string{"", "127.0.0.5", "127.0.0.1"} {
+		if err := alter(ip(name), "connection_creation_rate", 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the quotas' removal to apply", 10*time.Second, func() bool { return !held("127.0.0.5") && !held("127.0.0.6") })
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
@@ -239,8 +240,9 @@ func (c *testCluster) start(port int) {
 		NodeID: testNodeID, ClusterID: "keel-test-cluster", Config: c.cfg, Logs: logs,
 		Metadata: c.meta, Controller: c.meta, Logger: logger,
 		// Called on metadata updates only, once srv is set below.
-		SetConnectionLimits: func(l network.ConnectionLimits) { srv.SetConnectionLimits(l) },
-		ListenerNames:       []string{"PLAINTEXT"},
+		SetConnectionLimits:  func(l network.ConnectionLimits) { srv.SetConnectionLimits(l) },
+		SetIPConnectionRates: func(r map[netip.Addr]int) { srv.SetIPConnectionCreationRates(r) },
+		ListenerNames:        []string{"PLAINTEXT"},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -315,17 +315,18 @@ func (n *Node) start() (err error) {
 			return err
 		}
 		n.broker, err = New(Options{
-			NodeID:              cfg.NodeID,
-			ClusterID:           n.clusterID,
-			Config:              cfg,
-			Logs:                n.logs,
-			Metadata:            n.raft,
-			InterBrokerDial:     tlsCfg.interBrokerDial,
-			tls:                 tlsCfg,
-			SetConnectionLimits: n.server.SetConnectionLimits,
-			ListenerNames:       listenerNames(listeners),
-			Controller:          &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
-			Logger:              logger,
+			NodeID:               cfg.NodeID,
+			ClusterID:            n.clusterID,
+			Config:               cfg,
+			Logs:                 n.logs,
+			Metadata:             n.raft,
+			InterBrokerDial:      tlsCfg.interBrokerDial,
+			tls:                  tlsCfg,
+			SetConnectionLimits:  n.server.SetConnectionLimits,
+			SetIPConnectionRates: n.server.SetIPConnectionCreationRates,
+			ListenerNames:        listenerNames(listeners),
+			Controller:           &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
+			Logger:               logger,
 		})
 		if err != nil {
 			return err

@@ -247,6 +247,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		}
 		b.initialized = true
 		b.updateBrokerConfigs(img)
+		b.updateIPConnectionRates(img)
 	}
 	var newEpochs []*partition // new leaderships, whose epoch the log must record
 	for k, mp := range keys {
@@ -332,6 +333,9 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 	}
 	if brokerWide {
 		b.updateBrokerConfigs(img)
+	}
+	if changes.ClientQuotas {
+		b.updateIPConnectionRates(img)
 	}
 	if brokerWide || len(changedTopics) > 0 {
 		for tp, p := range next {

@@ -537,7 +537,7 @@ func (h *harness) describeImage() string {
 		lines = append(lines, fmt.Sprintf("cluster %s=%s", k, v))
 	}
 	for _, e := range img.ClientQuotaEntities() {
-		for _, key := range []string{QuotaProducerByteRate, QuotaConsumerByteRate} {
+		for _, key := range []string{QuotaProducerByteRate, QuotaConsumerByteRate, QuotaConnectionCreationRate} {
 			if v, ok := img.ClientQuota(e, key); ok {
 				lines = append(lines, fmt.Sprintf("quota %s %s=%s", e, key, quotaValue(v)))
 			}

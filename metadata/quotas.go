@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,13 +14,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Client quotas (KIP-13, KIP-55, KIP-546): byte-rate quotas of users and
-// client ids, stored in the metadata log as ClientQuotaRecords and set and
-// read with AlterClientQuotas and DescribeClientQuotas (kafka-configs
-// --entity-type users/clients). Keel enforces producer_byte_rate and
-// consumer_byte_rate (broker/client_quota.go); the other keys Kafka has
-// (request_percentage, controller_mutation_rate, connection_creation_rate)
-// are refused with INVALID_REQUEST rather than stored and ignored.
+// Client quotas (KIP-13, KIP-55, KIP-546, KIP-612): byte-rate quotas of
+// users and client ids, and connection creation rates of client addresses,
+// stored in the metadata log as ClientQuotaRecords and set and read with
+// AlterClientQuotas and DescribeClientQuotas (kafka-configs --entity-type
+// users/clients/ips). Keel enforces producer_byte_rate and
+// consumer_byte_rate (broker/client_quota.go) and an ip's
+// connection_creation_rate (network.Server); the other keys Kafka has
+// (request_percentage, controller_mutation_rate) are refused with
+// INVALID_REQUEST rather than stored and ignored.
 
 // Client quota entity types.
 const (
@@ -32,6 +35,9 @@ const (
 const (
 	QuotaProducerByteRate = "producer_byte_rate"
 	QuotaConsumerByteRate = "consumer_byte_rate"
+	// QuotaConnectionCreationRate is an ip entity's only key: the
+	// connections a second each broker accepts from the address.
+	QuotaConnectionCreationRate = "connection_creation_rate"
 )
 
 // QuotaEntity is a client quota entity: a user, a client id, a user and a
@@ -93,7 +99,10 @@ func (e QuotaEntity) Parts() []QuotaEntityPart {
 
 // QuotaEntityFromParts validates an entity as Kafka's
 // ClientQuotaControlManager does: known types, each at most once, a user
-// and/or a client id or an IP alone, and names non-empty.
+// and/or a client id or an IP alone, and names non-empty. An ip entity
+// names an IP address (Kafka also takes a host name, resolved when the
+// quota is applied; Keel takes the address, so that what is enforced is
+// what was written), which is kept in its canonical form.
 func QuotaEntityFromParts(parts []QuotaEntityPart) (QuotaEntity, error) {
 	var e QuotaEntity
 	if len(parts) == 0 {
@@ -124,18 +133,35 @@ func QuotaEntityFromParts(parts []QuotaEntityPart) (QuotaEntity, error) {
 	if e.IP.Set && (e.User.Set || e.ClientID.Set) {
 		return e, errors.New("an ip entity cannot be combined with a user or client-id")
 	}
-	if e.IP.Set {
-		return e, errors.New("ip quotas (connection_creation_rate) are not supported by Keel")
+	if e.IP.Set && !e.IP.Default {
+		addr, err := netip.ParseAddr(e.IP.Name)
+		if err != nil || addr.Zone() != "" {
+			return e, fmt.Errorf("%s is not a valid IP address (Keel takes an address, not a host name)", e.IP.Name)
+		}
+		e.IP.Name = addr.Unmap().String()
 	}
 	return e, nil
 }
 
-// validateQuotaOp checks one key and value: the byte rates Keel enforces,
-// whole and non-negative, as Kafka's LONG quota keys.
-func validateQuotaOp(key string, value float64, remove bool) error {
+// validateQuotaOp checks one key and value of entity e: for users and
+// client ids the byte rates Keel enforces, whole and non-negative, as
+// Kafka's LONG quota keys; for an ip connection_creation_rate alone, an
+// INT of at least 0 (Kafka's ipConfigs).
+func validateQuotaOp(e QuotaEntity, key string, value float64, remove bool) error {
+	if e.IP.Set {
+		if key != QuotaConnectionCreationRate {
+			return fmt.Errorf("invalid configuration key %q for an ip entity: only %s", key, QuotaConnectionCreationRate)
+		}
+		if !remove && (value != math.Trunc(value) || value < 0 || value > math.MaxInt32) {
+			return fmt.Errorf("invalid value %v for %s: a whole number of connections a second, 0 to %d", value, key, math.MaxInt32)
+		}
+		return nil
+	}
 	switch key {
 	case QuotaProducerByteRate, QuotaConsumerByteRate:
-	case "request_percentage", "controller_mutation_rate", "connection_creation_rate":
+	case QuotaConnectionCreationRate:
+		return fmt.Errorf("invalid configuration key %s for a user or client id: it is an ip entity's quota", key)
+	case "request_percentage", "controller_mutation_rate":
 		return fmt.Errorf("quota %s is not supported by Keel (only %s and %s are enforced)", key, QuotaProducerByteRate, QuotaConsumerByteRate)
 	default:
 		return fmt.Errorf("unknown quota key %q", key)
@@ -152,6 +178,32 @@ func validateQuotaOp(key string, value float64, remove bool) error {
 // HasClientQuotas reports whether any client quota is set (the request
 // path's fast check).
 func (img *Image) HasClientQuotas() bool { return len(img.quotas) > 0 }
+
+// IPConnectionCreationRates returns the ip entities' connection_creation_rate
+// quotas by address; the zero netip.Addr holds the default entity's (every
+// address without a quota of its own). Nil when there are none.
+func (img *Image) IPConnectionCreationRates() map[netip.Addr]int {
+	var out map[netip.Addr]int
+	for e, vals := range img.quotas {
+		v, ok := vals[QuotaConnectionCreationRate]
+		if !e.IP.Set || !ok {
+			continue
+		}
+		var addr netip.Addr
+		if !e.IP.Default {
+			a, err := netip.ParseAddr(e.IP.Name)
+			if err != nil {
+				continue // QuotaEntityFromParts let only addresses in
+			}
+			addr = a
+		}
+		if out == nil {
+			out = map[netip.Addr]int{}
+		}
+		out[addr] = int(v)
+	}
+	return out
+}
 
 // ClientQuota returns one quota of an entity.
 func (img *Image) ClientQuota(e QuotaEntity, key string) (float64, bool) {
@@ -222,7 +274,7 @@ func (c *ClusterControl) AlterClientQuotas(req *kmsg.AlterClientQuotasRequest) (
 				break
 			}
 			seen[op.Key] = true
-			if err = validateQuotaOp(op.Key, op.Value, op.Remove); err == nil {
+			if err = validateQuotaOp(e, op.Key, op.Value, op.Remove); err == nil {
 				recs = append(recs, &ClientQuotaRecord{Entity: e.Parts(), Key: op.Key, Value: op.Value, Remove: op.Remove})
 			}
 		}

@@ -223,3 +223,77 @@ func TestConnectionCreationRate(t *testing.T) {
 		t.Fatalf("%d connections with no rate limit took %v", n, took)
 	}
 }
+
+// TestIPConnectionCreationRate: an ip entity's connection_creation_rate
+// quota (KIP-612) holds a connection over its address's rate unanswered
+// for the throttle, at most one window, and then closes it, as Kafka's
+// acceptor does; the override of an address wins over the default, a
+// quota of 0 closes every connection, the throttled connections count
+// toward no other rate, the controller's listeners are not limited, and
+// removing the quotas serves everyone again.
+func TestIPConnectionCreationRate(t *testing.T) {
+	ts := startServer(t, nil, func(c *Config) {
+		twoListeners(c)
+		c.ControllerListeners = []string{"INTERNAL"}
+		c.MaxConnectionCreationRate = 3
+		c.ConnectionRateWindows.Samples, c.ConnectionRateWindows.Window = 2, time.Second
+		c.IPConnectionCreationRates = map[netip.Addr]int{
+			{}:                               1, // the default: one a second
+			netip.MustParseAddr("127.0.0.2"): 1000,
+			netip.MustParseAddr("127.0.0.3"): 0,
+		}
+	})
+	throttled := func(rc *rawClient) time.Duration {
+		t.Helper()
+		start := time.Now()
+		rc.send(metadataRequest(), 1)
+		rc.expectClosed()
+		return time.Since(start)
+	}
+	dialFrom(t, "127.0.0.1", ts.addr).served()
+	// The second in the second is over 1/s: held for (2-1)/1 of the 1 s
+	// span, the bound, then closed unanswered.
+	if took := throttled(dialFrom(t, "127.0.0.1", ts.addr)); took < 500*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("a connection over its address's rate was closed after %v, want about the 1 s throttle", took)
+	}
+	if !strings.Contains(ts.logs.String(), "over its connection_creation_rate quota") {
+		t.Fatalf("no log line of the throttle:\n%s", ts.logs.String())
+	}
+	// Quota 0: every connection of the address is throttled. Eight of them
+	// at once, which must not count toward max.connection.creation.rate
+	// (3/s): were they counted, the acceptor would hold the fourth and
+	// later ones for the broker's rate first, seconds in all.
+	const burst = 8
+	done := make(chan time.Duration, burst)
+	for range burst {
+		rc := dialFrom(t, "127.0.0.3", ts.addr)
+		go func() {
+			start := time.Now()
+			rc.send(metadataRequest(), 1)
+			_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var b [1]byte
+			if n, err := rc.c.Read(b[:]); err == nil {
+				done <- -time.Duration(n) // answered: fails below
+				return
+			}
+			done <- time.Since(start)
+		}()
+	}
+	for range burst {
+		if took := <-done; took < 500*time.Millisecond || took > 2500*time.Millisecond {
+			t.Fatalf("a connection of an address with quota 0 was answered or closed after %v, want about the 1 s throttle", took)
+		}
+	}
+	start := time.Now()
+	dialFrom(t, "127.0.0.2", ts.addr).served() // under its own override
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("127.0.0.2 waited %v: the throttled connections counted toward the broker's rate", took)
+	}
+	// The controller's listener is not limited by ip quotas.
+	dialFrom(t, "127.0.0.3", ts.listenerAddr("INTERNAL")).served()
+
+	ts.SetIPConnectionCreationRates(nil)
+	for range 3 {
+		dialFrom(t, "127.0.0.3", ts.addr).served()
+	}
+}

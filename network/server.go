@@ -172,6 +172,15 @@ type Config struct {
 	// name: one listener's own rate, the inter-broker listener's too; 0
 	// admits none.
 	MaxListenerConnectionCreationRate map[string]int
+	// IPConnectionCreationRates are the ip entities' connection_creation_rate
+	// quotas (KIP-612): the connections a second the broker's listeners
+	// accept from one client address, by address; the zero netip.Addr
+	// holds the default for every address not named. A connection over
+	// its address's rate is not served: it is held unanswered for the
+	// throttle time (at most one window) and then closed, as Kafka's
+	// acceptor does, and it does not count toward the other rates. The
+	// controller's listeners are not limited by them.
+	IPConnectionCreationRates map[netip.Addr]int
 	// ConnectionRateWindows is how the creation rates are measured: the
 	// number of windows and each one's length (Kafka's quota.window.num
 	// and quota.window.size.seconds; zero: 11 windows of a second).
@@ -291,6 +300,14 @@ type Server struct {
 	// (max.connection.creation.rate): [0] the broker's listeners, [1] the
 	// controller's.
 	sideRate [2]*RateMeter
+	// ipRate measures the connections each client address with a
+	// connection_creation_rate quota opens a second; idle meters are
+	// dropped (sweepIPRates) after ipRateSwept. throttled holds the
+	// connections over their address's rate until their delayed close.
+	ipRate       map[netip.Addr]*RateMeter
+	ipRateSwept  time.Time
+	ipRateLogged time.Time
+	throttled    map[net.Conn]*time.Timer
 
 	acceptWG sync.WaitGroup // accept loops
 	connWG   sync.WaitGroup // connection goroutines (readers and writers)
@@ -345,12 +362,14 @@ func NewServer(cfg Config) (*Server, error) {
 		mem = newRequestMemory(cfg.QueuedMaxRequestBytes)
 	}
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger.Named("network"),
-		mem:   mem,
-		drain: make(chan struct{}),
-		conns: make(map[*conn]struct{}),
-		perIP: map[netip.Addr]int{},
+		cfg:       cfg,
+		log:       cfg.Logger.Named("network"),
+		mem:       mem,
+		drain:     make(chan struct{}),
+		conns:     make(map[*conn]struct{}),
+		perIP:     map[netip.Addr]int{},
+		ipRate:    map[netip.Addr]*RateMeter{},
+		throttled: map[net.Conn]*time.Timer{},
 	}
 	s.slotFreed = sync.NewCond(&s.mu)
 	for i := range s.sideRate {
@@ -577,7 +596,97 @@ func (s *Server) recordConnection(b *boundListener, now time.Time) time.Duration
 	if n := s.cfg.MaxConnectionCreationRate; n > 0 {
 		throttle = max(throttle, side.Throttle(side.Rate(now), float64(n)))
 	}
+	return min(throttle, s.maxConnectionThrottle())
+}
+
+// maxConnectionThrottle bounds a connection's throttle: one window
+// (Kafka's quota.window.size.seconds), as Kafka's ConnectionQuotas bound
+// theirs.
+func (s *Server) maxConnectionThrottle() time.Duration {
+	if w := s.cfg.ConnectionRateWindows; w.Samples > 0 && w.Window > 0 {
+		return w.Window
+	}
+	return time.Second
+}
+
+// throttleIP counts a connection from ip, accepted by broker listener b,
+// toward its address's connection_creation_rate quota, if it has one, and
+// returns how long to hold it before closing it when that puts the
+// address over its quota (Kafka's recordIpConnectionMaybeThrottle). A
+// throttled connection is taken back out of every rate it was counted in:
+// it is not accepted. s.mu is held.
+func (s *Server) throttleIP(b *boundListener, ip netip.Addr, now time.Time) time.Duration {
+	if b.controller || len(s.cfg.IPConnectionCreationRates) == 0 {
+		return 0
+	}
+	ip = ip.WithZone("")
+	quota, ok := s.cfg.IPConnectionCreationRates[ip]
+	if !ok {
+		if quota, ok = s.cfg.IPConnectionCreationRates[netip.Addr{}]; !ok {
+			return 0
+		}
+	}
+	m := s.ipRate[ip]
+	if m == nil {
+		s.sweepIPRates(now)
+		m = s.newRateMeter()
+		s.ipRate[ip] = m
+	}
+	m.Record(1, now)
+	rate := m.Rate(now)
+	var throttle time.Duration
+	switch {
+	case quota <= 0:
+		throttle = s.maxConnectionThrottle() // Kafka's rate over 0: the longest throttle
+	default:
+		throttle = min(m.Throttle(rate, float64(quota)), s.maxConnectionThrottle())
+	}
+	if throttle <= 0 {
+		return 0
+	}
+	m.Record(-1, now)
+	b.rate.Record(-1, now)
+	if !s.protected(b) {
+		s.sideRate[0].Record(-1, now)
+	}
+	if now.Sub(s.ipRateLogged) >= limitLogEvery {
+		s.ipRateLogged = now
+		s.log.Warn("client address over its connection_creation_rate quota: its new connections are closed after a throttle",
+			"listener", b.Name, "address", ip.String(), "quota", quota, "throttle", throttle)
+	}
 	return throttle
+}
+
+// sweepIPRates drops, at most once a measuring span, the meters of client
+// addresses that opened no connection within it or no longer have a
+// quota. s.mu is held.
+func (s *Server) sweepIPRates(now time.Time) {
+	if len(s.ipRate) == 0 || now.Sub(s.ipRateSwept) < s.newRateMeter().Span() {
+		return
+	}
+	s.ipRateSwept = now
+	_, hasDefault := s.cfg.IPConnectionCreationRates[netip.Addr{}]
+	for ip, m := range s.ipRate {
+		if _, own := s.cfg.IPConnectionCreationRates[ip]; m.Idle(now) || !own && !hasDefault {
+			delete(s.ipRate, ip)
+		}
+	}
+}
+
+// closeThrottled holds nc, a connection over its address's
+// connection_creation_rate, for throttle and then closes it, unread: the
+// client's reconnect waits that long (Kafka's delayed close of throttled
+// sockets). Server close closes it at once. s.mu is held.
+func (s *Server) closeThrottled(nc net.Conn, throttle time.Duration) {
+	s.throttled[nc] = time.AfterFunc(throttle, func() {
+		s.mu.Lock()
+		_, held := s.throttled[nc]
+		delete(s.throttled, nc)
+		s.mu.Unlock()
+		if held {
+			_ = nc.Close()
+		}
+	})
 }
 
 // listenerRate is b's listener.name.<listener>.max.connection.creation.rate,
@@ -689,7 +798,8 @@ func (s *Server) closeExcess(b *boundListener) []*conn {
 }
 
 // admit starts serving an accepted connection, or closes it when the server
-// is closing or its client address is at max.connections.per.ip.
+// is closing or its client address is at max.connections.per.ip, or after
+// a throttle when the address is over its connection_creation_rate.
 func (s *Server) admit(nc net.Conn, b *boundListener) {
 	s.mu.Lock()
 	if s.closing {
@@ -698,6 +808,11 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 		return
 	}
 	ip := remoteIP(nc)
+	if throttle := s.throttleIP(b, ip, time.Now()); throttle > 0 {
+		s.closeThrottled(nc, throttle)
+		s.mu.Unlock()
+		return
+	}
 	if limit, limited := s.perIPLimit(ip); limited && s.perIP[ip] >= limit {
 		s.mu.Unlock()
 		s.log.Warn("refusing connection: max.connections.per.ip reached", "listener", b.Name, "remote", nc.RemoteAddr().String(), "max_connections_per_ip", limit)
@@ -762,6 +877,17 @@ type ConnectionLimits struct {
 	MaxListenerConnectionCreationRate map[string]int
 	MaxConnectionsPerIP               int
 	MaxConnectionsPerIPOverrides      map[netip.Addr]int
+}
+
+// SetIPConnectionCreationRates replaces the ip entities'
+// connection_creation_rate quotas (Config.IPConnectionCreationRates). A
+// connection already held for its throttle is still closed.
+func (s *Server) SetIPConnectionCreationRates(rates map[netip.Addr]int) {
+	s.mu.Lock()
+	s.cfg.IPConnectionCreationRates = rates
+	s.ipRateSwept = time.Time{} // drop the meters of addresses no longer limited
+	s.sweepIPRates(time.Now())
+	s.mu.Unlock()
 }
 
 // SetConnectionLimits changes max.connections, the listeners' own limits,
@@ -866,6 +992,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		for _, b := range s.bound {
 			_ = b.ln.Close()
 		}
+		for nc, timer := range s.throttled {
+			timer.Stop()
+			_ = nc.Close()
+		}
+		clear(s.throttled)
 	}
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {

@@ -32,10 +32,12 @@ func configsCommand() *cli.Command {
 			"sent to that broker) or --entity-default (the cluster-wide defaults); broker-loggers\n" +
 			"(a broker's log level: root); topics; users and clients (client quotas:\n" +
 			"producer_byte_rate, consumer_byte_rate, per user, per client id, per user and\n" +
-			"client id, and their defaults). kafka-configs' shorthands work: --broker 1,\n" +
-			"--broker-defaults, --broker-logger 1, --topic orders, --user alice, --user-defaults,\n" +
-			"--client app, --client-defaults (--user alice --client app together: alice's\n" +
-			"connections with client id app). Users' SCRAM credentials are keel users.",
+			"client id, and their defaults); ips (connection_creation_rate: the connections a\n" +
+			"second each broker accepts from one client address, and the default for every\n" +
+			"address). kafka-configs' shorthands work: --broker 1, --broker-defaults,\n" +
+			"--broker-logger 1, --topic orders, --user alice, --user-defaults, --client app,\n" +
+			"--client-defaults (--user alice --client app together: alice's connections with\n" +
+			"client id app), --ip 10.0.0.7, --ip-defaults. Users' SCRAM credentials are keel users.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "describe",
@@ -87,7 +89,7 @@ func configsCommand() *cli.Command {
 
 func entityFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "entity-type", Usage: "brokers, broker-loggers or topics"},
+		&cli.StringFlag{Name: "entity-type", Usage: "brokers, broker-loggers, topics, users, clients or ips"},
 		&cli.StringSliceFlag{Name: "entity-name", Usage: "broker id or topic name (repeatable for describe)"},
 		&cli.BoolFlag{Name: "entity-default", Usage: "the cluster-wide broker defaults"},
 		&cli.StringFlag{Name: "broker", Usage: "broker `ID`: --entity-type brokers --entity-name ID"},
@@ -98,6 +100,8 @@ func entityFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "user-defaults", Usage: "the default user's client quotas"},
 		&cli.StringFlag{Name: "client", Usage: "client id `NAME` (client quotas): --entity-type clients --entity-name NAME"},
 		&cli.BoolFlag{Name: "client-defaults", Usage: "the default client id's client quotas"},
+		&cli.StringFlag{Name: "ip", Usage: "client `ADDRESS` (connection_creation_rate): --entity-type ips --entity-name ADDRESS"},
+		&cli.BoolFlag{Name: "ip-defaults", Usage: "the default ip's connection_creation_rate"},
 	}
 }
 
@@ -105,12 +109,12 @@ func entityFlags() []cli.Flag {
 // (none: every entity of the type, for describe); the cluster-wide broker
 // default is the name "".
 type configEntity struct {
-	typeName string // kafka-configs' entity type: brokers, broker-loggers, topics, users, clients
+	typeName string // kafka-configs' entity type: brokers, broker-loggers, topics, users, clients, ips
 	typ      client.ConfigResourceType
 	names    []string
-	// quota is a client quota entity (users, clients): a user, a client
-	// id or both, nil names for defaults; empty with the type alone (every
-	// entity with that type, for describe).
+	// quota is a client quota entity (users, clients, ips): a user, a
+	// client id or both, or an ip, nil names for defaults; empty with the
+	// type alone (every entity with that type, for describe).
 	quota      client.QuotaEntity
 	quotaTypes []string // the entity types named, in kafka-configs' order
 }
@@ -140,7 +144,7 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 	case defaults && len(e.names) > 0:
 		return e, errors.New("--entity-default and --entity-name together")
 	case defaults && e.typeName != "brokers":
-		return e, fmt.Errorf("--entity-default: only brokers, users and clients have defaults (not %q)", e.typeName)
+		return e, fmt.Errorf("--entity-default: only brokers, users, clients and ips have defaults (not %q)", e.typeName)
 	case defaults:
 		e.names = []string{""}
 	}
@@ -152,9 +156,9 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 	case "topics":
 		e.typ = client.TopicConfig
 	case "":
-		return e, errors.New("--entity-type is missing: brokers, broker-loggers, topics, users or clients")
+		return e, errors.New("--entity-type is missing: brokers, broker-loggers, topics, users, clients or ips")
 	default:
-		return e, fmt.Errorf("--entity-type %q: brokers, broker-loggers, topics, users or clients", e.typeName)
+		return e, fmt.Errorf("--entity-type %q: brokers, broker-loggers, topics, users, clients or ips", e.typeName)
 	}
 	if e.typ != client.TopicConfig {
 		for _, n := range e.names {
@@ -167,8 +171,9 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 }
 
 // quotaEntityFrom resolves a client quota entity: --user / --user-defaults
-// and --client / --client-defaults, or --entity-type users|clients with
-// --entity-name or --entity-default. ok is false for other entities.
+// and --client / --client-defaults, --ip / --ip-defaults, or --entity-type
+// users|clients|ips with --entity-name or --entity-default. ok is false
+// for other entities.
 func quotaEntityFrom(c *cli.Context) (e configEntity, ok bool, err error) {
 	e.quota = client.QuotaEntity{}
 	set := func(typ, flagName, defaultFlag string, name *string, isDefault bool) error {
@@ -197,18 +202,23 @@ func quotaEntityFrom(c *cli.Context) (e configEntity, ok bool, err error) {
 	if err := set(client.QuotaEntityClientID, "client", "client-defaults", str("client"), c.Bool("client-defaults")); err != nil {
 		return e, true, err
 	}
-	typ := map[string]string{"users": client.QuotaEntityUser, "clients": client.QuotaEntityClientID}[c.String("entity-type")]
+	if err := set(client.QuotaEntityIP, "ip", "ip-defaults", str("ip"), c.Bool("ip-defaults")); err != nil {
+		return e, true, err
+	}
+	typ := map[string]string{"users": client.QuotaEntityUser, "clients": client.QuotaEntityClientID, "ips": client.QuotaEntityIP}[c.String("entity-type")]
 	switch {
 	case len(e.quotaTypes) > 0 && (c.IsSet("entity-type") || c.IsSet("entity-name") || c.Bool("entity-default") ||
 		c.IsSet("broker") || c.Bool("broker-defaults") || c.IsSet("broker-logger") || c.IsSet("topic")):
-		return e, true, errors.New("give the client quota entity either as --user/--client (and their -defaults) or as --entity-type with --entity-name or --entity-default")
+		return e, true, errors.New("give the client quota entity either as --user/--client/--ip (and their -defaults) or as --entity-type with --entity-name or --entity-default")
+	case slices.Contains(e.quotaTypes, client.QuotaEntityIP) && len(e.quotaTypes) > 1:
+		return e, true, errors.New("an ip entity stands alone: not with --user or --client")
 	case len(e.quotaTypes) > 0:
 	case typ == "":
 		return e, false, nil
 	default:
 		names := c.StringSlice("entity-name")
 		if len(names) > 1 {
-			return e, true, errors.New("one --entity-name for users or clients")
+			return e, true, errors.New("one --entity-name for users, clients or ips")
 		}
 		var name *string
 		if len(names) == 1 {
@@ -222,10 +232,7 @@ func quotaEntityFrom(c *cli.Context) (e configEntity, ok bool, err error) {
 			e.quotaTypes = []string{typ} // the type alone: every entity with it
 		}
 	}
-	e.typeName = "users"
-	if e.quotaTypes[0] == client.QuotaEntityClientID {
-		e.typeName = "clients"
-	}
+	e.typeName = map[string]string{client.QuotaEntityUser: "users", client.QuotaEntityClientID: "clients", client.QuotaEntityIP: "ips"}[e.quotaTypes[0]]
 	return e, true, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/keelstream/keel/metadata"
 )
 
-// describeQuotas is keel configs describe for users and clients: each
+// describeQuotas is keel configs describe for users, clients and ips: each
 // matching entity's client quotas, as kafka-configs.sh prints them. A
 // named entity (or default) is matched strictly: alice's own quotas, not
 // alice's per client id; a type alone matches every entity with it.
@@ -60,7 +60,7 @@ func describeQuotas(c *cli.Context, ctx context.Context, adm *client.Admin, e co
 	return nil
 }
 
-// alterQuotas is keel configs alter for users and clients: --add-config
+// alterQuotas is keel configs alter for users, clients and ips: --add-config
 // sets quotas (numbers), --delete-config removes them.
 func alterQuotas(c *cli.Context, e configEntity) error {
 	if len(e.quota) == 0 {
@@ -105,7 +105,7 @@ func alterQuotas(c *cli.Context, e configEntity) error {
 	}
 	// kafka-configs.sh's line names the first entity type given.
 	head := e.quotaTypes[0]
-	kind := map[string]string{client.QuotaEntityUser: "user", client.QuotaEntityClientID: "client"}[head]
+	kind := map[string]string{client.QuotaEntityUser: "user", client.QuotaEntityClientID: "client", client.QuotaEntityIP: "ip"}[head]
 	if name := e.quota[head]; name != nil {
 		fmt.Fprintf(c.App.Writer, "Completed updating config for %s %s.\n", kind, *name)
 	} else {

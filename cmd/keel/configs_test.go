@@ -114,6 +114,26 @@ func TestCLIConfigs(t *testing.T) {
 		"Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1024.0\n" {
 		t.Errorf("describe users printed %q", out)
 	}
+	// Connection creation rates of client addresses (KIP-612): --entity-type
+	// ips and the --ip shorthands.
+	if out := ok(t, bs, "", "configs", "alter", "--entity-type", "ips", "--entity-name", "10.0.0.7", "--add-config", "connection_creation_rate=10"); out != "Completed updating config for ip 10.0.0.7.\n" {
+		t.Errorf("alter ip 10.0.0.7 printed %q", out)
+	}
+	if out := ok(t, bs, "", "configs", "alter", "--ip-defaults", "--add-config", "connection_creation_rate=100"); out != "Completed updating default config for ips in the cluster.\n" {
+		t.Errorf("alter the default ip printed %q", out)
+	}
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "ips"); out != "Quota configs for ip '10.0.0.7' are connection_creation_rate=10.0\n"+
+		"Quota configs for the default ip are connection_creation_rate=100.0\n" {
+		t.Errorf("describe ips printed %q", out)
+	}
+	if out := ok(t, bs, "", "configs", "describe", "--ip", "10.0.0.7"); out != "Quota configs for ip '10.0.0.7' are connection_creation_rate=10.0\n" {
+		t.Errorf("describe ip 10.0.0.7 printed %q", out)
+	}
+	ok(t, bs, "", "configs", "alter", "--ip", "10.0.0.7", "--delete-config", "connection_creation_rate")
+	ok(t, bs, "", "configs", "alter", "--entity-type", "ips", "--entity-default", "--delete-config", "connection_creation_rate")
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "ips"); out != "" {
+		t.Errorf("describe ips after the deletes printed %q", out)
+	}
 
 	for _, c := range []struct {
 		args []string
@@ -127,7 +147,11 @@ func TestCLIConfigs(t *testing.T) {
 		{[]string{"configs", "alter", "--broker", "1", "--add-config", "ssl.keystore.location=/etc/keel/b1.p12"}, "only per-listener using the listener prefix"},
 		{[]string{"configs", "alter", "--broker-defaults", "--add-config", "log.cleaner.threads=0"}, "alter configs of the cluster-wide broker defaults: INVALID_CONFIG"},
 		{[]string{"configs", "alter", "--broker", "1", "--add-config", "listeners=PLAINTEXT://:9092"}, "Cannot update these configs dynamically"},
-		{[]string{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"}, "only brokers, users and clients have defaults"},
+		{[]string{"configs", "alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"}, "only brokers, users, clients and ips have defaults"},
+		{[]string{"configs", "alter", "--ip", "10.0.0.7", "--add-config", "producer_byte_rate=1"}, "only connection_creation_rate"},
+		{[]string{"configs", "alter", "--ip", "db.example", "--add-config", "connection_creation_rate=1"}, "not a valid IP address"},
+		{[]string{"configs", "alter", "--ip", "10.0.0.7", "--user", "alice", "--add-config", "connection_creation_rate=1"}, "an ip entity stands alone"},
+		{[]string{"configs", "alter", "--user", "alice", "--add-config", "connection_creation_rate=1"}, "it is an ip entity's quota"},
 		{[]string{"configs", "alter", "--broker", "one", "--add-config", "x=1"}, "is not a broker id"},
 		{[]string{"configs", "alter", "--broker", "1"}, "give --add-config, --add-config-file or --delete-config"},
 		{[]string{"configs", "alter", "--topic", "configured", "--add-config-file", filepath.Join(t.TempDir(), "none.properties")}, "--add-config-file"},
