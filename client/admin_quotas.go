@@ -152,11 +152,12 @@ type QuotaAlteration struct {
 	Remove []string
 }
 
-// AlterClientQuotas applies alterations and returns each one's outcome, in
-// order (nil for success). Outcomes are matched to alterations by the
-// entity each answer names, as the protocol lets a broker answer in any
-// order.
-func (a *Admin) AlterClientQuotas(ctx context.Context, alterations ...QuotaAlteration) ([]error, error) {
+// NewAlterClientQuotasRequest is the AlterClientQuotas request of
+// alterations, one entry each: the quotas to set, by key, then those to
+// remove. Admin.AlterClientQuotas sends it to any broker; a caller may
+// send it to the active controller itself (kafka-configs.sh
+// --bootstrap-controller).
+func NewAlterClientQuotasRequest(alterations ...QuotaAlteration) *kmsg.AlterClientQuotasRequest {
 	req := kmsg.NewPtrAlterClientQuotasRequest()
 	for _, alt := range alterations {
 		e := kmsg.AlterClientQuotasRequestEntry{Entity: alt.Entity.request()}
@@ -173,6 +174,15 @@ func (a *Admin) AlterClientQuotas(ctx context.Context, alterations ...QuotaAlter
 		}
 		req.Entries = append(req.Entries, e)
 	}
+	return req
+}
+
+// AlterClientQuotas applies alterations and returns each one's outcome, in
+// order (nil for success). Outcomes are matched to alterations by the
+// entity each answer names, as the protocol lets a broker answer in any
+// order.
+func (a *Admin) AlterClientQuotas(ctx context.Context, alterations ...QuotaAlteration) ([]error, error) {
+	req := NewAlterClientQuotasRequest(alterations...)
 	out := make([]error, len(alterations))
 	err := a.retry(ctx, func() error {
 		kresp, err := a.cl.Request(ctx, req)

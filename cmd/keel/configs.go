@@ -64,9 +64,10 @@ func configsCommand() *cli.Command {
 					"k1,k2. A broker's configs go to that broker, which validates what only it can,\n" +
 					"such as a new keystore.\n\n" +
 					"--bootstrap-controller HOST:PORT sends a broker's, the cluster defaults' or a topic's\n" +
-					"configs to the active controller instead (kafka-configs.sh --bootstrap-controller,\n" +
-					"KIP-919): the way in when no broker takes a new connection, say a listener's\n" +
-					"listener.name.<listener>.max.connections set to 0 by mistake.\n\n" +
+					"configs, or a client quota, to the active controller instead (kafka-configs.sh\n" +
+					"--bootstrap-controller, KIP-919): the way in when no broker takes a new connection,\n" +
+					"say a listener's listener.name.<listener>.max.connections or the default ip's\n" +
+					"connection_creation_rate set to 0 by mistake.\n\n" +
 					"Examples:\n" +
 					"  keel configs alter --entity-type brokers --entity-default --add-config log.retention.hours=72\n" +
 					"  keel configs alter --broker 1 --add-config 'listener.name.ssl.ssl.keystore.location=/etc/keel/b1-2027.p12'\n" +
@@ -74,7 +75,9 @@ func configsCommand() *cli.Command {
 					"  keel configs alter --topic orders --delete-config retention.ms\n" +
 					"  keel configs alter --topic orders --add-config-file orders.properties\n" +
 					"  keel configs alter --bootstrap-controller ctl1:9093 --entity-default --entity-type brokers \\\n" +
-					"      --delete-config listener.name.plaintext.max.connections",
+					"      --delete-config listener.name.plaintext.max.connections\n" +
+					"  keel configs alter --ip 10.0.0.7 --add-config connection_creation_rate=10\n" +
+					"  keel configs alter --bootstrap-controller ctl1:9093 --ip-defaults --delete-config connection_creation_rate",
 				Flags: adminFlags(append(entityFlags(),
 					&cli.StringFlag{Name: "add-config", Usage: "configs to set: k1=v1,k2=[v1,v2]"},
 					&cli.StringFlag{Name: "add-config-file", Usage: "configs to set from a properties `FILE` (--add-config wins over it)"},

@@ -8,7 +8,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/urfave/cli/v2"
 
 	"github.com/keelstream/keel/client"
@@ -91,17 +94,23 @@ func alterQuotas(c *cli.Context, e configEntity) error {
 	if len(alt.Set)+len(alt.Remove) == 0 {
 		return errors.New("give --add-config, --add-config-file or --delete-config")
 	}
-	ctx, adm, done, err := openAdmin(c)
-	if err != nil {
-		return err
-	}
-	defer done()
-	errs, err := adm.AlterClientQuotas(ctx, alt)
-	if err != nil {
-		return err
-	}
-	if errs[0] != nil {
-		return fmt.Errorf("%s: %w", e.quota, errs[0])
+	if c.String("bootstrap-controller") != "" {
+		if err := alterQuotasViaController(c, alt); err != nil {
+			return err
+		}
+	} else {
+		ctx, adm, done, err := openAdmin(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		errs, err := adm.AlterClientQuotas(ctx, alt)
+		if err != nil {
+			return err
+		}
+		if errs[0] != nil {
+			return fmt.Errorf("%s: %w", e.quota, errs[0])
+		}
 	}
 	// kafka-configs.sh's line names the first entity type given.
 	head := e.quotaTypes[0]
@@ -110,6 +119,38 @@ func alterQuotas(c *cli.Context, e configEntity) error {
 		fmt.Fprintf(c.App.Writer, "Completed updating config for %s %s.\n", kind, *name)
 	} else {
 		fmt.Fprintf(c.App.Writer, "Completed updating default config for %ss in the cluster.\n", kind)
+	}
+	return nil
+}
+
+// alterQuotasViaController sends AlterClientQuotas to the active
+// controller, found from --bootstrap-controller, as alterViaController
+// does configs: the way to lift a quota that keeps every client out, such
+// as a default ip's connection_creation_rate of 0 (the controller's
+// listeners are not limited by ip quotas).
+func alterQuotasViaController(c *cli.Context, alt client.QuotaAlteration) error {
+	dial, err := commandDial(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	bootstrap := c.String("bootstrap-controller")
+	resp, err := requestController(ctx, dial, bootstrap, client.NewAlterClientQuotasRequest(alt), func(r kmsg.Response) int16 {
+		if entries := r.(*kmsg.AlterClientQuotasResponse).Entries; len(entries) == 1 {
+			return entries[0].ErrorCode
+		}
+		return 0 // malformed: reported below
+	})
+	if err != nil {
+		return fmt.Errorf("alter client quotas of %s through the controller at %s: %w", alt.Entity, bootstrap, err)
+	}
+	entries := resp.(*kmsg.AlterClientQuotasResponse).Entries
+	if len(entries) != 1 {
+		return fmt.Errorf("alter client quotas of %s: %d entries in the answer", alt.Entity, len(entries))
+	}
+	if err := kerr.ErrorForCode(entries[0].ErrorCode); err != nil {
+		return fmt.Errorf("%s: %w%s", alt.Entity, err, errorMessage(entries[0].ErrorMessage))
 	}
 	return nil
 }

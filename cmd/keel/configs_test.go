@@ -233,6 +233,27 @@ func TestCLIConfigsThroughController(t *testing.T) {
 			t.Fatalf("a topic through a controller:\n%s", out)
 		}
 	}
+	// Client quotas through the controllers: a default ip
+	// connection_creation_rate of 0 keeps every new client connection out
+	// of the brokers; the controllers' listeners, which ip quotas do not
+	// limit, take it back.
+	for id := int32(1); id <= 3; id++ {
+		ok(t, "", "", "configs", "alter", "--bootstrap-controller", c.ControllerAddr(id), "--ip-defaults", "--add-config", "connection_creation_rate=0")
+	}
+	for deadline := time.Now().Add(10 * time.Second); answered(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker still answers new connections with a default ip connection_creation_rate of 0")
+		}
+	}
+	if out := ok(t, "", "", "configs", "alter", "--bootstrap-controller", c.ControllerAddr(2), "--entity-type", "ips", "--entity-default",
+		"--delete-config", "connection_creation_rate"); out != "Completed updating default config for ips in the cluster.\n" {
+		t.Errorf("printed %q", out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !answered(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker answers no new connection after the ip quota was deleted through the controller")
+		}
+	}
 	if out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--entity-type", "brokers"); strings.Count(out, "Dynamic configs for broker ") != 3 ||
 		!strings.Contains(out, "Default configs for brokers in the cluster are:") {
 		t.Errorf("every broker through a controller:\n%s", out)
@@ -243,6 +264,7 @@ func TestCLIConfigsThroughController(t *testing.T) {
 	}{
 		{[]string{"--entity-default", "--entity-type", "brokers", "--add-config", "listener.name.plaintext.max.connections=-1"}, "INVALID_CONFIG"},
 		{[]string{"--broker-logger", "1", "--add-config", "root=DEBUG"}, "log levels are its own"},
+		{[]string{"--ip", "db.example", "--add-config", "connection_creation_rate=1"}, "INVALID_REQUEST"},
 	} {
 		r := keel(t, "", "", append([]string{"configs", "alter", "--bootstrap-controller", c.ControllerAddr(1)}, bad.args...)...)
 		if r.exit == 0 || !strings.Contains(r.stderr, bad.msg) {
