@@ -522,10 +522,6 @@ func alterViaController(c *cli.Context, e configEntity, name string, changes []c
 	if e.typ == client.BrokerLoggerConfig {
 		return errors.New("--bootstrap-controller: a broker's log levels are its own; give --bootstrap-server")
 	}
-	dial, err := commandDial(c)
-	if err != nil {
-		return err
-	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
 	r.ResourceType, r.ResourceName = kmsg.ConfigResourceType(e.typ), name
@@ -535,17 +531,14 @@ func alterViaController(c *cli.Context, e configEntity, name string, changes []c
 		r.Configs = append(r.Configs, rc)
 	}
 	req.Resources = append(req.Resources, r)
-	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	defer cancel()
-	bootstrap := c.String("bootstrap-controller")
-	resp, err := requestController(ctx, dial, bootstrap, req, func(r kmsg.Response) int16 {
+	resp, err := viaController(c, req, func(r kmsg.Response) int16 {
 		if rr := r.(*kmsg.IncrementalAlterConfigsResponse).Resources; len(rr) == 1 {
 			return rr[0].ErrorCode
 		}
 		return 0 // malformed: reported below
 	})
 	if err != nil {
-		return fmt.Errorf("alter configs of %s through the controller at %s: %w", e.label(name), bootstrap, err)
+		return fmt.Errorf("alter configs of %s: %w", e.label(name), err)
 	}
 	rr := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources
 	if len(rr) != 1 {
@@ -555,6 +548,24 @@ func alterViaController(c *cli.Context, e configEntity, name string, changes []c
 		return fmt.Errorf("alter configs of %s: %w%s", e.label(name), err, errorMessage(rr[0].ErrorMessage))
 	}
 	return nil
+}
+
+// viaController sends req to the active controller, found from
+// --bootstrap-controller, through requestController: for 30 s, retrying
+// retriable errors (code reads the answer's).
+func viaController(c *cli.Context, req kmsg.Request, code func(kmsg.Response) int16) (kmsg.Response, error) {
+	dial, err := commandDial(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	bootstrap := c.String("bootstrap-controller")
+	resp, err := requestController(ctx, dial, bootstrap, req, code)
+	if err != nil {
+		return nil, fmt.Errorf("through the controller at %s: %w", bootstrap, err)
+	}
+	return resp, nil
 }
 
 // describeViaController prints the dynamic configs the metadata log holds,

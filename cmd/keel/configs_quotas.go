@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -129,21 +128,14 @@ func alterQuotas(c *cli.Context, e configEntity) error {
 // as a default ip's connection_creation_rate of 0 (the controller's
 // listeners are not limited by ip quotas).
 func alterQuotasViaController(c *cli.Context, alt client.QuotaAlteration) error {
-	dial, err := commandDial(c)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	defer cancel()
-	bootstrap := c.String("bootstrap-controller")
-	resp, err := requestController(ctx, dial, bootstrap, client.NewAlterClientQuotasRequest(alt), func(r kmsg.Response) int16 {
+	resp, err := viaController(c, client.NewAlterClientQuotasRequest(alt), func(r kmsg.Response) int16 {
 		if entries := r.(*kmsg.AlterClientQuotasResponse).Entries; len(entries) == 1 {
 			return entries[0].ErrorCode
 		}
 		return 0 // malformed: reported below
 	})
 	if err != nil {
-		return fmt.Errorf("alter client quotas of %s through the controller at %s: %w", alt.Entity, bootstrap, err)
+		return fmt.Errorf("alter client quotas of %s: %w", alt.Entity, err)
 	}
 	entries := resp.(*kmsg.AlterClientQuotasResponse).Entries
 	if len(entries) != 1 {
