@@ -31,7 +31,11 @@ package broker
 //     NumLogSegments) and Partition (UnderReplicated, UnderMinIsr,
 //     AtMinIsr, InSyncReplicasCount, ReplicasCount, on the leader).
 //   - KafkaServer BrokerState; GroupMetadataManager's group counts;
-//     socket-server-metrics connection-count per listener.
+//     socket-server-metrics per listener: connection-count,
+//     connection-creation-total, connection-close-total, the
+//     authentications, connection-accept-throttle-time and
+//     ip-connection-accept-throttle-time; the Acceptor's
+//     AcceptorBlockedPercent count.
 //   - RequestMetrics: Requests per API (request="FetchConsumer" and
 //     "FetchFollower" for Fetch, as Kafka splits it) and TotalTimeMs as a
 //     Prometheus histogram, from a request's arrival to its response being

@@ -246,6 +246,41 @@ func writeConnectionMetrics(w *promWriter, open map[string]int, listeners []netw
 	}
 }
 
+// writeListenerMetrics writes each listener's connection counts and
+// throttles (network.ListenerStats): socket-server-metrics'
+// connection-creation-total, connection-close-total,
+// connection-accept-throttle-time and ip-connection-accept-throttle-time
+// (KIP-612), and the count of the Acceptor's AcceptorBlockedPercent meter
+// (KIP-402: nanoseconds the acceptor held a connection back at a limit or
+// for a throttle; its rate over 10^9 is the share of time blocked).
+func writeListenerMetrics(w *promWriter, stats map[string]network.ListenerStats, listeners []network.Listener) {
+	for _, m := range []struct {
+		name, typ, help string
+		value           func(network.ListenerStats) float64
+	}{
+		{"kafka_server_socket_server_metrics_connection_creation_total", "counter",
+			"Connections accepted and served since the node started, by listener (connection-creation-total).",
+			func(s network.ListenerStats) float64 { return float64(s.Created) }},
+		{"kafka_server_socket_server_metrics_connection_close_total", "counter",
+			"Connections that ended since the node started, by listener (connection-close-total).",
+			func(s network.ListenerStats) float64 { return float64(s.Closed) }},
+		{"kafka_server_socket_server_metrics_connection_accept_throttle_time", "gauge",
+			"Average milliseconds a new connection was held back by the listener's or the broker's max.connection.creation.rate, over the quota windows; NaN with none (connection-accept-throttle-time).",
+			func(s network.ListenerStats) float64 { return s.AcceptThrottle }},
+		{"kafka_server_socket_server_metrics_ip_connection_accept_throttle_time", "gauge",
+			"Average milliseconds a new connection was held before being closed by its address's connection_creation_rate quota, over the quota windows; NaN with none (ip-connection-accept-throttle-time).",
+			func(s network.ListenerStats) float64 { return s.IPAcceptThrottle }},
+		{"kafka_network_acceptor_acceptorblockedpercent", "counter",
+			"Nanoseconds the listener's acceptor held a new connection back at a connection limit or for a creation-rate throttle, accepting no other (the count of Kafka's AcceptorBlockedPercent meter; its rate / 1e9 is the share of time blocked).",
+			func(s network.ListenerStats) float64 { return float64(s.AcceptorBlocked.Nanoseconds()) }},
+	} {
+		w.family(m.name, m.typ, m.help)
+		for _, l := range listeners {
+			w.sample(m.name, m.value(stats[l.Name]), "listener", l.Name)
+		}
+	}
+}
+
 // writeAuthenticationMetrics writes each listener's authentications since
 // the node started: TLS handshakes on SSL listeners, SASL exchanges on SASL
 // ones (socket-server-metrics successful-authentication-total and

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -170,5 +171,55 @@ func TestAuthenticationMetrics(t *testing.T) {
 	bw.Flush()
 	if buf.Len() != 0 {
 		t.Errorf("PLAINTEXT only: %q", buf.String())
+	}
+}
+
+// Listener stats are written per listener and parse, an average with no
+// throttle in its windows as NaN (Kafka's Avg of nothing).
+func TestListenerMetrics(t *testing.T) {
+	listeners := []network.Listener{{Name: "PLAINTEXT"}, {Name: "CONTROLLER"}}
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	writeListenerMetrics(&promWriter{w: bw}, map[string]network.ListenerStats{
+		"PLAINTEXT": {Created: 12, Closed: 5, AcceptorBlocked: 1500 * time.Millisecond, AcceptThrottle: 250, IPAcceptThrottle: math.NaN()},
+	}, listeners)
+	bw.Flush()
+	var p expfmt.TextParser
+	families, err := p.TextToMetricFamilies(&buf)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	value := func(name, listener string) float64 {
+		t.Helper()
+		f := families[name]
+		if f == nil {
+			t.Fatalf("no %s", name)
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == listener {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("%s: no %s sample", name, listener)
+		return 0
+	}
+	for name, want := range map[string]float64{
+		"kafka_server_socket_server_metrics_connection_creation_total":       12,
+		"kafka_server_socket_server_metrics_connection_close_total":          5,
+		"kafka_server_socket_server_metrics_connection_accept_throttle_time": 250,
+		"kafka_network_acceptor_acceptorblockedpercent":                      1.5e9,
+	} {
+		if got := value(name, "PLAINTEXT"); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+		if got := value(name, "CONTROLLER"); got != 0 && !math.IsNaN(got) {
+			t.Errorf("%s on CONTROLLER = %v, want 0", name, got)
+		}
+	}
+	if got := value("kafka_server_socket_server_metrics_ip_connection_accept_throttle_time", "PLAINTEXT"); !math.IsNaN(got) {
+		t.Errorf("ip throttle average with none = %v, want NaN", got)
 	}
 }

@@ -383,6 +383,7 @@ func (n *Node) writeMetrics(w *promWriter) {
 	n.requests.write(w)
 	listeners := n.server.BoundListeners()
 	writeConnectionMetrics(w, n.server.ConnectionsByListener(), listeners)
+	writeListenerMetrics(w, n.server.ListenerStats(), listeners)
 	authOK, authFailed := n.server.Authentications()
 	writeAuthenticationMetrics(w, authOK, authFailed, listeners)
 	writeControllerMetrics(w, n.raft, n.cfg.HasRole("controller"))

@@ -129,6 +129,10 @@ func TestMetricsEndpoint(t *testing.T) {
 	if n := sum("kafka_server_socket_server_metrics_connection_count", "listener", "PLAINTEXT"); n < 3 {
 		t.Errorf("%v PLAINTEXT connections open on the nodes, want the client's and the followers' (3 or more)", n)
 	}
+	if created, closed := sum("kafka_server_socket_server_metrics_connection_creation_total", "listener", "PLAINTEXT"),
+		sum("kafka_server_socket_server_metrics_connection_close_total", "listener", "PLAINTEXT"); created < 3 || closed < 0 || created-closed < 3 {
+		t.Errorf("PLAINTEXT connections created %v, closed %v: want at least the 3 open", created, closed)
+	}
 	for _, req := range []string{"Produce", "FetchConsumer", "FetchFollower", "Metadata", "CreateTopics"} {
 		if n := sum("kafka_network_requestmetrics_requests_total", "request", req); n <= 0 {
 			t.Errorf("no %s requests counted", req)

@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"math"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -72,6 +73,11 @@ func TestMaxConnectionsWaitsForASlot(t *testing.T) {
 	fourth.expectUnanswered(200 * time.Millisecond)
 	ts.SetConnectionLimits(ConnectionLimits{MaxConnections: 3})
 	fourth.readAnswer()
+	// The acceptor was held at the limit for at least the two waits;
+	// connection-creation-total and connection-close-total.
+	if st := ts.ListenerStats()["PLAINTEXT"]; st.AcceptorBlocked < 500*time.Millisecond || st.Created != 4 || st.Closed != 1 {
+		t.Fatalf("listener stats: %+v", st)
+	}
 }
 
 // TestListenerMaxConnections: listener.name.<listener>.max.connections
@@ -210,6 +216,11 @@ func TestConnectionCreationRate(t *testing.T) {
 	if !strings.Contains(ts.logs.String(), "connection creation rate over its limit") {
 		t.Fatalf("no log line of the rate:\n%s", ts.logs.String())
 	}
+	// connection-accept-throttle-time and the acceptor's blocked time.
+	if st := ts.ListenerStats()["PLAINTEXT"]; st.Created != n || !(st.AcceptThrottle > 0 && st.AcceptThrottle <= 200) ||
+		st.AcceptorBlocked < 500*time.Millisecond || !math.IsNaN(st.IPAcceptThrottle) {
+		t.Fatalf("listener stats after %d connections at %d a second: %+v", n, rate, st)
+	}
 	if took := connectAll(ts.listenerAddr("INTERNAL")); took > 700*time.Millisecond {
 		t.Fatalf("%d inter-broker connections took %v: the broker-wide rate held them", n, took)
 	}
@@ -258,6 +269,11 @@ func TestIPConnectionCreationRate(t *testing.T) {
 	}
 	if !strings.Contains(ts.logs.String(), "over its connection_creation_rate quota") {
 		t.Fatalf("no log line of the throttle:\n%s", ts.logs.String())
+	}
+	// ip-connection-accept-throttle-time: the 1 s throttle; the throttled
+	// connection was never served (connection-creation-total).
+	if st := ts.ListenerStats()["PLAINTEXT"]; st.IPAcceptThrottle != 1000 || st.Created != 1 || !math.IsNaN(st.AcceptThrottle) {
+		t.Fatalf("listener stats after one ip throttle: %+v", st)
 	}
 	// Quota 0: every connection of the address is throttled. Eight of them
 	// at once, which must not count toward max.connection.creation.rate

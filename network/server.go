@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -263,12 +264,75 @@ type boundListener struct {
 	// rate measures the connections it accepts a second
 	// (listener.name.<listener>.max.connection.creation.rate).
 	rate *RateMeter
-	tls  *TLSListener  // SSL and SASL_SSL listeners only
-	sasl *SASLListener // SASL listeners only
+	// stats are what ListenerStats reports (Server.mu).
+	stats listenerStats
+	tls   *TLSListener  // SSL and SASL_SSL listeners only
+	sasl  *SASLListener // SASL listeners only
 	// authOK and authFailed count connections that authenticated (TLS
 	// handshakes on SSL listeners, SASL exchanges on SASL ones) and that
 	// failed to: Kafka's successful- and failed-authentication-total.
 	authOK, authFailed atomic.Int64
+}
+
+// ListenerStats are a listener's connection counts and throttles, for
+// Kafka's socket-server-metrics and Acceptor metrics.
+type ListenerStats struct {
+	// Created and Closed count the connections served since the server
+	// started and those that ended (connection-creation-total,
+	// connection-close-total): Created - Closed are open, or were handed
+	// to Raft.
+	Created, Closed int64
+	// AcceptorBlocked is the time the listener's acceptor held an accepted
+	// connection back, at a connection limit or for a creation-rate
+	// throttle, accepting no other (the count of Kafka's
+	// AcceptorBlockedPercent meter).
+	AcceptorBlocked time.Duration
+	// AcceptThrottle and IPAcceptThrottle are the average throttle, in
+	// milliseconds, of the connections held back over the quota windows:
+	// by the listener's or the broker's creation rate
+	// (connection-accept-throttle-time), and by their address's
+	// connection_creation_rate (ip-connection-accept-throttle-time). NaN
+	// with none, as Kafka's Avg.
+	AcceptThrottle, IPAcceptThrottle float64
+}
+
+// listenerStats is a listener's ListenerStats as kept (Server.mu): the
+// throttles' sums and counts over the quota windows.
+type listenerStats struct {
+	created, closed           int64
+	blocked                   time.Duration
+	throttleMs, throttles     *RateMeter
+	ipThrottleMs, ipThrottles *RateMeter
+}
+
+// recordThrottle counts a throttle of d into a sum and count pair.
+func recordThrottle(sum, count *RateMeter, d time.Duration, now time.Time) {
+	sum.Record(d.Milliseconds(), now)
+	count.Record(1, now)
+}
+
+// average is a sum and count pair's mean over their windows, NaN when
+// empty.
+func average(sum, count *RateMeter, now time.Time) float64 {
+	n := count.Rate(now)
+	if n <= 0 {
+		return math.NaN()
+	}
+	return sum.Rate(now) / n
+}
+
+// ListenerStats returns each bound listener's stats, by name.
+func (s *Server) ListenerStats() map[string]ListenerStats {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]ListenerStats, len(s.bound))
+	for _, b := range s.bound {
+		st := &b.stats
+		out[b.Name] = ListenerStats{Created: st.created, Closed: st.closed, AcceptorBlocked: st.blocked,
+			AcceptThrottle: average(st.throttleMs, st.throttles, now), IPAcceptThrottle: average(st.ipThrottleMs, st.ipThrottles, now)}
+	}
+	return out
 }
 
 // Server accepts Kafka connections on its listeners and runs, per
@@ -403,7 +467,9 @@ func (s *Server) Listen() error {
 		}
 		bl := &boundListener{Listener: l, ln: ln, tls: s.cfg.TLS[l.Name], sasl: s.cfg.SASL[l.Name],
 			controller: slices.ContainsFunc(s.cfg.ControllerListeners, func(n string) bool { return strings.EqualFold(n, l.Name) }),
-			rate:       s.newRateMeter()}
+			rate:       s.newRateMeter(),
+			stats: listenerStats{throttleMs: s.newRateMeter(), throttles: s.newRateMeter(),
+				ipThrottleMs: s.newRateMeter(), ipThrottles: s.newRateMeter()}}
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			bl.Port = a.Port
 		}
@@ -526,7 +592,15 @@ func (s *Server) waitForSlot(b *boundListener) bool {
 	// The connection counts toward the creation rates first, then waits
 	// out their throttle, as Kafka's acceptor does.
 	now := time.Now()
+	blocked := false
+	defer func() {
+		if blocked {
+			b.stats.blocked += time.Since(now)
+		}
+	}()
 	if throttle := s.recordConnection(b, now); throttle > 0 {
+		blocked = true
+		recordThrottle(b.stats.throttleMs, b.stats.throttles, throttle, now)
 		until := now.Add(throttle)
 		timer := time.AfterFunc(throttle, func() {
 			s.mu.Lock()
@@ -546,7 +620,7 @@ func (s *Server) waitForSlot(b *boundListener) bool {
 	waited := false
 	for !s.closing && !s.slotAvailable(b) {
 		if !waited {
-			waited = true
+			waited, blocked = true, true
 			// Once per limitLogEvery per listener: a listener kept at its
 			// limit waits once per connection closed.
 			if now := time.Now(); now.Sub(b.limitLogged) >= limitLogEvery {
@@ -644,6 +718,7 @@ func (s *Server) throttleIP(b *boundListener, ip netip.Addr, now time.Time) time
 	if throttle <= 0 {
 		return 0
 	}
+	recordThrottle(b.stats.ipThrottleMs, b.stats.ipThrottles, throttle, now)
 	m.Record(-1, now)
 	b.rate.Record(-1, now)
 	if !s.protected(b) {
@@ -835,6 +910,7 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 	s.conns[c] = struct{}{}
 	s.perIP[ip]++
 	b.open++
+	b.stats.created++
 	var victims []*conn
 	if s.protected(b) {
 		victims = s.closeExcess(b)
@@ -863,6 +939,7 @@ func (s *Server) forget(c *conn) {
 			delete(s.perIP, c.ip)
 		}
 		c.bl.open--
+		c.bl.stats.closed++
 		s.slotFreed.Broadcast()
 	}
 	s.mu.Unlock()
