@@ -965,6 +965,16 @@ func ListenerConnectionLimits(settings map[string]string, name string, listeners
 	return out
 }
 
+// networkMaxConnections is max.connections as network.Config takes it:
+// Kafka's 0, which admits no connection (but on the inter-broker
+// listener), is negative there, where 0 means no limit.
+func networkMaxConnections(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 // connectionsPerIPOverrides parses max.connections.per.ip.overrides
 // (metadata.ParseConnectionsPerIPOverrides, which also validates it when
 // set dynamically).

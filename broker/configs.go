@@ -210,7 +210,7 @@ func (b *Broker) updateConnectionLimits(img *metadata.Image) {
 				"listener_limits", cur[3], "max_connection_creation_rate", cur[4], "listener_rates", cur[5], "error", err)
 			return
 		}
-		b.setConnLimits(network.ConnectionLimits{MaxConnections: maxConns, MaxListenerConnections: listeners,
+		b.setConnLimits(network.ConnectionLimits{MaxConnections: networkMaxConnections(maxConns), MaxListenerConnections: listeners,
 			MaxConnectionCreationRate: rate, MaxListenerConnectionCreationRate: listenerRates,
 			MaxConnectionsPerIP: limit, MaxConnectionsPerIPOverrides: overrides})
 		b.log.Info("connection limits", "max_connections", cur[0], "max_connections_per_ip", cur[1], "overrides", cur[2],

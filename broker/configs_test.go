@@ -870,6 +870,11 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 	})
 	alter("max.connections", nil)
 	waitFor(t, "max.connections deleted", 10*time.Second, answered)
+	// 0 admits none, as in Kafka (it was no limit).
+	alter("max.connections", kmsgStr("0"), testNodeID)
+	waitFor(t, "max.connections=0 applied", 10*time.Second, func() bool { return !answered() })
+	alter("max.connections", nil, testNodeID)
+	waitFor(t, "max.connections=0 deleted", 10*time.Second, answered)
 
 	// A listener's own limit, cluster-wide and per broker (Kafka's
 	// listener.name.<listener>.max.connections): 0 takes no new

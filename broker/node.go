@@ -174,7 +174,7 @@ func (n *Node) start() (err error) {
 		SASL:                              saslListeners,
 		Handler:                           router,
 		Logger:                            logger.Named("network"),
-		MaxConnections:                    cfg.MaxConnections,
+		MaxConnections:                    networkMaxConnections(cfg.MaxConnections),
 		MaxListenerConnections:            ListenerConnectionLimits(cfg.ListenerConnectionQuotas, "max.connections", listenerNames(listeners)),
 		MaxConnectionCreationRate:         cfg.MaxConnectionCreationRate,
 		MaxListenerConnectionCreationRate: ListenerConnectionLimits(cfg.ListenerConnectionQuotas, "max.connection.creation.rate", listenerNames(listeners)),

@@ -80,6 +80,30 @@ func TestMaxConnectionsWaitsForASlot(t *testing.T) {
 	}
 }
 
+// TestMaxConnectionsNone: Kafka's max.connections=0 (negative here)
+// admits no connection on the broker's listeners but the protected
+// inter-broker one; the controller's listeners keep taking them (the
+// quorum and the brokers' heartbeats). Lifting it lets the waiting
+// connection in.
+func TestMaxConnectionsNone(t *testing.T) {
+	ts := startServer(t, nil, func(c *Config) {
+		twoListeners(c)
+		c.Listeners = append(c.Listeners, Listener{Name: "CONTROLLER", Host: "127.0.0.1", SecurityProtocol: Plaintext})
+		c.ControllerListeners = []string{"CONTROLLER"}
+		c.ProtectedListener = "INTERNAL"
+		c.MaxConnections = -1
+	})
+	held := dialRaw(t, ts.addr)
+	held.expectUnanswered(300 * time.Millisecond)
+	if !strings.Contains(ts.logs.String(), "limit=max.connections=0") {
+		t.Fatalf("no log line of max.connections=0:\n%s", ts.logs.String())
+	}
+	dialRaw(t, ts.listenerAddr("INTERNAL")).served()
+	dialRaw(t, ts.listenerAddr("CONTROLLER")).served()
+	ts.SetConnectionLimits(ConnectionLimits{})
+	held.readAnswer()
+}
+
 // TestListenerMaxConnections: listener.name.<listener>.max.connections
 // limits its listener only, whatever the case of the name.
 func TestListenerMaxConnections(t *testing.T) {

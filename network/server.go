@@ -149,8 +149,11 @@ type Config struct {
 	// inter-broker listener (ProtectedListener) still accepts at the
 	// limit and closes the least recently active connection of another
 	// listener instead, so that replication and the brokers' own traffic
-	// never wait on clients. Zero or negative means no limit.
-	// Connections handed to HandoffRaft stop counting when handed off.
+	// never wait on clients. Zero means no limit; negative admits no
+	// connection on the broker's listeners but the protected one (Kafka's
+	// max.connections=0) and leaves the controller's without a limit, as
+	// the quorum and the brokers' heartbeats use them. Connections handed
+	// to HandoffRaft stop counting when handed off.
 	MaxConnections int
 	// MaxListenerConnections holds listener.name.<listener>.max.connections
 	// by listener name (matched in any case): at its limit a listener
@@ -781,11 +784,24 @@ func (s *Server) slotAvailable(b *boundListener) bool {
 	if n, ok := s.listenerRate(b); ok && n == 0 {
 		return false
 	}
-	if s.cfg.MaxConnections <= 0 || s.protected(b) {
+	n, limited := s.maxConnections(b)
+	if !limited || s.protected(b) {
 		return true
 	}
 	open, _ := s.sideCount(b)
-	return open < s.cfg.MaxConnections
+	return open < n
+}
+
+// maxConnections is max.connections for b's side, if it has one (see
+// Config.MaxConnections). s.mu is held.
+func (s *Server) maxConnections(b *boundListener) (int, bool) {
+	switch n := s.cfg.MaxConnections; {
+	case n > 0:
+		return n, true
+	case n < 0 && !b.controller:
+		return 0, true
+	}
+	return 0, false
 }
 
 // limitName names the limit b waits at, for the log. s.mu is held.
@@ -796,7 +812,8 @@ func (s *Server) limitName(b *boundListener) string {
 	if n, ok := s.listenerLimit(b); ok && b.open >= n {
 		return "listener.name." + strings.ToLower(b.Name) + ".max.connections=" + strconv.Itoa(n)
 	}
-	return "max.connections=" + strconv.Itoa(s.cfg.MaxConnections)
+	n, _ := s.maxConnections(b)
+	return "max.connections=" + strconv.Itoa(n)
 }
 
 // listenerLimit is b's listener.name.<listener>.max.connections, if set.
@@ -851,7 +868,7 @@ func (s *Server) closeExcess(b *boundListener) []*conn {
 		}
 	}
 	for {
-		if s.cfg.MaxConnections <= 0 || open-len(victims) <= s.cfg.MaxConnections {
+		if n, limited := s.maxConnections(b); !limited || open-len(victims) <= n {
 			return victims
 		}
 		var lru *conn
@@ -915,7 +932,7 @@ func (s *Server) admit(nc net.Conn, b *boundListener) {
 	if s.protected(b) {
 		victims = s.closeExcess(b)
 	}
-	maxConns := s.cfg.MaxConnections
+	maxConns, _ := s.maxConnections(b)
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	for _, v := range victims {
