@@ -100,6 +100,11 @@ func TestMaxConnectionsNone(t *testing.T) {
 	}
 	dialRaw(t, ts.listenerAddr("INTERNAL")).served()
 	dialRaw(t, ts.listenerAddr("CONTROLLER")).served()
+	// The acceptor's blocked time counts while it waits, not only once
+	// the wait ends: the metric shows a listener held shut.
+	if st := ts.ListenerStats()["PLAINTEXT"]; st.AcceptorBlocked < 250*time.Millisecond {
+		t.Fatalf("acceptor blocked %v while it waits", st.AcceptorBlocked)
+	}
 	ts.SetConnectionLimits(ConnectionLimits{})
 	held.readAnswer()
 }

@@ -288,7 +288,8 @@ type ListenerStats struct {
 	// AcceptorBlocked is the time the listener's acceptor held an accepted
 	// connection back, at a connection limit or for a creation-rate
 	// throttle, accepting no other (the count of Kafka's
-	// AcceptorBlockedPercent meter).
+	// AcceptorBlockedPercent meter), a wait going on included (Kafka marks
+	// its meter when the wait ends).
 	AcceptorBlocked time.Duration
 	// AcceptThrottle and IPAcceptThrottle are the average throttle, in
 	// milliseconds, of the connections held back over the quota windows:
@@ -302,8 +303,11 @@ type ListenerStats struct {
 // listenerStats is a listener's ListenerStats as kept (Server.mu): the
 // throttles' sums and counts over the quota windows.
 type listenerStats struct {
-	created, closed           int64
+	created, closed int64
+	// blocked is the acceptor's time held back in waits that ended;
+	// blockedSince, when set, is when the current one began.
 	blocked                   time.Duration
+	blockedSince              time.Time
 	throttleMs, throttles     *RateMeter
 	ipThrottleMs, ipThrottles *RateMeter
 }
@@ -332,7 +336,11 @@ func (s *Server) ListenerStats() map[string]ListenerStats {
 	out := make(map[string]ListenerStats, len(s.bound))
 	for _, b := range s.bound {
 		st := &b.stats
-		out[b.Name] = ListenerStats{Created: st.created, Closed: st.closed, AcceptorBlocked: st.blocked,
+		blocked := st.blocked
+		if !st.blockedSince.IsZero() {
+			blocked += now.Sub(st.blockedSince) // a wait going on counts as it goes
+		}
+		out[b.Name] = ListenerStats{Created: st.created, Closed: st.closed, AcceptorBlocked: blocked,
 			AcceptThrottle: average(st.throttleMs, st.throttles, now), IPAcceptThrottle: average(st.ipThrottleMs, st.ipThrottles, now)}
 	}
 	return out
@@ -595,14 +603,14 @@ func (s *Server) waitForSlot(b *boundListener) bool {
 	// The connection counts toward the creation rates first, then waits
 	// out their throttle, as Kafka's acceptor does.
 	now := time.Now()
-	blocked := false
 	defer func() {
-		if blocked {
-			b.stats.blocked += time.Since(now)
+		if !b.stats.blockedSince.IsZero() {
+			b.stats.blocked += time.Since(b.stats.blockedSince)
+			b.stats.blockedSince = time.Time{}
 		}
 	}()
 	if throttle := s.recordConnection(b, now); throttle > 0 {
-		blocked = true
+		b.stats.blockedSince = now
 		recordThrottle(b.stats.throttleMs, b.stats.throttles, throttle, now)
 		until := now.Add(throttle)
 		timer := time.AfterFunc(throttle, func() {
@@ -623,7 +631,10 @@ func (s *Server) waitForSlot(b *boundListener) bool {
 	waited := false
 	for !s.closing && !s.slotAvailable(b) {
 		if !waited {
-			waited, blocked = true, true
+			waited = true
+			if b.stats.blockedSince.IsZero() {
+				b.stats.blockedSince = now
+			}
 			// Once per limitLogEvery per listener: a listener kept at its
 			// limit waits once per connection closed.
 			if now := time.Now(); now.Sub(b.limitLogged) >= limitLogEvery {
