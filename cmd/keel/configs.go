@@ -93,8 +93,8 @@ func configsCommand() *cli.Command {
 func entityFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "entity-type", Usage: "brokers, broker-loggers, topics, users, clients or ips"},
-		&cli.StringSliceFlag{Name: "entity-name", Usage: "broker id or topic name (repeatable for describe)"},
-		&cli.BoolFlag{Name: "entity-default", Usage: "the cluster-wide broker defaults"},
+		&cli.StringSliceFlag{Name: "entity-name", Usage: "broker id, topic name, user, client id or ip address (repeatable for describe of brokers and topics)"},
+		&cli.BoolFlag{Name: "entity-default", Usage: "the type's default: the cluster-wide broker defaults, or the default user, client id or ip"},
 		&cli.StringFlag{Name: "broker", Usage: "broker `ID`: --entity-type brokers --entity-name ID"},
 		&cli.BoolFlag{Name: "broker-defaults", Usage: "--entity-type brokers --entity-default"},
 		&cli.StringFlag{Name: "broker-logger", Usage: "broker `ID`: --entity-type broker-loggers --entity-name ID"},
