@@ -91,6 +91,10 @@ func (p *Producer) senderLoop() {
 	}
 }
 
+// testHookDrainPartition, when set (tests), runs before drain takes each
+// partition.
+var testHookDrainPartition atomic.Pointer[func()]
+
 // drain makes one pass over every partition: it seals batches that are
 // ready, fails expired ones, and sends at most one batch per partition in
 // one request per broker. It returns whether anything was sent and the
@@ -129,6 +133,9 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 	for _, ts := range *p.topics.Load() {
 		tm := meta.Topics[ts.name]
 		for _, ps := range *ts.parts.Load() {
+			if hook := testHookDrainPartition.Load(); hook != nil {
+				(*hook)()
+			}
 			ps.mu.Lock()
 			// delivery.timeout.ms for batches not in flight (KIP-91).
 			for len(ps.queue) > 0 && now.Sub(ps.queue[0].created) >= p.cfg.deliveryTimeout {
@@ -145,6 +152,23 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 			}
 			if ps.cur == nil && len(ps.queue) == 0 {
 				ps.mu.Unlock()
+				continue
+			}
+			// Flush and ProduceSync make linger moot, read here under
+			// ps.mu rather than once a pass: a record buffered after the
+			// flush ended stays lingering, as Java's accumulator decides
+			// per batch.
+			urgent := p.flushing.Load() > 0 || p.closing.Load() || linger <= 0
+			if p.txn != nil && !p.txn.sending() {
+				// The transaction turned aborting (abortable, fatal)
+				// since the pass began: nothing more is sealed or sent,
+				// and the next pass fails what is buffered
+				// (failBuffered), as Java aborts the batches not yet
+				// drained. Read after flushing: an abort stores its
+				// state before its Flush raises flushing, so a pass that
+				// saw that Flush as urgency sees the abort here.
+				ps.mu.Unlock()
+				later(now)
 				continue
 			}
 			if p.txn != nil && !ps.txnAdded {
@@ -188,11 +212,6 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 			// partition waits (in-flight limit, backoff) it keeps
 			// filling, which is what makes linger.ms=0 batch well.
 			if ps.cur != nil {
-				// Flush and ProduceSync make linger moot, read here
-				// under ps.mu rather than once a pass: a record
-				// buffered after the flush ended stays lingering,
-				// as Java's accumulator decides per batch.
-				urgent := p.flushing.Load() > 0 || p.closing.Load() || linger <= 0
 				if urgent || now.Sub(ps.cur.created) >= linger {
 					if (canSend && len(ps.queue) == 0) || p.closing.Load() {
 						ps.queue = append(ps.queue, ps.cur)

@@ -222,3 +222,48 @@ func TestAbortPassSparesTheNextTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAbortDuringAPassFailsTheBufferedRecords: a sender pass that began
+// before AbortTransaction, and reaches a partition after the abort's Flush
+// raised the flush flag, must not take that flag as a reason to send the
+// partition's lingering record: the record was buffered at the abort and
+// fails with ErrTransactionAborted. (A fresh-clone CI run failed
+// TxnCommitAbortCommit this way: a record buffered at the abort completed
+// with nil.)
+func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	ctx := testCtx(t)
+	p, err := NewProducer(ctx, SeedBrokers(fake.ListenAddrs()...), TransactionalID("mid-pass"), Linger(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("sent")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func() { once.Do(func() { close(entered); <-release }) }
+	testHookDrainPartition.Store(&hook)
+	t.Cleanup(func() { testHookDrainPartition.Store(nil) })
+	done := make(chan error, 1)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("buffered")}, func(_ *Record, err error) { done <- err })
+	<-entered // a pass past its transaction check waits before the partition
+	aborted := make(chan error, 1)
+	go func() { aborted <- p.AbortTransaction(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); p.flushing.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the abort never flushed")
+		}
+	}
+	close(release) // the pass goes on, the abort's Flush in force
+	if err := <-aborted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrTransactionAborted) {
+		t.Fatalf("the record buffered at the abort completed with %v, want ErrTransactionAborted", err)
+	}
+}
