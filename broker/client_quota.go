@@ -145,14 +145,7 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, b
 	s := q.sensor(sk, now)
 	s.record(bytes, now)
 	undo := func() { s.record(-bytes, now) }
-	rate := s.rate(now)
-	if rate <= bound {
-		return 0, undo
-	}
-	if bound <= 0 {
-		return q.windows.maxThrottle(), undo
-	}
-	return min(s.meter.Throttle(rate, bound), q.windows.maxThrottle()), undo
+	return s.meter.BoundedThrottle(s.rate(now), bound, q.windows.maxThrottle()), undo
 }
 
 // throttleMillis is a throttle as a response's ThrottleMillis.

@@ -88,3 +88,16 @@ func (m *RateMeter) Throttle(rate, bound float64) time.Duration {
 	}
 	return time.Duration((rate - bound) / bound * float64(m.Span()))
 }
+
+// BoundedThrottle is Throttle at most longest (Kafka's
+// QuotaUtils.boundedThrottleTime): zero at or under bound, and longest for
+// any rate over a bound of zero, whose throttle has no end.
+func (m *RateMeter) BoundedThrottle(rate, bound float64, longest time.Duration) time.Duration {
+	switch {
+	case rate <= bound:
+		return 0
+	case bound <= 0:
+		return longest
+	}
+	return min(m.Throttle(rate, bound), longest)
+}

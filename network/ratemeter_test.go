@@ -26,6 +26,16 @@ func TestRateMeter(t *testing.T) {
 	if d := m.Throttle(m.Rate(t0.Add(time.Second)), 20); d != 0 {
 		t.Fatalf("throttle %v under the bound", d)
 	}
+	// Bounded (Kafka's boundedThrottleTime): at most longest, longest over
+	// a bound of 0, nothing at or under the bound.
+	for _, c := range []struct {
+		bound float64
+		want  time.Duration
+	}{{5, time.Second}, {8, 500 * time.Millisecond}, {0, time.Second}, {10, 0}} {
+		if d := m.BoundedThrottle(10, c.bound, time.Second); d != c.want {
+			t.Errorf("bounded throttle at 10/s over %v: %v, want %v", c.bound, d, c.want)
+		}
+	}
 	// Three windows later the first two are gone.
 	if r := m.Rate(t0.Add(4 * time.Second)); r != 0 || !m.Idle(t0.Add(4*time.Second)) {
 		t.Fatalf("rate %v after the windows passed", r)

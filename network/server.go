@@ -656,11 +656,16 @@ const limitLogEvery = 30 * time.Second
 
 // newRateMeter measures a creation rate over ConnectionRateWindows.
 func (s *Server) newRateMeter() *RateMeter {
-	w := s.cfg.ConnectionRateWindows
-	if w.Samples <= 0 || w.Window <= 0 {
-		w.Samples, w.Window = 11, time.Second
+	return NewRateMeter(s.rateWindows())
+}
+
+// rateWindows is ConnectionRateWindows, or its default: 11 windows of a
+// second.
+func (s *Server) rateWindows() (samples int, window time.Duration) {
+	if w := s.cfg.ConnectionRateWindows; w.Samples > 0 && w.Window > 0 {
+		return w.Samples, w.Window
 	}
-	return NewRateMeter(w.Samples, w.Window)
+	return 11, time.Second
 }
 
 // recordConnection counts a connection b accepted toward its listener's
@@ -671,7 +676,7 @@ func (s *Server) recordConnection(b *boundListener, now time.Time) time.Duration
 	b.rate.Record(1, now)
 	var throttle time.Duration
 	if n, ok := s.listenerRate(b); ok && n > 0 {
-		throttle = b.rate.Throttle(b.rate.Rate(now), float64(n))
+		throttle = b.rate.BoundedThrottle(b.rate.Rate(now), float64(n), s.maxConnectionThrottle())
 	}
 	if s.protected(b) {
 		return throttle
@@ -682,19 +687,17 @@ func (s *Server) recordConnection(b *boundListener, now time.Time) time.Duration
 	}
 	side.Record(1, now)
 	if n := s.cfg.MaxConnectionCreationRate; n > 0 {
-		throttle = max(throttle, side.Throttle(side.Rate(now), float64(n)))
+		throttle = max(throttle, side.BoundedThrottle(side.Rate(now), float64(n), s.maxConnectionThrottle()))
 	}
-	return min(throttle, s.maxConnectionThrottle())
+	return throttle
 }
 
 // maxConnectionThrottle bounds a connection's throttle: one window
 // (Kafka's quota.window.size.seconds), as Kafka's ConnectionQuotas bound
 // theirs.
 func (s *Server) maxConnectionThrottle() time.Duration {
-	if w := s.cfg.ConnectionRateWindows; w.Samples > 0 && w.Window > 0 {
-		return w.Window
-	}
-	return time.Second
+	_, window := s.rateWindows()
+	return window
 }
 
 // throttleIP counts a connection from ip, accepted by broker listener b,
@@ -721,14 +724,7 @@ func (s *Server) throttleIP(b *boundListener, ip netip.Addr, now time.Time) time
 		s.ipRate[ip] = m
 	}
 	m.Record(1, now)
-	rate := m.Rate(now)
-	var throttle time.Duration
-	switch {
-	case quota <= 0:
-		throttle = s.maxConnectionThrottle() // Kafka's rate over 0: the longest throttle
-	default:
-		throttle = min(m.Throttle(rate, float64(quota)), s.maxConnectionThrottle())
-	}
+	throttle := m.BoundedThrottle(m.Rate(now), float64(quota), s.maxConnectionThrottle())
 	if throttle <= 0 {
 		return 0
 	}
@@ -750,7 +746,8 @@ func (s *Server) throttleIP(b *boundListener, ip netip.Addr, now time.Time) time
 // addresses that opened no connection within it or no longer have a
 // quota. s.mu is held.
 func (s *Server) sweepIPRates(now time.Time) {
-	if len(s.ipRate) == 0 || now.Sub(s.ipRateSwept) < s.newRateMeter().Span() {
+	// Every meter measures over the same windows: the side's span is theirs.
+	if len(s.ipRate) == 0 || now.Sub(s.ipRateSwept) < s.sideRate[0].Span() {
 		return
 	}
 	s.ipRateSwept = now
