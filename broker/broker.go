@@ -145,9 +145,9 @@ type Broker struct {
 	// leaderQuota and followerQuota are the replication throttles
 	// (quota.go).
 	leaderQuota, followerQuota *rateQuota
-	// producerQuotas and consumerQuotas enforce client quotas
-	// (client_quota.go).
-	producerQuotas, consumerQuotas *clientQuotas
+	// producerQuotas, consumerQuotas and requestQuotas enforce client
+	// quotas (client_quota.go).
+	producerQuotas, consumerQuotas, requestQuotas *clientQuotas
 	// authorizer checks requests against the ACLs (authz.go); nil without
 	// authorizer.class.name. denialLog throttles its denial lines.
 	authorizer *metadata.Authorizer
@@ -266,6 +266,7 @@ func New(opts Options) (*Broker, error) {
 		followerQuota:       newRateQuota(cfg.replicationQuotaWindows()),
 		producerQuotas:      newClientQuotas(metadata.QuotaProducerByteRate, cfg.clientQuotaWindows()),
 		consumerQuotas:      newClientQuotas(metadata.QuotaConsumerByteRate, cfg.clientQuotaWindows()),
+		requestQuotas:       newRequestQuotas(cfg.clientQuotaWindows()),
 		authorizer:          newAuthorizer(cfg),
 		metrics:             newBrokerMetrics(),
 		txnMarkerConns:      brokerConns{dial: opts.InterBrokerDial, clientID: "keel-txn-markers"},
@@ -359,11 +360,17 @@ func (b *Broker) SupportedVersions(listener string, key int16) (min, max int16, 
 
 // Handle implements network.Handler: it serves one request, returning a
 // Response, a Deferred (completed by a purgatory or a controller forward)
-// or nil (acks=0 Produce).
+// or nil (acks=0 Produce), throttled by the client's request_percentage
+// quota if it has one (client_quota.go).
 //
 // Concurrency: called on each connection's reader goroutine; never blocks
 // on replication, long polls or the controller.
 func (b *Broker) Handle(ctx context.Context, req *network.Request) network.Result {
+	return b.throttleRequest(req, b.handle(ctx, req))
+}
+
+// handle authorizes a request, if there is an authorizer, and serves it.
+func (b *Broker) handle(ctx context.Context, req *network.Request) network.Result {
 	if b.authorizer != nil {
 		deny, post := b.authorize(req, b.authzFor(req))
 		if deny != nil {

@@ -9,13 +9,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
 )
 
-// Client quotas (KIP-13, KIP-55, KIP-219): producer_byte_rate bounds the
-// bytes of a client's produce requests, consumer_byte_rate those of its
-// fetch responses, per broker, as Kafka's ClientQuotaManager does.
+// Client quotas (KIP-13, KIP-55, KIP-124, KIP-219): producer_byte_rate
+// bounds the bytes of a client's produce requests, consumer_byte_rate
+// those of its fetch responses, request_percentage the time its requests
+// take to handle, per broker, as Kafka's ClientQuotaManager and
+// ClientRequestQuotaManager do.
 //
 //   - A request's quota is the first of these entities that sets the key
 //     (Kafka's DefaultQuotaCallback order): user and client id, user and
@@ -35,6 +39,19 @@ import (
 //     so the throttled bytes are not delivered, and unrecords them).
 //   - Followers are never client-quota throttled (replication has its own
 //     throttles, quota.go).
+//
+// request_percentage is a share of one request handler's time, in percent
+// (Kafka's KIP-124: 100 is a whole thread's). A request's time is from its
+// frame having been read to its handler returning: decoding, and what the
+// handler did before it answered or parked the request (an acks=all
+// produce's appends, a fetch's first reads), not the wait for replicas or
+// data, as Kafka counts the request thread's time. Kafka also counts the
+// network thread's time writing the response; Keel does not. Its throttle
+// is bounded by one window (quota.window.size.seconds), as in Kafka.
+// Produce and Fetch answer with the larger of their byte throttle and
+// this one; a fetch throttled by either returns no records. Exempt, as in
+// Kafka: follower fetches, acks=0 produces (nothing answers them) and
+// WriteTxnMarkers (sent by the transaction coordinators).
 
 // clientQuotaSensorKey is what a rate is measured per: the user and the
 // client id, each "" when the matched entity has no such component.
@@ -50,6 +67,13 @@ type clientQuotaSensorKey struct {
 type clientQuotas struct {
 	key     string
 	windows quotaWindows // quota.window.num and .size.seconds
+	// scale turns a quota's value into the units recorded a second: 1 for
+	// the byte rates, 10^7 for request_percentage (1 % is 10 ms of
+	// handling a second; time is recorded in nanoseconds).
+	scale float64
+	// longest bounds a throttle: all the windows for the byte rates, one
+	// window for request_percentage (Kafka's ClientRequestQuotaManager).
+	longest time.Duration
 	mu      sync.Mutex
 	sensors map[clientQuotaSensorKey]*rateQuota
 	// sweepAt is the number of sensors at which a new one first drops the
@@ -60,8 +84,18 @@ type clientQuotas struct {
 // minSensorSweep is the fewest sensors a sweep waits for.
 const minSensorSweep = 1024
 
+// newClientQuotas measures a byte-rate key.
 func newClientQuotas(key string, windows quotaWindows) *clientQuotas {
-	return &clientQuotas{key: key, windows: windows, sensors: map[clientQuotaSensorKey]*rateQuota{}, sweepAt: minSensorSweep}
+	return &clientQuotas{key: key, windows: windows, scale: 1, longest: windows.maxThrottle(),
+		sensors: map[clientQuotaSensorKey]*rateQuota{}, sweepAt: minSensorSweep}
+}
+
+// newRequestQuotas measures request_percentage: handling time in
+// nanoseconds.
+func newRequestQuotas(windows quotaWindows) *clientQuotas {
+	q := newClientQuotas(metadata.QuotaRequestPercentage, windows)
+	q.scale, q.longest = float64(time.Second/time.Nanosecond)/100, windows.window
+	return q
 }
 
 // sensor returns the sensor of sk, creating it. Creating one when there
@@ -128,12 +162,12 @@ func (q *clientQuotas) resolve(img *metadata.Image, user, clientID string) (boun
 	return 0, clientQuotaSensorKey{}, false
 }
 
-// record counts bytes against the request's quota and returns how long
-// the client must be throttled (0 if not over the bound, or no quota
-// applies), and an undo that takes the bytes back (a throttled fetch
-// delivers none). clock is read only when a quota applies: without any,
-// a request pays one map-length check.
-func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, bytes int64, clock func() time.Time) (time.Duration, func()) {
+// record counts amount (bytes, or nanoseconds of handling) against the
+// request's quota and returns how long the client must be throttled (0 if
+// not over the bound, or no quota applies), and an undo that takes the
+// amount back (a throttled fetch delivers no bytes). clock is read only
+// when a quota applies: without any, a request pays one map-length check.
+func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, amount int64, clock func() time.Time) (time.Duration, func()) {
 	if !img.HasClientQuotas() {
 		return 0, func() {}
 	}
@@ -143,9 +177,9 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, b
 	}
 	now := clock()
 	s := q.sensor(sk, now)
-	s.record(bytes, now)
-	undo := func() { s.record(-bytes, now) }
-	return s.meter.BoundedThrottle(s.rate(now), bound, q.windows.maxThrottle()), undo
+	s.record(amount, now)
+	undo := func() { s.record(-amount, now) }
+	return s.meter.BoundedThrottle(s.rate(now), bound*q.scale, q.longest), undo
 }
 
 // throttleMillis is a throttle as a response's ThrottleMillis.
@@ -154,13 +188,64 @@ func throttleMillis(d time.Duration) int32 {
 }
 
 // produceThrottle applies producer_byte_rate to a produce request of size
-// bytes: it returns the throttle to report and mutes the connection.
-func (b *Broker) produceThrottle(img *metadata.Image, req *network.Request) time.Duration {
+// bytes and, unless acks is 0, request_percentage to the time it took so
+// far: it returns the larger throttle, to report, and mutes the
+// connection for it.
+func (b *Broker) produceThrottle(img *metadata.Image, req *network.Request, acks int16) time.Duration {
 	d, _ := b.producerQuotas.record(img, req.Conn.Principal, req.Header.ClientID, int64(req.Size), b.now)
+	if acks != 0 {
+		d = max(d, b.requestThrottle(img, req, 0))
+	}
 	if d > 0 {
 		req.Conn.Mute(d)
 	}
 	return d
+}
+
+// requestThrottle records req's handling time against request_percentage
+// and returns the throttle it earns (0 without a quota). took is the
+// handling time; 0 means until now, from the frame having been read.
+func (b *Broker) requestThrottle(img *metadata.Image, req *network.Request, took time.Duration) time.Duration {
+	if !img.HasClientQuotas() {
+		return 0
+	}
+	if took <= 0 {
+		took = time.Since(req.Received)
+	}
+	d, _ := b.requestQuotas.record(img, req.Conn.Principal, req.Header.ClientID, took.Nanoseconds(), b.now)
+	return d
+}
+
+// throttleRequest applies request_percentage to a request that is neither
+// a Produce nor a Fetch (whose handlers apply it with their byte quotas)
+// nor exempt: the response carries the throttle, unless it has a larger
+// one, and the connection reads nothing more for it once the response is
+// ready (KIP-219).
+func (b *Broker) throttleRequest(req *network.Request, res network.Result) network.Result {
+	switch req.Msg.(type) {
+	case *kmsg.ProduceRequest, *kmsg.FetchRequest, *kmsg.WriteTxnMarkersRequest:
+		return res
+	}
+	img := b.currentImage()
+	d := b.requestThrottle(img, req, 0)
+	if d <= 0 {
+		return res
+	}
+	ms := throttleMillis(d)
+	throttle := func(m kmsg.Response) kmsg.Response {
+		if t, ok := m.(kmsg.ThrottleResponse); ok {
+			if cur, _ := t.Throttle(); cur < ms {
+				m.(kmsg.SetThrottleResponse).SetThrottle(ms)
+			}
+		}
+		req.Conn.Mute(d)
+		return m
+	}
+	if r, ok := res.(*network.Response); ok && (r == nil || r.Msg == nil) {
+		req.Conn.Mute(d) // nothing to carry the throttle
+		return res
+	}
+	return network.Then(res, throttle)
 }
 
 // updateIPConnectionRates hands the ip entities' connection_creation_rate

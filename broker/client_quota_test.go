@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
 )
 
 // The quota of a request is the first entity in Kafka's order that sets the
@@ -98,9 +99,9 @@ func TestClientQuotas(t *testing.T) {
 	if err != nil || len(described) != 1 || len(described[0].Values) != 2 {
 		t.Fatalf("describe client quotas: %v %+v", err, described)
 	}
-	resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 50}}}})
+	resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 50}}}})
 	if err != nil || resp[0].Err == nil {
-		t.Fatalf("request_percentage accepted: %v %+v", err, resp)
+		t.Fatalf("controller_mutation_rate accepted: %v %+v", err, resp)
 	}
 
 	produce := func(rc *rawClient, records int) (*kmsg.ProduceResponse, time.Duration) {
@@ -159,6 +160,123 @@ func TestClientQuotas(t *testing.T) {
 	}
 	if fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"q", 0, 0, 1 << 20, -1})); fr.ThrottleMillis != 0 {
 		t.Fatalf("fetch throttled %d ms without a quota", fr.ThrottleMillis)
+	}
+}
+
+// request_percentage is measured in nanoseconds of handling: 100 ms in the
+// first window of 11 is 1 % over the 10 windows a rate divides by at
+// least; at a bound of 0.95 % that is (1 - 0.95) / 0.95 of the 10 s span
+// over, and a larger excess is bounded by one window.
+func TestRequestQuotaThrottleTime(t *testing.T) {
+	name := "app"
+	img, _, err := metadata.EmptyImage().Apply(1, []metadata.Record{&metadata.ClientQuotaRecord{
+		Entity: []metadata.QuotaEntityPart{{EntityType: metadata.QuotaClientID, EntityName: &name}},
+		Key:    metadata.QuotaRequestPercentage, Value: 0.95}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	q := newRequestQuotas(defaultQuotaWindows)
+	d, _ := q.record(img, network.AnonymousPrincipal, name, (100 * time.Millisecond).Nanoseconds(), clock)
+	if want := 10 * time.Second * 5 / 95; d < want-time.Millisecond || d > want+time.Millisecond {
+		t.Errorf("throttle %v, want %v", d, want)
+	}
+	if d, _ := q.record(img, network.AnonymousPrincipal, name, time.Second.Nanoseconds(), clock); d != time.Second {
+		t.Errorf("throttle %v far over the bound, want one window (1s)", d)
+	}
+	if d, _ := q.record(img, network.AnonymousPrincipal, "other", time.Second.Nanoseconds(), clock); d != 0 {
+		t.Errorf("a client id without the quota throttled %v", d)
+	}
+}
+
+// TestRequestQuota: request_percentage=0 for the raw client's id throttles
+// each of its requests by the longest request throttle (one window): a
+// Metadata request, a CreateTopics answered through the controller, an
+// acks=all produce, a fetch (which then returns no records) and a long
+// poll; the connection reads nothing more meanwhile; another client id is
+// not throttled; without the quota nothing is.
+func TestRequestQuota(t *testing.T) {
+	c := newTestCluster(t)
+	c.createTopic("rq", 1, nil)
+	adm := c.admin()
+	ctx := testCtx(t)
+	entity := kadm.ClientQuotaEntity{{Type: "client-id", Name: kmsgStr("test")}} // the raw client's id
+	alter := func(remove bool) {
+		t.Helper()
+		resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity,
+			Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0, Remove: remove}}}})
+		if err != nil || resp[0].Err != nil {
+			t.Fatalf("alter client quotas: %v %+v", err, resp)
+		}
+	}
+	other := c.client(kgo.ClientID("other"))
+	if err := other.ProduceSync(ctx, &kgo.Record{Topic: "rq", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	alter(false)
+	window := defaultQuotaWindows.window
+
+	rc := c.dialRaw(t)
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Version = 12
+	first := roundTrip[*kmsg.MetadataResponse](rc, meta)
+	if throttle := time.Duration(first.ThrottleMillis) * time.Millisecond; throttle != window {
+		t.Fatalf("metadata throttled %v at request_percentage=0, want one window (%v)", throttle, window)
+	}
+	start := time.Now()
+	roundTrip[*kmsg.MetadataResponse](rc, meta)
+	if took := time.Since(start); took < window*8/10 {
+		t.Fatalf("the next request on the throttled connection was answered after %v, within its %v throttle", took, window)
+	}
+	if r, err := meta.RequestWith(ctx, other); err != nil || r.ThrottleMillis != 0 {
+		t.Fatalf("another client id: throttled %+v, %v", r, err)
+	}
+
+	// A request answered later (through the controller) is throttled
+	// when it completes.
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Version, create.TimeoutMillis = 7, 5000
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "created-throttled", 1, 1
+	create.Topics = append(create.Topics, ct)
+	if cr := roundTrip[*kmsg.CreateTopicsResponse](c.dialRaw(t), create); cr.Topics[0].ErrorCode != 0 || time.Duration(cr.ThrottleMillis)*time.Millisecond != window {
+		t.Fatalf("create topics: error %d, throttle %d ms", cr.Topics[0].ErrorCode, cr.ThrottleMillis)
+	}
+
+	produce := kmsg.NewPtrProduceRequest()
+	produce.Version, produce.Acks, produce.TimeoutMillis = 12, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "rq"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = buildBatch(t, 1, 100)
+	rt.Partitions = append(rt.Partitions, rp)
+	produce.Topics = append(produce.Topics, rt)
+	pr := roundTrip[*kmsg.ProduceResponse](c.dialRaw(t), produce)
+	if pr.Topics[0].Partitions[0].ErrorCode != 0 || time.Duration(pr.ThrottleMillis)*time.Millisecond != window {
+		t.Fatalf("produce: error %d, throttle %d ms", pr.Topics[0].Partitions[0].ErrorCode, pr.ThrottleMillis)
+	}
+
+	fetch := c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"rq", 0, 0, 1 << 20, -1})
+	fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), fetch)
+	if n, _ := batchesIn(t, fr.Topics[0].Partitions[0].RecordBatches); n != 0 || time.Duration(fr.ThrottleMillis)*time.Millisecond != window {
+		t.Fatalf("throttled fetch: %d batches, throttle %d ms", n, fr.ThrottleMillis)
+	}
+	// A long poll is throttled when it completes.
+	fetch = c.fetchRequest(12, 200*time.Millisecond, 1<<20, 1<<20, fetchPartitionReq{"rq", 0, 0, 1 << 20, -1})
+	if fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), fetch); time.Duration(fr.ThrottleMillis)*time.Millisecond != window {
+		t.Fatalf("long-poll fetch: throttle %d ms", fr.ThrottleMillis)
+	}
+
+	alter(true)
+	if r := roundTrip[*kmsg.MetadataResponse](c.dialRaw(t), meta); r.ThrottleMillis != 0 {
+		t.Fatalf("metadata throttled %d ms without the quota", r.ThrottleMillis)
+	}
+	fetch = c.fetchRequest(12, 0, 1, 1<<20, fetchPartitionReq{"rq", 0, 0, 1 << 20, -1})
+	if fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), fetch); fr.ThrottleMillis != 0 {
+		t.Fatalf("fetch throttled %d ms without the quota", fr.ThrottleMillis)
+	} else if n, _ := batchesIn(t, fr.Topics[0].Partitions[0].RecordBatches); n != 2 {
+		t.Fatalf("fetched %d batches without the quota, want 2", n)
 	}
 }
 

@@ -78,9 +78,13 @@ type fetchOp struct {
 	img          *metadata.Image
 	listener     string
 	req          *network.Request
-	// throttle is the consumer_byte_rate throttle of the response
-	// (client_quota.go).
+	// throttle is the client quota throttle of the response, the larger
+	// of consumer_byte_rate's and request_percentage's (client_quota.go).
 	throttle time.Duration
+	// handled is how long the request took to handle before it parked
+	// (zero if it did not): the time request_percentage counts for a
+	// fetch answered later, whose wait is not handling.
+	handled time.Duration
 	// authz is the request's authorization (nil: no authorizer); readable
 	// caches its answer per topic (authzMu).
 	authz    *requestAuthz
@@ -152,6 +156,7 @@ func (b *Broker) handleFetch(ctx context.Context, req *network.Request, m *kmsg.
 	if resp := op.check(false); resp != nil {
 		return resp
 	}
+	op.handled = max(time.Since(req.Received), time.Nanosecond)
 	return b.park(ctx, op.watched(), func(p *partition) *watchList { return &p.fetchWatch },
 		time.Duration(m.MaxWaitMillis)*time.Millisecond, op.check)
 }
@@ -239,9 +244,10 @@ func (op *fetchOp) check(final bool) *network.Response {
 		if throttled > 0 {
 			op.b.leaderQuota.record(throttled, op.b.now())
 		}
-	} else if d, undo := op.b.consumerQuotas.record(op.img, op.req.Conn.Principal, op.req.Header.ClientID, total, op.b.now); d > 0 {
-		// Over consumer_byte_rate: an empty response (the bytes are not
-		// delivered, so they do not count) and the client waits.
+	} else if d, undo := op.quotaThrottle(total); d > 0 {
+		// Over consumer_byte_rate or request_percentage: an empty
+		// response (the bytes are not delivered, so they do not count)
+		// and the client waits.
 		undo()
 		for i := range reads {
 			reads[i].info.Regions, reads[i].info.Bytes = nil, 0
@@ -250,6 +256,15 @@ func (op *fetchOp) check(final bool) *network.Response {
 		op.req.Conn.Mute(d)
 	}
 	return op.respond(parts, reads)
+}
+
+// quotaThrottle records a consumer's response of total bytes against
+// consumer_byte_rate and its handling time against request_percentage,
+// and returns the larger throttle and the undo of the bytes (Kafka's
+// handleFetchRequest).
+func (op *fetchOp) quotaThrottle(total int64) (time.Duration, func()) {
+	d, undo := op.b.consumerQuotas.record(op.img, op.req.Conn.Principal, op.req.Header.ClientID, total, op.b.now)
+	return max(d, op.b.requestThrottle(op.img, op.req, op.handled)), undo
 }
 
 // read reads one partition into r.

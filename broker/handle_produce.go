@@ -140,7 +140,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *network.Request, m *kms
 	}
 	b.checkProduceTxn(ctx, m, img, jobs)
 	b.runProduceJobs(m, jobs)
-	resp.ThrottleMillis = throttleMillis(b.produceThrottle(img, req))
+	resp.ThrottleMillis = throttleMillis(b.produceThrottle(img, req, m.Acks))
 	var pending []producePending
 	var leaders map[int32]bool
 	for i := range jobs {

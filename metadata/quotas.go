@@ -18,11 +18,11 @@ import (
 // users and client ids, and connection creation rates of client addresses,
 // stored in the metadata log as ClientQuotaRecords and set and read with
 // AlterClientQuotas and DescribeClientQuotas (kafka-configs --entity-type
-// users/clients/ips). Keel enforces producer_byte_rate and
-// consumer_byte_rate (broker/client_quota.go) and an ip's
-// connection_creation_rate (network.Server); the other keys Kafka has
-// (request_percentage, controller_mutation_rate) are refused with
-// INVALID_REQUEST rather than stored and ignored.
+// users/clients/ips). Keel enforces producer_byte_rate,
+// consumer_byte_rate and request_percentage (broker/client_quota.go) and
+// an ip's connection_creation_rate (network.Server); the one other key
+// Kafka has, controller_mutation_rate, is refused with INVALID_REQUEST
+// rather than stored and ignored.
 
 // Client quota entity types.
 const (
@@ -35,6 +35,9 @@ const (
 const (
 	QuotaProducerByteRate = "producer_byte_rate"
 	QuotaConsumerByteRate = "consumer_byte_rate"
+	// QuotaRequestPercentage is the share of one request handler's time a
+	// client's requests may take on a broker, in percent (KIP-124).
+	QuotaRequestPercentage = "request_percentage"
 	// QuotaConnectionCreationRate is an ip entity's only key: the
 	// connections a second each broker accepts from the address.
 	QuotaConnectionCreationRate = "connection_creation_rate"
@@ -145,8 +148,10 @@ func QuotaEntityFromParts(parts []QuotaEntityPart) (QuotaEntity, error) {
 
 // validateQuotaOp checks one key and value of entity e: for users and
 // client ids the byte rates Keel enforces, whole and non-negative, as
-// Kafka's LONG quota keys; for an ip connection_creation_rate alone, an
-// INT of at least 0 (Kafka's ipConfigs).
+// Kafka's LONG quota keys, and request_percentage, a DOUBLE; for an ip
+// connection_creation_rate alone, an INT of at least 0 (Kafka's ipConfigs).
+// Kafka stores a negative rate or percentage; Keel refuses one, as no
+// client could stay under it.
 func validateQuotaOp(e QuotaEntity, key string, value float64, remove bool) error {
 	if e.IP.Set {
 		if key != QuotaConnectionCreationRate {
@@ -161,8 +166,13 @@ func validateQuotaOp(e QuotaEntity, key string, value float64, remove bool) erro
 	case QuotaProducerByteRate, QuotaConsumerByteRate:
 	case QuotaConnectionCreationRate:
 		return fmt.Errorf("invalid configuration key %s for a user or client id: it is an ip entity's quota", key)
-	case "request_percentage", "controller_mutation_rate":
-		return fmt.Errorf("quota %s is not supported by Keel (only %s and %s are enforced)", key, QuotaProducerByteRate, QuotaConsumerByteRate)
+	case QuotaRequestPercentage:
+		if !remove && (value < 0 || math.IsInf(value, 0) || math.IsNaN(value)) {
+			return fmt.Errorf("invalid value %v for %s: a percentage of one request handler's time, at least 0", value, key)
+		}
+		return nil
+	case "controller_mutation_rate":
+		return fmt.Errorf("quota %s is not supported by Keel (only %s, %s and %s are enforced)", key, QuotaProducerByteRate, QuotaConsumerByteRate, QuotaRequestPercentage)
 	default:
 		return fmt.Errorf("unknown quota key %q", key)
 	}

@@ -99,7 +99,7 @@ func TestCLIConfigs(t *testing.T) {
 	// Client quotas: kafka-configs.sh's --entity-type users form and its
 	// shorthands, strict per entity.
 	ok(t, bs, "", "configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=10485760")
-	if out := ok(t, bs, "", "configs", "alter", "--user", "alice", "--client", "app", "--add-config", "producer_byte_rate=1024"); out != "Completed updating config for user alice.\n" {
+	if out := ok(t, bs, "", "configs", "alter", "--user", "alice", "--client", "app", "--add-config", "producer_byte_rate=1024,request_percentage=12.5"); out != "Completed updating config for user alice.\n" {
 		t.Errorf("alter alice/app printed %q", out)
 	}
 	if out := ok(t, bs, "", "configs", "alter", "--user-defaults", "--add-config", "consumer_byte_rate=4096"); out != "Completed updating default config for users in the cluster.\n" {
@@ -111,7 +111,7 @@ func TestCLIConfigs(t *testing.T) {
 	ok(t, bs, "", "configs", "alter", "--user", "alice", "--delete-config", "consumer_byte_rate")
 	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "users"); out != "Quota configs for the default user-principal are consumer_byte_rate=4096.0\n"+
 		"Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0\n"+
-		"Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1024.0\n" {
+		"Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1024.0, request_percentage=12.5\n" {
 		t.Errorf("describe users printed %q", out)
 	}
 	// Connection creation rates of client addresses (KIP-612): --entity-type
@@ -139,7 +139,7 @@ func TestCLIConfigs(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"configs", "alter", "--user", "alice", "--add-config", "request_percentage=50"}, "not supported by Keel"},
+		{[]string{"configs", "alter", "--user", "alice", "--add-config", "controller_mutation_rate=50"}, "not supported by Keel"},
 		{[]string{"configs", "alter", "--user", "alice", "--add-config", "producer_byte_rate=fast"}, "a quota is a number"},
 		{[]string{"configs", "alter", "--user", "alice", "--add-config", "SCRAM-SHA-256=[password=x]"}, "keel users alter"},
 		{[]string{"configs", "alter", "--user", "alice", "--user-defaults", "--add-config", "producer_byte_rate=1"}, "together"},
