@@ -1,10 +1,19 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
@@ -27,8 +36,8 @@ func isSASLKey(k string) bool {
 //
 //   - sasl.enabled.mechanisms (or listener.name.<listener>.sasl.enabled.
 //     mechanisms) names the mechanisms; Kafka's default, GSSAPI, is not
-//     supported, so a SASL listener must set it. PLAIN, SCRAM-SHA-256 and
-//     SCRAM-SHA-512 are supported; OAUTHBEARER and GSSAPI are refused with
+//     supported, so a SASL listener must set it. PLAIN, SCRAM-SHA-256,
+//     SCRAM-SHA-512 and OAUTHBEARER are supported; GSSAPI is refused with
 //     the setting named.
 //   - PLAIN's users are the user_<name>="<password>" options of
 //     listener.name.<listener>.plain.sasl.jaas.config
@@ -40,10 +49,21 @@ func isSASLKey(k string) bool {
 //     connection. listener.name.<listener>.scram-sha-256.sasl.jaas.config
 //     may name the ScramLoginModule, as Kafka's brokers need; it has
 //     nothing else to say here.
+//   - OAUTHBEARER needs listener.name.<listener>.oauthbearer.sasl.jaas.config
+//     (the OAuthBearerLoginModule). Without
+//     listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class
+//     tokens are validated as Kafka's default handler does, unsigned
+//     ("alg":"none"; the module's unsecuredValidator* options), which is
+//     for development only; with Kafka's OAuthBearerValidatorCallbackHandler
+//     they must be signed by a key of the identity provider's JWKS
+//     (oauthBearerValidator).
 //
 // Brokers and controllers do not authenticate to each other with SASL yet,
 // so neither the inter-broker nor a controller listener may be SASL.
-func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, image func() *metadata.Image) (map[string]*network.SASLListener, error) {
+func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, image func() *metadata.Image, log hclog.Logger) (map[string]*network.SASLListener, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
 	out := map[string]*network.SASLListener{}
 	for _, l := range listeners {
 		if !l.SecurityProtocol.IsSASL() {
@@ -59,29 +79,39 @@ func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, imag
 		}
 		enabled, ok := listenerSetting(cfg.SASL, l.Name, "sasl.enabled.mechanisms", true)
 		if !ok {
-			return nil, fmt.Errorf("listener %s is %s: set sasl.enabled.mechanisms (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", l.Name, l.SecurityProtocol)
+			return nil, fmt.Errorf("listener %s is %s: set sasl.enabled.mechanisms (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)", l.Name, l.SecurityProtocol)
 		}
 		var mechs []string
 		users := map[string]sasl.PlainUsers{}
+		var oauth sasl.OAuthBearerValidator
 		for _, m := range strings.Split(enabled, ",") {
 			m = strings.ToUpper(strings.TrimSpace(m))
 			if m == "" || slices.Contains(mechs, m) {
 				continue
 			}
-			if m != sasl.MechanismPlain && !sasl.IsScram(m) {
-				return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not supported yet (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", l.Name, m)
+			if m != sasl.MechanismPlain && m != sasl.MechanismOAuthBearer && !sasl.IsScram(m) {
+				return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not supported yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)", l.Name, m)
 			}
 			key := "listener.name." + strings.ToLower(l.Name) + "." + strings.ToLower(m) + ".sasl.jaas.config"
 			text, ok := listenerSetting(cfg.SASL, l.Name, strings.ToLower(m)+".sasl.jaas.config", false)
 			switch {
 			case !ok && m == sasl.MechanismPlain:
 				return nil, fmt.Errorf("listener %s enables %s but %s is not set (the PlainLoginModule with its user_<name>=\"<password>\" options)", l.Name, m, key)
+			case !ok && m == sasl.MechanismOAuthBearer:
+				return nil, fmt.Errorf("listener %s enables %s but %s is not set (the OAuthBearerLoginModule)", l.Name, m, key)
 			case ok:
 				jaas, err := sasl.ParseJAAS(text)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", key, err)
 				}
-				if m == sasl.MechanismPlain {
+				if m == sasl.MechanismOAuthBearer {
+					if jaas.LoginModule != sasl.OAuthBearerLoginModule {
+						return nil, fmt.Errorf("%s: login module %s is not %s", key, jaas.LoginModule, sasl.OAuthBearerLoginModule)
+					}
+					if oauth, err = oauthBearerValidator(cfg, l.Name, jaas, log); err != nil {
+						return nil, err
+					}
+				} else if m == sasl.MechanismPlain {
 					if users[m], err = sasl.PlainUsersFromJAAS(jaas); err != nil {
 						return nil, fmt.Errorf("%s: %w", key, err)
 					}
@@ -97,8 +127,11 @@ func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, imag
 		out[l.Name] = &network.SASLListener{
 			Mechanisms: mechs,
 			Start: func(m string) network.SASLExchange {
-				if m == sasl.MechanismPlain {
+				switch m {
+				case sasl.MechanismPlain:
 					return plainExchange{users[m]}
+				case sasl.MechanismOAuthBearer:
+					return oauthExchange{sasl.OAuthBearerServer{Validator: oauth, Now: time.Now}}
 				}
 				return newScramExchange(m, image)
 			},
@@ -116,6 +149,154 @@ func (e plainExchange) Next(msg []byte) ([]byte, bool, string, error) {
 		return nil, false, "", saslFailure{sasl.MechanismPlain, err}
 	}
 	return nil, true, user, nil
+}
+
+// oauthExchange is a connection's SASL/OAUTHBEARER exchange: one message.
+type oauthExchange struct{ server sasl.OAuthBearerServer }
+
+func (e oauthExchange) Next(msg []byte) ([]byte, bool, string, error) {
+	user, err := e.server.Next(msg)
+	if err != nil {
+		return nil, false, "", saslFailure{sasl.MechanismOAuthBearer, err}
+	}
+	return nil, true, user, nil
+}
+
+// Kafka's OAUTHBEARER server callback handlers.
+const (
+	oauthValidatorHandler       = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+	oauthValidatorHandlerLegacy = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler" // before Kafka 3.8
+	oauthUnsecuredHandler       = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+)
+
+// oauthBearerValidator builds listener's OAUTHBEARER validator from its
+// server callback handler and, for Kafka's OAuthBearerValidatorCallbackHandler,
+// the sasl.oauthbearer.* settings (each also listener- and
+// mechanism-prefixed, listener.name.<listener>.oauthbearer.sasl.oauthbearer.*,
+// as Kafka reads a callback handler's settings), with Kafka's defaults.
+func oauthBearerValidator(cfg *Config, listener string, jaas sasl.JAASConfig, log hclog.Logger) (sasl.OAuthBearerValidator, error) {
+	handler, _ := listenerSetting(cfg.SASL, listener, "oauthbearer.sasl.server.callback.handler.class", false)
+	handlerKey := "listener.name." + strings.ToLower(listener) + ".oauthbearer.sasl.server.callback.handler.class"
+	switch strings.TrimSpace(handler) {
+	case "", oauthUnsecuredHandler:
+		v, err := sasl.UnsecuredValidatorFromJAAS(jaas)
+		if err != nil {
+			return nil, fmt.Errorf("listener.name.%s.oauthbearer.sasl.jaas.config: %w", strings.ToLower(listener), err)
+		}
+		log.Warn("OAUTHBEARER takes unsecured (unsigned) tokens on this listener, as Kafka's default handler does: for development only; "+
+			"set "+handlerKey+"="+oauthValidatorHandler+" and sasl.oauthbearer.jwks.endpoint.url for signed ones", "listener", listener)
+		return v, nil
+	case oauthValidatorHandler, oauthValidatorHandlerLegacy:
+	default:
+		return nil, fmt.Errorf("%s=%s: custom callback handlers are not supported (%s and Kafka's unsecured default are)", handlerKey, handler, oauthValidatorHandler)
+	}
+	setting := func(key string) (string, string) {
+		if v, ok := listenerSetting(cfg.SASL, listener, "oauthbearer."+key, false); ok {
+			return strings.TrimSpace(v), "listener.name." + strings.ToLower(listener) + ".oauthbearer." + key
+		}
+		return strings.TrimSpace(cfg.SASL[key]), key
+	}
+	millis := func(key string, def int64) (time.Duration, error) {
+		v, name := setting(key)
+		if v == "" {
+			return time.Duration(def) * time.Millisecond, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s=%s: not a number of milliseconds from 0", name, v)
+		}
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	url, urlKey := setting("sasl.oauthbearer.jwks.endpoint.url")
+	if url == "" {
+		return nil, fmt.Errorf("%s=%s needs sasl.oauthbearer.jwks.endpoint.url (the identity provider's JWKS: https://..., or file:/path)", handlerKey, handler)
+	}
+	fetch, err := jwksFetcher(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w", urlKey, url, err)
+	}
+	cache := &sasl.JWKSCache{Fetch: fetch, Timeout: 10 * time.Second,
+		Log: func(msg string, args ...any) { log.Info(msg, append(args, "listener", listener, "url", url)...) }}
+	if cache.Refresh, err = millis("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000); err != nil {
+		return nil, err
+	}
+	if cache.Backoff, err = millis("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100); err != nil {
+		return nil, err
+	}
+	if cache.MaxBackoff, err = millis("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10_000); err != nil {
+		return nil, err
+	}
+	v := &sasl.JWTValidator{Keys: cache, SubClaim: "sub", ScopeClaim: "scope", ClockSkew: 30 * time.Second}
+	if s, _ := setting("sasl.oauthbearer.sub.claim.name"); s != "" {
+		v.SubClaim = s
+	}
+	if s, _ := setting("sasl.oauthbearer.scope.claim.name"); s != "" {
+		v.ScopeClaim = s
+	}
+	v.Issuer, _ = setting("sasl.oauthbearer.expected.issuer")
+	if s, _ := setting("sasl.oauthbearer.expected.audience"); s != "" {
+		for a := range strings.SplitSeq(s, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				v.Audience = append(v.Audience, a)
+			}
+		}
+	}
+	if s, name := setting("sasl.oauthbearer.clock.skew.seconds"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s=%s: not a number of seconds from 0", name, s)
+		}
+		v.ClockSkew = time.Duration(n) * time.Second
+	}
+	log.Info("OAUTHBEARER validates signed tokens against the identity provider's JWKS", "listener", listener, "url", url,
+		"issuer", v.Issuer, "audience", v.Audience, "sub_claim", v.SubClaim)
+	return v, nil
+}
+
+// maxJWKS bounds a JWKS read.
+const maxJWKS = 1 << 20
+
+// jwksFetcher reads the JWKS at url: https:// or http:// (GET, 200), or
+// file: (the file; Kafka reads a local JWKS that way too).
+func jwksFetcher(url string) (func(ctx context.Context) ([]byte, error), error) {
+	if path, ok := strings.CutPrefix(url, "file:"); ok {
+		path = strings.TrimPrefix(path, "//")
+		return func(context.Context) ([]byte, error) {
+			b, err := os.ReadFile(path)
+			if err == nil && len(b) > maxJWKS {
+				err = fmt.Errorf("more than %d bytes", maxJWKS)
+			}
+			return b, err
+		}, nil
+	}
+	if !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://") {
+		return nil, errors.New("not an https://, http:// or file: URL")
+	}
+	if _, err := neturl.Parse(url); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKS+1))
+		switch {
+		case err != nil:
+			return nil, err
+		case resp.StatusCode != http.StatusOK:
+			return nil, fmt.Errorf("HTTP %s", resp.Status)
+		case len(b) > maxJWKS:
+			return nil, fmt.Errorf("more than %d bytes", maxJWKS)
+		}
+		return b, nil
+	}, nil
 }
 
 // saslCatchUpWait bounds how long a SCRAM exchange waits for its broker to

@@ -27,25 +27,37 @@ func TestLoadNodeSASL(t *testing.T) {
 		{Name: "CLIENTS", SecurityProtocol: network.SASLPlaintext},
 	}
 	const jaas = `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`
+	const oauthJAAS = sasl.OAuthBearerLoginModule + " required;"
 	load := func(extra map[string]string) *Config { return loadListenerConfig(t, extra) }
 	for what, tc := range map[string]struct {
 		props map[string]string
 		want  string
 	}{
 		"no mechanisms (GSSAPI by default)": {nil, "GSSAPI, is not supported"},
-		"OAUTHBEARER":                       {map[string]string{"sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER", "listener.name.clients.plain.sasl.jaas.config": jaas}, "OAUTHBEARER is not supported yet"},
-		"SCRAM with PLAIN's login module":   {map[string]string{"sasl.enabled.mechanisms": "SCRAM-SHA-512", "listener.name.clients.scram-sha-512.sasl.jaas.config": jaas}, "ScramLoginModule"},
-		"no JAAS":                           {map[string]string{"sasl.enabled.mechanisms": "PLAIN"}, "listener.name.clients.plain.sasl.jaas.config is not set"},
-		"bad JAAS":                          {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": "PlainLoginModule required"}, "listener.name.clients.plain.sasl.jaas.config"},
-		"another login module":              {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required;`}, "PlainLoginModule"},
+		"GSSAPI":                            {map[string]string{"sasl.enabled.mechanisms": "PLAIN,GSSAPI", "listener.name.clients.plain.sasl.jaas.config": jaas}, "GSSAPI is not supported yet"},
+		"OAUTHBEARER without JAAS":          {map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER"}, "listener.name.clients.oauthbearer.sasl.jaas.config is not set"},
+		"OAUTHBEARER with PLAIN's module":   {map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.clients.oauthbearer.sasl.jaas.config": jaas}, "OAuthBearerLoginModule"},
+		"OAUTHBEARER, a custom handler": {map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.clients.oauthbearer.sasl.jaas.config": oauthJAAS,
+			"listener.name.clients.oauthbearer.sasl.server.callback.handler.class": "com.example.MyHandler"}, "custom callback handlers are not supported"},
+		"OAUTHBEARER, JWKS without a URL": {map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.clients.oauthbearer.sasl.jaas.config": oauthJAAS,
+			"listener.name.clients.oauthbearer.sasl.server.callback.handler.class": oauthValidatorHandler}, "needs sasl.oauthbearer.jwks.endpoint.url"},
+		"OAUTHBEARER, a JWKS URL of another scheme": {map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.clients.oauthbearer.sasl.jaas.config": oauthJAAS,
+			"listener.name.clients.oauthbearer.sasl.server.callback.handler.class": oauthValidatorHandler, "sasl.oauthbearer.jwks.endpoint.url": "ftp://idp/jwks"}, "not an https://"},
+		"OAUTHBEARER, a bad clock skew": {map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.clients.oauthbearer.sasl.jaas.config": oauthJAAS,
+			"listener.name.clients.oauthbearer.sasl.server.callback.handler.class": oauthValidatorHandler, "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks",
+			"sasl.oauthbearer.clock.skew.seconds": "-1"}, "sasl.oauthbearer.clock.skew.seconds=-1"},
+		"SCRAM with PLAIN's login module": {map[string]string{"sasl.enabled.mechanisms": "SCRAM-SHA-512", "listener.name.clients.scram-sha-512.sasl.jaas.config": jaas}, "ScramLoginModule"},
+		"no JAAS":                         {map[string]string{"sasl.enabled.mechanisms": "PLAIN"}, "listener.name.clients.plain.sasl.jaas.config is not set"},
+		"bad JAAS":                        {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": "PlainLoginModule required"}, "listener.name.clients.plain.sasl.jaas.config"},
+		"another login module":            {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required;`}, "PlainLoginModule"},
 	} {
-		if _, err := loadNodeSASL(load(tc.props), listeners, true, metadata.EmptyImage); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := loadNodeSASL(load(tc.props), listeners, true, metadata.EmptyImage, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", what, err, tc.want)
 		}
 	}
 
 	good := load(map[string]string{"listener.name.clients.sasl.enabled.mechanisms": "plain", "listener.name.CLIENTS.plain.sasl.jaas.config": jaas})
-	got, err := loadNodeSASL(good, listeners, true, metadata.EmptyImage)
+	got, err := loadNodeSASL(good, listeners, true, metadata.EmptyImage, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +76,11 @@ func TestLoadNodeSASL(t *testing.T) {
 
 	// SASL between nodes is not supported yet.
 	internalSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.SASLSSL}, {Name: "CONTROLLER", SecurityProtocol: network.Plaintext}}
-	if _, err := loadNodeSASL(good, internalSASL, true, metadata.EmptyImage); err == nil || !strings.Contains(err.Error(), "inter.broker.listener.name") {
+	if _, err := loadNodeSASL(good, internalSASL, true, metadata.EmptyImage, nil); err == nil || !strings.Contains(err.Error(), "inter.broker.listener.name") {
 		t.Errorf("SASL inter-broker listener: %v", err)
 	}
 	ctlSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.Plaintext}, {Name: "CONTROLLER", SecurityProtocol: network.SASLPlaintext}}
-	if _, err := loadNodeSASL(good, ctlSASL, true, metadata.EmptyImage); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
+	if _, err := loadNodeSASL(good, ctlSASL, true, metadata.EmptyImage, nil); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
 		t.Errorf("SASL controller listener: %v", err)
 	}
 }
@@ -88,7 +100,7 @@ func TestSASLScramListener(t *testing.T) {
 		"listener.name.clients.scram-sha-512.sasl.jaas.config": sasl.ScramLoginModule + " required;",
 	})
 	img := metadata.EmptyImage()
-	got, err := loadNodeSASL(cfg, listeners, true, func() *metadata.Image { return img })
+	got, err := loadNodeSASL(cfg, listeners, true, func() *metadata.Image { return img }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

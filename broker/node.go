@@ -159,7 +159,7 @@ func (n *Node) start() (err error) {
 		case <-t.C:
 		}
 		return n.raft.Image()
-	})
+	}, logger.Named("sasl"))
 	if err != nil {
 		return err
 	}

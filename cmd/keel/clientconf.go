@@ -6,9 +6,12 @@ package main
 // -o json. The commands are built on the Go SDK (client/) only.
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -407,7 +410,8 @@ func securityProtocol(props map[string]string) (string, error) {
 // isSecurityProperty reports the ssl.* and sasl.* properties
 // securityOptions reads.
 func isSecurityProperty(k string) bool {
-	return k == "sasl.mechanism" || k == "sasl.jaas.config" || slices.Contains(tlsconf.Keys(), k)
+	return k == "sasl.mechanism" || k == "sasl.jaas.config" || k == "sasl.oauthbearer.token.endpoint.url" ||
+		k == "sasl.login.callback.handler.class" || slices.Contains(tlsconf.Keys(), k)
 }
 
 // usesSecurityProperty reports whether security.protocol proto reads the
@@ -440,8 +444,9 @@ func tlsConfig(props map[string]string) (*tls.Config, error) {
 
 // saslMechanism is sasl.mechanism with its sasl.jaas.config credentials:
 // PLAIN with the PlainLoginModule, SCRAM-SHA-256 and SCRAM-SHA-512 with the
-// ScramLoginModule, each with username="..." password="...". Kafka's
-// default mechanism, GSSAPI, is not supported, nor is OAUTHBEARER.
+// ScramLoginModule, each with username="..." password="...", OAUTHBEARER
+// with the OAuthBearerLoginModule (oauthBearerMechanism). Kafka's default
+// mechanism, GSSAPI, is not supported.
 func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
 	module := sasl.PlainLoginModule
@@ -449,10 +454,12 @@ func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
 	case mech == sasl.MechanismPlain:
 	case sasl.IsScram(mech):
 		module = sasl.ScramLoginModule
+	case mech == sasl.MechanismOAuthBearer:
+		return oauthBearerMechanism(props)
 	case mech == "":
-		return nil, fmt.Errorf("security.protocol=%s needs sasl.mechanism (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", props["security.protocol"])
+		return nil, fmt.Errorf("security.protocol=%s needs sasl.mechanism (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)", props["security.protocol"])
 	default:
-		return nil, fmt.Errorf("sasl.mechanism=%s is not supported yet (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", mech)
+		return nil, fmt.Errorf("sasl.mechanism=%s is not supported yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)", mech)
 	}
 	text, ok := props["sasl.jaas.config"]
 	if !ok {
@@ -473,6 +480,137 @@ func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
 		return client.PlainAuth{User: user, Pass: pass}, nil
 	}
 	return client.ScramAuth{Mechanism: mech, User: user, Pass: pass}, nil
+}
+
+// Kafka's OAUTHBEARER login callback handler, which gets tokens from
+// sasl.oauthbearer.token.endpoint.url (KIP-768).
+const (
+	oauthLoginHandler       = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+	oauthLoginHandlerLegacy = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"
+)
+
+// oauthBearerMechanism is sasl.mechanism=OAUTHBEARER, as Kafka's clients
+// log in with the OAuthBearerLoginModule (sasl.jaas.config):
+//
+//   - with sasl.oauthbearer.token.endpoint.url https://... (and
+//     sasl.login.callback.handler.class=OAuthBearerLoginCallbackHandler, as
+//     Kafka asks), tokens from the identity provider's token endpoint with
+//     the client credentials grant: the module's clientId, clientSecret
+//     and optional scope;
+//   - with a file: URL, the token in that file, read for each connection;
+//   - without one, Kafka's unsecured login: an unsigned token
+//     ("alg":"none") of the module's unsecuredLoginStringClaim_<name>,
+//     unsecuredLoginNumberClaim_<name> and unsecuredLoginListClaim_<name>
+//     options (sub required), valid unsecuredLoginLifetimeSeconds (3600).
+//     For development only: a broker accepts such tokens only with
+//     Kafka's default, unsecured validation.
+//
+// The module's extension_<name> options are sent as SASL extensions.
+func oauthBearerMechanism(props map[string]string) (client.SASLMechanism, error) {
+	text, ok := props["sasl.jaas.config"]
+	if !ok {
+		return nil, fmt.Errorf(`sasl.mechanism=OAUTHBEARER needs sasl.jaas.config=%s required ...;`, sasl.OAuthBearerLoginModule)
+	}
+	jaas, err := sasl.ParseJAAS(text)
+	if err != nil {
+		return nil, fmt.Errorf("sasl.jaas.config: %w", err)
+	}
+	if jaas.LoginModule != sasl.OAuthBearerLoginModule {
+		return nil, fmt.Errorf("sasl.jaas.config: sasl.mechanism=OAUTHBEARER takes the %s, not %s", sasl.OAuthBearerLoginModule, jaas.LoginModule)
+	}
+	auth := client.OAuthBearerAuth{}
+	for k, v := range jaas.Options {
+		if name, ok := strings.CutPrefix(k, "extension_"); ok {
+			if auth.Extensions == nil {
+				auth.Extensions = map[string]string{}
+			}
+			auth.Extensions[name] = v
+		}
+	}
+	handler := strings.TrimSpace(props["sasl.login.callback.handler.class"])
+	endpoint := strings.TrimSpace(props["sasl.oauthbearer.token.endpoint.url"])
+	switch {
+	case handler != "" && handler != oauthLoginHandler && handler != oauthLoginHandlerLegacy:
+		return nil, fmt.Errorf("sasl.login.callback.handler.class=%s: custom login handlers are not supported (%s is)", handler, oauthLoginHandler)
+	case handler != "" && endpoint == "":
+		return nil, fmt.Errorf("sasl.login.callback.handler.class=%s needs sasl.oauthbearer.token.endpoint.url", handler)
+	case strings.HasPrefix(endpoint, "file:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(endpoint, "file:"), "//")
+		auth.Token = func(context.Context) (string, error) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return "", fmt.Errorf("sasl.oauthbearer.token.endpoint.url: %w", err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		}
+	case endpoint != "":
+		if !strings.HasPrefix(endpoint, "https://") && !strings.HasPrefix(endpoint, "http://") {
+			return nil, fmt.Errorf("sasl.oauthbearer.token.endpoint.url=%s: not an https://, http:// or file: URL", endpoint)
+		}
+		id, secret := jaas.Options["clientId"], jaas.Options["clientSecret"]
+		if id == "" || secret == "" {
+			return nil, errors.New(`sasl.jaas.config: a token endpoint needs the OAuthBearerLoginModule's clientId="..." and clientSecret="..."`)
+		}
+		creds := &client.OAuthClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: jaas.Options["scope"]}
+		auth.Token = creds.Token
+	default:
+		token, err := unsecuredLoginToken(jaas.Options, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("sasl.jaas.config: %w", err)
+		}
+		auth.Token = func(context.Context) (string, error) { return token, nil }
+	}
+	return auth, nil
+}
+
+// unsecuredLoginToken is the unsigned token of Kafka's
+// OAuthBearerUnsecuredLoginCallbackHandler from the module's
+// unsecuredLogin* options, issued at now.
+func unsecuredLoginToken(options map[string]string, now time.Time) (string, error) {
+	claims := map[string]any{}
+	for k, v := range options {
+		switch {
+		case strings.HasPrefix(k, "unsecuredLoginStringClaim_"):
+			claims[strings.TrimPrefix(k, "unsecuredLoginStringClaim_")] = v
+		case strings.HasPrefix(k, "unsecuredLoginNumberClaim_"):
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return "", fmt.Errorf("%s=%q is not a number", k, v)
+			}
+			claims[strings.TrimPrefix(k, "unsecuredLoginNumberClaim_")] = n
+		case strings.HasPrefix(k, "unsecuredLoginListClaim_"):
+			// The first character is the delimiter, as in Kafka.
+			var list []string
+			if v != "" {
+				for e := range strings.SplitSeq(v[1:], v[:1]) {
+					if e != "" {
+						list = append(list, e)
+					}
+				}
+			}
+			claims[strings.TrimPrefix(k, "unsecuredLoginListClaim_")] = list
+		}
+	}
+	principal := cmp.Or(options["unsecuredLoginPrincipalClaimName"], "sub")
+	if s, _ := claims[principal].(string); strings.TrimSpace(s) == "" {
+		return "", fmt.Errorf(`the OAuthBearerLoginModule needs unsecuredLoginStringClaim_%s="<principal>" (or sasl.oauthbearer.token.endpoint.url for a real token)`, principal)
+	}
+	lifetime := int64(3600)
+	if v := options["unsecuredLoginLifetimeSeconds"]; v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return "", fmt.Errorf("unsecuredLoginLifetimeSeconds=%q: not a positive number of seconds", v)
+		}
+		lifetime = n
+	}
+	claims["iat"] = float64(now.UnixMilli()) / 1000
+	claims["exp"] = float64(now.UnixMilli())/1000 + float64(lifetime)
+	header, _ := json.Marshal(map[string]string{"alg": "none"})
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(payload) + ".", nil
 }
 
 // commandDial is how a command that talks to one node directly (keel
@@ -629,9 +767,15 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  ssl.keystore.certificate.chain ssl.keystore.key
                  ssl.endpoint.identification.algorithm ssl.enabled.protocols
                  ssl.cipher.suites (JKS, PKCS12 or PEM stores, as Kafka's)
-                 sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)
+                 sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or
+                 OAUTHBEARER)
                  sasl.jaas.config (PlainLoginModule or ScramLoginModule
-                 required username="..." password="...";)
+                 required username="..." password="...";, or the
+                 OAuthBearerLoginModule with clientId="..." clientSecret="..."
+                 [scope="..."] and sasl.oauthbearer.token.endpoint.url, or
+                 unsecuredLoginStringClaim_sub="..." for development)
+                 sasl.oauthbearer.token.endpoint.url (https://..., file:...)
+                 sasl.login.callback.handler.class
 
 Other keys are warned about and ignored.
 `

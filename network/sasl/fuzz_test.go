@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzAuthenticatePlain feeds untrusted SaslAuthenticate bytes to the PLAIN
@@ -138,6 +139,39 @@ func FuzzScramServer(f *testing.F) {
 			case i == 1 && (!done || user != "alice" || !bytes.HasPrefix(answer, []byte("v="))):
 				t.Fatalf("client-final %q answered %q %v %q", final, answer, done, user)
 			}
+		}
+	})
+}
+
+// FuzzOAuthBearer feeds untrusted SaslAuthenticate bytes to an OAUTHBEARER
+// exchange with the unsecured validator: it must not panic, must accept
+// only a well-formed message whose token names a principal, and must give
+// the client RFC 7628's JSON status or a fixed message, never the token.
+func FuzzOAuthBearer(f *testing.F) {
+	now := time.Unix(1_800_000_000, 0)
+	s := OAuthBearerServer{Validator: &UnsecuredValidator{PrincipalClaim: "sub", ScopeClaim: "scope"}, Now: func() time.Time { return now }}
+	// {"alg":"none"}.{"sub":"alice","exp":1900000000}.
+	f.Add([]byte("n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6MTkwMDAwMDAwMH0.\x01\x01"))
+	f.Add([]byte("n,a=alice,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6MTkwMDAwMDAwMH0.\x01x=y\x01\x01"))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		user, err := s.Next(msg)
+		if err == nil {
+			r, perr := ParseOAuthBearerInitialResponse(msg)
+			if perr != nil || user == "" || (r.AuthzID != "" && r.AuthzID != user) {
+				t.Fatalf("accepted %q as %q (%v)", msg, user, perr)
+			}
+			return
+		}
+		if user != "" {
+			t.Fatalf("user %q with error %v", user, err)
+		}
+		cm := ClientMessage(MechanismOAuthBearer, err)
+		var invalid *InvalidTokenError
+		if errors.As(err, &invalid) && !strings.HasPrefix(cm, `{"status":"`) {
+			t.Fatalf("client message %q for %v", cm, err)
+		}
+		if r, perr := ParseOAuthBearerInitialResponse(msg); perr == nil && len(r.Token) > 8 && strings.Contains(cm, r.Token) {
+			t.Fatalf("client message %q shows the token", cm)
 		}
 	})
 }

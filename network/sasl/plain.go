@@ -53,11 +53,15 @@ var (
 //
 // As Kafka's SaslServerAuthenticator: the errors a mechanism raises for the
 // client (ErrAuthenticationFailed, ErrAuthorizationIDMismatch) give their
-// own text; any other failure gives Kafka's generic "Authentication failed
+// own text; an invalid OAUTHBEARER token RFC 7628's error JSON
+// (InvalidTokenError); any other failure gives Kafka's generic "Authentication failed
 // during authentication due to invalid credentials with SASL mechanism
 // <mechanism>".
 func ClientMessage(mechanism string, err error) string {
+	var invalid *InvalidTokenError
 	switch {
+	case errors.As(err, &invalid):
+		return invalid.ClientMessage()
 	case errors.Is(err, ErrAuthenticationFailed):
 		return ErrAuthenticationFailed.Error()
 	case errors.Is(err, ErrAuthorizationIDMismatch):

@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+)
+
+// oauthIdP is an identity provider for the test: an RSA key whose JWKS it
+// serves over HTTP, and the tokens it signs (RS256).
+type oauthIdP struct {
+	t      *testing.T
+	key    *rsa.PrivateKey
+	kid    atomic.Value // string
+	reads  atomic.Int64
+	server *httptest.Server
+}
+
+func newOAuthIdP(t *testing.T) *oauthIdP {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &oauthIdP{t: t, key: key}
+	p.kid.Store("key-1")
+	p.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" { // the client credentials grant: a token for the client id
+			id, secret, ok := r.BasicAuth()
+			if r.FormValue("grant_type") != "client_credentials" || !ok || secret != id+"-secret" {
+				http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+				return
+			}
+			json.NewEncoder(w).Encode(map[string]any{"access_token": p.token(key, p.kid.Load().(string), oauthClaims(id, nil)),
+				"token_type": "Bearer", "expires_in": 3600})
+			return
+		}
+		p.reads.Add(1)
+		b64 := base64.RawURLEncoding.EncodeToString
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
+			"kty": "RSA", "use": "sig", "alg": "RS256", "kid": p.kid.Load().(string),
+			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes()),
+		}}})
+	}))
+	t.Cleanup(p.server.Close)
+	return p
+}
+
+// token is a JWT of claims, signed with key under kid ("alg":"none" and
+// no signature when key is nil).
+func (p *oauthIdP) token(key *rsa.PrivateKey, kid string, claims map[string]any) string {
+	header := map[string]any{"alg": "none"}
+	if key != nil {
+		header = map[string]any{"alg": "RS256", "typ": "JWT", "kid": kid}
+	}
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	input := enc(header) + "." + enc(claims)
+	if key == nil {
+		return input + "."
+	}
+	d := sha256.Sum256([]byte(input))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, d[:])
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// claims are a service's token claims, valid for an hour, with changes
+// (a nil value removes a claim).
+func oauthClaims(sub string, changes map[string]any) map[string]any {
+	now := time.Now()
+	c := map[string]any{"sub": sub, "iss": "https://idp.test", "aud": "kafka", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "scope": "kafka"}
+	for k, v := range changes {
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+	}
+	return c
+}
+
+// TestSASLOAuthBearer: SASL/OAUTHBEARER through the real binary, with
+// franz-go's OAUTHBEARER client. The SASL_PLAINTEXT listener validates
+// tokens as Kafka's OAuthBearerValidatorCallbackHandler does: signed by a
+// key of the identity provider's JWKS (served over HTTP here), with the
+// expected issuer and audience. The SASL_SSL listener keeps Kafka's
+// default, unsecured (unsigned) tokens. A service produces and consumes;
+// its principal is the token's subject (its user quota throttles it, not
+// another service). Refused, each logged while the broker goes on
+// serving: an expired token, one signed by another key, an unsigned one
+// on the JWKS listener, the wrong audience. A key rotated in at the
+// identity provider is picked up on its first use.
+func TestSASLOAuthBearer(t *testing.T) {
+	idp := newOAuthIdP(t)
+	certs := newTestCerts(t)
+	const module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}}, ProcessOptions{SSL: certs.brokerSSL(), SASL: []string{
+		"sasl.enabled.mechanisms=OAUTHBEARER",
+		"listener.name.saslp.oauthbearer.sasl.jaas.config=" + module,
+		"listener.name.saslp.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+		"sasl.oauthbearer.jwks.endpoint.url=" + idp.server.URL + "/jwks",
+		"sasl.oauthbearer.expected.audience=kafka",
+		"sasl.oauthbearer.expected.issuer=https://idp.test",
+		"listener.name.sasls.oauthbearer.sasl.jaas.config=" + module,
+	}})
+	saslp := fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLPlaintextPort)
+	sasls := fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLSSLPort)
+	trust := &tls.Config{RootCAs: certs.pool}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	orders := idp.token(idp.key, "key-1", oauthClaims("svc-orders", nil))
+	cl := newSASLClient(t, saslp, nil, oauth.Auth{Token: orders}.AsMechanism())
+	adm := kadm.NewClient(cl)
+	const topic, n = "oauth-orders", 500
+	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic as svc-orders: %v %v", err, resp.Err)
+	}
+	for i := range n {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "order-%d", i)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("produce as svc-orders: %v", err)
+	}
+	// The unsecured listener: an unsigned token, as Kafka's
+	// OAuthBearerUnsecuredLoginCallbackHandler writes one.
+	unsigned := idp.token(nil, "", map[string]any{"sub": "dev", "exp": time.Now().Add(time.Hour).Unix()})
+	consumer := newSASLClient(t, sasls, trust, oauth.Auth{Token: unsigned}.AsMechanism(), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := 0
+	for got < n {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("consume over the unsecured listener: %v", err)
+		}
+		got += fs.NumRecords()
+	}
+
+	// The principal is the subject: a user quota on svc-orders throttles
+	// svc-orders' produces, not svc-billing's.
+	user := "svc-orders"
+	if alt, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &user}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}},
+	}}); err != nil || alt[0].Err != nil {
+		t.Fatalf("set a user quota: %v %v", err, alt)
+	}
+	throttled := func(token string) time.Duration {
+		hook := &throttleHook{}
+		p := newSASLClient(t, saslp, nil, oauth.Auth{Token: token}.AsMechanism(), kgo.DefaultProduceTopic(topic), kgo.WithHooks(hook))
+		for range 3 {
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 64<<10)}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		return hook.max()
+	}
+	waitFor(t, 20*time.Second, "svc-orders throttled by its user quota", func() bool { return throttled(orders) > 0 })
+	if d := throttled(idp.token(idp.key, "key-1", oauthClaims("svc-billing", nil))); d > 0 {
+		t.Errorf("svc-billing was throttled %v by svc-orders' quota", d)
+	}
+
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, token := range map[string]string{
+		"an expired token":              idp.token(idp.key, "key-1", oauthClaims("svc-orders", map[string]any{"exp": time.Now().Add(-time.Hour).Unix()})),
+		"a token signed by another key": idp.token(other, "key-1", oauthClaims("svc-orders", nil)),
+		"an unsigned token":             idp.token(nil, "", oauthClaims("svc-orders", nil)),
+		"a token for another audience":  idp.token(idp.key, "key-1", oauthClaims("svc-orders", map[string]any{"aud": "billing-api"})),
+		"a token without iat":           idp.token(idp.key, "key-1", oauthClaims("svc-orders", map[string]any{"iat": nil})),
+	} {
+		pingRefused(t, ctx, what, kgo.SeedBrokers(saslp), kgo.SASL(oauth.Auth{Token: token}.AsMechanism()))
+	}
+	for _, reason := range []string{"SASL authentication failed", "expired at", "signature (kid", `signature algorithm \"none\"`, "audience", "no iat claim"} {
+		if !strings.Contains(c.Log(1), reason) {
+			t.Errorf("no refusal logged with %q", reason)
+		}
+	}
+
+	// Keel's CLI: a token from the identity provider's token endpoint
+	// (client credentials), and Kafka's unsecured login on the unsecured
+	// listener.
+	dir := t.TempDir()
+	cliProps := map[string]string{
+		"secured.properties": strings.Join([]string{
+			"security.protocol=SASL_PLAINTEXT",
+			"sasl.mechanism=OAUTHBEARER",
+			"sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+			"sasl.oauthbearer.token.endpoint.url=" + idp.server.URL + "/token",
+			`sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc-reports" clientSecret="svc-reports-secret" scope="kafka";`,
+		}, "\n"),
+		"unsecured.properties": strings.Join([]string{
+			"security.protocol=SASL_SSL",
+			"sasl.mechanism=OAUTHBEARER",
+			`sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="dev";`,
+			"ssl.truststore.type=PEM",
+			"ssl.truststore.location=" + certs.caPEM,
+		}, "\n"),
+	}
+	for file, bootstrap := range map[string]string{"secured.properties": saslp, "unsecured.properties": sasls} {
+		props := writePEM(t, dir, file, []byte(cliProps[file]+"\n"))
+		out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", bootstrap, "--command-config", props,
+			"--topic", topic, "--from-beginning", "--max-messages", "5", "--timeout-ms", "20000").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Processed a total of 5 messages") {
+			t.Fatalf("keel consume with %s: %v\n%s", file, err, out)
+		}
+	}
+	wrong := writePEM(t, dir, "wrong.properties", []byte(strings.Replace(cliProps["secured.properties"], "svc-reports-secret", "guess", 1)+"\n"))
+	if out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", saslp, "--command-config", wrong,
+		"--topic", topic, "--from-beginning", "--max-messages", "1", "--timeout-ms", "5000").CombinedOutput(); err == nil || !strings.Contains(string(out), "invalid_client") {
+		t.Fatalf("keel consume with a wrong client secret: %v\n%s", err, out)
+	}
+
+	// The identity provider rotates its key: a token under the new kid
+	// makes the broker read the JWKS again.
+	reads := idp.reads.Load()
+	idp.kid.Store("key-2")
+	rotated := newSASLClient(t, saslp, nil, oauth.Auth{Token: idp.token(idp.key, "key-2", oauthClaims("svc-orders", nil))}.AsMechanism())
+	if err := rotated.Ping(ctx); err != nil {
+		t.Fatalf("a token under the rotated kid: %v", err)
+	}
+	if idp.reads.Load() <= reads {
+		t.Error("the JWKS was not read again for the new kid")
+	}
+}
