@@ -62,6 +62,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"broker.heartbeat.interval.ms", ms(c.BrokerHeartbeatInterval), ti, "2000"},
 		{"broker.session.timeout.ms", ms(c.BrokerSessionTimeout), ti, "9000"},
 		{"connections.max.idle.ms", ms(c.ConnectionsMaxIdle), tl, "600000"},
+		{"connections.max.reauth.ms", ms(c.ConnectionsMaxReauth), tl, "0"},
 		{"controller.listener.names", list(c.ControllerListenerNames), ts, ""},
 		{"controller.quorum.bootstrap.servers", list(c.ControllerQuorumBootstrapServers), tli, ""},
 		{"controller.quorum.voters", str(c.ControllerQuorumVoters), tli, ""},

@@ -88,6 +88,7 @@ type Config struct {
 	// (key → value): a listener's own limits.
 	ListenerConnectionQuotas      map[string]string
 	ConnectionsMaxIdle            time.Duration
+	ConnectionsMaxReauth          time.Duration // connections.max.reauth.ms (KIP-368); SASL may override it per listener and mechanism
 	NumRecoveryThreadsPerDataDir  int
 	GroupInitialRebalanceDelay    time.Duration
 	GroupMinSessionTimeout        time.Duration // group.min.session.timeout.ms
@@ -349,6 +350,7 @@ func configKeys(c *Config) map[string]configKey {
 		"max.connections.per.ip":              {"2147483647", i(&c.MaxConnectionsPerIP), "connections one client address may hold open; 0 admits only the addresses the overrides name"},
 		"max.connections.per.ip.overrides":    {"", s(&c.MaxConnectionsPerIPOverrides), "host:count or ip:count pairs, comma-separated, over max.connections.per.ip"},
 		"connections.max.idle.ms":             {"600000", ms(&c.ConnectionsMaxIdle), ""},
+		"connections.max.reauth.ms":           {"0", ms(&c.ConnectionsMaxReauth), "above 0, SASL clients re-authenticate within this (or their OAUTHBEARER token's lifetime) or are disconnected (KIP-368)"},
 		"num.recovery.threads.per.data.dir":   {"1", i(&c.NumRecoveryThreadsPerDataDir), ""},
 		"group.initial.rebalance.delay.ms":    {"3000", ms(&c.GroupInitialRebalanceDelay), ""},
 		"group.min.session.timeout.ms":        {"6000", ms(&c.GroupMinSessionTimeout), ""},

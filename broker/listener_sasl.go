@@ -21,14 +21,15 @@ import (
 )
 
 // isSASLKey reports whether a server.properties key is a SASL setting:
-// sasl.*, or listener-prefixed (listener.name.<listener>.sasl.* and
-// listener.name.<listener>.<mechanism>.sasl.jaas.config).
+// sasl.*, or listener-prefixed (listener.name.<listener>.sasl.*,
+// listener.name.<listener>.<mechanism>.sasl.jaas.config and
+// listener.name.<listener>.<mechanism>.connections.max.reauth.ms).
 func isSASLKey(k string) bool {
 	if strings.HasPrefix(k, "sasl.") {
 		return true
 	}
 	rest, ok := strings.CutPrefix(k, "listener.name.")
-	return ok && strings.Contains(rest, ".sasl.")
+	return ok && (strings.Contains(rest, ".sasl.") || strings.HasSuffix(rest, ".connections.max.reauth.ms"))
 }
 
 // loadNodeSASL builds the SASL side of each SASL_PLAINTEXT and SASL_SSL
@@ -49,6 +50,10 @@ func isSASLKey(k string) bool {
 //     connection. listener.name.<listener>.scram-sha-256.sasl.jaas.config
 //     may name the ScramLoginModule, as Kafka's brokers need; it has
 //     nothing else to say here.
+//   - connections.max.reauth.ms (or, per listener and mechanism,
+//     listener.name.<listener>.<mechanism>.connections.max.reauth.ms)
+//     above zero makes clients re-authenticate on their connections
+//     (network.SASLListener.MaxReauth, KIP-368).
 //   - OAUTHBEARER needs listener.name.<listener>.oauthbearer.sasl.jaas.config
 //     (the OAuthBearerLoginModule). Without
 //     listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class
@@ -124,14 +129,30 @@ func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, imag
 		if len(mechs) == 0 {
 			return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms is empty", l.Name)
 		}
+		maxReauth := map[string]time.Duration{}
+		for _, m := range mechs {
+			maxReauth[m] = cfg.ConnectionsMaxReauth
+			key := strings.ToLower(m) + ".connections.max.reauth.ms"
+			if v, ok := listenerSetting(cfg.SASL, l.Name, key, false); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil || n < 0 {
+					return nil, fmt.Errorf("listener.name.%s.%s=%s: not a number of milliseconds from 0", strings.ToLower(l.Name), key, v)
+				}
+				maxReauth[m] = time.Duration(n) * time.Millisecond
+			}
+			if maxReauth[m] > 0 {
+				log.Info("SASL clients re-authenticate on their connections (connections.max.reauth.ms)", "listener", l.Name, "mechanism", m, "max", maxReauth[m])
+			}
+		}
 		out[l.Name] = &network.SASLListener{
 			Mechanisms: mechs,
+			MaxReauth:  maxReauth,
 			Start: func(m string) network.SASLExchange {
 				switch m {
 				case sasl.MechanismPlain:
 					return plainExchange{users[m]}
 				case sasl.MechanismOAuthBearer:
-					return oauthExchange{sasl.OAuthBearerServer{Validator: oauth, Now: time.Now}}
+					return &oauthExchange{server: sasl.OAuthBearerServer{Validator: oauth, Now: time.Now}}
 				}
 				return newScramExchange(m, image)
 			},
@@ -152,15 +173,24 @@ func (e plainExchange) Next(msg []byte) ([]byte, bool, string, error) {
 }
 
 // oauthExchange is a connection's SASL/OAUTHBEARER exchange: one message.
-type oauthExchange struct{ server sasl.OAuthBearerServer }
+// Its token's expiry bounds the session when re-authentication is on
+// (network.SASLCredentialExpiry).
+type oauthExchange struct {
+	server  sasl.OAuthBearerServer
+	expires time.Time
+}
 
-func (e oauthExchange) Next(msg []byte) ([]byte, bool, string, error) {
-	user, err := e.server.Next(msg)
+func (e *oauthExchange) Next(msg []byte) ([]byte, bool, string, error) {
+	tok, err := e.server.Next(msg)
 	if err != nil {
 		return nil, false, "", saslFailure{sasl.MechanismOAuthBearer, err}
 	}
-	return nil, true, user, nil
+	e.expires = tok.Expires
+	return nil, true, tok.Principal, nil
 }
+
+// Expiry is when the token expires.
+func (e *oauthExchange) Expiry() time.Time { return e.expires }
 
 // Kafka's OAUTHBEARER server callback handlers.
 const (

@@ -286,19 +286,38 @@ func writeListenerMetrics(w *promWriter, stats map[string]network.ListenerStats,
 // ones (socket-server-metrics successful-authentication-total and
 // failed-authentication-total).
 func writeAuthenticationMetrics(w *promWriter, ok, failed map[string]int64, listeners []network.Listener) {
-	if !slices.ContainsFunc(listeners, func(l network.Listener) bool { return l.SecurityProtocol != network.Plaintext }) {
-		return
-	}
-	for _, m := range []struct {
-		name, help string
-		counts     map[string]int64
-	}{
+	writeListenerCounters(w, listeners, func(l network.Listener) bool { return l.SecurityProtocol != network.Plaintext }, []listenerCounter{
 		{"kafka_server_socket_server_metrics_successful_authentication_total", "Connections that authenticated, by listener: a TLS handshake on SSL, a SASL exchange on SASL_PLAINTEXT and SASL_SSL (successful-authentication-total).", ok},
 		{"kafka_server_socket_server_metrics_failed_authentication_total", "Connections that failed to authenticate, by listener (failed-authentication-total): a bad certificate, a wrong password, a mechanism not enabled.", failed},
-	} {
+	})
+}
+
+// writeReauthenticationMetrics writes the SASL listeners' re-authentication
+// counters (KIP-368).
+func writeReauthenticationMetrics(w *promWriter, ok, failed, expired map[string]int64, listeners []network.Listener) {
+	writeListenerCounters(w, listeners, func(l network.Listener) bool { return l.SecurityProtocol.IsSASL() }, []listenerCounter{
+		{"kafka_server_socket_server_metrics_successful_reauthentication_total", "SASL sessions renewed by re-authentication on the connection, by listener (successful-reauthentication-total; connections.max.reauth.ms).", ok},
+		{"kafka_server_socket_server_metrics_failed_reauthentication_total", "SASL re-authentications that failed and closed their connection, by listener (failed-reauthentication-total).", failed},
+		{"kafka_server_socket_server_metrics_expired_connections_killed_count", "Connections closed because their SASL session expired without re-authentication, by listener (expired-connections-killed-count).", expired},
+	})
+}
+
+// listenerCounter is one counter family by listener.
+type listenerCounter struct {
+	name, help string
+	counts     map[string]int64
+}
+
+// writeListenerCounters writes each counter for the listeners include
+// takes; nothing when it takes none.
+func writeListenerCounters(w *promWriter, listeners []network.Listener, include func(network.Listener) bool, counters []listenerCounter) {
+	if !slices.ContainsFunc(listeners, include) {
+		return
+	}
+	for _, m := range counters {
 		w.family(m.name, "counter", m.help)
 		for _, l := range listeners {
-			if l.SecurityProtocol != network.Plaintext {
+			if include(l) {
 				w.sample(m.name, float64(m.counts[l.Name]), "listener", l.Name)
 			}
 		}

@@ -386,6 +386,8 @@ func (n *Node) writeMetrics(w *promWriter) {
 	writeListenerMetrics(w, n.server.ListenerStats(), listeners)
 	authOK, authFailed := n.server.Authentications()
 	writeAuthenticationMetrics(w, authOK, authFailed, listeners)
+	reauthOK, reauthFailed, expired := n.server.Reauthentications()
+	writeReauthenticationMetrics(w, reauthOK, reauthFailed, expired, listeners)
 	writeControllerMetrics(w, n.raft, n.cfg.HasRole("controller"))
 	if n.lifecycle != nil {
 		w.gauge("kafka_server_kafkaserver_brokerstate", "Kafka's BrokerState: 1 starting, 2 recovery (registered, fenced, catching up), 3 running, 6 pending controlled shutdown.",

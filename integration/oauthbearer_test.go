@@ -111,7 +111,11 @@ func oauthClaims(sub string, changes map[string]any) map[string]any {
 // another service). Refused, each logged while the broker goes on
 // serving: an expired token, one signed by another key, an unsigned one
 // on the JWKS listener, the wrong audience. A key rotated in at the
-// identity provider is picked up on its first use.
+// identity provider is picked up on its first use. With
+// connections.max.reauth.ms, a session ends when its token expires and
+// franz-go re-authenticates on its connection with a new token (KIP-368).
+// Keel's CLI gets a token from the token endpoint (client credentials)
+// or makes an unsecured one.
 func TestSASLOAuthBearer(t *testing.T) {
 	idp := newOAuthIdP(t)
 	certs := newTestCerts(t)
@@ -124,6 +128,7 @@ func TestSASLOAuthBearer(t *testing.T) {
 		"sasl.oauthbearer.expected.audience=kafka",
 		"sasl.oauthbearer.expected.issuer=https://idp.test",
 		"listener.name.sasls.oauthbearer.sasl.jaas.config=" + module,
+		"listener.name.saslp.oauthbearer.connections.max.reauth.ms=60000",
 	}})
 	saslp := fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLPlaintextPort)
 	sasls := fmt.Sprintf("127.0.0.1:%d", c.Node(1).SASLSSLPort)
@@ -196,9 +201,25 @@ func TestSASLOAuthBearer(t *testing.T) {
 		pingRefused(t, ctx, what, kgo.SeedBrokers(saslp), kgo.SASL(oauth.Auth{Token: token}.AsMechanism()))
 	}
 	for _, reason := range []string{"SASL authentication failed", "expired at", "signature (kid", `signature algorithm \"none\"`, "audience", "no iat claim"} {
-		if !strings.Contains(c.Log(1), reason) {
-			t.Errorf("no refusal logged with %q", reason)
+		waitFor(t, 5*time.Second, "a refusal logged with "+reason, func() bool { return strings.Contains(c.Log(1), reason) })
+	}
+
+	// Re-authentication (KIP-368): on the JWKS listener a session lasts
+	// until its token expires (connections.max.reauth.ms is a minute), and
+	// franz-go re-authenticates on the connection with a fresh token.
+	var minted atomic.Int64
+	fresh := oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		minted.Add(1)
+		return oauth.Auth{Token: idp.token(idp.key, "key-1", oauthClaims("svc-orders", map[string]any{"exp": time.Now().Add(2 * time.Second).Unix()}))}, nil
+	})
+	renewing := newSASLClient(t, saslp, nil, fresh)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err := renewing.Ping(ctx); err != nil {
+			t.Fatalf("a client whose 2 s tokens it renews: %v", err)
 		}
+	}
+	if n := minted.Load(); n < 4 {
+		t.Errorf("%d tokens over 5 s of 2 s sessions: the sessions were not bounded by the tokens' expiry", n)
 	}
 
 	// Keel's CLI: a token from the identity provider's token endpoint

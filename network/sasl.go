@@ -30,9 +30,20 @@ import (
 //     the same way; a failed authentication closes the connection without
 //     an answer, as Kafka does.
 //   - Once authenticated, the principal is User:<name> and every request
-//     goes to the Handler; SaslHandshake or SaslAuthenticate again is
-//     ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not offered:
-//     SessionLifetimeMillis is 0).
+//     goes to the Handler.
+//   - Re-authentication (KIP-368): with connections.max.reauth.ms
+//     (SASLListener.MaxReauth) above zero, a client that authenticated
+//     with SaslAuthenticate v1 or later is told a session lifetime, at
+//     most that long and no longer than its credential lasts (an
+//     OAUTHBEARER token's exp: SASLCredentialExpiry). It re-authenticates
+//     on the same connection, SaslHandshake v1 then SaslAuthenticate,
+//     with the same mechanism and as the same principal, before the
+//     session expires; a connection used for anything else after its
+//     session expired is closed, as Kafka's "expired-connections-killed".
+//     A failed re-authentication closes the connection. Without it (the
+//     default), SaslHandshake or SaslAuthenticate again is
+//     ILLEGAL_SASL_STATE and sessions do not expire; neither do those of
+//     clients on SaslAuthenticate v0, which cannot re-authenticate.
 
 // SASLListener is the SASL side of a SASL_PLAINTEXT or SASL_SSL listener.
 type SASLListener struct {
@@ -41,6 +52,17 @@ type SASLListener struct {
 	// Start begins one connection's exchange of mechanism, one of
 	// Mechanisms.
 	Start func(mechanism string) SASLExchange
+	// MaxReauth is connections.max.reauth.ms by mechanism: the longest
+	// session a client that authenticated with it gets before it must
+	// re-authenticate (KIP-368). Zero or absent: sessions do not expire.
+	MaxReauth map[string]time.Duration
+}
+
+// SASLCredentialExpiry is implemented by an exchange whose credential
+// expires, an OAUTHBEARER token: once the exchange is done, Expiry is
+// when. With re-authentication on, a session ends then at the latest.
+type SASLCredentialExpiry interface {
+	Expiry() time.Time
 }
 
 // SASLExchange is one connection's SASL exchange, broker side.
@@ -97,12 +119,21 @@ func saslVersions(key int16) (min, max int16, ok bool) {
 
 // saslState is a connection's progress through SASL (reader goroutine only).
 type saslState struct {
-	exchange      SASLExchange // set by the handshake
+	exchange      SASLExchange // set by the handshake, nil once done
 	raw           bool         // SaslHandshake v0: tokens come as bare frames
 	authenticated bool
+	mechanism     string    // of the exchange, or of the authentication
+	version       int16     // of the SaslAuthenticate requests
+	expires       time.Time // the session's end (KIP-368); zero: none
 }
 
-var errSASLState = errors.New("request before SASL authentication")
+// reauthenticating reports whether a re-authentication is under way.
+func (s *saslState) reauthenticating() bool { return s.authenticated && s.exchange != nil }
+
+var (
+	errSASLState      = errors.New("request before SASL authentication")
+	errSessionExpired = errors.New("SASL session expired without re-authentication")
+)
 
 // saslStep serves a request on a SASL listener that the network answers
 // itself or refuses: handled is false for a request the Handler serves
@@ -110,6 +141,13 @@ var errSASLState = errors.New("request before SASL authentication")
 // the connection without an answer.
 func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 	key := req.Header.APIKey
+	st := &c.saslState
+	if st.authenticated && !st.expires.IsZero() && !st.reauthenticating() && time.Now().After(st.expires) {
+		c.bl.expiredKilled.Add(1)
+		c.log.Info("closing connection: its SASL session expired and the client did not re-authenticate (connections.max.reauth.ms)",
+			"remote", c.info.RemoteAddr.String(), "principal", c.info.Principal, "expired", st.expires, "api_key", key)
+		return nil, true, errSessionExpired
+	}
 	switch {
 	case key == kmsg.ApiVersions.Int16():
 		return nil, false, nil
@@ -118,9 +156,20 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 		resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
 		resp.SupportedMechanisms = slices.Clone(c.sasl.Mechanisms)
 		switch {
-		case c.saslState.exchange != nil || c.saslState.authenticated:
+		case st.authenticated && st.exchange == nil && !st.expires.IsZero():
+			// A re-authentication: the same mechanism, over SaslAuthenticate.
+			if r.Mechanism != st.mechanism || r.Version == 0 {
+				c.bl.reauthFailed.Add(1)
+				c.log.Info("closing connection: re-authentication with another mechanism or SaslHandshake v0", "remote", c.info.RemoteAddr.String(),
+					"principal", c.info.Principal, "mechanism", r.Mechanism, "authenticated_with", st.mechanism, "version", r.Version)
+				resp.ErrorCode = kerr.IllegalSaslState.Code
+				return &Response{Msg: resp, CloseConnection: true}, true, nil
+			}
+			st.exchange = c.sasl.Start(r.Mechanism)
+			return &Response{Msg: resp}, true, nil
+		case st.exchange != nil || st.authenticated:
 			resp.ErrorCode = kerr.IllegalSaslState.Code
-			return &Response{Msg: resp, CloseConnection: !c.saslState.authenticated}, true, nil
+			return &Response{Msg: resp, CloseConnection: !st.authenticated}, true, nil
 		case !slices.Contains(c.sasl.Mechanisms, r.Mechanism):
 			c.bl.authFailed.Add(1)
 			c.log.Info("closing connection: SASL mechanism not enabled (failed authentication)", "remote", c.info.RemoteAddr.String(),
@@ -128,26 +177,28 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 			return &Response{Msg: resp, CloseConnection: true}, true, nil
 		}
-		c.saslState.exchange = c.sasl.Start(r.Mechanism)
-		c.saslState.raw = r.Version == 0
+		st.exchange, st.mechanism = c.sasl.Start(r.Mechanism), r.Mechanism
+		st.raw = r.Version == 0
 		return &Response{Msg: resp}, true, nil
 	case key == kmsg.SASLAuthenticate.Int16():
 		r := req.Msg.(*kmsg.SASLAuthenticateRequest)
 		resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-		if c.saslState.exchange == nil || c.saslState.authenticated || c.saslState.raw {
+		if st.exchange == nil || st.raw {
 			resp.ErrorCode = kerr.IllegalSaslState.Code
 			resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate without a SaslHandshake, or after authentication")
-			return &Response{Msg: resp, CloseConnection: !c.saslState.authenticated}, true, nil
+			return &Response{Msg: resp, CloseConnection: !st.authenticated}, true, nil
 		}
-		answer, err := c.saslNext(r.SASLAuthBytes)
+		st.version = r.Version
+		answer, lifetime, err := c.saslNext(r.SASLAuthBytes)
 		if err != nil {
 			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 			resp.ErrorMessage = kmsg.StringPtr(saslClientMessage(err))
 			return &Response{Msg: resp, CloseConnection: true}, true, nil
 		}
 		resp.SASLAuthBytes = answer
+		resp.SessionLifetimeMillis = lifetime.Milliseconds()
 		return &Response{Msg: resp}, true, nil
-	case !c.saslState.authenticated:
+	case !st.authenticated:
 		return nil, true, fmt.Errorf("%w: %s", errSASLState, kmsg.NameForKey(key))
 	}
 	return nil, false, nil
@@ -157,7 +208,7 @@ func (c *conn) saslStep(req *Request) (res *Response, handled bool, err error) {
 // exchange's answer goes back as a bare frame. A failure closes the
 // connection without an answer.
 func (c *conn) saslRawToken(frame []byte) error {
-	answer, err := c.saslNext(frame)
+	answer, _, err := c.saslNext(frame)
 	if err != nil {
 		return err
 	}
@@ -170,21 +221,62 @@ func (c *conn) saslRawToken(frame []byte) error {
 }
 
 // saslNext gives the exchange the client's next message and returns the
-// answer; once the exchange is done the connection is authenticated as
-// its user. A failure is counted and logged; the caller answers and
-// closes.
-func (c *conn) saslNext(msg []byte) ([]byte, error) {
-	answer, done, user, err := c.saslState.exchange.Next(msg)
+// answer and, once the exchange is done, the session lifetime to tell the
+// client (0: none): the connection is then authenticated as its user. A
+// re-authentication must end as the same user. A failure is counted and
+// logged; the caller answers and closes.
+func (c *conn) saslNext(msg []byte) ([]byte, time.Duration, error) {
+	st := &c.saslState
+	reauth := st.reauthenticating()
+	answer, done, user, err := st.exchange.Next(msg)
+	if err == nil && done && reauth && "User:"+user != c.info.Principal {
+		err = fmt.Errorf("cannot change principals during re-authentication: from %s to User:%s", c.info.Principal, user)
+	}
 	if err != nil {
-		c.bl.authFailed.Add(1)
-		c.log.Info("closing connection: SASL authentication failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
-		return nil, err
+		if reauth {
+			c.bl.reauthFailed.Add(1)
+			c.log.Info("closing connection: SASL re-authentication failed", "remote", c.info.RemoteAddr.String(), "principal", c.info.Principal, "error", err)
+		} else {
+			c.bl.authFailed.Add(1)
+			c.log.Info("closing connection: SASL authentication failed (failed authentication)", "remote", c.info.RemoteAddr.String(), "error", err)
+		}
+		return nil, 0, err
 	}
-	if done {
-		c.bl.authOK.Add(1)
-		c.saslState = saslState{authenticated: true}
-		c.info.Principal = "User:" + user
-		c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal)
+	if !done {
+		return answer, 0, nil
 	}
-	return answer, nil
+	lifetime := c.sessionLifetime(st.exchange)
+	st.exchange, st.authenticated, st.raw = nil, true, false
+	st.expires = time.Time{}
+	if lifetime > 0 {
+		st.expires = time.Now().Add(lifetime)
+	}
+	if reauth {
+		c.bl.reauthOK.Add(1)
+		c.log.Debug("SASL re-authentication succeeded", "principal", c.info.Principal, "session_lifetime", lifetime)
+		return answer, lifetime, nil
+	}
+	c.bl.authOK.Add(1)
+	c.info.Principal = "User:" + user
+	c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal, "session_lifetime", lifetime)
+	return answer, lifetime, nil
+}
+
+// sessionLifetime is the session a finished exchange gets (KIP-368's
+// calcCompletionTimesAndReturnSessionLifetimeMs): with MaxReauth set for
+// its mechanism and a client on SaslAuthenticate v1 or later, that long,
+// or until its credential expires if sooner (at least 1 ms, so that the
+// client re-authenticates at once); none otherwise.
+func (c *conn) sessionLifetime(exchange SASLExchange) time.Duration {
+	st := &c.saslState
+	limit := c.sasl.MaxReauth[st.mechanism]
+	if limit <= 0 || st.raw || st.version < 1 {
+		return 0
+	}
+	if e, ok := exchange.(SASLCredentialExpiry); ok {
+		if until := time.Until(e.Expiry()); until < limit {
+			limit = max(until, time.Millisecond)
+		}
+	}
+	return limit
 }

@@ -175,6 +175,106 @@ func TestSASLStateMachine(t *testing.T) {
 	rawExchange("\x00alice\x00nope").expectClosed()
 }
 
+// reauthListener is saslListener with connections.max.reauth.ms for PLAIN.
+func reauthListener(maxReauth time.Duration) func(*Config) {
+	return func(cfg *Config) {
+		saslListener(nil)(cfg)
+		cfg.SASL[cfg.Listeners[0].Name].MaxReauth = map[string]time.Duration{"PLAIN": maxReauth}
+	}
+}
+
+// handshakeAndAuth runs SaslHandshake v1 and SaslAuthenticate (at
+// version) with a PLAIN message on rc, returning the answer.
+func handshakeAndAuth(t *testing.T, rc *rawClient, version int16, msg string) *kmsg.SASLAuthenticateResponse {
+	t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = "PLAIN"
+	corr := rc.send(hs, 1)
+	hsResp := kmsg.NewPtrSASLHandshakeResponse()
+	rc.read(hsResp, 1, corr)
+	if hsResp.ErrorCode != 0 {
+		t.Fatalf("handshake: error %d", hsResp.ErrorCode)
+	}
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.SASLAuthBytes = []byte(msg)
+	corr = rc.send(auth, version)
+	resp := kmsg.NewPtrSASLAuthenticateResponse()
+	rc.read(resp, version, corr)
+	return resp
+}
+
+// Re-authentication (KIP-368): with connections.max.reauth.ms set, a
+// client on SaslAuthenticate v1+ gets that session lifetime and renews it
+// on the connection (franz-go does, and its connection lives on); as
+// another user it is refused and closed; a connection used after its
+// session expired is closed; a SaslAuthenticate v0 client gets no
+// lifetime and is never cut off.
+func TestSASLReauthentication(t *testing.T) {
+	const lifetime = 1500 * time.Millisecond
+	rec := &principalRecorder{}
+	ts := startServer(t, rec.handle, reauthListener(lifetime))
+	name := cfgListener(ts)
+
+	// franz-go re-authenticates before its session ends, on the same
+	// connection.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ts.addr), kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := cl.Request(ctx, metadataRequest()); err != nil {
+			t.Fatalf("a request across re-authentications: %v", err)
+		}
+	}
+	ok, failed, expired := ts.Reauthentications()
+	if ok[name] < 2 || failed[name] != 0 || expired[name] != 0 {
+		t.Fatalf("re-authentications: %d ok, %d failed, %d expired; want at least 2 renewals in 4 s of %v sessions", ok[name], failed[name], expired[name], lifetime)
+	}
+	if authOK, _ := ts.Authentications(); authOK[name] != 2 { // franz-go's seed connection and the broker's
+		t.Fatalf("%d authentications, want 2: the client reconnected instead of re-authenticating", authOK[name])
+	}
+	if got := rec.last(); got != "User:alice" {
+		t.Fatalf("principal after re-authentication %q", got)
+	}
+
+	// By hand: the lifetime is told, a renewal as another user closes.
+	rc := dialRaw(t, ts.addr)
+	if resp := handshakeAndAuth(t, rc, 1, "\x00alice\x00alice-secret"); resp.ErrorCode != 0 || resp.SessionLifetimeMillis != lifetime.Milliseconds() {
+		t.Fatalf("authenticate: error %d, session lifetime %d ms; want %v", resp.ErrorCode, resp.SessionLifetimeMillis, lifetime)
+	}
+	if resp := handshakeAndAuth(t, rc, 1, "\x00admin\x00admin-secret"); resp.ErrorCode != 58 { // SASL_AUTHENTICATION_FAILED
+		t.Fatalf("re-authentication as admin: error %d, want SASL_AUTHENTICATION_FAILED", resp.ErrorCode)
+	}
+	rc.expectClosed()
+
+	// A session that expired: the next request closes the connection.
+	rc = dialRaw(t, ts.addr)
+	handshakeAndAuth(t, rc, 2, "\x00alice\x00alice-secret")
+	corr := rc.send(metadataRequest(), 12)
+	rc.read(kmsg.NewPtrMetadataResponse(), 12, corr)
+	time.Sleep(lifetime + 200*time.Millisecond)
+	rc.send(metadataRequest(), 12)
+	rc.expectClosed()
+	if _, _, expired := ts.Reauthentications(); expired[name] != 1 {
+		t.Fatalf("%d connections killed for an expired session, want 1", expired[name])
+	}
+	if !strings.Contains(ts.logs.String(), "SASL session expired") {
+		t.Error("the expired session was not logged")
+	}
+
+	// SaslAuthenticate v0 cannot re-authenticate: no lifetime, no expiry.
+	rc = dialRaw(t, ts.addr)
+	if resp := handshakeAndAuth(t, rc, 0, "\x00alice\x00alice-secret"); resp.ErrorCode != 0 {
+		t.Fatalf("v0: error %d", resp.ErrorCode)
+	}
+	time.Sleep(lifetime + 200*time.Millisecond)
+	corr = rc.send(metadataRequest(), 12)
+	rc.read(kmsg.NewPtrMetadataResponse(), 12, corr)
+}
+
 // BenchmarkConnectionSetup measures what a client pays to connect before
 // its first request is answered, on a PLAINTEXT, an SSL and a SASL_SSL
 // (PLAIN) listener: dial, TLS handshake (ECDSA P-256, TLS 1.3), ApiVersions,

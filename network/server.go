@@ -275,6 +275,9 @@ type boundListener struct {
 	// handshakes on SSL listeners, SASL exchanges on SASL ones) and that
 	// failed to: Kafka's successful- and failed-authentication-total.
 	authOK, authFailed atomic.Int64
+	// reauthOK and reauthFailed count SASL re-authentications (KIP-368),
+	// expiredKilled the connections closed for an expired session.
+	reauthOK, reauthFailed, expiredKilled atomic.Int64
 }
 
 // ListenerStats are a listener's connection counts and throttles, for
@@ -1061,6 +1064,24 @@ func (s *Server) Authentications() (ok, failed map[string]int64) {
 		failed[b.Name] += b.authFailed.Load()
 	}
 	return ok, failed
+}
+
+// Reauthentications counts SASL re-authentications per listener name
+// since the server started (KIP-368; Kafka's socket-server-metrics
+// successful-reauthentication-total, failed-reauthentication-total and
+// expired-connections-killed-count): the sessions renewed, the attempts
+// that failed, and the connections closed because their session had
+// expired.
+func (s *Server) Reauthentications() (ok, failed, expired map[string]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok, failed, expired = map[string]int64{}, map[string]int64{}, map[string]int64{}
+	for _, b := range s.bound {
+		ok[b.Name] += b.reauthOK.Load()
+		failed[b.Name] += b.reauthFailed.Load()
+		expired[b.Name] += b.expiredKilled.Load()
+	}
+	return ok, failed, expired
 }
 
 // ConnectionsByListener returns the number of Kafka connections being

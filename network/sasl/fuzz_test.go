@@ -154,7 +154,8 @@ func FuzzOAuthBearer(f *testing.F) {
 	f.Add([]byte("n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6MTkwMDAwMDAwMH0.\x01\x01"))
 	f.Add([]byte("n,a=alice,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6MTkwMDAwMDAwMH0.\x01x=y\x01\x01"))
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		user, err := s.Next(msg)
+		tok, err := s.Next(msg)
+		user := tok.Principal
 		if err == nil {
 			r, perr := ParseOAuthBearerInitialResponse(msg)
 			if perr != nil || user == "" || (r.AuthzID != "" && r.AuthzID != user) {

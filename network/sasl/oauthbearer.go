@@ -425,21 +425,21 @@ type OAuthBearerServer struct {
 	Now       func() time.Time
 }
 
-// Next takes the client's message and returns, on success, the principal's
-// user name. Its errors are the message's (ErrInvalidOAuthBearerMessage),
-// the token's (*InvalidTokenError) and an authorization id other than the
-// principal (ErrAuthorizationIDMismatch).
-func (s OAuthBearerServer) Next(msg []byte) (string, error) {
+// Next takes the client's message and returns, on success, the validated
+// token (its Principal is the user name). Its errors are the message's
+// (ErrInvalidOAuthBearerMessage), the token's (*InvalidTokenError) and an
+// authorization id other than the principal (ErrAuthorizationIDMismatch).
+func (s OAuthBearerServer) Next(msg []byte) (OAuthBearerToken, error) {
 	r, err := ParseOAuthBearerInitialResponse(msg)
 	if err != nil {
-		return "", err
+		return OAuthBearerToken{}, err
 	}
 	tok, err := s.Validator.Validate(r.Token, s.Now())
 	if err != nil {
-		return "", err
+		return OAuthBearerToken{}, err
 	}
 	if r.AuthzID != "" && r.AuthzID != tok.Principal {
-		return "", fmt.Errorf("%w: authorization id %q, token principal %q", ErrAuthorizationIDMismatch, r.AuthzID, tok.Principal)
+		return OAuthBearerToken{}, fmt.Errorf("%w: authorization id %q, token principal %q", ErrAuthorizationIDMismatch, r.AuthzID, tok.Principal)
 	}
-	return tok.Principal, nil
+	return tok, nil
 }

@@ -128,11 +128,11 @@ func TestOAuthBearerServer(t *testing.T) {
 	v := &UnsecuredValidator{PrincipalClaim: "sub", ScopeClaim: "scope"}
 	s := OAuthBearerServer{Validator: v, Now: func() time.Time { return now }}
 	token := unsecuredToken(t, map[string]any{"sub": "alice", "exp": now.Add(time.Hour).Unix()})
-	if user, err := s.Next([]byte("n,,\x01auth=Bearer " + token + "\x01\x01")); err != nil || user != "alice" {
-		t.Fatalf("%q %v", user, err)
+	if tok, err := s.Next([]byte("n,,\x01auth=Bearer " + token + "\x01\x01")); err != nil || tok.Principal != "alice" || !tok.Expires.Equal(now.Add(time.Hour)) {
+		t.Fatalf("%+v %v", tok, err)
 	}
-	if user, err := s.Next([]byte("n,a=alice,\x01auth=Bearer " + token + "\x01\x01")); err != nil || user != "alice" {
-		t.Fatalf("authzid alice: %q %v", user, err)
+	if tok, err := s.Next([]byte("n,a=alice,\x01auth=Bearer " + token + "\x01\x01")); err != nil || tok.Principal != "alice" {
+		t.Fatalf("authzid alice: %+v %v", tok, err)
 	}
 	if _, err := s.Next([]byte("n,a=bob,\x01auth=Bearer " + token + "\x01\x01")); !errors.Is(err, ErrAuthorizationIDMismatch) {
 		t.Fatalf("authzid bob: %v", err)
