@@ -148,6 +148,7 @@ type Broker struct {
 	// producerQuotas, consumerQuotas and requestQuotas enforce client
 	// quotas (client_quota.go).
 	producerQuotas, consumerQuotas, requestQuotas *clientQuotas
+	mutationQuotas                                *mutationQuotas // controller_mutation_rate (mutation_quota.go)
 	// authorizer checks requests against the ACLs (authz.go); nil without
 	// authorizer.class.name. denialLog throttles its denial lines.
 	authorizer *metadata.Authorizer
@@ -267,6 +268,7 @@ func New(opts Options) (*Broker, error) {
 		producerQuotas:      newClientQuotas(metadata.QuotaProducerByteRate, cfg.clientQuotaWindows()),
 		consumerQuotas:      newClientQuotas(metadata.QuotaConsumerByteRate, cfg.clientQuotaWindows()),
 		requestQuotas:       newRequestQuotas(cfg.clientQuotaWindows()),
+		mutationQuotas:      newMutationQuotas(quotaWindows{samples: cfg.ControllerQuotaWindowNum, window: time.Duration(cfg.ControllerQuotaWindowSizeSeconds) * time.Second}),
 		authorizer:          newAuthorizer(cfg),
 		metrics:             newBrokerMetrics(),
 		txnMarkerConns:      brokerConns{dial: opts.InterBrokerDial, clientID: "keel-txn-markers"},
@@ -398,9 +400,9 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 	case *kmsg.ApiVersionsRequest:
 		return respond(b.handleApiVersions(req, m))
 	case *kmsg.CreateTopicsRequest:
-		return b.handleCreateTopics(ctx, m)
+		return b.handleCreateTopics(ctx, req, m)
 	case *kmsg.DeleteTopicsRequest:
-		return b.handleDeleteTopics(ctx, m)
+		return b.handleDeleteTopics(ctx, req, m)
 	case *kmsg.DeleteRecordsRequest:
 		return respond(b.handleDeleteRecords(m))
 	case *kmsg.OffsetForLeaderEpochRequest:
@@ -412,7 +414,7 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 	case *kmsg.DescribeLogDirsRequest:
 		return respond(b.handleDescribeLogDirs(m))
 	case *kmsg.CreatePartitionsRequest:
-		return b.handleCreatePartitions(ctx, m)
+		return b.handleCreatePartitions(ctx, req, m)
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return b.handleIncrementalAlterConfigs(ctx, m)
 	case *kmsg.DescribeClusterRequest:

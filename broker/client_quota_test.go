@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,9 +101,9 @@ func TestClientQuotas(t *testing.T) {
 	if err != nil || len(described) != 1 || len(described[0].Values) != 2 {
 		t.Fatalf("describe client quotas: %v %+v", err, described)
 	}
-	resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 50}}}})
+	resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{{Key: "write_rate", Value: 50}}}})
 	if err != nil || resp[0].Err == nil {
-		t.Fatalf("controller_mutation_rate accepted: %v %+v", err, resp)
+		t.Fatalf("an unknown quota key accepted: %v %+v", err, resp)
 	}
 
 	produce := func(rc *rawClient, records int) (*kmsg.ProduceResponse, time.Duration) {
@@ -502,4 +504,123 @@ func TestIPConnectionCreationRateQuotas(t *testing.T) {
 		}
 	}
 	waitFor(t, "the quotas' removal to apply", 10*time.Second, func() bool { return !held("127.0.0.5") && !held("127.0.0.6") })
+}
+
+// controller_mutation_rate is a token bucket of rate × 11 windows: a new
+// client may create 11 partitions at rate 1 at once; strictly, a topic is
+// refused only once the bucket is below zero, and the throttle is the time
+// the bucket needs to come back to zero; permissively, every topic goes
+// and only the throttle is reported. Partitions the controller refused
+// are given back.
+func TestMutationQuotaBucket(t *testing.T) {
+	name := "app"
+	img, _, err := metadata.EmptyImage().Apply(1, []metadata.Record{&metadata.ClientQuotaRecord{
+		Entity: []metadata.QuotaEntityPart{{EntityType: metadata.QuotaClientID, EntityName: &name}},
+		Key:    metadata.QuotaControllerMutationRate, Value: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &network.Request{Header: network.RequestHeader{ClientID: name}, Conn: &network.ConnInfo{Principal: network.AnonymousPrincipal}}
+	now := time.Unix(1000, 0)
+	mq := newMutationQuotas(defaultQuotaWindows)
+	strict := mq.quotaFor(img, req, true)
+	if !strict.take(10, now) || !strict.take(5, now) || strict.throttle != 0 {
+		t.Fatalf("10 then 5 partitions from a full bucket of 11: throttle %v", strict.throttle)
+	}
+	if strict.take(1, now) || strict.throttle != 4*time.Second {
+		t.Fatalf("a topic with the bucket at -4: taken, or throttle %v (want 4s)", strict.throttle)
+	}
+	later := mq.quotaFor(img, req, true)
+	if !later.take(1, now.Add(4*time.Second)) {
+		t.Fatal("refused once the bucket had refilled to 0")
+	}
+	later.refund(1)
+	permissive := mq.quotaFor(img, req, false)
+	if !permissive.take(3, now.Add(4*time.Second)) || permissive.throttle != 3*time.Second {
+		t.Fatalf("permissive: throttle %v, want 3s", permissive.throttle)
+	}
+	other := *req
+	other.Header.ClientID = "other"
+	if q := mq.quotaFor(img, &other, true); q != nil {
+		t.Fatalf("a quota for a client id without one: %+v", q)
+	}
+}
+
+// TestControllerMutationQuota: kafka-configs' controller_mutation_rate
+// through the broker. CreateTopics v7 (strict): topics go while the
+// bucket is not below zero, the next is THROTTLING_QUOTA_EXCEEDED with
+// the throttle time; v4 (permissive) creates and reports the throttle;
+// CreatePartitions and DeleteTopics count the partitions they add and
+// remove; another client id is not limited.
+func TestControllerMutationQuota(t *testing.T) {
+	c := newTestCluster(t)
+	adm := c.admin()
+	ctx := testCtx(t)
+	entity := kadm.ClientQuotaEntity{{Type: "client-id", Name: kmsgStr("test")}} // the raw client's id
+	if resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity,
+		Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 1}}}}); err != nil || resp[0].Err != nil {
+		t.Fatalf("alter client quotas: %v %+v", err, resp)
+	}
+	create := func(version int16, topics map[string]int32) *kmsg.CreateTopicsResponse {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version, req.TimeoutMillis = version, 10000
+		for _, name := range slices.Sorted(maps.Keys(topics)) {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, topics[name], 1
+			req.Topics = append(req.Topics, rt)
+		}
+		return roundTrip[*kmsg.CreateTopicsResponse](c.dialRaw(t), req)
+	}
+	codes := func(r *kmsg.CreateTopicsResponse) map[string]int16 {
+		out := map[string]int16{}
+		for _, t := range r.Topics {
+			out[t.Topic] = t.ErrorCode
+		}
+		return out
+	}
+	// a1 (6) and a2 (6) take the bucket of 11 to -1; a3 is refused.
+	r := create(7, map[string]int32{"a1": 6, "a2": 6, "a3": 1})
+	got := codes(r)
+	if got["a1"] != 0 || got["a2"] != 0 || got["a3"] != kerr.ThrottlingQuotaExceeded.Code || r.ThrottleMillis < 500 || r.ThrottleMillis > 1000 {
+		t.Fatalf("strict create: %v, throttle %d ms (want a3 throttled, about 1 s)", got, r.ThrottleMillis)
+	}
+	// Permissive (v4): created, with the throttle.
+	if r := create(4, map[string]int32{"b1": 2}); codes(r)["b1"] != 0 || r.ThrottleMillis <= 0 {
+		t.Fatalf("permissive create: %v, throttle %d ms", codes(r), r.ThrottleMillis)
+	}
+	// Another client id is not limited.
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "other-client", 20, 1
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, c.client(kgo.ClientID("other"))); err != nil || resp.Topics[0].ErrorCode != 0 || resp.ThrottleMillis != 0 {
+		t.Fatalf("another client id: %+v %v", resp, err)
+	}
+	// The bucket is deep below zero now: CreatePartitions and DeleteTopics
+	// (strict versions) are refused, and answer the throttle.
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.Version, cp.TimeoutMillis = 3, 10000
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "a1", 8
+	cp.Topics = append(cp.Topics, cpt)
+	if r := roundTrip[*kmsg.CreatePartitionsResponse](c.dialRaw(t), cp); r.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || r.ThrottleMillis <= 0 {
+		t.Fatalf("create partitions: %+v", r)
+	}
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.Version, dt.TimeoutMillis = 6, 10000
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	dtt.Topic = kmsgStr("a2")
+	dt.Topics = append(dt.Topics, dtt)
+	if r := roundTrip[*kmsg.DeleteTopicsResponse](c.dialRaw(t), dt); r.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || r.ThrottleMillis <= 0 {
+		t.Fatalf("delete topics: %+v", r)
+	}
+	// Without the quota, they go through.
+	if resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity,
+		Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Remove: true}}}}); err != nil || resp[0].Err != nil {
+		t.Fatalf("remove the quota: %v %+v", err, resp)
+	}
+	if r := roundTrip[*kmsg.DeleteTopicsResponse](c.dialRaw(t), dt); r.Topics[0].ErrorCode != 0 || r.ThrottleMillis != 0 {
+		t.Fatalf("delete topics without the quota: %+v", r)
+	}
 }

@@ -52,6 +52,8 @@ type Config struct {
 	MetadataMaxSnapshotInterval          time.Duration // metadata.log.max.snapshot.interval.ms
 	QuotaWindowNum                       int           // quota.window.num
 	QuotaWindowSizeSeconds               int           // quota.window.size.seconds
+	ControllerQuotaWindowNum             int           // controller.quota.window.num
+	ControllerQuotaWindowSizeSeconds     int           // controller.quota.window.size.seconds
 	ReplicationQuotaWindowNum            int           // replication.quota.window.num
 	ReplicationQuotaWindowSizeSeconds    int           // replication.quota.window.size.seconds
 	UncleanLeaderElectionEnable          bool
@@ -299,8 +301,10 @@ func configKeys(c *Config) map[string]configKey {
 		"replica.socket.timeout.ms":                                   {"30000", ms(&c.ReplicaSocketTimeout), "how long a follower waits for the leader's answer to one of its requests (Fetch, OffsetForLeaderEpoch, ListOffsets) before it drops the connection and fetches again; at least replica.fetch.wait.max.ms"},
 		"metadata.log.max.record.bytes.between.snapshots":             {"20971520", i64(&c.MetadataMaxBytesBetweenSnapshots), "each node snapshots its metadata image once this many bytes of metadata records were applied since its last snapshot"},
 		"metadata.log.max.snapshot.interval.ms":                       {"3600000", ms(&c.MetadataMaxSnapshotInterval), "a node with metadata records applied since its last snapshot takes one once this long has passed (0: only by bytes)"},
-		"quota.window.num":                                            {"11", i(&c.QuotaWindowNum), "how many windows client quotas (producer_byte_rate, consumer_byte_rate) measure a rate over"},
+		"quota.window.num":                                            {"11", i(&c.QuotaWindowNum), "how many windows client quotas (producer_byte_rate, consumer_byte_rate, request_percentage) measure a rate over"},
 		"quota.window.size.seconds":                                   {"1", i(&c.QuotaWindowSizeSeconds), "the length of each client quota window"},
+		"controller.quota.window.num":                                 {"11", i(&c.ControllerQuotaWindowNum), "controller_mutation_rate's burst: this many windows of the rate"},
+		"controller.quota.window.size.seconds":                        {"1", i(&c.ControllerQuotaWindowSizeSeconds), "the length of each controller_mutation_rate window"},
 		"replication.quota.window.num":                                {"11", i(&c.ReplicationQuotaWindowNum), "how many windows the replication throttles measure a rate over"},
 		"replication.quota.window.size.seconds":                       {"1", i(&c.ReplicationQuotaWindowSizeSeconds), "the length of each replication throttle window"},
 		"replica.socket.receive.buffer.bytes":                         {"-1", i(&c.ReplicaSocketReceiveBufferBytes), "SO_RCVBUF of followers' connections to leaders, set before connecting; -1: the OS's (autotuned; Kafka's default is 65536)"},
@@ -892,6 +896,7 @@ func (c *Config) validate() error {
 	}{
 		{"quota.window.num", c.QuotaWindowNum}, {"quota.window.size.seconds", c.QuotaWindowSizeSeconds},
 		{"replication.quota.window.num", c.ReplicationQuotaWindowNum}, {"replication.quota.window.size.seconds", c.ReplicationQuotaWindowSizeSeconds},
+		{"controller.quota.window.num", c.ControllerQuotaWindowNum}, {"controller.quota.window.size.seconds", c.ControllerQuotaWindowSizeSeconds},
 	} {
 		if q.v < 1 {
 			return fmt.Errorf("%s must be >= 1, got %d", q.key, q.v)

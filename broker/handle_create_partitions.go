@@ -4,18 +4,59 @@ package broker
 // (metadata.ClusterControl.CreatePartitions, KIP-195); the answer comes
 // once the new partitions are committed and applied here (their logs
 // exist on this broker if it hosts them). Transport errors: as
-// CreateTopics.
+// CreateTopics. Topics over the client's controller_mutation_rate are
+// answered THROTTLING_QUOTA_EXCEEDED from v3 (mutation_quota.go).
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/network"
 )
 
-func (b *Broker) handleCreatePartitions(ctx context.Context, m *kmsg.CreatePartitionsRequest) network.Result {
-	return b.forward(ctx, m, millis(m.TimeoutMillis), func(code int16, msg string) kmsg.Response {
+func (b *Broker) handleCreatePartitions(ctx context.Context, req *network.Request, m *kmsg.CreatePartitionsRequest) network.Result {
+	img := b.currentImage()
+	var mq *mutationQuota
+	if !m.ValidateOnly {
+		mq = b.mutationQuotas.quotaFor(img, req, strictMutations(m))
+	}
+	var throttled []string
+	took := map[string]int{}
+	if mq != nil {
+		now := b.now()
+		m.Topics = slices.DeleteFunc(m.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool {
+			n := 0
+			if topic, ok := img.Topic(t.Topic); ok {
+				n = max(int(t.Count)-len(topic.Partitions), 0)
+			}
+			if mq.take(n, now) {
+				took[t.Topic] += n
+				return false
+			}
+			throttled = append(throttled, t.Topic)
+			return true
+		})
+	}
+	then := func(resp kmsg.Response) kmsg.Response {
+		r := resp.(*kmsg.CreatePartitionsResponse)
+		for _, t := range r.Topics {
+			if t.ErrorCode != 0 {
+				mq.refund(took[t.Topic])
+			}
+		}
+		for _, name := range throttled {
+			t := kmsg.NewCreatePartitionsResponseTopic()
+			t.Topic, t.ErrorCode, t.ErrorMessage = name, codeThrottled, kmsg.StringPtr(throttledMessage)
+			r.Topics = append(r.Topics, t)
+		}
+		return applyMutationThrottle(req, mq, r)
+	}
+	if len(m.Topics) == 0 && len(throttled) > 0 {
+		return &network.Response{Msg: then(m.ResponseKind())}
+	}
+	return b.forwardThen(ctx, m, millis(m.TimeoutMillis), func(code int16, msg string) kmsg.Response {
 		resp := m.ResponseKind().(*kmsg.CreatePartitionsResponse)
 		for _, t := range m.Topics {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
@@ -23,5 +64,5 @@ func (b *Broker) handleCreatePartitions(ctx context.Context, m *kmsg.CreateParti
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
-	})
+	}, then)
 }

@@ -18,11 +18,11 @@ import (
 // users and client ids, and connection creation rates of client addresses,
 // stored in the metadata log as ClientQuotaRecords and set and read with
 // AlterClientQuotas and DescribeClientQuotas (kafka-configs --entity-type
-// users/clients/ips). Keel enforces producer_byte_rate,
-// consumer_byte_rate and request_percentage (broker/client_quota.go) and
-// an ip's connection_creation_rate (network.Server); the one other key
-// Kafka has, controller_mutation_rate, is refused with INVALID_REQUEST
-// rather than stored and ignored.
+// users/clients/ips). Keel enforces every key Kafka has:
+// producer_byte_rate, consumer_byte_rate and request_percentage
+// (broker/client_quota.go), controller_mutation_rate
+// (broker/mutation_quota.go) and an ip's connection_creation_rate
+// (network.Server).
 
 // Client quota entity types.
 const (
@@ -38,6 +38,9 @@ const (
 	// QuotaRequestPercentage is the share of one request handler's time a
 	// client's requests may take on a broker, in percent (KIP-124).
 	QuotaRequestPercentage = "request_percentage"
+	// QuotaControllerMutationRate is the partitions a second a client may
+	// create and delete (KIP-599).
+	QuotaControllerMutationRate = "controller_mutation_rate"
 	// QuotaConnectionCreationRate is an ip entity's only key: the
 	// connections a second each broker accepts from the address.
 	QuotaConnectionCreationRate = "connection_creation_rate"
@@ -148,7 +151,8 @@ func QuotaEntityFromParts(parts []QuotaEntityPart) (QuotaEntity, error) {
 
 // validateQuotaOp checks one key and value of entity e: for users and
 // client ids the byte rates Keel enforces, whole and non-negative, as
-// Kafka's LONG quota keys, and request_percentage, a DOUBLE; for an ip
+// Kafka's LONG quota keys, and request_percentage and
+// controller_mutation_rate, DOUBLEs; for an ip
 // connection_creation_rate alone, an INT of at least 0 (Kafka's ipConfigs).
 // Kafka stores a negative rate or percentage; Keel refuses one, as no
 // client could stay under it.
@@ -166,13 +170,15 @@ func validateQuotaOp(e QuotaEntity, key string, value float64, remove bool) erro
 	case QuotaProducerByteRate, QuotaConsumerByteRate:
 	case QuotaConnectionCreationRate:
 		return fmt.Errorf("invalid configuration key %s for a user or client id: it is an ip entity's quota", key)
-	case QuotaRequestPercentage:
+	case QuotaRequestPercentage, QuotaControllerMutationRate:
 		if !remove && (value < 0 || math.IsInf(value, 0) || math.IsNaN(value)) {
-			return fmt.Errorf("invalid value %v for %s: a percentage of one request handler's time, at least 0", value, key)
+			what := "a percentage of one request handler's time"
+			if key == QuotaControllerMutationRate {
+				what = "partitions created or deleted a second"
+			}
+			return fmt.Errorf("invalid value %v for %s: %s, at least 0", value, key, what)
 		}
 		return nil
-	case "controller_mutation_rate":
-		return fmt.Errorf("quota %s is not supported by Keel (only %s, %s and %s are enforced)", key, QuotaProducerByteRate, QuotaConsumerByteRate, QuotaRequestPercentage)
 	default:
 		return fmt.Errorf("unknown quota key %q", key)
 	}

@@ -31,8 +31,9 @@ func configsCommand() *cli.Command {
 			"Entities: --entity-type brokers with --entity-name ID (one broker's dynamic configs,\n" +
 			"sent to that broker) or --entity-default (the cluster-wide defaults); broker-loggers\n" +
 			"(a broker's log level: root); topics; users and clients (client quotas:\n" +
-			"producer_byte_rate, consumer_byte_rate, request_percentage, per user, per client\n" +
-			"id, per user and client id, and their defaults); ips (connection_creation_rate: the connections a\n" +
+			"producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate,\n" +
+			"per user, per client id, per user and client id, and their defaults); ips\n" +
+			"(connection_creation_rate: the connections a\n" +
 			"second each broker accepts from one client address, and the default for every\n" +
 			"address). kafka-configs' shorthands work: --broker 1, --broker-defaults,\n" +
 			"--broker-logger 1, --topic orders, --user alice, --user-defaults, --client app,\n" +

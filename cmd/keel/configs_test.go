@@ -139,7 +139,7 @@ func TestCLIConfigs(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"configs", "alter", "--user", "alice", "--add-config", "controller_mutation_rate=50"}, "not supported by Keel"},
+		{[]string{"configs", "alter", "--user", "alice", "--add-config", "write_rate=50"}, "unknown quota key"},
 		{[]string{"configs", "alter", "--user", "alice", "--add-config", "producer_byte_rate=fast"}, "a quota is a number"},
 		{[]string{"configs", "alter", "--user", "alice", "--add-config", "SCRAM-SHA-256=[password=x]"}, "keel users alter"},
 		{[]string{"configs", "alter", "--user", "alice", "--user-defaults", "--add-config", "producer_byte_rate=1"}, "together"},
