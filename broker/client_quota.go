@@ -119,6 +119,7 @@ func (q *clientQuotas) sensor(sk clientQuotaSensorKey, now time.Time) *rateQuota
 		q.sweepAt = max(minSensorSweep, 2*len(q.sensors))
 	}
 	s = newRateQuota(q.windows)
+	s.throttles = newThrottleAvg(q.windows)
 	q.sensors[sk] = s
 	return s
 }
@@ -179,7 +180,11 @@ func (q *clientQuotas) record(img *metadata.Image, principal, clientID string, a
 	s := q.sensor(sk, now)
 	s.record(amount, now)
 	undo := func() { s.record(-amount, now) }
-	return s.meter.BoundedThrottle(s.rate(now), bound*q.scale, q.longest), undo
+	d := s.meter.BoundedThrottle(s.rate(now), bound*q.scale, q.longest)
+	if d > 0 {
+		s.throttles.record(d, now)
+	}
+	return d, undo
 }
 
 // throttleMillis is a throttle as a response's ThrottleMillis.

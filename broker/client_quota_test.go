@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -131,6 +134,12 @@ func TestClientQuotas(t *testing.T) {
 	}
 	if _, took := produce(rc, 1); took < throttle*8/10 {
 		t.Fatalf("the next request on the throttled connection was answered after %v, within its %v throttle", took, throttle)
+	}
+	if v, ok := quotaMetric(t, c, "kafka_server_produce_byte_rate", "test"); !ok || v <= 0 {
+		t.Errorf("produce byte-rate %v (present %v)", v, ok)
+	}
+	if v, ok := quotaMetric(t, c, "kafka_server_produce_throttle_time", "test"); !ok || v < float64(throttle.Milliseconds())/2 {
+		t.Errorf("produce throttle-time %v (present %v), throttle %v", v, ok, throttle)
 	}
 	other := c.client(kgo.ClientID("other"))
 	q, _ := c.meta.Image().Topic("q")
@@ -268,6 +277,15 @@ func TestRequestQuota(t *testing.T) {
 	fetch = c.fetchRequest(12, 200*time.Millisecond, 1<<20, 1<<20, fetchPartitionReq{"rq", 0, 0, 1 << 20, -1})
 	if fr := roundTrip[*kmsg.FetchResponse](c.dialRaw(t), fetch); time.Duration(fr.ThrottleMillis)*time.Millisecond != window {
 		t.Fatalf("long-poll fetch: throttle %d ms", fr.ThrottleMillis)
+	}
+
+	// The sensor's request-time and throttle-time are on /metrics
+	// (Kafka's kafka.server:type=Request,user=,client-id=test).
+	if v, ok := quotaMetric(t, c, "kafka_server_request_request_time", "test"); !ok || v <= 0 {
+		t.Errorf("request-time %v (present %v), want above 0", v, ok)
+	}
+	if v, ok := quotaMetric(t, c, "kafka_server_request_throttle_time", "test"); !ok || v != float64(window.Milliseconds()) {
+		t.Errorf("throttle-time %v (present %v), want %d", v, ok, window.Milliseconds())
 	}
 
 	alter(true)
@@ -506,6 +524,31 @@ func TestIPConnectionCreationRateQuotas(t *testing.T) {
 	waitFor(t, "the quotas' removal to apply", 10*time.Second, func() bool { return !held("127.0.0.5") && !held("127.0.0.6") })
 }
 
+// quotaMetric reads a client quota series of the broker's metrics for
+// client id (user ""): ok false when absent.
+func quotaMetric(t *testing.T, c *testCluster, name, clientID string) (float64, bool) {
+	t.Helper()
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	c.broker.writeMetrics(&promWriter{w: bw})
+	bw.Flush()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(&buf)
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v", err)
+	}
+	for _, m := range families[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["client_id"] == clientID && labels["user"] == "" {
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
 // controller_mutation_rate is a token bucket of rate × 11 windows: a new
 // client may create 11 partitions at rate 1 at once; strictly, a topic is
 // refused only once the bucket is below zero, and the throttle is the time
@@ -614,6 +657,14 @@ func TestControllerMutationQuota(t *testing.T) {
 	dt.Topics = append(dt.Topics, dtt)
 	if r := roundTrip[*kmsg.DeleteTopicsResponse](c.dialRaw(t), dt); r.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || r.ThrottleMillis <= 0 {
 		t.Fatalf("delete topics: %+v", r)
+	}
+	// mutation-rate and throttle-time are on /metrics: 6+6+2 partitions
+	// over at least 10 windows of a second.
+	if v, ok := quotaMetric(t, c, "kafka_server_controllermutation_mutation_rate", "test"); !ok || v <= 0 || v > 1.5 {
+		t.Errorf("mutation-rate %v (present %v), want at most 14 partitions over 10 windows, 1.4 a second", v, ok)
+	}
+	if v, ok := quotaMetric(t, c, "kafka_server_controllermutation_throttle_time", "test"); !ok || v <= 0 {
+		t.Errorf("throttle-time %v (present %v)", v, ok)
 	}
 	// Without the quota, they go through.
 	if resp, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity,

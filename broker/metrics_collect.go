@@ -26,6 +26,7 @@ import (
 
 // writeMetrics writes the broker's series (see metrics.go).
 func (b *Broker) writeMetrics(w *promWriter) {
+	b.writeQuotaMetrics(w)
 	m := b.metrics
 	m.mu.Lock()
 	names := make([]string, 0, len(m.topics))

@@ -58,6 +58,10 @@ func newMutationQuotas(windows quotaWindows) *mutationQuotas {
 type tokenBucket struct {
 	tokens float64
 	last   time.Time
+	// mutations and throttles are Kafka's mutation-rate and throttle-time
+	// metrics of the sensor.
+	mutations *network.RateMeter
+	throttles *throttleAvg
 }
 
 // refill adds the tokens earned since the last update.
@@ -116,7 +120,7 @@ func (mq *mutationQuotas) quotaFor(img *metadata.Image, req *network.Request, st
 			}
 			mq.sweepAt = max(minSensorSweep, 2*len(mq.buckets))
 		}
-		b = &tokenBucket{}
+		b = &tokenBucket{mutations: network.NewRateMeter(mq.windows.samples, mq.windows.window), throttles: newThrottleAvg(mq.windows)}
 		mq.buckets[sk] = b
 	}
 	return &mutationQuota{q: mq, bucket: b, rate: rate, strict: strict}
@@ -136,12 +140,18 @@ func (m *mutationQuota) take(mutations int, now time.Time) bool {
 	burst := m.rate * m.q.windows.span().Seconds()
 	m.bucket.refill(m.rate, burst, now)
 	if m.strict && m.bucket.tokens < 0 {
-		m.throttle = max(m.throttle, m.bucket.throttle(m.rate, m.q.windows.span()))
+		d := m.bucket.throttle(m.rate, m.q.windows.span())
+		m.bucket.throttles.record(d, now)
+		m.throttle = max(m.throttle, d)
 		return false
 	}
 	m.bucket.tokens -= float64(mutations)
+	m.bucket.mutations.Record(int64(mutations), now)
 	if !m.strict {
-		m.throttle = max(m.throttle, m.bucket.throttle(m.rate, m.q.windows.span()))
+		if d := m.bucket.throttle(m.rate, m.q.windows.span()); d > 0 {
+			m.bucket.throttles.record(d, now)
+			m.throttle = max(m.throttle, d)
+		}
 	}
 	return true
 }
@@ -156,6 +166,7 @@ func (m *mutationQuota) refund(mutations int) {
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
 	m.bucket.tokens = min(m.bucket.tokens+float64(mutations), m.rate*m.q.windows.span().Seconds())
+	m.bucket.mutations.Record(-int64(mutations), m.bucket.last)
 }
 
 // strictMutations reports whether a request version refuses topics over

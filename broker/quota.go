@@ -49,12 +49,44 @@ type rateQuota struct {
 	limit   atomic.Int64 // bytes a second; math.MaxInt64: unlimited
 	windows quotaWindows
 	meter   *network.RateMeter
+	// throttles is the client quota sensors' throttle-time (Kafka's Avg
+	// over the same windows of the throttles given); nil for the
+	// replication throttles.
+	throttles *throttleAvg
 }
 
 func newRateQuota(windows quotaWindows) *rateQuota {
 	q := &rateQuota{windows: windows, meter: network.NewRateMeter(windows.samples, windows.window)}
 	q.limit.Store(math.MaxInt64)
 	return q
+}
+
+// throttleAvg is the average of the throttles given over a quota's
+// windows (Kafka's throttle-time metric of a client quota sensor).
+//
+// Concurrency: safe for any goroutine.
+type throttleAvg struct {
+	sum, count *network.RateMeter
+}
+
+func newThrottleAvg(windows quotaWindows) *throttleAvg {
+	return &throttleAvg{sum: network.NewRateMeter(windows.samples, windows.window), count: network.NewRateMeter(windows.samples, windows.window)}
+}
+
+// record counts a throttle given at now.
+func (a *throttleAvg) record(d time.Duration, now time.Time) {
+	a.sum.Record(d.Milliseconds(), now)
+	a.count.Record(1, now)
+}
+
+// avgMs is the average throttle in milliseconds over the windows; NaN
+// with none, as Kafka's Avg.
+func (a *throttleAvg) avgMs(now time.Time) float64 {
+	n := a.count.Rate(now)
+	if n <= 0 {
+		return math.NaN()
+	}
+	return a.sum.Rate(now) / n
 }
 
 // record counts n bytes sent or fetched at now.
