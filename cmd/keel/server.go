@@ -72,7 +72,12 @@ func serverCommand() *cli.Command {
 			"of listener.name.<listener>.plain.sasl.jaas.config (Kafka's PlainLoginModule).\n" +
 			"SCRAM-SHA-256 and SCRAM-SHA-512 credentials live in the metadata log: the first from\n" +
 			"keel format --add-scram, then keel users alter or kafka-configs.sh --entity-type users.\n" +
-			"OAUTHBEARER and GSSAPI are not supported yet, nor SASL between nodes (use SSL there).\n\n" +
+			"OAUTHBEARER validates JWTs against the identity provider's JWKS with\n" +
+			"listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class=\n" +
+			"org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler and\n" +
+			"sasl.oauthbearer.jwks.endpoint.url (without it: Kafka's unsecured development tokens).\n" +
+			"connections.max.reauth.ms above 0 makes clients re-authenticate on their connections.\n" +
+			"GSSAPI is not supported yet, nor SASL between nodes (use SSL there).\n\n" +
 			"ACLs: authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer checks\n" +
 			"every request against the ACLs in the metadata log (keel acls, kafka-acls.sh);\n" +
 			"super.users (User:admin;User:ANONYMOUS) may do anything, and the nodes' own principal\n" +
