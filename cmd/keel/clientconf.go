@@ -554,11 +554,13 @@ func oauthBearerMechanism(props map[string]string) (client.SASLMechanism, error)
 		creds := &client.OAuthClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: jaas.Options["scope"]}
 		auth.Token = creds.Token
 	default:
-		token, err := unsecuredLoginToken(jaas.Options, time.Now())
-		if err != nil {
+		// Checked now; each connection gets a token issued then, so a
+		// long-running command never presents an expired one.
+		if _, err := unsecuredLoginToken(jaas.Options, time.Now()); err != nil {
 			return nil, fmt.Errorf("sasl.jaas.config: %w", err)
 		}
-		auth.Token = func(context.Context) (string, error) { return token, nil }
+		options := jaas.Options
+		auth.Token = func(context.Context) (string, error) { return unsecuredLoginToken(options, time.Now()) }
 	}
 	return auth, nil
 }
