@@ -236,21 +236,26 @@ func (b *Broker) throttleRequest(req *network.Request, res network.Result) netwo
 	if d <= 0 {
 		return res
 	}
-	ms := throttleMillis(d)
-	throttle := func(m kmsg.Response) kmsg.Response {
-		if t, ok := m.(kmsg.ThrottleResponse); ok {
-			if cur, _ := t.Throttle(); cur < ms {
-				m.(kmsg.SetThrottleResponse).SetThrottle(ms)
-			}
-		}
-		req.Conn.Mute(d)
-		return m
-	}
 	if r, ok := res.(*network.Response); ok && (r == nil || r.Msg == nil) {
 		req.Conn.Mute(d) // nothing to carry the throttle
 		return res
 	}
-	return network.Then(res, throttle)
+	return network.Then(res, func(m kmsg.Response) kmsg.Response { return throttleResponse(req, m, d) })
+}
+
+// throttleResponse puts throttle d in resp, unless it carries a larger
+// one, and mutes req's connection for d (KIP-219); nothing for d ≤ 0.
+func throttleResponse(req *network.Request, resp kmsg.Response, d time.Duration) kmsg.Response {
+	if d <= 0 {
+		return resp
+	}
+	if t, ok := resp.(kmsg.ThrottleResponse); ok {
+		if cur, _ := t.Throttle(); cur < throttleMillis(d) {
+			resp.(kmsg.SetThrottleResponse).SetThrottle(throttleMillis(d))
+		}
+	}
+	req.Conn.Mute(d)
+	return resp
 }
 
 // updateIPConnectionRates hands the ip entities' connection_creation_rate

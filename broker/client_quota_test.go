@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -528,16 +529,7 @@ func TestIPConnectionCreationRateQuotas(t *testing.T) {
 // client id (user ""): ok false when absent.
 func quotaMetric(t *testing.T, c *testCluster, name, clientID string) (float64, bool) {
 	t.Helper()
-	var buf bytes.Buffer
-	bw := bufio.NewWriter(&buf)
-	c.broker.writeMetrics(&promWriter{w: bw})
-	bw.Flush()
-	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(&buf)
-	if err != nil {
-		t.Fatalf("metrics do not parse: %v", err)
-	}
-	for _, m := range families[name].GetMetric() {
+	for _, m := range scrapeBroker(t, c)[name].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
@@ -547,6 +539,22 @@ func quotaMetric(t *testing.T, c *testCluster, name, clientID string) (float64, 
 		}
 	}
 	return 0, false
+}
+
+// scrapeBroker is the broker's /metrics text, parsed with Prometheus's
+// parser.
+func scrapeBroker(t *testing.T, c *testCluster) map[string]*dto.MetricFamily {
+	t.Helper()
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	c.broker.writeMetrics(&promWriter{w: bw})
+	bw.Flush()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(&buf)
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v", err)
+	}
+	return families
 }
 
 // controller_mutation_rate is a token bucket of rate × 11 windows: a new

@@ -9,7 +9,6 @@ package broker
 
 import (
 	"context"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -22,23 +21,14 @@ func (b *Broker) handleCreatePartitions(ctx context.Context, req *network.Reques
 	if !m.ValidateOnly {
 		mq = b.mutationQuotas.quotaFor(img, req, strictMutations(m))
 	}
-	var throttled []string
-	took := map[string]int{}
-	if mq != nil {
-		now := b.now()
-		m.Topics = slices.DeleteFunc(m.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool {
-			n := 0
-			if topic, ok := img.Topic(t.Topic); ok {
-				n = max(int(t.Count)-len(topic.Partitions), 0)
-			}
-			if mq.take(n, now) {
-				took[t.Topic] += n
-				return false
-			}
-			throttled = append(throttled, t.Topic)
-			return true
-		})
-	}
+	var throttled []kmsg.CreatePartitionsRequestTopic
+	var took map[string]int
+	m.Topics, throttled, took = takeTopics(mq, m.Topics, b.now(), func(t kmsg.CreatePartitionsRequestTopic) (string, int) {
+		if topic, ok := img.Topic(t.Topic); ok {
+			return t.Topic, max(int(t.Count)-len(topic.Partitions), 0)
+		}
+		return t.Topic, 0
+	})
 	then := func(resp kmsg.Response) kmsg.Response {
 		r := resp.(*kmsg.CreatePartitionsResponse)
 		for _, t := range r.Topics {
@@ -46,9 +36,9 @@ func (b *Broker) handleCreatePartitions(ctx context.Context, req *network.Reques
 				mq.refund(took[t.Topic])
 			}
 		}
-		for _, name := range throttled {
+		for _, rt := range throttled {
 			t := kmsg.NewCreatePartitionsResponseTopic()
-			t.Topic, t.ErrorCode, t.ErrorMessage = name, codeThrottled, kmsg.StringPtr(throttledMessage)
+			t.Topic, t.ErrorCode, t.ErrorMessage = rt.Topic, codeThrottled, kmsg.StringPtr(throttledMessage)
 			r.Topics = append(r.Topics, t)
 		}
 		return applyMutationThrottle(req, mq, r)

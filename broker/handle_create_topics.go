@@ -11,7 +11,6 @@ package broker
 
 import (
 	"context"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -29,20 +28,11 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *network.Request, m
 	if !m.ValidateOnly {
 		mq = b.mutationQuotas.quotaFor(b.currentImage(), req, strictMutations(m))
 	}
-	var throttled []string
-	took := map[string]int{}
-	if mq != nil {
-		now := b.now()
-		m.Topics = slices.DeleteFunc(m.Topics, func(t kmsg.CreateTopicsRequestTopic) bool {
-			n := b.mutationsOfCreate(&t)
-			if mq.take(n, now) {
-				took[t.Topic] += n
-				return false
-			}
-			throttled = append(throttled, t.Topic)
-			return true
-		})
-	}
+	var throttled []kmsg.CreateTopicsRequestTopic
+	var took map[string]int
+	m.Topics, throttled, took = takeTopics(mq, m.Topics, b.now(), func(t kmsg.CreateTopicsRequestTopic) (string, int) {
+		return t.Topic, b.mutationsOfCreate(&t)
+	})
 	then := func(resp kmsg.Response) kmsg.Response {
 		r := resp.(*kmsg.CreateTopicsResponse)
 		for _, t := range r.Topics {
@@ -50,9 +40,9 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *network.Request, m
 				mq.refund(took[t.Topic])
 			}
 		}
-		for _, name := range throttled {
+		for _, rt := range throttled {
 			t := kmsg.NewCreateTopicsResponseTopic()
-			t.Topic, t.ErrorCode, t.ErrorMessage = name, codeThrottled, kmsg.StringPtr(throttledMessage)
+			t.Topic, t.ErrorCode, t.ErrorMessage = rt.Topic, codeThrottled, kmsg.StringPtr(throttledMessage)
 			t.NumPartitions, t.ReplicationFactor = -1, -1
 			r.Topics = append(r.Topics, t)
 		}

@@ -9,7 +9,6 @@ package broker
 
 import (
 	"context"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -30,28 +29,17 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, req *network.Request, m
 	img := b.currentImage()
 	mq := b.mutationQuotas.quotaFor(img, req, strictMutations(m))
 	var throttled []kmsg.DeleteTopicsRequestTopic
-	took := map[string]int{}
-	if mq != nil {
-		now := b.now()
-		m.Topics = slices.DeleteFunc(m.Topics, func(t kmsg.DeleteTopicsRequestTopic) bool {
-			topic, ok := img.TopicByID(metadata.Uuid(t.TopicID))
-			if t.Topic != nil {
-				topic, ok = img.Topic(*t.Topic)
-			}
-			n := 0
-			if ok {
-				n = len(topic.Partitions)
-			}
-			if mq.take(n, now) {
-				if ok {
-					took[topic.Name] += n
-				}
-				return false
-			}
-			throttled = append(throttled, t)
-			return true
-		})
-	}
+	var took map[string]int
+	m.Topics, throttled, took = takeTopics(mq, m.Topics, b.now(), func(t kmsg.DeleteTopicsRequestTopic) (string, int) {
+		topic, ok := img.TopicByID(metadata.Uuid(t.TopicID))
+		if t.Topic != nil {
+			topic, ok = img.Topic(*t.Topic)
+		}
+		if !ok {
+			return "", 0 // unknown: the controller says so
+		}
+		return topic.Name, len(topic.Partitions)
+	})
 	then := func(resp kmsg.Response) kmsg.Response {
 		r := resp.(*kmsg.DeleteTopicsResponse)
 		for _, t := range r.Topics {

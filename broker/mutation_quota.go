@@ -2,6 +2,7 @@ package broker
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,7 +115,7 @@ func (mq *mutationQuotas) quotaFor(img *metadata.Image, req *network.Request, st
 			// A full bucket idle for a whole burst measures what a new
 			// one would.
 			for k, old := range mq.buckets {
-				if time.Since(old.last) > mq.windows.span() {
+				if time.Since(old.last) > mq.windows.maxThrottle() {
 					delete(mq.buckets, k)
 				}
 			}
@@ -126,9 +127,6 @@ func (mq *mutationQuotas) quotaFor(img *metadata.Image, req *network.Request, st
 	return &mutationQuota{q: mq, bucket: b, rate: rate, strict: strict}
 }
 
-// span is the windows' whole length.
-func (w quotaWindows) span() time.Duration { return time.Duration(w.samples) * w.window }
-
 // take records mutations for one topic and reports whether it may go
 // ahead: false when strict and the bucket was already below zero.
 func (m *mutationQuota) take(mutations int, now time.Time) bool {
@@ -137,10 +135,10 @@ func (m *mutationQuota) take(mutations int, now time.Time) bool {
 	}
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
-	burst := m.rate * m.q.windows.span().Seconds()
+	burst := m.rate * m.q.windows.maxThrottle().Seconds()
 	m.bucket.refill(m.rate, burst, now)
 	if m.strict && m.bucket.tokens < 0 {
-		d := m.bucket.throttle(m.rate, m.q.windows.span())
+		d := m.bucket.throttle(m.rate, m.q.windows.maxThrottle())
 		m.bucket.throttles.record(d, now)
 		m.throttle = max(m.throttle, d)
 		return false
@@ -148,7 +146,7 @@ func (m *mutationQuota) take(mutations int, now time.Time) bool {
 	m.bucket.tokens -= float64(mutations)
 	m.bucket.mutations.Record(int64(mutations), now)
 	if !m.strict {
-		if d := m.bucket.throttle(m.rate, m.q.windows.span()); d > 0 {
+		if d := m.bucket.throttle(m.rate, m.q.windows.maxThrottle()); d > 0 {
 			m.bucket.throttles.record(d, now)
 			m.throttle = max(m.throttle, d)
 		}
@@ -165,7 +163,7 @@ func (m *mutationQuota) refund(mutations int) {
 	}
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
-	m.bucket.tokens = min(m.bucket.tokens+float64(mutations), m.rate*m.q.windows.span().Seconds())
+	m.bucket.tokens = min(m.bucket.tokens+float64(mutations), m.rate*m.q.windows.maxThrottle().Seconds())
 	m.bucket.mutations.Record(-int64(mutations), m.bucket.last)
 }
 
@@ -200,17 +198,32 @@ func (b *Broker) mutationsOfCreate(t *kmsg.CreateTopicsRequestTopic) int {
 	return int(b.cfg.NumPartitions)
 }
 
-// applyThrottle puts the mutation quota's throttle (or the request
-// quota's, if larger) in resp and mutes the connection for it.
+// takeTopics lets through the topics of a request that mq takes, in
+// order, and returns the ones it refused and the mutations each kept
+// topic took, by name (for refunds). of names a topic and counts its
+// mutations. Without a quota every topic goes.
+func takeTopics[T any](mq *mutationQuota, topics []T, now time.Time, of func(T) (string, int)) (kept, refused []T, took map[string]int) {
+	if mq == nil {
+		return topics, nil, nil
+	}
+	took = map[string]int{}
+	kept = slices.DeleteFunc(topics, func(t T) bool {
+		name, n := of(t)
+		if mq.take(n, now) {
+			took[name] += n
+			return false
+		}
+		refused = append(refused, t)
+		return true
+	})
+	return kept, refused, took
+}
+
+// applyMutationThrottle puts the mutation quota's throttle in resp,
+// unless it has a larger one, and mutes the connection for it.
 func applyMutationThrottle(req *network.Request, mq *mutationQuota, resp kmsg.Response) kmsg.Response {
-	if mq == nil || mq.throttle <= 0 {
+	if mq == nil {
 		return resp
 	}
-	if t, ok := resp.(kmsg.ThrottleResponse); ok {
-		if cur, _ := t.Throttle(); int64(cur) < mq.throttle.Milliseconds() {
-			resp.(kmsg.SetThrottleResponse).SetThrottle(int32(min(mq.throttle.Milliseconds(), math.MaxInt32)))
-		}
-	}
-	req.Conn.Mute(mq.throttle)
-	return resp
+	return throttleResponse(req, resp, mq.throttle)
 }

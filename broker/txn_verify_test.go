@@ -1,13 +1,10 @@
 package broker
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -149,15 +146,7 @@ func TestTxnVerification(t *testing.T) {
 	wantCode("the next stray batch", produceTxnRaw(t, rc, 9, "v-txn", "v", 1, txnBatchOf(t, pid, epoch, 0, 1)), kerr.InvalidTxnState.Code)
 
 	// The verifications are metered (Kafka's AddPartitionsToTxnManager).
-	var buf bytes.Buffer
-	bw := bufio.NewWriter(&buf)
-	c.broker.writeMetrics(&promWriter{w: bw})
-	bw.Flush()
-	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	families := scrapeBroker(t, c)
 	// Refused: v9, v11, v-1, the late batch, the next stray batch.
 	if f := families["kafka_server_addpartitionstotxnmanager_verificationfailures_total"]; f == nil || f.GetMetric()[0].GetCounter().GetValue() < 5 {
 		t.Errorf("verification failures: %v, want at least 5", f)
