@@ -126,6 +126,12 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 		return nil, fmt.Errorf("%s to %s: waiting for the request ahead: %w", kmsg.NameForKey(req.Key()), c.addr, ctx.Err())
 	}
 	defer c.release()
+	if sc, ok := c.conn.(*saslConn); ok && sc.renewDue(time.Now()) {
+		// Re-authenticating is reconnecting: a new connection gets a new
+		// session (KIP-368 lets a client do either).
+		c.conn.Close()
+		c.conn, c.rd = nil, nil
+	}
 	if c.conn == nil {
 		dctx := ctx
 		if c.receiveBuffer > 0 {
@@ -162,7 +168,12 @@ func (c *kafkaConn) roundTrip(ctx context.Context, conn net.Conn, req kmsg.Reque
 	conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	return c.exchange(conn, req)
+}
 
+// exchange writes req at the newest version kmsg knows and reads its
+// response, within the deadline the caller has set on conn.
+func (c *kafkaConn) exchange(conn net.Conn, req kmsg.Request) (kmsg.Response, error) {
 	req.SetVersion(req.MaxVersion())
 	c.corr++
 	frame := make([]byte, 4, 256)

@@ -63,9 +63,11 @@ func isSASLKey(k string) bool {
 //     they must be signed by a key of the identity provider's JWKS
 //     (oauthBearerValidator).
 //
-// Brokers and controllers do not authenticate to each other with SASL yet,
-// so neither the inter-broker nor a controller listener may be SASL.
-func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, image func() *metadata.Image, log hclog.Logger) (map[string]*network.SASLListener, error) {
+// The inter-broker and controller listeners may be SASL too: nodes then
+// authenticate to each other as internode_sasl.go describes, and the
+// mechanism they dial with (sasl.mechanism.inter.broker.protocol,
+// sasl.mechanism.controller.protocol) must be enabled on the listener.
+func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, scram scramSource, log hclog.Logger) (map[string]*network.SASLListener, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -73,14 +75,6 @@ func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, imag
 	for _, l := range listeners {
 		if !l.SecurityProtocol.IsSASL() {
 			continue
-		}
-		switch {
-		case slices.Contains(cfg.ControllerListenerNames, l.Name):
-			return nil, fmt.Errorf("listener %s is a controller listener (controller.listener.names) mapped to %s: "+
-				"Keel's nodes do not authenticate to each other with SASL yet; use SSL (with ssl.client.auth=required) or PLAINTEXT", l.Name, l.SecurityProtocol)
-		case isBroker && l.Name == cfg.InterBrokerListenerName:
-			return nil, fmt.Errorf("listener %s is the inter-broker listener (inter.broker.listener.name) mapped to %s: "+
-				"Keel's brokers do not authenticate to each other with SASL yet; use SSL (with ssl.client.auth=required) or PLAINTEXT", l.Name, l.SecurityProtocol)
 		}
 		enabled, ok := listenerSetting(cfg.SASL, l.Name, "sasl.enabled.mechanisms", true)
 		if !ok {
@@ -129,6 +123,16 @@ func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, imag
 		if len(mechs) == 0 {
 			return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms is empty", l.Name)
 		}
+		if slices.Contains(cfg.ControllerListenerNames, l.Name) {
+			if err := checkInternodeMechanism(cfg, l.Name, "sasl.mechanism.controller.protocol", mechs); err != nil {
+				return nil, err
+			}
+		}
+		if isBroker && l.Name == cfg.InterBrokerListenerName {
+			if err := checkInternodeMechanism(cfg, l.Name, "sasl.mechanism.inter.broker.protocol", mechs); err != nil {
+				return nil, err
+			}
+		}
 		maxReauth := map[string]time.Duration{}
 		for _, m := range mechs {
 			maxReauth[m] = cfg.ConnectionsMaxReauth
@@ -154,7 +158,7 @@ func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, imag
 				case sasl.MechanismOAuthBearer:
 					return &oauthExchange{server: sasl.OAuthBearerServer{Validator: oauth, Now: time.Now}}
 				}
-				return newScramExchange(m, image)
+				return newScramExchange(m, scram)
 			},
 		}
 	}
@@ -333,19 +337,30 @@ func jwksFetcher(url string) (func(ctx context.Context) ([]byte, error), error) 
 // catch up with the metadata log before it looks the user up anyway.
 const saslCatchUpWait = 30 * time.Second
 
+// scramSource looks a user's SCRAM credential for a mechanism up.
+type scramSource func(mechanism, user string) (sasl.ScramCredential, bool)
+
+// scramFromImage looks credentials up in the image image returns.
+func scramFromImage(image func() *metadata.Image) scramSource {
+	return func(mechanism, user string) (sasl.ScramCredential, bool) {
+		return imageScram(image(), mechanism, user)
+	}
+}
+
+func imageScram(img *metadata.Image, mechanism, user string) (sasl.ScramCredential, bool) {
+	c, ok := img.ScramCredential(user, metadata.ScramMechanismFromName(mechanism))
+	return sasl.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, ok
+}
+
 // scramExchange is a connection's SASL/SCRAM exchange: two messages, the
-// user's credential read from the metadata image at the first.
+// user's credential looked up at the first.
 type scramExchange struct {
 	mechanism string
 	server    *sasl.ScramServer
 }
 
-func newScramExchange(mechanism string, image func() *metadata.Image) *scramExchange {
-	m := metadata.ScramMechanismFromName(mechanism)
-	lookup := func(user string) (sasl.ScramCredential, bool) {
-		c, ok := image().ScramCredential(user, m)
-		return sasl.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, ok
-	}
+func newScramExchange(mechanism string, scram scramSource) *scramExchange {
+	lookup := func(user string) (sasl.ScramCredential, bool) { return scram(mechanism, user) }
 	// Only SCRAM mechanisms reach here: loadNodeSASL enabled no other.
 	server, _ := sasl.NewScramServer(mechanism, lookup)
 	return &scramExchange{mechanism, server}

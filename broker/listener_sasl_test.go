@@ -17,9 +17,9 @@ import (
 
 // A SASL listener's settings are checked at startup, as Kafka's broker
 // does: mechanisms named (not Kafka's GSSAPI default), each supported and
-// with its JAAS configuration; SASL is refused between nodes. Good
-// settings give the listener its PLAIN users; sasl.* keys are not
-// reported as unknown.
+// with its JAAS configuration, and on the listeners nodes dial the
+// mechanism they dial with. Good settings give the listener its PLAIN
+// users; sasl.* keys are not reported as unknown.
 func TestLoadNodeSASL(t *testing.T) {
 	listeners := []network.Listener{
 		{Name: "INTERNAL", SecurityProtocol: network.Plaintext},
@@ -51,13 +51,13 @@ func TestLoadNodeSASL(t *testing.T) {
 		"bad JAAS":                        {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": "PlainLoginModule required"}, "listener.name.clients.plain.sasl.jaas.config"},
 		"another login module":            {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required;`}, "PlainLoginModule"},
 	} {
-		if _, err := loadNodeSASL(load(tc.props), listeners, true, metadata.EmptyImage, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := loadNodeSASL(load(tc.props), listeners, true, scramFromImage(metadata.EmptyImage), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", what, err, tc.want)
 		}
 	}
 
 	good := load(map[string]string{"listener.name.clients.sasl.enabled.mechanisms": "plain", "listener.name.CLIENTS.plain.sasl.jaas.config": jaas})
-	got, err := loadNodeSASL(good, listeners, true, metadata.EmptyImage, nil)
+	got, err := loadNodeSASL(good, listeners, true, scramFromImage(metadata.EmptyImage), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +74,62 @@ func TestLoadNodeSASL(t *testing.T) {
 		t.Errorf("unknown user: %v (the client must not learn the user is unknown)", err)
 	}
 
-	// SASL between nodes is not supported yet.
-	internalSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.SASLSSL}, {Name: "CONTROLLER", SecurityProtocol: network.Plaintext}}
-	if _, err := loadNodeSASL(good, internalSASL, true, metadata.EmptyImage, nil); err == nil || !strings.Contains(err.Error(), "inter.broker.listener.name") {
-		t.Errorf("SASL inter-broker listener: %v", err)
+	// The inter-broker and controller listeners may be SASL, with the
+	// mechanism the nodes dial them with enabled there.
+	internalSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.SASLSSL}, {Name: "CONTROLLER", SecurityProtocol: network.SASLPlaintext}}
+	nodes := load(map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": jaas,
+		"listener.name.controller.plain.sasl.jaas.config": jaas, "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.mechanism.controller.protocol": "plain"})
+	if got, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil); err != nil || got["INTERNAL"] == nil || got["CONTROLLER"] == nil {
+		t.Errorf("SASL inter-broker and controller listeners: %v, %v", got, err)
 	}
-	ctlSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.Plaintext}, {Name: "CONTROLLER", SecurityProtocol: network.SASLPlaintext}}
-	if _, err := loadNodeSASL(good, ctlSASL, true, metadata.EmptyImage, nil); err == nil || !strings.Contains(err.Error(), "controller.listener.names") {
-		t.Errorf("SASL controller listener: %v", err)
+	nodes.SASL["sasl.mechanism.inter.broker.protocol"] = "SCRAM-SHA-256"
+	if _, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil); err == nil || !strings.Contains(err.Error(), "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256 must be one of listener INTERNAL's sasl.enabled.mechanisms") {
+		t.Errorf("inter-broker mechanism not enabled: %v", err)
+	}
+	nodes.SASL["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
+	nodes.SASL["sasl.mechanism.controller.protocol"] = "SCRAM-SHA-512"
+	if _, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil); err == nil || !strings.Contains(err.Error(), "sasl.mechanism.controller.protocol=SCRAM-SHA-512 must be one of listener CONTROLLER's") {
+		t.Errorf("controller mechanism not enabled: %v", err)
+	}
+}
+
+// A node dialling a SASL listener of another node takes the mechanism of
+// sasl.mechanism.inter.broker.protocol or sasl.mechanism.controller.protocol
+// and its own user from that listener's JAAS configuration's username and
+// password, as Kafka's brokers do; what is missing or unsupported stops it
+// at startup with the setting named.
+func TestInternodeMechanism(t *testing.T) {
+	const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";`
+	const scramJAAS = `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`
+	for what, tc := range map[string]struct {
+		props map[string]string
+		want  string // an error; "" for the mechanism's name
+	}{
+		"unset (GSSAPI)":   {nil, "set sasl.mechanism.inter.broker.protocol (Kafka's default, GSSAPI, is not supported"},
+		"GSSAPI":           {map[string]string{"sasl.mechanism.inter.broker.protocol": "GSSAPI"}, "GSSAPI, is not supported"},
+		"OAUTHBEARER":      {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"}, "do not authenticate to each other with OAUTHBEARER yet"},
+		"unknown":          {map[string]string{"sasl.mechanism.inter.broker.protocol": "DIGEST-MD5"}, "DIGEST-MD5 is not supported"},
+		"no JAAS":          {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "needs listener.name.internal.plain.sasl.jaas.config="},
+		"another module":   {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": scramJAAS}, "is not org.apache.kafka.common.security.plain.PlainLoginModule"},
+		"no username":      {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="x";`}, "needs the username and password options"},
+		"PLAIN":            {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": plainJAAS}, ""},
+		"SCRAM-SHA-512":    {map[string]string{"sasl.mechanism.inter.broker.protocol": "scram-sha-512", "listener.name.INTERNAL.scram-sha-512.sasl.jaas.config": scramJAAS}, ""},
+		"unprefixed JAAS":  {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.jaas.config": plainJAAS}, "needs listener.name.internal.plain.sasl.jaas.config="},
+		"bad JAAS":         {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": "PlainLoginModule required"}, "listener.name.internal.plain.sasl.jaas.config: "},
+		"SCRAM-SHA-256 ok": {map[string]string{"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256", "listener.name.internal.scram-sha-256.sasl.jaas.config": scramJAAS}, ""},
+	} {
+		mech, err := internodeMechanism(loadListenerConfig(t, tc.props), "INTERNAL", "sasl.mechanism.inter.broker.protocol")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", what, err)
+		case tc.want == "" && mech.Name() != strings.ToUpper(tc.props["sasl.mechanism.inter.broker.protocol"]):
+			t.Errorf("%s: mechanism %s", what, mech.Name())
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error with %q", what, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "broker-secret") {
+			t.Errorf("%s: a password reached the error: %v", what, err)
+		}
 	}
 }
 
@@ -100,7 +148,7 @@ func TestSASLScramListener(t *testing.T) {
 		"listener.name.clients.scram-sha-512.sasl.jaas.config": sasl.ScramLoginModule + " required;",
 	})
 	img := metadata.EmptyImage()
-	got, err := loadNodeSASL(cfg, listeners, true, func() *metadata.Image { return img }, nil)
+	got, err := loadNodeSASL(cfg, listeners, true, scramFromImage(func() *metadata.Image { return img }), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

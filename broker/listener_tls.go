@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"reflect"
 	"slices"
 	"strconv"
@@ -142,22 +144,45 @@ func loadNodeTLS(cfg *Config, listeners []network.Listener, protocols map[string
 			Principal: func(chain []*x509.Certificate) (string, error) { return mapper.Name(chain[0]) },
 		}
 	}
-	dial := func(listener string) DialFunc {
-		if protocols[listener] != network.SSL {
-			return dialTCP
+	dial := func(listener, mechanismKey string) (DialFunc, error) {
+		d := dialTCP
+		p := protocols[listener]
+		if p == network.SSL || p == network.SASLSSL {
+			lt := t.listeners[listener]
+			if lt == nil {
+				lt = &listenerTLS{name: listener, saslSSL: p == network.SASLSSL, rules: rules}
+				t.listeners[listener] = lt
+			}
+			lt.dialled = true
+			d = dialTLSFrom(lt.client.Load)
 		}
-		lt := t.listeners[listener]
-		if lt == nil {
-			lt = &listenerTLS{name: listener, rules: rules}
-			t.listeners[listener] = lt
+		if !p.IsSASL() {
+			return d, nil
 		}
-		lt.dialled = true
-		return dialTLSFrom(lt.client.Load)
+		mech, err := internodeMechanism(cfg, listener, mechanismKey)
+		if err != nil {
+			return nil, err
+		}
+		return dialSASL(d, listener, mech), nil
 	}
 	if len(cfg.ControllerListenerNames) > 0 {
-		t.controllerDial = dial(cfg.ControllerListenerNames[0])
+		if t.controllerDial, err = dial(cfg.ControllerListenerNames[0], "sasl.mechanism.controller.protocol"); err != nil {
+			return nil, err
+		}
 	}
-	t.interBrokerDial = dial(cfg.InterBrokerListenerName)
+	if t.interBrokerDial, err = dial(cfg.InterBrokerListenerName, "sasl.mechanism.inter.broker.protocol"); err != nil {
+		if cfg.HasRole("broker") {
+			return nil, err
+		}
+		// A controller-only node dials the inter-broker listener only to
+		// replicate the metadata log to brokers (Raft observers), which
+		// Kafka's controllers do not do: its server.properties need not
+		// say how. Those dials fail, naming the setting.
+		cause := err
+		t.interBrokerDial = func(context.Context, string) (net.Conn, error) {
+			return nil, fmt.Errorf("dial a broker observer: %w", cause)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(t.listeners)) {
 		lt := t.listeners[name]
 		settings, err := lt.settingsWith(cfg, nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/network/sasl"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/keelstream/keel/storage"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,6 +34,9 @@ type Node struct {
 	clusterID  string
 	advertised []network.Listener
 	raftPorts  map[int]bool // bound ports whose listeners accept Raft
+	// raftAuthorizer checks the principal of a Raft connection (nil: no
+	// authorizer.class.name).
+	raftAuthorizer *metadata.Authorizer
 
 	server *network.Server
 	mux    *raftlog.Mux
@@ -147,18 +151,54 @@ func (n *Node) start() (err error) {
 	// user's credential, and clients take a failed authentication as
 	// final. Connections are served only once n.raft and n.broker exist
 	// (Serve, below).
-	saslListeners, err := loadNodeSASL(cfg, listeners, isBroker, func() *metadata.Image {
-		if n.broker == nil {
-			return n.raft.Image()
+	//
+	// The nodes' own users do not wait: the metadata log reaches a broker
+	// (and a restarted controller) over connections they authenticate,
+	// so waiting for it would wait for itself. Before catching up, a node
+	// looks them up in its image, then in the credentials it was
+	// formatted with (keel format --add-scram), then takes the user and
+	// password of its own internode JAAS configuration (internode_sasl.go).
+	boot, err := bootstrapRecords(cfg.MetadataLogDir)
+	if err != nil {
+		return err
+	}
+	bootImage, _, _ := metadata.EmptyImage().Apply(1, boot) // checked by bootstrapRecords
+	own := internodeScramCredentials(cfg)
+	caughtUp := func() bool {
+		if n.broker == nil { // a controller: it has replayed its own log
+			return n.raft.Image().Offset() > 0
 		}
-		t := time.NewTimer(saslCatchUpWait)
-		defer t.Stop()
 		select {
 		case <-n.broker.Ready():
-		case <-n.broker.closing():
-		case <-t.C:
+			return true
+		default:
+			return false
 		}
-		return n.raft.Image()
+	}
+	saslListeners, err := loadNodeSASL(cfg, listeners, isBroker, func(mechanism, user string) (sasl.ScramCredential, bool) {
+		if caughtUp() {
+			return imageScram(n.raft.Image(), mechanism, user)
+		}
+		ownCred, internode := own[scramUser{mechanism, user}]
+		if bootCred, inBoot := imageScram(bootImage, mechanism, user); inBoot || internode {
+			if c, ok := imageScram(n.raft.Image(), mechanism, user); ok {
+				return c, true
+			}
+			if inBoot {
+				return bootCred, true
+			}
+			return ownCred, true
+		}
+		if n.broker != nil {
+			t := time.NewTimer(saslCatchUpWait)
+			defer t.Stop()
+			select {
+			case <-n.broker.Ready():
+			case <-n.broker.closing():
+			case <-t.C:
+			}
+		}
+		return imageScram(n.raft.Image(), mechanism, user)
 	}, logger.Named("sasl"))
 	if err != nil {
 		return err
@@ -204,6 +244,7 @@ func (n *Node) start() (err error) {
 	// listener, a broker-only node's inter-broker listener (DESIGN §3), never
 	// on a combined node's client listener.
 	n.raftPorts = map[int]bool{}
+	n.raftAuthorizer = newAuthorizer(cfg)
 	for _, l := range bound {
 		if (isController && slices.Contains(cfg.ControllerListenerNames, l.Name)) ||
 			(!isController && l.Name == cfg.InterBrokerListenerName) {
@@ -400,11 +441,22 @@ func (n *Node) writeMetrics(w *promWriter) {
 }
 
 // handoffRaft gives a connection that opened with the Raft marker to the
-// Raft transport, if it arrived on a listener that carries Raft.
-func (n *Node) handoffRaft(c net.Conn) {
+// Raft transport, if it arrived on a listener that carries Raft and, with
+// an authorizer, its principal may CLUSTER_ACTION on the cluster: what
+// Kafka asks of the nodes sending its Raft requests (Vote, Fetch,
+// BeginQuorumEpoch). Super users may, whatever the image holds, so a
+// quorum whose nodes are super users forms before any ACL is known.
+func (n *Node) handoffRaft(c net.Conn, info *network.ConnInfo) {
 	if addr, ok := c.LocalAddr().(*net.TCPAddr); !ok || !n.raftPorts[addr.Port] {
 		n.logger.Warn("refusing a Raft connection on a listener that does not carry Raft",
 			"local", c.LocalAddr().String(), "remote", c.RemoteAddr().String())
+		c.Close()
+		return
+	}
+	if n.raftAuthorizer != nil && !n.raftAuthorizer.Authorize(n.raft.Image(), info.Principal, info.RemoteHost,
+		kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, clusterName) {
+		n.logger.Warn("refusing a Raft connection: authorization denied (CLUSTER_ACTION on the cluster; make the nodes' principal a super user)",
+			"principal", info.Principal, "listener", info.Listener, "remote", c.RemoteAddr().String())
 		c.Close()
 		return
 	}
@@ -413,13 +465,17 @@ func (n *Node) handoffRaft(c net.Conn) {
 
 // isObserverAddr reports whether a Raft peer at addr is a broker observer
 // (dialled at its inter-broker listener) rather than a controller: a
-// registered broker's inter-broker endpoint that is no voter's address.
-// Raft dials only once it runs, so n.raft is set.
+// registered broker's inter-broker endpoint, or one this node added as an
+// observer (the registration may not be in the image yet), that is no
+// voter's address. Raft dials only once it runs, so n.raft is set.
 func (n *Node) isObserverAddr(addr string) bool {
 	for _, a := range n.raft.Voters() {
 		if a == addr {
 			return false
 		}
+	}
+	if n.raft.AddedObserver(addr) {
+		return true
 	}
 	for _, b := range n.raft.Image().Brokers() {
 		if ep, ok := b.Endpoint(n.cfg.InterBrokerListenerName); ok && net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))) == addr {

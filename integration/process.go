@@ -155,6 +155,13 @@ type ProcessOptions struct {
 	// listener INTERNAL (Process.InternalPort) as its
 	// inter.broker.listener.name. Clients keep PLAINTEXT (and SSL).
 	InternalSSL bool
+	// InternalSASL, when set, makes the nodes authenticate to each other
+	// with SASL, with these server properties (key=value) for every node,
+	// controllers too: the CONTROLLER listener is SASL_PLAINTEXT
+	// (SASL_SSL with InternalSSL), and every broker has a listener
+	// INTERNAL of the same protocol as its inter.broker.listener.name.
+	// Clients keep PLAINTEXT.
+	InternalSASL []string
 	// SASL, when set, gives every broker two more listeners, SASLP
 	// (SASL_PLAINTEXT, Process.SASLPlaintextPort) and SASLS (SASL_SSL,
 	// Process.SASLSSLPort, with the SSL properties), with these sasl.*
@@ -193,7 +200,7 @@ type Process struct {
 	PlaintextPort  int    // 0 for a controller-only node
 	ControllerPort int    // 0 for a broker-only node
 	SSLPort        int    // with ProcessOptions.SSL: the SSL listener (never proxied)
-	InternalPort   int    // with ProcessOptions.InternalSSL: the inter-broker listener
+	InternalPort   int    // with ProcessOptions.InternalSSL or InternalSASL: the inter-broker listener
 	// SASLPlaintextPort and SASLSSLPort are the SASL listeners
 	// (ProcessOptions.SASL).
 	SASLPlaintextPort, SASLSSLPort int
@@ -252,7 +259,7 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 			if len(opts.SSL) > 0 {
 				p.SSLPort = FreePort(t)
 			}
-			if opts.InternalSSL {
+			if opts.InternalSSL || len(opts.InternalSASL) > 0 {
 				p.InternalPort = FreePort(t)
 			}
 			if len(opts.SASL) > 0 {
@@ -326,8 +333,9 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 		}
 	}
 	protocols, interBroker := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL", "PLAINTEXT"
-	if opts.InternalSSL {
-		protocols, interBroker = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL,SSL:SSL,INTERNAL:SSL,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL", "INTERNAL"
+	if internal := internalProtocol(opts); internal != "PLAINTEXT" {
+		protocols = fmt.Sprintf("PLAINTEXT:PLAINTEXT,CONTROLLER:%s,SSL:SSL,INTERNAL:%s,SASLP:SASL_PLAINTEXT,SASLS:SASL_SSL", internal, internal)
+		interBroker = "INTERNAL"
 		if p.InternalPort != 0 {
 			listeners = append(listeners, fmt.Sprintf("INTERNAL://127.0.0.1:%d", p.InternalPort))
 			advertised = append(advertised, fmt.Sprintf("INTERNAL://127.0.0.1:%d", p.InternalPort))
@@ -364,7 +372,23 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 			fmt.Fprintln(&b, kv)
 		}
 	}
+	for _, kv := range opts.InternalSASL {
+		fmt.Fprintln(&b, kv)
+	}
 	return b.String()
+}
+
+// internalProtocol is the security protocol of the listeners nodes dial.
+func internalProtocol(opts ProcessOptions) string {
+	switch {
+	case opts.InternalSSL && len(opts.InternalSASL) > 0:
+		return "SASL_SSL"
+	case opts.InternalSSL:
+		return "SSL"
+	case len(opts.InternalSASL) > 0:
+		return "SASL_PLAINTEXT"
+	}
+	return "PLAINTEXT"
 }
 
 // Node returns node id's Process.

@@ -72,6 +72,9 @@ type conn struct {
 
 	closeOnce  sync.Once
 	writerDone chan struct{}
+	// handedOff is set by the reader when it gave the connection to Raft
+	// after SASL authentication (classifyAfterSASL).
+	handedOff bool
 }
 
 func newConn(s *Server, nc net.Conn, b *boundListener, seq uint64) *conn {
@@ -160,7 +163,8 @@ func (c *conn) serve() {
 		}
 	}
 	// On an SSL listener Raft comes in over TLS too: classified after the
-	// handshake, handed off as the TLS connection.
+	// handshake, handed off as the TLS connection. On a SASL listener it
+	// comes once authenticated (readLoop).
 	if c.srv.cfg.ConnClassifier != nil {
 		var err error
 		if handedOff, err = c.classify(); handedOff || err != nil {
@@ -173,13 +177,24 @@ func (c *conn) serve() {
 	c.srv.connWG.Add(1)
 	writerStarted = true
 	go c.writeLoop()
-	if graceful := c.readLoop(); graceful {
+	graceful := c.readLoop()
+	if c.handedOff {
+		handedOff, writerStarted = true, false // the writer has exited
+		return
+	}
+	if graceful {
 		// Let the writer answer what was read; it closes the connection.
 		c.q.closeInput()
 	}
 }
 
-// classify peeks at the first byte and hands Raft connections off.
+// errUnauthenticatedRaft closes a connection that starts Raft on a SASL
+// listener before authenticating.
+var errUnauthenticatedRaft = errors.New("raft connection before SASL authentication")
+
+// classify peeks at the next byte and hands Raft connections off: the
+// first byte of a connection, or on a SASL listener the first after
+// authentication.
 func (c *conn) classify() (handedOff bool, err error) {
 	var first []byte
 	for {
@@ -197,13 +212,47 @@ func (c *conn) classify() (handedOff bool, err error) {
 	if !c.srv.cfg.ConnClassifier(first[0]) {
 		return false, nil
 	}
+	if c.sasl != nil && !c.saslState.authenticated {
+		c.bl.authFailed.Add(1)
+		c.log.Warn("closing connection: Raft on a SASL listener must authenticate first (failed authentication)",
+			"remote", c.info.RemoteAddr.String())
+		return false, errUnauthenticatedRaft
+	}
 	c.srv.forget(c)
 	c.cancel()
 	_ = c.nc.SetReadDeadline(time.Time{})
 	buffered, _ := c.br.Peek(c.br.Buffered())
-	c.log.Debug("handing connection to raft", "marker", first[0])
-	c.srv.cfg.HandoffRaft(NewReplayConn(c.nc, append([]byte(nil), buffered...)))
+	c.log.Debug("handing connection to raft", "marker", first[0], "principal", c.info.Principal)
+	c.srv.cfg.HandoffRaft(NewReplayConn(c.nc, append([]byte(nil), buffered...)), c.info)
 	return true, nil
+}
+
+// classifyAfterSASL runs once a connection on a SASL listener has
+// authenticated: the dialler of a Raft connection sends the marker next,
+// having read the SaslAuthenticate answer, so nothing is in flight. The
+// writer is stopped before the connection is handed off; a Raft marker
+// behind requests still unanswered closes the connection.
+func (c *conn) classifyAfterSASL() (handedOff bool, err error) {
+	first, err := c.br.Peek(1)
+	for err != nil {
+		if !isTimeout(err) {
+			return false, err
+		}
+		if err := c.onReadTimeout(); err != nil {
+			return false, err
+		}
+		first, err = c.br.Peek(1)
+	}
+	if !c.srv.cfg.ConnClassifier(first[0]) {
+		return false, nil
+	}
+	if n := c.q.len(); n != 0 {
+		c.log.Warn("closing connection: a Raft marker behind requests not yet answered", "remote", c.info.RemoteAddr.String(), "in_flight", n)
+		return false, errUnauthenticatedRaft
+	}
+	c.cancel()
+	<-c.writerDone
+	return c.classify()
 }
 
 // readLoop reads and dispatches requests until the connection fails or the
@@ -217,9 +266,23 @@ func (c *conn) readLoop() (graceful bool) {
 		if !c.waitUnmuted() {
 			return c.srv.draining() && c.ctx.Err() == nil
 		}
-		frame, err := c.readFrame()
+		var frame []byte
+		var err error
+		if c.saslState.classifyNext && c.srv.cfg.ConnClassifier != nil {
+			c.saslState.classifyNext = false
+			var handedOff bool
+			if handedOff, err = c.classifyAfterSASL(); handedOff {
+				c.handedOff = true
+				return false
+			}
+		}
+		if err == nil {
+			frame, err = c.readFrame()
+		}
 		if err != nil {
 			switch {
+			case errors.Is(err, errUnauthenticatedRaft):
+				// logged where found
 			case errors.Is(err, errDraining):
 				return true
 			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), c.ctx.Err() != nil:

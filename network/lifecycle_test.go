@@ -271,7 +271,7 @@ func TestRaftConnectionsAreHandedOff(t *testing.T) {
 	handed := make(chan net.Conn, 1)
 	ts := startServer(t, nil, func(c *Config) {
 		c.ConnClassifier = func(first byte) bool { return first >= 0x07 }
-		c.HandoffRaft = func(nc net.Conn) { handed <- nc }
+		c.HandoffRaft = func(nc net.Conn, _ *ConnInfo) { handed <- nc }
 	})
 	rc := dialRaw(t, ts.addr)
 	rc.write([]byte{marker, 'r', 'a', 'f', 't'})

@@ -125,6 +125,9 @@ type saslState struct {
 	mechanism     string    // of the exchange, or of the authentication
 	version       int16     // of the SaslAuthenticate requests
 	expires       time.Time // the session's end (KIP-368); zero: none
+	// classifyNext: authentication has just succeeded, and the next byte
+	// may start Raft rather than a request (Server.HandoffRaft).
+	classifyNext bool
 }
 
 // reauthenticating reports whether a re-authentication is under way.
@@ -258,6 +261,7 @@ func (c *conn) saslNext(msg []byte) ([]byte, time.Duration, error) {
 	}
 	c.bl.authOK.Add(1)
 	c.info.Principal = "User:" + user
+	st.classifyNext = true
 	c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal, "session_lifetime", lifetime)
 	return answer, lifetime, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -395,3 +396,65 @@ func saslAuthenticate(b *testing.B, rc *rawClient, mechanism string) {
 
 // cfgListener is the name of a test server's listener.
 func cfgListener(ts *testServer) string { return ts.BoundListeners()[0].Name }
+
+// Raft on a SASL listener authenticates first: a Raft marker before
+// authentication closes the connection; after SaslHandshake and
+// SaslAuthenticate the marker hands the connection off with the SASL
+// principal, its bytes replayed and the writer stopped.
+func TestSASLRaftHandoff(t *testing.T) {
+	const marker = 0xFE
+	type handoff struct {
+		nc        net.Conn
+		principal string
+	}
+	handed := make(chan handoff, 1)
+	ts := startServer(t, nil, func(c *Config) {
+		saslListener(nil)(c)
+		c.ConnClassifier = func(first byte) bool { return first == marker }
+		c.HandoffRaft = func(nc net.Conn, info *ConnInfo) { handed <- handoff{nc, info.Principal} }
+	})
+
+	rc := dialRaw(t, ts.addr)
+	rc.write([]byte{marker, 'r', 'a', 'f', 't'})
+	rc.expectClosed()
+	if !strings.Contains(ts.logs.String(), "Raft on a SASL listener must authenticate first") {
+		t.Errorf("the unauthenticated Raft connection was not logged:\n%s", ts.logs.String())
+	}
+
+	rc = dialRaw(t, ts.addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = "PLAIN"
+	hsResp := kmsg.NewPtrSASLHandshakeResponse()
+	rc.read(hsResp, 1, rc.send(hs, 1))
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.SASLAuthBytes = []byte("\x00alice\x00alice-secret")
+	authResp := kmsg.NewPtrSASLAuthenticateResponse()
+	rc.read(authResp, 1, rc.send(auth, 1))
+	if hsResp.ErrorCode != 0 || authResp.ErrorCode != 0 {
+		t.Fatalf("authentication: handshake error %d, authenticate error %d", hsResp.ErrorCode, authResp.ErrorCode)
+	}
+	rc.write([]byte{marker, 'r', 'a', 'f', 't'})
+	var h handoff
+	select {
+	case h = <-handed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the authenticated Raft connection was not handed off")
+	}
+	defer h.nc.Close()
+	if h.principal != "User:alice" {
+		t.Errorf("handed off as %q, want User:alice", h.principal)
+	}
+	got := make([]byte, 5)
+	_ = h.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(h.nc, got); err != nil || string(got) != "\xferaft" {
+		t.Fatalf("handed-off bytes %q, %v", got, err)
+	}
+	if _, err := h.nc.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, 4)
+	_ = rc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(rc.c, back); err != nil || string(back) != "pong" {
+		t.Fatalf("the Raft side's bytes did not reach the dialler: %q, %v", back, err)
+	}
+}

@@ -230,8 +230,16 @@ type Config struct {
 	// reading it replays the bytes already read (the marker included). It
 	// is called on the connection's goroutine, which exits when it returns,
 	// so it should return promptly. The Server no longer tracks the
-	// connection: Shutdown neither drains nor closes it.
-	HandoffRaft func(net.Conn)
+	// connection: Shutdown neither drains nor closes it. info is the
+	// connection's, with the principal it authenticated as (its client
+	// certificate's on an SSL listener), for the receiver to authorize.
+	//
+	// On a SASL listener Raft must authenticate first: the dialler runs
+	// SaslHandshake and SaslAuthenticate as any client does and, once
+	// authenticated, sends the marker where its next request would start.
+	// The connection is handed off then, as the SASL principal. A marker
+	// before authentication closes the connection.
+	HandoffRaft func(conn net.Conn, info *ConnInfo)
 	// RequestDone, if set, is told of every request the Handler served,
 	// once its response is ready (a Deferred's when it completes; a
 	// request with no response when the Handler returns), with the time

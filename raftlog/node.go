@@ -56,6 +56,10 @@ type Node struct {
 	waiters sync.WaitGroup // goroutines waiting on Raft futures
 
 	snapLoopDone chan struct{} // closed when snapshotLoop returns; nil: not started
+
+	// observerAddrs are the addresses AddObserver added (string keys):
+	// Raft dials them before the broker's registration reaches the image.
+	observerAddrs sync.Map
 }
 
 // Open starts this node's Raft: it opens (or creates) the on-disk state
@@ -461,6 +465,7 @@ func (n *Node) AddObserver(ctx context.Context, id int32, addr string) error {
 			return fmt.Errorf("add observer %d: it is a voter", id)
 		}
 	}
+	n.observerAddrs.Store(addr, true)
 	if err := n.await(ctx, n.raft.AddNonvoter(serverID(id), raft.ServerAddress(addr), 0, timeoutOf(ctx))); err != nil {
 		return fmt.Errorf("add observer %d at %s: %w", id, addr, err)
 	}
@@ -555,6 +560,13 @@ func (n *Node) Voters() map[int32]string {
 		}
 	}
 	return out
+}
+
+// AddedObserver reports whether this node's AddObserver added a broker
+// observer at addr (while it led).
+func (n *Node) AddedObserver(addr string) bool {
+	_, ok := n.observerAddrs.Load(addr)
+	return ok
 }
 
 // addVoterPoll is how often AddVoter checks whether its node caught up.

@@ -77,7 +77,10 @@ func serverCommand() *cli.Command {
 			"org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler and\n" +
 			"sasl.oauthbearer.jwks.endpoint.url (without it: Kafka's unsecured development tokens).\n" +
 			"connections.max.reauth.ms above 0 makes clients re-authenticate on their connections.\n" +
-			"GSSAPI is not supported yet, nor SASL between nodes (use SSL there).\n\n" +
+			"Nodes authenticate to SASL inter-broker and controller listeners with\n" +
+			"sasl.mechanism.inter.broker.protocol and sasl.mechanism.controller.protocol (PLAIN or\n" +
+			"SCRAM) as the username and password of that listener's JAAS configuration.\n" +
+			"GSSAPI is not supported yet.\n\n" +
 			"ACLs: authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer checks\n" +
 			"every request against the ACLs in the metadata log (keel acls, kafka-acls.sh);\n" +
 			"super.users (User:admin;User:ANONYMOUS) may do anything, and the nodes' own principal\n" +
