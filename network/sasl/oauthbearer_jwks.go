@@ -251,8 +251,11 @@ func jwkPublicKey(str func(string) string) (crypto.PublicKey, error) {
 // signed with a rotated key are accepted and a flood of unknown kids does
 // not become a flood of fetches.
 //
-// Concurrency: safe for concurrent use; a fetch happens on the goroutine
-// of the authentication that needs it, one at a time.
+// Concurrency: safe for concurrent use. A fetch happens on the goroutine
+// of the authentication that needs it, one at a time, and outside the
+// cache's lock: while the keys are refreshed, authentications with a kid
+// the cache holds go on with the keys held; only one whose kid is unknown
+// waits for the fetch under way (at most Timeout).
 type JWKSCache struct {
 	Fetch      func(ctx context.Context) ([]byte, error)
 	Refresh    time.Duration // sasl.oauthbearer.jwks.endpoint.refresh.ms
@@ -267,21 +270,37 @@ type JWKSCache struct {
 	fetched  time.Time // of the keys held
 	tried    time.Time // of the last fetch, successful or not
 	failures int
+	fetching chan struct{} // closed when the fetch under way ends; nil: none
 }
 
 // Key returns the key that verifies a token signed with alg whose header
 // names kid ("" when it names none: the one key that fits alg).
 func (c *JWKSCache) Key(kid, alg string, now time.Time) (crypto.PublicKey, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	stale := c.fetched.IsZero() || now.Sub(c.fetched) >= c.Refresh
 	k, found := c.find(kid, alg)
-	if (stale || !found) && now.Sub(c.tried) >= c.backoff() {
-		c.fetch(now)
+	switch {
+	case (stale || !found) && c.fetching == nil && now.Sub(c.tried) >= c.backoff():
+		done := make(chan struct{})
+		c.fetching, c.tried = done, now
+		c.mu.Unlock()
+		keys, skipped, err := c.read()
+		c.mu.Lock()
+		c.install(keys, skipped, err, now)
+		c.fetching = nil
+		close(done)
+		k, found = c.find(kid, alg)
+	case !found && c.fetching != nil:
+		done := c.fetching
+		c.mu.Unlock()
+		<-done
+		c.mu.Lock()
 		k, found = c.find(kid, alg)
 	}
+	none := c.fetched.IsZero()
+	c.mu.Unlock()
 	if !found {
-		if c.fetched.IsZero() {
+		if none {
 			return nil, invalidToken("no keys: the JWKS endpoint could not be read")
 		}
 		return nil, invalidToken("no key in the JWKS for kid %q and %s", kid, alg)
@@ -290,7 +309,7 @@ func (c *JWKSCache) Key(kid, alg string, now time.Time) (crypto.PublicKey, error
 }
 
 // backoff is the wait before the next fetch after the last one: Backoff
-// after a success, doubled per failure up to MaxBackoff.
+// after a success, doubled per failure up to MaxBackoff. c.mu is held.
 func (c *JWKSCache) backoff() time.Duration {
 	d := c.Backoff
 	for i := 0; i < c.failures && d < c.MaxBackoff; i++ {
@@ -299,20 +318,23 @@ func (c *JWKSCache) backoff() time.Duration {
 	return min(d, max(c.MaxBackoff, c.Backoff))
 }
 
-// fetch reads the key set; c.mu is held.
-func (c *JWKSCache) fetch(now time.Time) {
-	c.tried = now
+// read fetches and parses the key set, within Timeout; c.mu is not held.
+func (c *JWKSCache) read() ([]jwk, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	b, err := c.Fetch(ctx)
-	var keys []jwk
-	var skipped []string
-	if err == nil {
-		keys, skipped, err = ParseJWKS(b)
+	if err != nil {
+		return nil, nil, err
 	}
+	keys, skipped, err := ParseJWKS(b)
 	if err == nil && len(keys) == 0 {
 		err = fmt.Errorf("no usable signature key (%v)", skipped)
 	}
+	return keys, skipped, err
+}
+
+// install takes the outcome of a read begun at now; c.mu is held.
+func (c *JWKSCache) install(keys []jwk, skipped []string, err error, now time.Time) {
 	if err != nil {
 		c.failures++
 		c.log("reading the OAUTHBEARER JWKS failed; the keys held are kept", "error", err, "keys", len(c.keys), "retry_in", c.backoff())

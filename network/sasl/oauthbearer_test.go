@@ -365,3 +365,51 @@ func BenchmarkJWTValidate(b *testing.B) {
 		})
 	}
 }
+
+// A JWKS read does not hold the cache: while a refresh is under way,
+// authentications whose kid the cache holds go on with the keys held, and
+// one whose kid is unknown waits for that read instead of starting another.
+func TestJWKSCacheReadsOutsideTheLock(t *testing.T) {
+	idp := newTestIdP(t)
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	var blocking atomic.Bool
+	cache := &JWKSCache{Refresh: time.Hour, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, Timeout: 10 * time.Second,
+		Fetch: func(ctx context.Context) ([]byte, error) {
+			if blocking.Load() {
+				entered <- struct{}{}
+				<-release
+			}
+			return idp.fetch(ctx)
+		}}
+	now := time.Now()
+	if _, err := cache.Key("rsa-1", "RS256", now); err != nil {
+		t.Fatal(err)
+	}
+	blocking.Store(true)
+	later := now.Add(2 * time.Hour) // the keys are stale: the next use refreshes them
+	refreshed := make(chan error, 1)
+	go func() { _, err := cache.Key("rsa-1", "RS256", later); refreshed <- err }()
+	<-entered
+	start := time.Now()
+	if _, err := cache.Key("ec-1", "ES256", later); err != nil || time.Since(start) > time.Second {
+		t.Errorf("a held kid during a refresh: %v after %v", err, time.Since(start))
+	}
+	rotated := make(chan error, 1)
+	go func() { _, err := cache.Key("rsa-2", "RS256", later); rotated <- err }()
+	select {
+	case err := <-rotated:
+		t.Fatalf("an unknown kid did not wait for the read under way: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	idp.publish("rsa-2", "ec-1", "ed-1")
+	close(release)
+	if err := <-refreshed; err == nil {
+		t.Error("rsa-1 was rotated out, yet its refresh found it")
+	}
+	if err := <-rotated; err != nil {
+		t.Errorf("the rotated-in kid after the read: %v", err)
+	}
+	if n := idp.served.Load(); n != 2 {
+		t.Errorf("JWKS read %d times, want 2", n)
+	}
+}
