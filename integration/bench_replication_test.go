@@ -134,7 +134,7 @@ func TestReplicationPerf(t *testing.T) {
 			start := time.Now()
 			produceN(ctx, t, prod, topic, value, records, lat)
 			rate := float64(records) / time.Since(start).Seconds()
-			v.full, v.fullLat = append(v.full, rate), append(v.fullLat, lat)
+			v.full, v.fullLat = append(v.full, rate), append(v.fullLat, lat.compact())
 			half := rate / 2
 			if o := halfOf[v]; o != nil {
 				half = o.full[len(o.full)-1] / 2
@@ -347,5 +347,5 @@ func produceAtRate(ctx context.Context, t *testing.T, cl *kgo.Client, topic stri
 	if f := failed.Load(); f > 0 {
 		t.Fatalf("%d records failed at %f records/s", f, rate)
 	}
-	return lat
+	return lat.compact()
 }
