@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	franzsasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -28,7 +29,8 @@ import (
 //     listener (a broker's registration, heartbeats and forwarded admin
 //     requests, the controllers' Raft). Kafka's default for both, GSSAPI,
 //     is not supported, so a node that dials a SASL listener must set the
-//     one it uses. PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are supported.
+//     one it uses. PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER
+//     are supported.
 //   - The node's own user name and password are the username and password
 //     options of that listener's
 //     listener.name.<listener>.<mechanism>.sasl.jaas.config: the
@@ -36,6 +38,8 @@ import (
 //     PLAIN listener accepts, or the ScramLoginModule. A SCRAM user must
 //     exist in the cluster's metadata (keel format --add-scram for the
 //     first nodes, as Kafka's kafka-storage format --add-scram).
+//     OAUTHBEARER logs in with the listener's OAuthBearerLoginModule
+//     (oauthInternodeMechanism).
 //   - The connection authenticates right after it is opened (after TLS
 //     on SASL_SSL), with SaslHandshake v1 and SaslAuthenticate, and Raft
 //     connections then send their marker (network.Config.HandoffRaft).
@@ -59,12 +63,12 @@ func internodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.M
 	m := strings.ToUpper(strings.TrimSpace(cfg.SASL[mechanismKey]))
 	switch {
 	case m == "" || m == "GSSAPI":
-		return nil, fmt.Errorf("listener %s, %s, is SASL: set %s (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)",
+		return nil, fmt.Errorf("listener %s, %s, is SASL: set %s (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)",
 			listener, internodeRoles[mechanismKey], mechanismKey)
 	case m == sasl.MechanismOAuthBearer:
-		return nil, fmt.Errorf("%s=%s: Keel's nodes do not authenticate to each other with OAUTHBEARER yet (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 they do)", mechanismKey, m)
+		return oauthInternodeMechanism(cfg, listener, mechanismKey)
 	case m != sasl.MechanismPlain && !sasl.IsScram(m):
-		return nil, fmt.Errorf("%s=%s is not supported (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)", mechanismKey, m)
+		return nil, fmt.Errorf("%s=%s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)", mechanismKey, m)
 	}
 	module := sasl.ScramLoginModule
 	if m == sasl.MechanismPlain {
@@ -94,6 +98,47 @@ func internodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.M
 	default:
 		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
 	}
+}
+
+// oauthInternodeMechanism is OAUTHBEARER to listener, as Kafka's brokers
+// log in to each other with the OAuthBearerLoginModule of
+// listener.name.<listener>.oauthbearer.sasl.jaas.config
+// (sasl.NewOAuthBearerLogin): with clientId and clientSecret, tokens from
+// sasl.oauthbearer.token.endpoint.url by the client credentials grant,
+// with listener.name.<listener>.oauthbearer.sasl.login.callback.handler.class
+// set to Kafka's OAuthBearerLoginCallbackHandler; with
+// unsecuredLoginStringClaim_sub, unsigned tokens that only a listener with
+// the default, unsecured validator accepts. Either setting may also be
+// given unprefixed, or prefixed as the JAAS entry is.
+func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.Mechanism, error) {
+	prefix := "listener.name." + strings.ToLower(listener) + ".oauthbearer."
+	setting := func(key string) string {
+		if v, ok := listenerSetting(cfg.SASL, listener, "oauthbearer."+key, false); ok {
+			return v
+		}
+		return cfg.SASL[key]
+	}
+	text, ok := listenerSetting(cfg.SASL, listener, "oauthbearer.sasl.jaas.config", false)
+	if !ok {
+		return nil, fmt.Errorf(`%s=OAUTHBEARER needs %ssasl.jaas.config=%s required clientId="..." clientSecret="...";`+
+			` with sasl.oauthbearer.token.endpoint.url (or unsecuredLoginStringClaim_sub="..." for unsigned tokens): how this node logs in`,
+			mechanismKey, prefix, sasl.OAuthBearerLoginModule)
+	}
+	jaas, err := sasl.ParseJAAS(text)
+	if err != nil {
+		return nil, fmt.Errorf("%ssasl.jaas.config: %w", prefix, err)
+	}
+	if jaas.LoginModule != sasl.OAuthBearerLoginModule {
+		return nil, fmt.Errorf("%ssasl.jaas.config: login module %s is not %s", prefix, jaas.LoginModule, sasl.OAuthBearerLoginModule)
+	}
+	login, err := sasl.NewOAuthBearerLogin(jaas.Options, setting("sasl.login.callback.handler.class"), setting("sasl.oauthbearer.token.endpoint.url"))
+	if err != nil {
+		return nil, fmt.Errorf("%s=OAUTHBEARER, listener %s: %w", mechanismKey, listener, err)
+	}
+	return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+		token, err := login.Token(ctx)
+		return oauth.Auth{Token: token, Extensions: login.Extensions}, err
+	}), nil
 }
 
 // checkInternodeMechanism refuses, as Kafka does, a node that serves the

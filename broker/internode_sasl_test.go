@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -49,26 +51,7 @@ func TestDialSASL(t *testing.T) {
 		"listener.name.controller.plain.sasl.jaas.config": jaas,
 		"connections.max.reauth.ms":                       "2000",
 	})
-	listeners := []network.Listener{{Name: "CONTROLLER", Host: "127.0.0.1", SecurityProtocol: network.SASLPlaintext}}
-	saslListeners, err := loadNodeSASL(cfg, listeners, false, scramFromImage(metadata.EmptyImage), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &principalsHandler{}
-	srv, err := network.NewServer(network.Config{Listeners: listeners, SASL: saslListeners, Handler: h, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	addr := srv.Addr("CONTROLLER").String()
+	addr, h, srv := startSASLServer(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -117,5 +100,81 @@ func TestDialSASL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "listener CONTROLLER") {
 			t.Errorf("%s: %v, want an error with %s", what, err, tc.want)
 		}
+	}
+}
+
+// startSASLServer serves a SASL_PLAINTEXT listener CONTROLLER of cfg's
+// SASL settings on loopback, with a principalsHandler.
+func startSASLServer(t *testing.T, cfg *Config) (string, *principalsHandler, *network.Server) {
+	t.Helper()
+	listeners := []network.Listener{{Name: "CONTROLLER", Host: "127.0.0.1", SecurityProtocol: network.SASLPlaintext}}
+	saslListeners, err := loadNodeSASL(cfg, listeners, false, scramFromImage(metadata.EmptyImage), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &principalsHandler{}
+	srv, err := network.NewServer(network.Config{Listeners: listeners, SASL: saslListeners, Handler: h, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return srv.Addr("CONTROLLER").String(), h, srv
+}
+
+// A node logs in to another's OAUTHBEARER listener with the listener's
+// OAuthBearerLoginModule: here Kafka's unsecured login against the
+// default, unsecured validator, whose principal is the token's subject.
+// A fresh token is issued for each connection.
+func TestDialOAuthBearer(t *testing.T) {
+	const jaas = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker" unsecuredLoginLifetimeSeconds="60";`
+	cfg := loadListenerConfig(t, map[string]string{
+		"sasl.enabled.mechanisms":                               "OAUTHBEARER",
+		"sasl.mechanism.controller.protocol":                    "OAUTHBEARER",
+		"listener.name.controller.oauthbearer.sasl.jaas.config": jaas,
+	})
+	addr, h, srv := startSASLServer(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mech, err := internodeMechanism(cfg, "CONTROLLER", "sasl.mechanism.controller.protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := RequestVia(ctx, dialSASL(dialTCP, "CONTROLLER", mech), addr, kmsg.NewPtrDescribeQuorumRequest()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	principals := strings.Join(h.principals, " ")
+	h.mu.Unlock()
+	if ok, failed := srv.Authentications(); principals != "User:broker User:broker" || ok["CONTROLLER"] != 2 || failed["CONTROLLER"] != 0 {
+		t.Errorf("principals %q, %d authentications, %d failed; want User:broker twice, 2, 0", principals, ok["CONTROLLER"], failed["CONTROLLER"])
+	}
+
+	// An identity provider that refuses the node's client credentials
+	// fails the dial with its answer.
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+	}))
+	defer idp.Close()
+	refused, err := internodeMechanism(loadListenerConfig(t, map[string]string{
+		"sasl.mechanism.controller.protocol":                    "OAUTHBEARER",
+		"listener.name.controller.oauthbearer.sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="broker" clientSecret="guess";`,
+		"sasl.oauthbearer.token.endpoint.url":                   idp.URL,
+	}), "CONTROLLER", "sasl.mechanism.controller.protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = RequestVia(ctx, dialSASL(dialTCP, "CONTROLLER", refused), addr, kmsg.NewPtrDescribeQuorumRequest())
+	if err == nil || !strings.Contains(err.Error(), "invalid_client") || !strings.Contains(err.Error(), "listener CONTROLLER") {
+		t.Errorf("refused credentials: %v, want the token endpoint's answer", err)
 	}
 }

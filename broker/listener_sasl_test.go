@@ -101,13 +101,31 @@ func TestLoadNodeSASL(t *testing.T) {
 func TestInternodeMechanism(t *testing.T) {
 	const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";`
 	const scramJAAS = `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`
+	const oauthModule = sasl.OAuthBearerLoginModule
 	for what, tc := range map[string]struct {
 		props map[string]string
 		want  string // an error; "" for the mechanism's name
 	}{
-		"unset (GSSAPI)":   {nil, "set sasl.mechanism.inter.broker.protocol (Kafka's default, GSSAPI, is not supported"},
-		"GSSAPI":           {map[string]string{"sasl.mechanism.inter.broker.protocol": "GSSAPI"}, "GSSAPI, is not supported"},
-		"OAUTHBEARER":      {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"}, "do not authenticate to each other with OAUTHBEARER yet"},
+		"unset (GSSAPI)":       {nil, "set sasl.mechanism.inter.broker.protocol (Kafka's default, GSSAPI, is not supported"},
+		"GSSAPI":               {map[string]string{"sasl.mechanism.inter.broker.protocol": "GSSAPI"}, "GSSAPI, is not supported"},
+		"OAUTHBEARER, no JAAS": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"}, "needs listener.name.internal.oauthbearer.sasl.jaas.config="},
+		"OAUTHBEARER, PLAIN's module": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+			"listener.name.internal.oauthbearer.sasl.jaas.config": plainJAAS}, "is not org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"},
+		"OAUTHBEARER, no subject": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+			"listener.name.internal.oauthbearer.sasl.jaas.config": oauthModule + ` required;`}, "needs unsecuredLoginStringClaim_sub"},
+		"OAUTHBEARER, an endpoint without a client": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+			"listener.name.internal.oauthbearer.sasl.jaas.config": oauthModule + ` required;`,
+			"sasl.oauthbearer.token.endpoint.url":                 "https://idp.example/token"}, "needs the OAuthBearerLoginModule's clientId"},
+		"OAUTHBEARER, a custom login handler": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+			"listener.name.internal.oauthbearer.sasl.jaas.config":                  oauthModule + ` required clientId="broker" clientSecret="broker-secret";`,
+			"listener.name.internal.oauthbearer.sasl.login.callback.handler.class": "com.example.Login",
+			"sasl.oauthbearer.token.endpoint.url":                                  "https://idp.example/token"}, "custom login handlers are not supported"},
+		"OAUTHBEARER, unsecured": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+			"listener.name.internal.oauthbearer.sasl.jaas.config": oauthModule + ` required unsecuredLoginStringClaim_sub="broker";`}, ""},
+		"OAUTHBEARER, client credentials": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+			"listener.name.internal.oauthbearer.sasl.jaas.config":                    oauthModule + ` required clientId="broker" clientSecret="broker-secret";`,
+			"listener.name.internal.oauthbearer.sasl.login.callback.handler.class":   sasl.OAuthLoginHandler,
+			"listener.name.internal.oauthbearer.sasl.oauthbearer.token.endpoint.url": "https://idp.example/token"}, ""},
 		"unknown":          {map[string]string{"sasl.mechanism.inter.broker.protocol": "DIGEST-MD5"}, "DIGEST-MD5 is not supported"},
 		"no JAAS":          {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "needs listener.name.internal.plain.sasl.jaas.config="},
 		"another module":   {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": scramJAAS}, "is not org.apache.kafka.common.security.plain.PlainLoginModule"},

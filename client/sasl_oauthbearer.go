@@ -2,18 +2,13 @@ package client
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
-	"sync"
-	"time"
+
+	"github.com/keelstream/keel/network/sasl"
 )
 
 // OAuthBearerAuth is SASL/OAUTHBEARER (RFC 7628, KIP-255): Kafka's
@@ -98,100 +93,13 @@ func (s *oauthSession) Challenge(msg []byte) (bool, []byte, error) {
 // Kafka's OAuthBearerLoginCallbackHandler does with
 // sasl.oauthbearer.token.endpoint.url and the JAAS clientId, clientSecret
 // and scope (KIP-768). A token is reused until 80% of its lifetime has
-// passed (Kafka's sasl.login.refresh.window.factor).
+// passed (Kafka's sasl.login.refresh.window.factor). Its fields are
+// TokenURL, ClientID, ClientSecret, Scope (optional, space-separated) and
+// HTTPClient (nil: http.DefaultClient).
+//
+// It is the login Keel's brokers use to authenticate to each other with
+// OAUTHBEARER, from network/sasl, a leaf package the SDK shares with them
+// as it shares network/record.
 //
 // Concurrency: Token is safe for concurrent use.
-type OAuthClientCredentials struct {
-	TokenURL     string
-	ClientID     string
-	ClientSecret string
-	Scope        string // optional, space-separated
-	// HTTPClient makes the requests; nil is http.DefaultClient.
-	HTTPClient *http.Client
-
-	mu      sync.Mutex
-	token   string
-	renewAt time.Time
-}
-
-// maxTokenResponse bounds a token endpoint's answer.
-const maxTokenResponse = 1 << 20
-
-// Token returns a token, from the endpoint when none is held or the held
-// one is due for renewal.
-func (c *OAuthClientCredentials) Token(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.token != "" && time.Now().Before(c.renewAt) {
-		return c.token, nil
-	}
-	form := url.Values{"grant_type": {"client_credentials"}}
-	if c.Scope != "" {
-		form.Set("scope", c.Scope)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.TokenURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %w", c.TokenURL, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	// HTTP basic authentication with the id and secret as they are, as
-	// Kafka sends them by default (sasl.oauthbearer.header.urlencode=false).
-	req.SetBasicAuth(c.ClientID, c.ClientSecret)
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	start := time.Now()
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %w", c.TokenURL, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
-	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %w", c.TokenURL, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("token endpoint %s: HTTP %s: %.200s", c.TokenURL, resp.Status, body)
-	}
-	var tr struct {
-		AccessToken string  `json:"access_token"`
-		ExpiresIn   float64 `json:"expires_in"`
-	}
-	if err := json.Unmarshal(body, &tr); err != nil || tr.AccessToken == "" {
-		return "", fmt.Errorf("token endpoint %s: no access_token in the answer", c.TokenURL)
-	}
-	lifetime := time.Duration(tr.ExpiresIn * float64(time.Second))
-	if lifetime <= 0 {
-		lifetime = jwtLifetime(tr.AccessToken, start)
-	}
-	c.token, c.renewAt = tr.AccessToken, start.Add(lifetime*8/10)
-	return c.token, nil
-}
-
-// jwtLifetime is the time from now to a JWT's exp claim, read without
-// verifying it (the broker does that), for an answer without expires_in;
-// zero when the token has none, so that it is fetched again each time.
-func jwtLifetime(token string, now time.Time) time.Duration {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return 0
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return 0
-	}
-	var claims struct {
-		Exp float64 `json:"exp"`
-	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Exp <= 0 {
-		return 0
-	}
-	return max(time.Unix(0, int64(claims.Exp*float64(time.Second))).Sub(now), 0)
-}
-
-// String does not show the secret.
-func (c *OAuthClientCredentials) String() string {
-	return fmt.Sprintf("OAuthClientCredentials{TokenURL: %q, ClientID: %q, ClientSecret: [redacted], Scope: %q}", c.TokenURL, c.ClientID, c.Scope)
-}
+type OAuthClientCredentials = sasl.ClientCredentials

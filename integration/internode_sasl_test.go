@@ -20,9 +20,13 @@ import (
 // a secured Kafka cluster's server.properties has them, through the real
 // binary.
 //
-//   - The controller listener is SASL_PLAINTEXT with PLAIN
+//   - The controller listener is SASL_PLAINTEXT with OAUTHBEARER
 //     (sasl.mechanism.controller.protocol): Raft between the three
-//     controllers, the brokers' registrations and heartbeats.
+//     controllers, the brokers' registrations and heartbeats. Each node
+//     gets its tokens from the identity provider's token endpoint (the
+//     client credentials grant, KIP-768) and validates its peers' against
+//     the provider's JWKS. The listener also enables PLAIN, for a user
+//     that is not a node.
 //   - The inter-broker listener is SASL_PLAINTEXT with SCRAM-SHA-512
 //     (sasl.mechanism.inter.broker.protocol), the nodes' user bootstrapped
 //     with keel format --add-scram: replica fetchers, and Raft from the
@@ -34,16 +38,24 @@ import (
 //   - An acks=all topic of RF 3 replicates; a killed broker comes back,
 //     catches up and serves.
 func TestInternodeSASL(t *testing.T) {
-	const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";`
+	const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`
+	const oauthJAAS = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="broker" clientSecret="broker-secret";`
 	const scramJAAS = `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`
+	idp := newOAuthIdP(t)
 	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}, {ID: 4, Roles: "broker"}},
 		ProcessOptions{
 			Overrides: []string{"keel.metrics.address=127.0.0.1:0"},
 			InternalSASL: []string{
-				"sasl.mechanism.controller.protocol=PLAIN",
+				"sasl.mechanism.controller.protocol=OAUTHBEARER",
 				"sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
-				"listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+				"listener.name.controller.sasl.enabled.mechanisms=OAUTHBEARER,PLAIN",
 				"listener.name.controller.plain.sasl.jaas.config=" + plainJAAS,
+				"listener.name.controller.oauthbearer.sasl.jaas.config=" + oauthJAAS,
+				"listener.name.controller.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+				"listener.name.controller.oauthbearer.sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+				"sasl.oauthbearer.token.endpoint.url=" + idp.server.URL + "/token",
+				"sasl.oauthbearer.jwks.endpoint.url=" + idp.server.URL + "/jwks",
+				"sasl.oauthbearer.expected.audience=kafka",
 				"listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512",
 				"listener.name.internal.scram-sha-512.sasl.jaas.config=" + scramJAAS,
 				"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -105,6 +117,13 @@ func TestInternodeSASL(t *testing.T) {
 				t.Errorf("node %d, listener %s: %v authentications succeeded, %v failed", id, l, ok, failed)
 			}
 		}
+	}
+
+	// The nodes logged in with tokens from the identity provider, which
+	// their peers checked against its keys: each node fetched one token
+	// (valid an hour) and the JWKS.
+	if grants, reads := idp.grants.Load(), idp.reads.Load(); grants < 4 || reads < 3 {
+		t.Errorf("the identity provider gave %d tokens and its JWKS %d times; want a token for each of the 4 nodes and the JWKS for each controller", grants, reads)
 	}
 
 	// Raft on the controller listener must authenticate, and as a node.

@@ -30,7 +30,8 @@ type oauthIdP struct {
 	t      *testing.T
 	key    *rsa.PrivateKey
 	kid    atomic.Value // string
-	reads  atomic.Int64
+	reads  atomic.Int64 // of the JWKS
+	grants atomic.Int64 // tokens given at the token endpoint
 	server *httptest.Server
 }
 
@@ -48,6 +49,7 @@ func newOAuthIdP(t *testing.T) *oauthIdP {
 				http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
 				return
 			}
+			p.grants.Add(1)
 			json.NewEncoder(w).Encode(map[string]any{"access_token": p.token(key, p.kid.Load().(string), oauthClaims(id, nil)),
 				"token_type": "Bearer", "expires_in": 3600})
 			return

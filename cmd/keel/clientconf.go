@@ -6,12 +6,9 @@ package main
 // -o json. The commands are built on the Go SDK (client/) only.
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -482,13 +479,6 @@ func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
 	return client.ScramAuth{Mechanism: mech, User: user, Pass: pass}, nil
 }
 
-// Kafka's OAUTHBEARER login callback handler, which gets tokens from
-// sasl.oauthbearer.token.endpoint.url (KIP-768).
-const (
-	oauthLoginHandler       = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
-	oauthLoginHandlerLegacy = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"
-)
-
 // oauthBearerMechanism is sasl.mechanism=OAUTHBEARER, as Kafka's clients
 // log in with the OAuthBearerLoginModule (sasl.jaas.config):
 //
@@ -501,11 +491,12 @@ const (
 //   - without one, Kafka's unsecured login: an unsigned token
 //     ("alg":"none") of the module's unsecuredLoginStringClaim_<name>,
 //     unsecuredLoginNumberClaim_<name> and unsecuredLoginListClaim_<name>
-//     options (sub required), valid unsecuredLoginLifetimeSeconds (3600).
-//     For development only: a broker accepts such tokens only with
-//     Kafka's default, unsecured validation.
+//     options (sub required), valid unsecuredLoginLifetimeSeconds (3600),
+//     issued for each connection. For development only: a broker accepts
+//     such tokens only with Kafka's default, unsecured validation.
 //
-// The module's extension_<name> options are sent as SASL extensions.
+// The module's extension_<name> options are sent as SASL extensions
+// (sasl.NewOAuthBearerLogin, which Keel's brokers log in with too).
 func oauthBearerMechanism(props map[string]string) (client.SASLMechanism, error) {
 	text, ok := props["sasl.jaas.config"]
 	if !ok {
@@ -518,101 +509,11 @@ func oauthBearerMechanism(props map[string]string) (client.SASLMechanism, error)
 	if jaas.LoginModule != sasl.OAuthBearerLoginModule {
 		return nil, fmt.Errorf("sasl.jaas.config: sasl.mechanism=OAUTHBEARER takes the %s, not %s", sasl.OAuthBearerLoginModule, jaas.LoginModule)
 	}
-	auth := client.OAuthBearerAuth{}
-	for k, v := range jaas.Options {
-		if name, ok := strings.CutPrefix(k, "extension_"); ok {
-			if auth.Extensions == nil {
-				auth.Extensions = map[string]string{}
-			}
-			auth.Extensions[name] = v
-		}
-	}
-	handler := strings.TrimSpace(props["sasl.login.callback.handler.class"])
-	endpoint := strings.TrimSpace(props["sasl.oauthbearer.token.endpoint.url"])
-	switch {
-	case handler != "" && handler != oauthLoginHandler && handler != oauthLoginHandlerLegacy:
-		return nil, fmt.Errorf("sasl.login.callback.handler.class=%s: custom login handlers are not supported (%s is)", handler, oauthLoginHandler)
-	case handler != "" && endpoint == "":
-		return nil, fmt.Errorf("sasl.login.callback.handler.class=%s needs sasl.oauthbearer.token.endpoint.url", handler)
-	case strings.HasPrefix(endpoint, "file:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(endpoint, "file:"), "//")
-		auth.Token = func(context.Context) (string, error) {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return "", fmt.Errorf("sasl.oauthbearer.token.endpoint.url: %w", err)
-			}
-			return strings.TrimSpace(string(b)), nil
-		}
-	case endpoint != "":
-		if !strings.HasPrefix(endpoint, "https://") && !strings.HasPrefix(endpoint, "http://") {
-			return nil, fmt.Errorf("sasl.oauthbearer.token.endpoint.url=%s: not an https://, http:// or file: URL", endpoint)
-		}
-		id, secret := jaas.Options["clientId"], jaas.Options["clientSecret"]
-		if id == "" || secret == "" {
-			return nil, errors.New(`sasl.jaas.config: a token endpoint needs the OAuthBearerLoginModule's clientId="..." and clientSecret="..."`)
-		}
-		creds := &client.OAuthClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: jaas.Options["scope"]}
-		auth.Token = creds.Token
-	default:
-		// Checked now; each connection gets a token issued then, so a
-		// long-running command never presents an expired one.
-		if _, err := unsecuredLoginToken(jaas.Options, time.Now()); err != nil {
-			return nil, fmt.Errorf("sasl.jaas.config: %w", err)
-		}
-		options := jaas.Options
-		auth.Token = func(context.Context) (string, error) { return unsecuredLoginToken(options, time.Now()) }
-	}
-	return auth, nil
-}
-
-// unsecuredLoginToken is the unsigned token of Kafka's
-// OAuthBearerUnsecuredLoginCallbackHandler from the module's
-// unsecuredLogin* options, issued at now.
-func unsecuredLoginToken(options map[string]string, now time.Time) (string, error) {
-	claims := map[string]any{}
-	for k, v := range options {
-		switch {
-		case strings.HasPrefix(k, "unsecuredLoginStringClaim_"):
-			claims[strings.TrimPrefix(k, "unsecuredLoginStringClaim_")] = v
-		case strings.HasPrefix(k, "unsecuredLoginNumberClaim_"):
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return "", fmt.Errorf("%s=%q is not a number", k, v)
-			}
-			claims[strings.TrimPrefix(k, "unsecuredLoginNumberClaim_")] = n
-		case strings.HasPrefix(k, "unsecuredLoginListClaim_"):
-			// The first character is the delimiter, as in Kafka.
-			var list []string
-			if v != "" {
-				for e := range strings.SplitSeq(v[1:], v[:1]) {
-					if e != "" {
-						list = append(list, e)
-					}
-				}
-			}
-			claims[strings.TrimPrefix(k, "unsecuredLoginListClaim_")] = list
-		}
-	}
-	principal := cmp.Or(options["unsecuredLoginPrincipalClaimName"], "sub")
-	if s, _ := claims[principal].(string); strings.TrimSpace(s) == "" {
-		return "", fmt.Errorf(`the OAuthBearerLoginModule needs unsecuredLoginStringClaim_%s="<principal>" (or sasl.oauthbearer.token.endpoint.url for a real token)`, principal)
-	}
-	lifetime := int64(3600)
-	if v := options["unsecuredLoginLifetimeSeconds"]; v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return "", fmt.Errorf("unsecuredLoginLifetimeSeconds=%q: not a positive number of seconds", v)
-		}
-		lifetime = n
-	}
-	claims["iat"] = float64(now.UnixMilli()) / 1000
-	claims["exp"] = float64(now.UnixMilli())/1000 + float64(lifetime)
-	header, _ := json.Marshal(map[string]string{"alg": "none"})
-	payload, err := json.Marshal(claims)
+	login, err := sasl.NewOAuthBearerLogin(jaas.Options, props["sasl.login.callback.handler.class"], props["sasl.oauthbearer.token.endpoint.url"])
 	if err != nil {
-		return "", err
+		return nil, err // its errors name the setting or the module's option
 	}
-	return base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(payload) + ".", nil
+	return client.OAuthBearerAuth{Token: login.Token, Extensions: login.Extensions}, nil
 }
 
 // commandDial is how a command that talks to one node directly (keel

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // security.protocol with ssl.* and sasl.* in --command-config: SSL is TLS
@@ -57,35 +53,6 @@ func TestSecurityOptions(t *testing.T) {
 		if _, err := securityOptions(m); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error with %q", props, err, want)
 		}
-	}
-}
-
-// Kafka's unsecured login: an unsigned token of the module's claim
-// options, valid unsecuredLoginLifetimeSeconds; a list claim's first
-// character is its delimiter.
-func TestUnsecuredLoginToken(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	token, err := unsecuredLoginToken(map[string]string{"unsecuredLoginStringClaim_sub": "dev", "unsecuredLoginListClaim_scope": ",kafka,,admin",
-		"unsecuredLoginNumberClaim_level": "3", "unsecuredLoginLifetimeSeconds": "60"}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 || parts[2] != "" {
-		t.Fatalf("token %q is not an unsigned JWS", token)
-	}
-	header, _ := base64.RawURLEncoding.DecodeString(parts[0])
-	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
-	var claims map[string]any
-	if err := json.Unmarshal(payload, &claims); err != nil || string(header) != `{"alg":"none"}` {
-		t.Fatalf("header %s, claims %s: %v", header, payload, err)
-	}
-	if claims["sub"] != "dev" || claims["level"] != 3.0 || claims["exp"] != 1_800_000_060.0 || claims["iat"] != 1_800_000_000.0 ||
-		fmt.Sprint(claims["scope"]) != "[kafka admin]" {
-		t.Fatalf("claims %v", claims)
-	}
-	if _, err := unsecuredLoginToken(map[string]string{"unsecuredLoginStringClaim_sub": "dev", "unsecuredLoginLifetimeSeconds": "0"}, now); err == nil {
-		t.Fatal("a lifetime of 0 was accepted")
 	}
 }
 

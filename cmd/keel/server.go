@@ -78,8 +78,10 @@ func serverCommand() *cli.Command {
 			"sasl.oauthbearer.jwks.endpoint.url (without it: Kafka's unsecured development tokens).\n" +
 			"connections.max.reauth.ms above 0 makes clients re-authenticate on their connections.\n" +
 			"Nodes authenticate to SASL inter-broker and controller listeners with\n" +
-			"sasl.mechanism.inter.broker.protocol and sasl.mechanism.controller.protocol (PLAIN or\n" +
-			"SCRAM) as the username and password of that listener's JAAS configuration.\n" +
+			"sasl.mechanism.inter.broker.protocol and sasl.mechanism.controller.protocol: PLAIN or\n" +
+			"SCRAM as the username and password of that listener's JAAS configuration, OAUTHBEARER\n" +
+			"with its OAuthBearerLoginModule (clientId and clientSecret with\n" +
+			"sasl.oauthbearer.token.endpoint.url, or unsecuredLoginStringClaim_sub).\n" +
 			"GSSAPI is not supported yet.\n\n" +
 			"ACLs: authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer checks\n" +
 			"every request against the ACLs in the metadata log (keel acls, kafka-acls.sh);\n" +
