@@ -57,7 +57,8 @@ import (
 // Rounds alternate the order; the tables give medians.
 //
 // Knobs: KEEL_BENCH_RECORDS (default 1,000,000), KEEL_BENCH_ROUNDS (3),
-// KEEL_BENCH_RATE_SECONDS (5).
+// KEEL_BENCH_RATE_SECONDS (5), KEEL_BENCH_CLIENT_HEAP_MIB (clientHeap: the kgo
+// producers' process collects at a fixed heap size, as Kafka's perf tools do).
 func TestReplicationPerf(t *testing.T) {
 	if os.Getenv("KEEL_BENCH") == "" {
 		t.Skip("a load test: set KEEL_BENCH=1 (make bench) to run it")
@@ -65,6 +66,7 @@ func TestReplicationPerf(t *testing.T) {
 	records := envInt("KEEL_BENCH_RECORDS", 1_000_000)
 	rounds := envInt("KEEL_BENCH_ROUNDS", 3)
 	rateFor := time.Duration(envInt("KEEL_BENCH_RATE_SECONDS", 5)) * time.Second
+	clientHeap(t)
 	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}, ProcessOptions{})
 	fake, err := kfake.NewCluster(kfake.NumBrokers(3))
 	if err != nil {
@@ -194,7 +196,7 @@ func TestReplicationPerf(t *testing.T) {
 		return time.Duration(median(xs))
 	}
 	base := median(variants[0].full)
-	fmt.Printf("\nReplication cost, 3 keel processes, 100-byte records, 6 partitions, median of %d rounds\n", rounds)
+	fmt.Printf("\nReplication cost, 3 keel processes, 100-byte records, 6 partitions, median of %d rounds; the test process collects at %s\n", rounds, clientHeapDesc())
 	fmt.Printf("%-24s %12s %8s %9s %10s %10s %10s %12s %12s %12s\n", "variant", "records/s", "MB/s", "vs RF=1", "p50", "p99", "p99.9", "half: p50", "half: p99", "half: p99.9")
 	for _, v := range variants {
 		r := median(v.full)
