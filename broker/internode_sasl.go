@@ -112,12 +112,6 @@ func internodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.M
 // given unprefixed, or prefixed as the JAAS entry is.
 func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.Mechanism, error) {
 	prefix := "listener.name." + strings.ToLower(listener) + ".oauthbearer."
-	setting := func(key string) string {
-		if v, ok := listenerSetting(cfg.SASL, listener, "oauthbearer."+key, false); ok {
-			return v
-		}
-		return cfg.SASL[key]
-	}
 	text, ok := listenerSetting(cfg.SASL, listener, "oauthbearer.sasl.jaas.config", false)
 	if !ok {
 		return nil, fmt.Errorf(`%s=OAUTHBEARER needs %ssasl.jaas.config=%s required clientId="..." clientSecret="...";`+
@@ -131,7 +125,9 @@ func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string) (franzs
 	if jaas.LoginModule != sasl.OAuthBearerLoginModule {
 		return nil, fmt.Errorf("%ssasl.jaas.config: login module %s is not %s", prefix, jaas.LoginModule, sasl.OAuthBearerLoginModule)
 	}
-	login, err := sasl.NewOAuthBearerLogin(jaas.Options, setting("sasl.login.callback.handler.class"), setting("sasl.oauthbearer.token.endpoint.url"))
+	handler, _ := oauthSetting(cfg, listener, "sasl.login.callback.handler.class")
+	endpoint, _ := oauthSetting(cfg, listener, "sasl.oauthbearer.token.endpoint.url")
+	login, err := sasl.NewOAuthBearerLogin(jaas.Options, handler, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("%s=OAUTHBEARER, listener %s: %w", mechanismKey, listener, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	franzsasl "github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
@@ -51,14 +52,9 @@ func TestDialSASL(t *testing.T) {
 		"listener.name.controller.plain.sasl.jaas.config": jaas,
 		"connections.max.reauth.ms":                       "2000",
 	})
-	addr, h, srv := startSASLServer(t, cfg)
+	addr, h, srv, mech := startSASLServer(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-
-	mech, err := internodeMechanism(cfg, "CONTROLLER", "sasl.mechanism.controller.protocol")
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn := newKafkaConn(addr, "test", dialSASL(dialTCP, "CONTROLLER", mech))
 	defer conn.close()
 	for i := range 4 {
@@ -104,9 +100,14 @@ func TestDialSASL(t *testing.T) {
 }
 
 // startSASLServer serves a SASL_PLAINTEXT listener CONTROLLER of cfg's
-// SASL settings on loopback, with a principalsHandler.
-func startSASLServer(t *testing.T, cfg *Config) (string, *principalsHandler, *network.Server) {
+// SASL settings on loopback, with a principalsHandler, and returns the
+// mechanism a node of cfg dials it with (sasl.mechanism.controller.protocol).
+func startSASLServer(t *testing.T, cfg *Config) (string, *principalsHandler, *network.Server, franzsasl.Mechanism) {
 	t.Helper()
+	mech, err := internodeMechanism(cfg, "CONTROLLER", "sasl.mechanism.controller.protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
 	listeners := []network.Listener{{Name: "CONTROLLER", Host: "127.0.0.1", SecurityProtocol: network.SASLPlaintext}}
 	saslListeners, err := loadNodeSASL(cfg, listeners, false, scramFromImage(metadata.EmptyImage), nil)
 	if err != nil {
@@ -126,7 +127,7 @@ func startSASLServer(t *testing.T, cfg *Config) (string, *principalsHandler, *ne
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return srv.Addr("CONTROLLER").String(), h, srv
+	return srv.Addr("CONTROLLER").String(), h, srv, mech
 }
 
 // A node logs in to another's OAUTHBEARER listener with the listener's
@@ -140,13 +141,9 @@ func TestDialOAuthBearer(t *testing.T) {
 		"sasl.mechanism.controller.protocol":                    "OAUTHBEARER",
 		"listener.name.controller.oauthbearer.sasl.jaas.config": jaas,
 	})
-	addr, h, srv := startSASLServer(t, cfg)
+	addr, h, srv, mech := startSASLServer(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mech, err := internodeMechanism(cfg, "CONTROLLER", "sasl.mechanism.controller.protocol")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for range 2 {
 		if _, err := RequestVia(ctx, dialSASL(dialTCP, "CONTROLLER", mech), addr, kmsg.NewPtrDescribeQuorumRequest()); err != nil {
 			t.Fatal(err)

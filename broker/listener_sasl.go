@@ -224,12 +224,7 @@ func oauthBearerValidator(cfg *Config, listener string, jaas sasl.JAASConfig, lo
 	default:
 		return nil, fmt.Errorf("%s=%s: custom callback handlers are not supported (%s and Kafka's unsecured default are)", handlerKey, handler, oauthValidatorHandler)
 	}
-	setting := func(key string) (string, string) {
-		if v, ok := listenerSetting(cfg.SASL, listener, "oauthbearer."+key, false); ok {
-			return strings.TrimSpace(v), "listener.name." + strings.ToLower(listener) + ".oauthbearer." + key
-		}
-		return strings.TrimSpace(cfg.SASL[key]), key
-	}
+	setting := func(key string) (string, string) { return oauthSetting(cfg, listener, key) }
 	millis := func(key string, def int64) (time.Duration, error) {
 		v, name := setting(key)
 		if v == "" {
@@ -285,6 +280,16 @@ func oauthBearerValidator(cfg *Config, listener string, jaas sasl.JAASConfig, lo
 	log.Info("OAUTHBEARER validates signed tokens against the identity provider's JWKS", "listener", listener, "url", url,
 		"issuer", v.Issuer, "audience", v.Audience, "sub_claim", v.SubClaim)
 	return v, nil
+}
+
+// oauthSetting is an OAUTHBEARER setting of listener, as Kafka reads a
+// callback handler's: listener.name.<listener>.oauthbearer.<key>, else
+// <key>; with the name it was found under.
+func oauthSetting(cfg *Config, listener, key string) (value, name string) {
+	if v, ok := listenerSetting(cfg.SASL, listener, "oauthbearer."+key, false); ok {
+		return strings.TrimSpace(v), "listener.name." + strings.ToLower(listener) + ".oauthbearer." + key
+	}
+	return strings.TrimSpace(cfg.SASL[key]), key
 }
 
 // maxJWKS bounds a JWKS read.

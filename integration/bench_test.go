@@ -143,7 +143,7 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 // hands back pages the next cycle faults in again; in the one replication
 // run tried that way, every target's half-rate p99 grew, kfake's too.)
 func clientHeap(t *testing.T) {
-	mib := envInt("KEEL_BENCH_CLIENT_HEAP_MIB", 512)
+	mib := clientHeapMiB()
 	if mib <= 0 {
 		return
 	}
@@ -151,9 +151,13 @@ func clientHeap(t *testing.T) {
 	t.Cleanup(func() { runtime.KeepAlive(ballast) })
 }
 
+// clientHeapMiB is the ballast clientHeap keeps: KEEL_BENCH_CLIENT_HEAP_MIB,
+// 512 by default, none at 0.
+func clientHeapMiB() int { return envInt("KEEL_BENCH_CLIENT_HEAP_MIB", 512) }
+
 // clientHeapDesc says how the test process collects (clientHeap).
 func clientHeapDesc() string {
-	if mib := envInt("KEEL_BENCH_CLIENT_HEAP_MIB", 512); mib > 0 {
+	if mib := clientHeapMiB(); mib > 0 {
 		return fmt.Sprintf("a heap goal of about %d MiB (KEEL_BENCH_CLIENT_HEAP_MIB=%d; 0: Go's default)", 2*mib, mib)
 	}
 	return "Go's default (GOGC=100)"
