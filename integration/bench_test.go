@@ -168,10 +168,13 @@ var heapChurn []byte
 // the heap goal.
 func prefaultHeap() {
 	const chunk, page = 256 << 10, 4 << 10
+	// gcCycles stops the world: it is read every 16 MiB, not every block.
 	for start := gcCycles(); gcCycles() < start+2; {
-		heapChurn = make([]byte, chunk)
-		for i := 0; i < chunk; i += page {
-			heapChurn[i] = 1
+		for range 64 {
+			heapChurn = make([]byte, chunk)
+			for i := 0; i < chunk; i += page {
+				heapChurn[i] = 1
+			}
 		}
 	}
 	heapChurn = nil
