@@ -309,7 +309,7 @@ func TestServerPropertiesOfAKafka3Cluster(t *testing.T) {
 	if !d.DeleteTopicEnable || d.FetchMaxBytes != 57671680 || d.FetchSessionCacheSlots != 1000 || d.BrokerRack != "" || d.ReplicaSelectorClass != "" {
 		t.Fatalf("defaults: %v %d %d %q %q", d.DeleteTopicEnable, d.FetchMaxBytes, d.FetchSessionCacheSlots, d.BrokerRack, d.ReplicaSelectorClass)
 	}
-	for _, bad := range []string{"fetch.max.bytes=1000", "max.incremental.fetch.session.cache.slots=-1", "replica.selector.class=LeaderSelector"} {
+	for _, bad := range []string{"fetch.max.bytes=1000", "max.incremental.fetch.session.cache.slots=-1", "replica.selector.class=LeaderSelector", "log.cleaner.backoff.ms=-1"} {
 		key, _, _ := strings.Cut(bad, "=")
 		if _, err := LoadConfig(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), key) {
 			t.Fatalf("%s: %v", bad, err)

@@ -311,7 +311,7 @@ func (b *Broker) updateCleaner(img *metadata.Image) {
 		b.logs.SetCleanerIOMaxBytesPerSecond(rate)
 		b.log.Info("log cleaner I/O rate", "config", "log.cleaner.io.max.bytes.per.second", "bytes_per_second", rate)
 	}
-	if d := time.Duration(b.dynamicBrokerInt(img, "log.cleaner.backoff.ms", b.cfg.LogCleanerBackoff.Milliseconds(), 0)) * time.Millisecond; b.logs.CleanerBackoff() != d {
+	if d := cleanerBackoff(time.Duration(b.dynamicBrokerInt(img, "log.cleaner.backoff.ms", b.cfg.LogCleanerBackoff.Milliseconds(), 0)) * time.Millisecond); b.logs.CleanerBackoff() != d {
 		b.logs.SetCleanerBackoff(d)
 		b.log.Info("log cleaner backoff", "config", "log.cleaner.backoff.ms", "backoff", b.logs.CleanerBackoff())
 	}
@@ -468,3 +468,12 @@ func (b *Broker) checkCleanerThreads(name string, touched []string, next map[str
 	}
 	return 0, ""
 }
+
+// minCleanerBackoff is the shortest wait between a cleaner's looks for a
+// log to clean. Kafka's cleaner threads do not wait at all with
+// log.cleaner.backoff.ms=0 and so spin on a core; Keel's wait this long.
+const minCleanerBackoff = 10 * time.Millisecond
+
+// cleanerBackoff is log.cleaner.backoff.ms as the cleaners wait it: 0 (Kafka:
+// look again at once) is minCleanerBackoff, not the log manager's default.
+func cleanerBackoff(d time.Duration) time.Duration { return max(d, minCleanerBackoff) }

@@ -738,6 +738,11 @@ func TestCleanerConfigsDynamic(t *testing.T) {
 			t.Errorf("%s described %s, want %s", name, cfg.MaybeValue(), want)
 		}
 	}
+	// 0 is Kafka's "look again at once", not the default's 15 s.
+	set("log.cleaner.backoff.ms", "0")
+	waitFor(t, "log.cleaner.backoff.ms=0", 10*time.Second, func() bool { return logs.CleanerBackoff() == minCleanerBackoff })
+	set("log.cleaner.backoff.ms", "250")
+	waitFor(t, "log.cleaner.backoff.ms=250", 10*time.Second, func() bool { return logs.CleanerBackoff() == 250*time.Millisecond })
 	// Kafka's LogCleaner.validateReconfiguration: at most half or double
 	// the threads running, checked by the broker that would act on it.
 	for value, msg := range map[string]string{"9": "cannot be increased to more than double the current value 4", "1": "cannot be reduced to less than half the current value 4"} {

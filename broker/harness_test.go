@@ -230,7 +230,7 @@ func (c *testCluster) start(port int) {
 	t.Helper()
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}})
 	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{c.dir}, Logger: logger,
-		DisableLogCleaner: c.cfg.cleanerDisabled(), CleanerThreads: c.cfg.LogCleanerThreads, CleanerBackoff: c.cfg.LogCleanerBackoff,
+		DisableLogCleaner: c.cfg.cleanerDisabled(), CleanerThreads: c.cfg.LogCleanerThreads, CleanerBackoff: cleanerBackoff(c.cfg.LogCleanerBackoff),
 		CleanerDedupeBufferSize: c.cfg.LogCleanerDedupeBufferSize, DeleteBytesPerSecond: deleteBytesPerSecond(c.cfg.LogDeleteBytesPerSecond)})
 	if err != nil {
 		t.Fatal(err)

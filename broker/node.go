@@ -344,7 +344,7 @@ func (n *Node) start() (err error) {
 			HighWatermarkCheckpointInterval: cfg.HighWatermarkCheckpointInterval,
 			DisableLogCleaner:               cfg.cleanerDisabled(),
 			CleanerThreads:                  cfg.LogCleanerThreads,
-			CleanerBackoff:                  cfg.LogCleanerBackoff,
+			CleanerBackoff:                  cleanerBackoff(cfg.LogCleanerBackoff),
 			CleanerDedupeBufferSize:         cfg.LogCleanerDedupeBufferSize,
 			CleanerIOMaxBytesPerSecond:      cfg.LogCleanerIOMaxBytesPerSec,
 			WritebackBytes:                  cfg.LogWritebackBytes,
