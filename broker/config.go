@@ -393,7 +393,7 @@ func configKeys(c *Config) map[string]configKey {
 		"log.message.timestamp.type":              {"CreateTime", s(&c.LogMessageTimestampType), ""},
 		"log.cleaner.enable":                      {"true", b(&c.LogCleanerEnable), "run the log cleaner for compacted topics"},
 		"log.cleaner.threads":                     {"1", i(&c.LogCleanerThreads), "how many logs the cleaner cleans side by side (0: none); changeable at runtime"},
-		"log.cleaner.backoff.ms":                  {"15000", ms(&c.LogCleanerBackoff), "how long the cleaner sleeps when no log needs cleaning (0: it looks again after 10 ms; Kafka's look at once); changeable at runtime"},
+		"log.cleaner.backoff.ms":                  {"15000", ms(&c.LogCleanerBackoff), "how long the cleaner sleeps when no log needs cleaning, at least 10 ms (with 0, Kafka's cleaner looks again at once and spins); changeable at runtime"},
 		"log.cleaner.dedupe.buffer.size":          {"134217728", i64(&c.LogCleanerDedupeBufferSize), "memory of the cleaner's key maps, divided between log.cleaner.threads; changeable at runtime"},
 		"log.cleanup.policy":                      {"delete", s(&c.LogCleanupPolicy), ""},
 		"log.cleaner.delete.retention.ms":         {"86400000", i64(&c.LogCleanerDeleteRetentionMs), ""},

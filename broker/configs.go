@@ -474,6 +474,7 @@ func (b *Broker) checkCleanerThreads(name string, touched []string, next map[str
 // log.cleaner.backoff.ms=0 and so spin on a core; Keel's wait this long.
 const minCleanerBackoff = 10 * time.Millisecond
 
-// cleanerBackoff is log.cleaner.backoff.ms as the cleaners wait it: 0 (Kafka:
-// look again at once) is minCleanerBackoff, not the log manager's default.
+// cleanerBackoff is log.cleaner.backoff.ms as the cleaners wait it: at
+// least minCleanerBackoff, so that 0 (Kafka: look again at once) is not the
+// log manager's default, which its zero value asks for.
 func cleanerBackoff(d time.Duration) time.Duration { return max(d, minCleanerBackoff) }
