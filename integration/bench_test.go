@@ -395,17 +395,9 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 		runtime.GC()
 		cons := newPerfClient(t, tg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 			kgo.WithHooks(r.consumeBatches))
-		consumed := 0
 		gc := gcCycles()
 		start = time.Now()
-		for consumed < cfg.records {
-			fs := cons.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatalf("%s: consumed %d of %d: %v", tg.name, consumed, cfg.records, ctx.Err())
-			}
-			fs.EachError(func(_ string, p int32, err error) { t.Fatalf("%s: fetch %d: %v", tg.name, p, err) })
-			consumed += fs.NumRecords()
-		}
+		consumeN(ctx, t, tg, cons, cfg.records)
 		passes[pass] = time.Since(start)
 		gc0 += gcCycles() - gc
 		cons.Close()
@@ -460,18 +452,25 @@ func warmUp(t *testing.T, cfg perfConfig, targets []*perfTarget) {
 		produceN(ctx, t, prod, topic, value, n, nil)
 		prod.Close()
 		cons := newPerfClient(t, tg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: startOffsets(cfg.partitions)}))
-		for consumed := 0; consumed < n; {
-			fs := cons.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatalf("%s: warm-up consumed %d of %d: %v", tg.name, consumed, n, ctx.Err())
-			}
-			fs.EachError(func(_ string, p int32, err error) { t.Fatalf("%s: warm-up fetch %d: %v", tg.name, p, err) })
-			consumed += fs.NumRecords()
-		}
+		consumeN(ctx, t, tg, cons, n)
 		cons.Close()
 		if _, err := adm.DeleteTopics(ctx, topic); err != nil {
 			t.Fatalf("%s: delete %s: %v", tg.name, topic, err)
 		}
+	}
+}
+
+// consumeN polls cl until it has read n records; a fetch error or ctx
+// ending fails the test.
+func consumeN(ctx context.Context, t *testing.T, tg *perfTarget, cl *kgo.Client, n int) {
+	t.Helper()
+	for consumed := 0; consumed < n; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: consumed %d of %d: %v", tg.name, consumed, n, ctx.Err())
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("%s: fetch %d: %v", tg.name, p, err) })
+		consumed += fs.NumRecords()
 	}
 }
 
@@ -836,15 +835,21 @@ func (l *latencies) pct(p float64) time.Duration {
 	return l.d[max(0, int(math.Ceil(p*float64(n)))-1)]
 }
 
+// procStat is the fields of /proc/<pid>/stat after the command name
+// (field 3 is its [0]); nil when unreadable.
+func procStat(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // comm may hold spaces
+}
+
 // selfPageFaults is this process's minor page faults so far, from
 // /proc/self/stat (field 10); NaN when unreadable.
 func selfPageFaults() float64 {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return math.NaN()
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	fields := procStat(os.Getpid())
 	if len(fields) < 8 {
 		return math.NaN()
 	}
@@ -861,12 +866,7 @@ func procCPU(pid int) float64 {
 	if pid == 0 {
 		return math.NaN()
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return math.NaN()
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // comm may hold spaces
+	fields := procStat(pid)
 	if len(fields) < 13 {
 		return math.NaN()
 	}
