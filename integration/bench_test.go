@@ -328,6 +328,7 @@ type perfResult struct {
 	// heaps make rarer (the collector runs when the heap doubles).
 	produceGCs, consumeGCs float64
 	produceFaults          float64 // the test process's page faults in the produce phase
+	consumeFaults          float64 // the test process's page faults per consume pass
 }
 
 func (r perfResult) produceRate() float64 { return float64(r.produced) / r.produceTime.Seconds() }
@@ -391,6 +392,7 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	offsets := startOffsets(cfg.partitions)
 	passes := make([]time.Duration, cfg.consumePasses)
 	cpu0, gc0 = procCPU(tg.pid), 0
+	faults0 = selfPageFaults()
 	for pass := range passes {
 		runtime.GC()
 		cons := newPerfClient(t, tg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
@@ -404,6 +406,7 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	}
 	r.brokerConsumeCPU = (procCPU(tg.pid) - cpu0) / float64(len(passes))
 	r.consumeGCs = float64(gc0) / float64(len(passes))
+	r.consumeFaults = (selfPageFaults() - faults0) / float64(len(passes))
 	slices.Sort(passes)
 	r.consumed, r.consumeTime = cfg.records, passes[len(passes)/2]
 
@@ -978,6 +981,7 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 		{"consume: fetch round trip ms (mean)", func(r perfResult) float64 { return float64(r.consumeBatches.meanRoundTrip(1)) }, ms, false},
 		{"client GC cycles in the produce phase", func(r perfResult) float64 { return r.produceGCs }, num("%.0f"), false},
 		{"test process page faults in the produce phase", func(r perfResult) float64 { return r.produceFaults }, num("%.0f"), false},
+		{"test process page faults per consume pass", func(r perfResult) float64 { return r.consumeFaults }, num("%.0f"), false},
 		{"client GC cycles per consume pass", func(r perfResult) float64 { return r.consumeGCs }, num("%.1f"), false},
 		{fmt.Sprintf("achieved rate (target %d/s)", cfg.rate), func(r perfResult) float64 { return r.achievedRate }, num("%.0f"), false},
 		{"produce latency p50 ms @ rate", pct(rateLat, 0.50), ms, false},
