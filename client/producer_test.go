@@ -200,9 +200,23 @@ func TestAbortPassSparesTheNextTransaction(t *testing.T) {
 	hook := func() { once.Do(func() { close(entered); <-release }) }
 	testHookFailBuffered.Store(&hook)
 	t.Cleanup(func() { testHookFailBuffered.Store(nil) })
+	// The abort's EndTxn waits for the sender to see the transaction
+	// aborting: without it, an abort that wins the race ends before the
+	// sender's pass, which then finds the transaction ready and never
+	// calls failBuffered (a fresh-clone CI run hung here for 20 minutes).
+	fake.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.DropControl()
+		fake.SleepControl(func() {
+			select {
+			case <-entered:
+			case <-time.After(10 * time.Second):
+			}
+		})
+		return nil, nil, false
+	})
 	aborted := make(chan error, 1)
 	go func() { aborted <- p.AbortTransaction(ctx) }()
-	<-entered // the sender saw the transaction aborting, and waits here
+	waitClosed(t, entered, "the sender to fail the aborting transaction's buffered records")
 	if err := <-aborted; err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +265,7 @@ func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
 	t.Cleanup(func() { testHookDrainPartition.Store(nil) })
 	done := make(chan error, 1)
 	p.Produce(ctx, &Record{Topic: "t", Value: []byte("buffered")}, func(_ *Record, err error) { done <- err })
-	<-entered // a pass past its transaction check waits before the partition
+	waitClosed(t, entered, "a sender pass past its transaction check") // it waits before the partition
 	aborted := make(chan error, 1)
 	go func() { aborted <- p.AbortTransaction(ctx) }()
 	for deadline := time.Now().Add(10 * time.Second); p.flushing.Load() == 0; time.Sleep(time.Millisecond) {
@@ -265,5 +279,16 @@ func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
 	}
 	if err := <-done; !errors.Is(err, ErrTransactionAborted) {
 		t.Fatalf("the record buffered at the abort completed with %v, want ErrTransactionAborted", err)
+	}
+}
+
+// waitClosed waits for ch to be closed, failing the test after ten seconds
+// rather than letting it hang until the package's timeout.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
