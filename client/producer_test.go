@@ -196,7 +196,9 @@ func TestAbortPassSparesTheNextTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	var once, released sync.Once
+	releaseHook := func() { released.Do(func() { close(release) }) }
+	defer releaseHook() // before Close: a failed test must not leave the sender in the hook
 	hook := func() { once.Do(func() { close(entered); <-release }) }
 	testHookFailBuffered.Store(&hook)
 	t.Cleanup(func() { testHookFailBuffered.Store(nil) })
@@ -225,7 +227,7 @@ func TestAbortPassSparesTheNextTransaction(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	p.Produce(ctx, &Record{Topic: "t", Value: []byte("next")}, func(_ *Record, err error) { done <- err })
-	close(release) // the stale pass goes on
+	releaseHook() // the stale pass goes on
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +261,9 @@ func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	var once, released sync.Once
+	releaseHook := func() { released.Do(func() { close(release) }) }
+	defer releaseHook() // before Close: a failed test must not leave the sender in the hook
 	hook := func() { once.Do(func() { close(entered); <-release }) }
 	testHookDrainPartition.Store(&hook)
 	t.Cleanup(func() { testHookDrainPartition.Store(nil) })
@@ -273,7 +277,7 @@ func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
 			t.Fatal("the abort never flushed")
 		}
 	}
-	close(release) // the pass goes on, the abort's Flush in force
+	releaseHook() // the pass goes on, the abort's Flush in force
 	if err := <-aborted; err != nil {
 		t.Fatal(err)
 	}
