@@ -195,13 +195,8 @@ func TestAbortPassSparesTheNextTransaction(t *testing.T) {
 	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("aborted")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once, released sync.Once
-	releaseHook := func() { released.Do(func() { close(release) }) }
-	defer releaseHook() // before Close: a failed test must not leave the sender in the hook
-	hook := func() { once.Do(func() { close(entered); <-release }) }
-	testHookFailBuffered.Store(&hook)
-	t.Cleanup(func() { testHookFailBuffered.Store(nil) })
+	entered, release := pauseAtHook(t, &testHookFailBuffered)
+	defer release() // before Close: a failed test must not leave the sender in the hook
 	// The abort's EndTxn waits for the sender to see the transaction
 	// aborting: without it, an abort that wins the race ends before the
 	// sender's pass, which then finds the transaction ready and never
@@ -211,7 +206,7 @@ func TestAbortPassSparesTheNextTransaction(t *testing.T) {
 		fake.SleepControl(func() {
 			select {
 			case <-entered:
-			case <-time.After(10 * time.Second):
+			case <-time.After(hookWait):
 			}
 		})
 		return nil, nil, false
@@ -227,7 +222,7 @@ func TestAbortPassSparesTheNextTransaction(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	p.Produce(ctx, &Record{Topic: "t", Value: []byte("next")}, func(_ *Record, err error) { done <- err })
-	releaseHook() // the stale pass goes on
+	release() // the stale pass goes on
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -260,13 +255,8 @@ func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
 	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("sent")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once, released sync.Once
-	releaseHook := func() { released.Do(func() { close(release) }) }
-	defer releaseHook() // before Close: a failed test must not leave the sender in the hook
-	hook := func() { once.Do(func() { close(entered); <-release }) }
-	testHookDrainPartition.Store(&hook)
-	t.Cleanup(func() { testHookDrainPartition.Store(nil) })
+	entered, release := pauseAtHook(t, &testHookDrainPartition)
+	defer release() // before Close: a failed test must not leave the sender in the hook
 	done := make(chan error, 1)
 	p.Produce(ctx, &Record{Topic: "t", Value: []byte("buffered")}, func(_ *Record, err error) { done <- err })
 	waitClosed(t, entered, "a sender pass past its transaction check") // it waits before the partition
@@ -277,7 +267,7 @@ func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
 			t.Fatal("the abort never flushed")
 		}
 	}
-	releaseHook() // the pass goes on, the abort's Flush in force
+	release() // the pass goes on, the abort's Flush in force
 	if err := <-aborted; err != nil {
 		t.Fatal(err)
 	}
@@ -286,13 +276,28 @@ func TestAbortDuringAPassFailsTheBufferedRecords(t *testing.T) {
 	}
 }
 
-// waitClosed waits for ch to be closed, failing the test after ten seconds
-// rather than letting it hang until the package's timeout.
+// hookWait bounds a test's wait on a paused sender, so that a test whose
+// hook never runs fails instead of hanging until the package's timeout.
+const hookWait = 10 * time.Second
+
+// pauseAtHook installs a test hook at at that, the first time it runs,
+// closes entered and waits there until release is called (release may be
+// called more than once). The hook is removed when the test ends.
+func pauseAtHook(t *testing.T, at *atomic.Pointer[func()]) (entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	hook := func() { once.Do(func() { close(in); <-out }) }
+	at.Store(&hook)
+	t.Cleanup(func() { at.Store(nil) })
+	return in, func() { released.Do(func() { close(out) }) }
+}
+
+// waitClosed waits for ch to be closed, failing the test after hookWait.
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hookWait):
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
