@@ -456,11 +456,18 @@ func ListenerConfig(key string) (listener, name string, ok bool) {
 }
 
 // SensitiveConfig reports Kafka's PASSWORD-typed security settings, plain
-// or listener-prefixed: passwords, private keys and JAAS configurations
-// (which hold passwords). DescribeConfigs never returns their values;
-// dump-log redacts them.
+// or listener-prefixed: passwords, private keys, JAAS configurations
+// (which hold passwords) and, as Kafka types them too, PEM certificates
+// given in the config (ssl.keystore.certificate.chain,
+// ssl.truststore.certificates). DescribeConfigs never returns their
+// values; dump-log redacts them.
 func SensitiveConfig(name string) bool {
-	return strings.HasSuffix(name, ".password") || strings.HasSuffix(name, "sasl.jaas.config") || strings.HasSuffix(name, "ssl.keystore.key")
+	for _, suffix := range []string{".password", "sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates"} {
+		if strings.HasSuffix(name, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // brokerStaticConfigs are broker configs that cannot change at runtime:

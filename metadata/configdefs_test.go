@@ -125,7 +125,8 @@ func TestListenerSSLConfigsAreDynamicPerBroker(t *testing.T) {
 		t.Error("IsDynamicBrokerConfig of listener configs")
 	}
 	for name, want := range map[string]bool{"listener.name.external.ssl.keystore.password": true, "ssl.keystore.key": true,
-		"listener.name.sasl_ssl.plain.sasl.jaas.config": true, ks: false} {
+		"listener.name.sasl_ssl.plain.sasl.jaas.config": true, "listener.name.external.ssl.keystore.certificate.chain": true,
+		"ssl.truststore.certificates": true, ks: false, "ssl.truststore.location": false} {
 		if SensitiveConfig(name) != want {
 			t.Errorf("SensitiveConfig(%s) = %v", name, !want)
 		}
