@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network/tlsconf"
 )
 
 // brokerConfigEntry is one broker config as DescribeConfigs reports it.
@@ -170,8 +171,80 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		d, _ := metadata.TopicDefaultConfigDef(name)
 		entries = append(entries, brokerConfigEntry{name, explicit(name, d.Default), configType(d.Type), d.Default})
 	}
+	// The plain ssl.* and sasl.* settings: as server.properties set them,
+	// else Kafka's default.
+	for _, d := range securityConfigDefaults() {
+		v, ok := c.SSL[d.name]
+		if !ok {
+			v, ok = c.SASL[d.name]
+		}
+		var value *string
+		if ok {
+			value = str(v)
+		}
+		entries = append(entries, brokerConfigEntry{d.name, value, d.typ, d.def})
+	}
 	slices.SortFunc(entries, func(a, b brokerConfigEntry) int { return strings.Compare(a.name, b.name) })
 	return entries
+}
+
+// securityConfigDefault is a security setting's type and Kafka's default
+// ("" = none).
+type securityConfigDefault struct {
+	name string
+	typ  kmsg.ConfigType
+	def  string
+}
+
+// securityConfigDefaults are the plain (not listener-prefixed) ssl.* and
+// sasl.* settings a broker reads, with Kafka's types and defaults.
+// DescribeConfigs lists each whether set or not, as Kafka does; the
+// listener-prefixed forms only when set. Kafka's security settings Keel
+// does not read (ssl.provider, sasl.kerberos.*, ...) are not listed.
+// sasl.enabled.mechanisms and the internode mechanisms default to GSSAPI,
+// as in Kafka, which Keel does not support: a SASL listener names its
+// mechanisms.
+func securityConfigDefaults() []securityConfigDefault {
+	tls := tlsconf.Defaults()
+	const (
+		ts, tli, tb, ti, tl = kmsg.ConfigTypeString, kmsg.ConfigTypeList, kmsg.ConfigTypeBoolean, kmsg.ConfigTypeInt, kmsg.ConfigTypeLong
+		tc, tp              = kmsg.ConfigTypeClass, kmsg.ConfigTypePassword
+	)
+	i := strconv.Itoa
+	return []securityConfigDefault{
+		{"sasl.enabled.mechanisms", tli, "GSSAPI"},
+		{"sasl.login.callback.handler.class", tc, ""},
+		{"sasl.mechanism.controller.protocol", ts, "GSSAPI"},
+		{"sasl.mechanism.inter.broker.protocol", ts, "GSSAPI"},
+		{"sasl.oauthbearer.clock.skew.seconds", ti, i(oauthClockSkewSeconds)},
+		{"sasl.oauthbearer.expected.audience", tli, ""},
+		{"sasl.oauthbearer.expected.issuer", ts, ""},
+		{"sasl.oauthbearer.jwks.endpoint.refresh.ms", tl, i(oauthJWKSRefreshMs)},
+		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", tl, i(oauthJWKSRetryBackoffMaxMs)},
+		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", tl, i(oauthJWKSRetryBackoffMs)},
+		{"sasl.oauthbearer.jwks.endpoint.url", ts, ""},
+		{"sasl.oauthbearer.scope.claim.name", ts, oauthScopeClaim},
+		{"sasl.oauthbearer.sub.claim.name", ts, oauthSubClaim},
+		{"sasl.oauthbearer.token.endpoint.url", ts, ""},
+		{"ssl.allow.dn.changes", tb, "false"},
+		{"ssl.allow.san.changes", tb, "false"},
+		{"ssl.cipher.suites", tli, ""},
+		{"ssl.client.auth", ts, tls.ClientAuth},
+		{"ssl.enabled.protocols", tli, strings.Join(tls.EnabledProtocols, ",")},
+		{"ssl.endpoint.identification.algorithm", ts, tls.EndpointIdentificationAlgorithm},
+		{"ssl.key.password", tp, ""},
+		{"ssl.keystore.certificate.chain", tp, ""},
+		{"ssl.keystore.key", tp, ""},
+		{"ssl.keystore.location", ts, ""},
+		{"ssl.keystore.password", tp, ""},
+		{"ssl.keystore.type", ts, tls.KeystoreType},
+		{"ssl.principal.mapping.rules", ts, tls.PrincipalMappingRules},
+		{"ssl.protocol", ts, tls.Protocol},
+		{"ssl.truststore.certificates", tp, ""},
+		{"ssl.truststore.location", ts, ""},
+		{"ssl.truststore.password", tp, ""},
+		{"ssl.truststore.type", ts, tls.TruststoreType},
+	}
 }
 
 // configType maps a metadata config type to the wire's.

@@ -1,6 +1,12 @@
 package broker
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
+)
 
 // The DescribeConfigs table carries Kafka's default of each broker config
 // beside the parser's own defaults (configKeys): with nothing configured,
@@ -19,6 +25,24 @@ func TestBrokerConfigDefaultsMatchTheParsersDefaults(t *testing.T) {
 		}
 		if *e.value != e.def {
 			t.Errorf("%s: parsed default renders %q, DescribeConfigs reports default %q", e.name, *e.value, e.def)
+		}
+	}
+}
+
+// DescribeConfigs lists every plain ssl.* setting a broker reads (a
+// setting added to tlsconf is not left out), each with Kafka's type: a
+// PASSWORD one exactly where its value is hidden (metadata.SensitiveConfig).
+func TestSecurityConfigDefaultsCoverTheSettingsRead(t *testing.T) {
+	listed := map[string]bool{}
+	for _, d := range securityConfigDefaults() {
+		listed[d.name] = true
+		if password := d.typ == kmsg.ConfigTypePassword; password != metadata.SensitiveConfig(d.name) {
+			t.Errorf("%s: PASSWORD type %v, sensitive %v", d.name, password, metadata.SensitiveConfig(d.name))
+		}
+	}
+	for _, k := range brokerSSLKeys() {
+		if !listed[k] {
+			t.Errorf("%s is read but not described", k)
 		}
 	}
 }

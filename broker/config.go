@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/keelstream/keel/metadata"
-	"github.com/keelstream/keel/network/tlsconf"
 )
 
 // Config is a node's configuration, in Kafka's server.properties vocabulary.
@@ -559,7 +558,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 			continue
 		}
 		if name, ok := sslKey(k); ok {
-			if slices.Contains(tlsconf.Keys(), name) || name == "ssl.allow.dn.changes" || name == "ssl.allow.san.changes" {
+			if slices.Contains(brokerSSLKeys(), name) {
 				c.SSL[k] = strings.TrimSpace(v)
 			} else {
 				c.Ignored = append(c.Ignored, k) // the JVM's ssl.provider, ssl.keymanager.algorithm, ...

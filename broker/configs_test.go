@@ -534,31 +534,86 @@ func TestBrokerLoggerResource(t *testing.T) {
 	}
 }
 
-// The ssl.* and sasl.* settings are described as set; passwords and JAAS
-// configurations are sensitive and never returned, as Kafka describes
-// PASSWORD configs.
+// The ssl.* and sasl.* settings are described as set, and the plain ones
+// a broker reads also when not set, with Kafka's default; passwords,
+// private keys, certificates and JAAS configurations are sensitive and
+// never returned, as Kafka describes PASSWORD configs.
 func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 	c := newTestCluster(t, withConfig("ssl.truststore.location=/etc/kafka/trust.jks", "ssl.truststore.password=trust-secret",
+		"ssl.client.auth=required", "ssl.keystore.certificate.chain=secret-chain", "listener.name.clients.ssl.truststore.certificates=secret-certs",
 		`listener.name.clients.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`))
-	rcs, err := c.admin().DescribeBrokerConfigs(testCtx(t), testNodeID)
-	if err != nil {
-		t.Fatal(err)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeSynonyms = 4, true
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(testNodeID)
+	req.Resources = append(req.Resources, r)
+	got := roundTrip[*kmsg.DescribeConfigsResponse](c.dialRaw(t), req).Resources[0]
+	if got.ErrorCode != 0 {
+		t.Fatalf("describe broker: %v", kerr.ErrorForCode(got.ErrorCode))
 	}
-	rc, err := rcs.On(strconv.Itoa(testNodeID), nil)
-	if err != nil || rc.Err != nil {
-		t.Fatalf("describe broker: %v %v", err, rc.Err)
-	}
-	if cfg := findConfig(t, rc, "ssl.truststore.location"); cfg.MaybeValue() != "/etc/kafka/trust.jks" || cfg.Sensitive || cfg.Source != kmsg.ConfigSourceStaticBrokerConfig {
-		t.Errorf("ssl.truststore.location: %+v", cfg)
-	}
-	for _, name := range []string{"ssl.truststore.password", "listener.name.clients.plain.sasl.jaas.config"} {
-		if cfg := findConfig(t, rc, name); cfg.Value != nil || !cfg.Sensitive {
-			t.Errorf("%s: value %v sensitive %v, want a hidden value", name, cfg.Value, cfg.Sensitive)
+	configs := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, cfg := range got.Configs {
+		configs[cfg.Name] = cfg
+		if cfg.Value != nil && strings.Contains(*cfg.Value, "secret") {
+			t.Errorf("%s reveals %q", cfg.Name, *cfg.Value)
+		}
+		for _, s := range cfg.ConfigSynonyms {
+			if s.Value != nil && strings.Contains(*s.Value, "secret") {
+				t.Errorf("%s's synonym %s reveals %q", cfg.Name, s.Name, *s.Value)
+			}
+		}
+		// Kafka's security settings Keel does not read are not described.
+		if cfg.Name == "ssl.provider" || strings.HasPrefix(cfg.Name, "sasl.kerberos.") {
+			t.Errorf("%s is described but not read", cfg.Name)
 		}
 	}
-	for _, cfg := range rc.Configs {
-		if v := cfg.MaybeValue(); strings.Contains(v, "secret") {
-			t.Errorf("%s reveals %q", cfg.Key, v)
+	value := func(cfg kmsg.DescribeConfigsResponseResourceConfig) string {
+		if cfg.Value == nil {
+			return "null"
+		}
+		return *cfg.Value
+	}
+	if cfg := configs["ssl.truststore.location"]; value(cfg) != "/etc/kafka/trust.jks" || cfg.IsSensitive || cfg.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Errorf("ssl.truststore.location: %+v", cfg)
+	}
+	for _, name := range []string{"ssl.truststore.password", "listener.name.clients.plain.sasl.jaas.config", "ssl.keystore.certificate.chain",
+		"listener.name.clients.ssl.truststore.certificates", "ssl.keystore.password"} {
+		if cfg, ok := configs[name]; !ok || cfg.Value != nil || !cfg.IsSensitive || cfg.ConfigType != kmsg.ConfigTypePassword {
+			t.Errorf("%s: described %v, value %v sensitive %v type %v, want a hidden PASSWORD", name, ok, cfg.Value, cfg.IsSensitive, cfg.ConfigType)
+		}
+	}
+	// Set in server.properties: its value, Kafka's default as a synonym.
+	auth := configs["ssl.client.auth"]
+	if value(auth) != "required" || auth.Source != kmsg.ConfigSourceStaticBrokerConfig || len(auth.ConfigSynonyms) != 2 ||
+		auth.ConfigSynonyms[1].Source != kmsg.ConfigSourceDefaultConfig || auth.ConfigSynonyms[1].Value == nil || *auth.ConfigSynonyms[1].Value != "none" {
+		t.Errorf("ssl.client.auth: %+v", auth)
+	}
+	// Not set: Kafka's default (GSSAPI where Kafka has it, though Keel
+	// does not support it), or null where Kafka has none.
+	for name, want := range map[string]struct {
+		value string
+		typ   kmsg.ConfigType
+	}{
+		"sasl.enabled.mechanisms":                   {"GSSAPI", kmsg.ConfigTypeList},
+		"sasl.mechanism.inter.broker.protocol":      {"GSSAPI", kmsg.ConfigTypeString},
+		"sasl.oauthbearer.clock.skew.seconds":       {"30", kmsg.ConfigTypeInt},
+		"sasl.oauthbearer.jwks.endpoint.refresh.ms": {"3600000", kmsg.ConfigTypeLong},
+		"sasl.oauthbearer.sub.claim.name":           {"sub", kmsg.ConfigTypeString},
+		"sasl.oauthbearer.jwks.endpoint.url":        {"null", kmsg.ConfigTypeString},
+		"sasl.login.callback.handler.class":         {"null", kmsg.ConfigTypeClass},
+		"ssl.enabled.protocols":                     {"TLSv1.2,TLSv1.3", kmsg.ConfigTypeList},
+		"ssl.protocol":                              {"TLSv1.3", kmsg.ConfigTypeString},
+		"ssl.endpoint.identification.algorithm":     {"https", kmsg.ConfigTypeString},
+		"ssl.keystore.type":                         {"JKS", kmsg.ConfigTypeString},
+		"ssl.keystore.location":                     {"null", kmsg.ConfigTypeString},
+		"ssl.allow.dn.changes":                      {"false", kmsg.ConfigTypeBoolean},
+	} {
+		cfg, ok := configs[name]
+		if !ok || value(cfg) != want.value || cfg.ConfigType != want.typ || cfg.Source != kmsg.ConfigSourceDefaultConfig || cfg.IsSensitive {
+			t.Errorf("%s: described %v, value %s type %v source %v, want %s type %v, the default", name, ok, value(cfg), cfg.ConfigType, cfg.Source, want.value, want.typ)
+		}
+		if syns := cfg.ConfigSynonyms; len(syns) != 1 || syns[0].Source != kmsg.ConfigSourceDefaultConfig || (syns[0].Value == nil) != (cfg.Value == nil) {
+			t.Errorf("%s: synonyms %+v, want the default alone, null where the value is", name, syns)
 		}
 	}
 }

@@ -114,6 +114,12 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		c.ReadOnly = !metadata.IsDynamicBrokerConfig(name)
 		if m.IncludeSynonyms && m.Version >= 1 {
 			c.ConfigSynonyms = wireSynonyms(syns)
+			if value == nil { // a null default, its one synonym null too
+				c.ConfigSynonyms[0].Value = nil
+			}
+		}
+		if metadata.SensitiveConfig(name) {
+			hideSensitive(&c)
 		}
 		rr.Configs = append(rr.Configs, c)
 	}
@@ -164,10 +170,11 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		}
 		add(e.name, kmsg.StringPtr(syns[0].Value), e.typ, syns)
 	}
-	// The ssl.* and sasl.* settings server.properties set, plain and
-	// listener-prefixed, and the listeners' connection limits. Passwords
-	// and JAAS configurations are PASSWORD configs: sensitive, their value
-	// never returned, as Kafka does.
+	// The listener-prefixed ssl.* and sasl.* settings server.properties
+	// set (the plain ones are in entries), and the listeners' connection
+	// limits. Passwords, private keys, certificates and JAAS configurations
+	// are PASSWORD configs: sensitive, their value never returned, as Kafka
+	// does.
 	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL, b.cfg.ListenerConnectionQuotas} {
 		for _, name := range sortedKeys(security) {
 			_, dynamic := perBroker[name]
@@ -181,13 +188,13 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.ConfigType, c.Source, c.ReadOnly = name, listenerConfigType(name), kmsg.ConfigSource(sourceStaticBroker), !metadata.IsDynamicBrokerConfig(name)
 			c.Value = kmsg.StringPtr(security[name])
-			if metadata.SensitiveConfig(name) {
-				c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
-			}
 			if m.IncludeSynonyms && m.Version >= 1 {
 				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 				s.Name, s.Value, s.Source = name, c.Value, c.Source
 				c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+			}
+			if metadata.SensitiveConfig(name) {
+				hideSensitive(&c)
 			}
 			rr.Configs = append(rr.Configs, c)
 		}
@@ -212,16 +219,17 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 			if static, ok := b.cfg.ListenerConnectionQuotas[name]; ok {
 				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
 			}
-			n := len(rr.Configs)
 			add(name, kmsg.StringPtr(v), listenerConfigType(name), syns)
-			if len(rr.Configs) > n && metadata.SensitiveConfig(name) {
-				c := &rr.Configs[n]
-				c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
-				for i := range c.ConfigSynonyms {
-					c.ConfigSynonyms[i].Value = nil
-				}
-			}
 		}
+	}
+}
+
+// hideSensitive hides a PASSWORD config's value and its synonyms' values,
+// as Kafka describes them.
+func hideSensitive(c *kmsg.DescribeConfigsResponseResourceConfig) {
+	c.Value, c.ConfigType, c.IsSensitive = nil, kmsg.ConfigTypePassword, true
+	for i := range c.ConfigSynonyms {
+		c.ConfigSynonyms[i].Value = nil
 	}
 }
 

@@ -203,6 +203,17 @@ const (
 	oauthUnsecuredHandler       = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
 )
 
+// Kafka's defaults of the sasl.oauthbearer.* settings oauthBearerValidator
+// reads (DescribeConfigs reports them too: securityConfigDefaults).
+const (
+	oauthJWKSRefreshMs         = 3_600_000
+	oauthJWKSRetryBackoffMs    = 100
+	oauthJWKSRetryBackoffMaxMs = 10_000
+	oauthSubClaim              = "sub"
+	oauthScopeClaim            = "scope"
+	oauthClockSkewSeconds      = 30
+)
+
 // oauthBearerValidator builds listener's OAUTHBEARER validator from its
 // server callback handler and, for Kafka's OAuthBearerValidatorCallbackHandler,
 // the sasl.oauthbearer.* settings (each also listener- and
@@ -246,16 +257,16 @@ func oauthBearerValidator(cfg *Config, listener string, jaas sasl.JAASConfig, lo
 	}
 	cache := &sasl.JWKSCache{Fetch: fetch, Timeout: 10 * time.Second,
 		Log: func(msg string, args ...any) { log.Info(msg, append(args, "listener", listener, "url", url)...) }}
-	if cache.Refresh, err = millis("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000); err != nil {
+	if cache.Refresh, err = millis("sasl.oauthbearer.jwks.endpoint.refresh.ms", oauthJWKSRefreshMs); err != nil {
 		return nil, err
 	}
-	if cache.Backoff, err = millis("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100); err != nil {
+	if cache.Backoff, err = millis("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", oauthJWKSRetryBackoffMs); err != nil {
 		return nil, err
 	}
-	if cache.MaxBackoff, err = millis("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10_000); err != nil {
+	if cache.MaxBackoff, err = millis("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", oauthJWKSRetryBackoffMaxMs); err != nil {
 		return nil, err
 	}
-	v := &sasl.JWTValidator{Keys: cache, SubClaim: "sub", ScopeClaim: "scope", ClockSkew: 30 * time.Second}
+	v := &sasl.JWTValidator{Keys: cache, SubClaim: oauthSubClaim, ScopeClaim: oauthScopeClaim, ClockSkew: oauthClockSkewSeconds * time.Second}
 	if s, _ := setting("sasl.oauthbearer.sub.claim.name"); s != "" {
 		v.SubClaim = s
 	}

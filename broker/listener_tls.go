@@ -76,6 +76,13 @@ func listenerSetting(settings map[string]string, listener, key string, plain boo
 	return v, ok
 }
 
+// brokerSSLKeys are the ssl.* settings a node reads, plain or
+// listener-prefixed: a listener's TLS (tlsconf.Keys) and the rules of its
+// keystore updates (updateRules).
+func brokerSSLKeys() []string {
+	return append(tlsconf.Keys(), "ssl.allow.dn.changes", "ssl.allow.san.changes")
+}
+
 // nodeTLS is the TLS of a node's listeners: the server side of each SSL
 // listener it binds, and the client side of the two it dials on other
 // nodes, as Kafka builds a listener's SslFactory for both modes: the
