@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/network/tlsconf"
 )
 
@@ -17,8 +18,25 @@ type brokerConfigEntry struct {
 	name  string
 	value *string // nil: unset (a null value, as Kafka reports one)
 	typ   kmsg.ConfigType
-	// def is Kafka's default, rendered as value would be ("" = none).
+	// def is Kafka's default, rendered as value would be ("" = none,
+	// emptyDefault = an empty string or list).
 	def string
+}
+
+// emptyDefault is the def of a config whose Kafka default is an empty
+// string or list (authorizer.class.name, ssl.cipher.suites, ...), which
+// DescribeConfigs reports as "", where a config with no default is null.
+const emptyDefault = "\x00"
+
+// defaultValue is e's default as DescribeConfigs reports it; false: none.
+func (e brokerConfigEntry) defaultValue() (string, bool) {
+	switch e.def {
+	case "":
+		return "", false
+	case emptyDefault:
+		return "", true
+	}
+	return e.def, true
 }
 
 // brokerConfigEntries lists this node's static broker configs (the
@@ -56,7 +74,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 	entries := []brokerConfigEntry{
 		{"advertised.listeners", str(c.AdvertisedListeners), ts, ""},
 		{"allow.everyone.if.no.acl.found", b(c.AllowEveryoneIfNoACLFound), tb, "false"},
-		{"authorizer.class.name", str(c.AuthorizerClassName), ts, ""},
+		{"authorizer.class.name", str(c.AuthorizerClassName), ts, emptyDefault},
 		{"auto.create.topics.enable", b(c.AutoCreateTopicsEnable), tb, "true"},
 		{"auto.leader.rebalance.enable", b(c.AutoLeaderRebalanceEnable), tb, "true"},
 		{"broker.rack", str(c.BrokerRack), ts, ""},
@@ -65,8 +83,8 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"connections.max.idle.ms", ms(c.ConnectionsMaxIdle), tl, "600000"},
 		{"connections.max.reauth.ms", ms(c.ConnectionsMaxReauth), tl, "0"},
 		{"controller.listener.names", list(c.ControllerListenerNames), ts, ""},
-		{"controller.quorum.bootstrap.servers", list(c.ControllerQuorumBootstrapServers), tli, ""},
-		{"controller.quorum.voters", str(c.ControllerQuorumVoters), tli, ""},
+		{"controller.quorum.bootstrap.servers", list(c.ControllerQuorumBootstrapServers), tli, emptyDefault},
+		{"controller.quorum.voters", str(c.ControllerQuorumVoters), tli, emptyDefault},
 		{"default.replication.factor", i(int(c.DefaultReplicationFactor)), ti, "1"},
 		{"delete.topic.enable", b(c.DeleteTopicEnable), tb, "true"},
 		{"fetch.max.bytes", i(int(c.FetchMaxBytes)), ti, "57671680"},
@@ -79,7 +97,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"keel.log.delete.max.bytes.per.second", i64(c.LogDeleteBytesPerSecond), tl, "536870912"},
 		{"keel.log.writeback.bytes", i64(c.LogWritebackBytes), tl, "1048576"},
 		{"leader.imbalance.check.interval.seconds", i64(int64(c.LeaderImbalanceCheckInterval / time.Second)), tl, "300"},
-		{"listener.security.protocol.map", str(c.ListenerSecurityProtocolMap), ts, ""},
+		{"listener.security.protocol.map", explicit("listener.security.protocol.map", network.DefaultSecurityProtocolMapValue), ts, network.DefaultSecurityProtocolMapValue},
 		{"listeners", str(c.Listeners), ts, ""},
 		{"log.cleaner.backoff.ms", ms(c.LogCleanerBackoff), tl, "15000"},
 		{"log.cleaner.dedupe.buffer.size", i64(c.LogCleanerDedupeBufferSize), tl, "134217728"},
@@ -112,7 +130,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"max.connections", i(c.MaxConnections), ti, "2147483647"},
 		{"max.connection.creation.rate", i(c.MaxConnectionCreationRate), ti, "2147483647"},
 		{"max.connections.per.ip", i(c.MaxConnectionsPerIP), ti, "2147483647"},
-		{"max.connections.per.ip.overrides", str(c.MaxConnectionsPerIPOverrides), ts, ""},
+		{"max.connections.per.ip.overrides", str(c.MaxConnectionsPerIPOverrides), ts, emptyDefault},
 		{"max.incremental.fetch.session.cache.slots", i(c.FetchSessionCacheSlots), ti, "1000"},
 		{"metadata.log.max.record.bytes.between.snapshots", i64(c.MetadataMaxBytesBetweenSnapshots), tl, "20971520"},
 		{"metadata.log.max.snapshot.interval.ms", ms(c.MetadataMaxSnapshotInterval), tl, "3600000"},
@@ -189,7 +207,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 }
 
 // securityConfigDefault is a security setting's type and Kafka's default
-// ("" = none).
+// ("" = none, emptyDefault = empty).
 type securityConfigDefault struct {
 	name string
 	typ  kmsg.ConfigType
@@ -228,7 +246,7 @@ func securityConfigDefaults() []securityConfigDefault {
 		{"sasl.oauthbearer.token.endpoint.url", ts, ""},
 		{"ssl.allow.dn.changes", tb, "false"},
 		{"ssl.allow.san.changes", tb, "false"},
-		{"ssl.cipher.suites", tli, ""},
+		{"ssl.cipher.suites", tli, emptyDefault},
 		{"ssl.client.auth", ts, tls.ClientAuth},
 		{"ssl.enabled.protocols", tli, strings.Join(tls.EnabledProtocols, ",")},
 		{"ssl.endpoint.identification.algorithm", ts, tls.EndpointIdentificationAlgorithm},

@@ -589,7 +589,8 @@ func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 		t.Errorf("ssl.client.auth: %+v", auth)
 	}
 	// Not set: Kafka's default (GSSAPI where Kafka has it, though Keel
-	// does not support it), or null where Kafka has none.
+	// does not support it), empty where Kafka's is an empty string or
+	// list, or null where Kafka has none.
 	for name, want := range map[string]struct {
 		value string
 		typ   kmsg.ConfigType
@@ -607,6 +608,12 @@ func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 		"ssl.keystore.type":                         {"JKS", kmsg.ConfigTypeString},
 		"ssl.keystore.location":                     {"null", kmsg.ConfigTypeString},
 		"ssl.allow.dn.changes":                      {"false", kmsg.ConfigTypeBoolean},
+		"ssl.cipher.suites":                         {"", kmsg.ConfigTypeList},
+		"authorizer.class.name":                     {"", kmsg.ConfigTypeString},
+		"max.connections.per.ip.overrides":          {"", kmsg.ConfigTypeString},
+		"controller.quorum.bootstrap.servers":       {"", kmsg.ConfigTypeList},
+		"listener.security.protocol.map":            {"SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", kmsg.ConfigTypeString},
+		"broker.rack":                               {"null", kmsg.ConfigTypeString},
 	} {
 		cfg, ok := configs[name]
 		if !ok || value(cfg) != want.value || cfg.ConfigType != want.typ || cfg.Source != kmsg.ConfigSourceDefaultConfig || cfg.IsSensitive {

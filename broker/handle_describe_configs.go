@@ -157,11 +157,12 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		if v, ok := clusterDefaults[e.name]; ok {
 			syns = append(syns, configSynonym{Name: e.name, Value: v, Source: sourceDynamicDefaultBroker})
 		}
-		if e.value != nil && *e.value != e.def {
+		def, hasDef := e.defaultValue()
+		if e.value != nil && *e.value != def {
 			syns = append(syns, configSynonym{Name: e.name, Value: *e.value, Source: sourceStaticBroker})
 		}
-		if e.def != "" {
-			syns = append(syns, configSynonym{Name: e.name, Value: e.def, Source: sourceDefault})
+		if hasDef {
+			syns = append(syns, configSynonym{Name: e.name, Value: def, Source: sourceDefault})
 		}
 		if len(syns) == 0 { // no default and no value: a null default
 			syns = append(syns, configSynonym{Name: e.name, Value: "", Source: sourceDefault})

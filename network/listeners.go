@@ -53,6 +53,8 @@ func (l Listener) String() string { return l.Name + "://" + l.Address() }
 // controller.listener.names to PLAINTEXT when no map is configured; that
 // rule needs controller.listener.names and belongs to the broker's config
 // assembly.)
+//
+// DefaultSecurityProtocolMapValue is the same map as Kafka renders it.
 func DefaultSecurityProtocolMap() map[string]SecurityProtocol {
 	m := make(map[string]SecurityProtocol, len(knownProtocols))
 	for _, p := range knownProtocols {
@@ -60,6 +62,12 @@ func DefaultSecurityProtocolMap() map[string]SecurityProtocol {
 	}
 	return m
 }
+
+// DefaultSecurityProtocolMapValue is Kafka's default
+// listener.security.protocol.map as Kafka writes it (its broker config
+// docs, DescribeConfigs): the order is that of the Java HashMap Kafka
+// builds it from.
+const DefaultSecurityProtocolMapValue = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 
 // ParseSecurityProtocol parses a protocol name, case-insensitively.
 func ParseSecurityProtocol(name string) (SecurityProtocol, error) {

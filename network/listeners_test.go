@@ -6,6 +6,17 @@ import (
 	"testing"
 )
 
+// The default map as Kafka writes it is the default map.
+func TestDefaultSecurityProtocolMapValue(t *testing.T) {
+	m, err := ParseSecurityProtocolMap(DefaultSecurityProtocolMapValue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(m, DefaultSecurityProtocolMap()) {
+		t.Errorf("%s parses to %v, the default map is %v", DefaultSecurityProtocolMapValue, m, DefaultSecurityProtocolMap())
+	}
+}
+
 func TestParseListeners(t *testing.T) {
 	defaults := DefaultSecurityProtocolMap()
 	kraft, err := ParseSecurityProtocolMap("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT")
