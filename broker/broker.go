@@ -139,9 +139,9 @@ type Broker struct {
 	// controllerListeners are the listeners this handler does not serve
 	// (controller.listener.names): the node routes them elsewhere.
 	controllerListeners map[string]bool
-	// staticTopicDefaults are the server.properties values of the broker
-	// synonyms of topic configs (log.retention.ms, ...), by synonym name.
-	staticTopicDefaults map[string]string
+	// configs describes this node's configs (DescribeConfigs) and
+	// resolves a topic config's effective value.
+	configs *nodeConfigs
 	// leaderQuota and followerQuota are the replication throttles
 	// (quota.go).
 	leaderQuota, followerQuota *rateQuota
@@ -257,7 +257,7 @@ func New(opts Options) (*Broker, error) {
 		log:                 opts.Logger.Named("broker"),
 		now:                 opts.Now,
 		controllerListeners: map[string]bool{},
-		staticTopicDefaults: StaticTopicConfigDefaults(cfg),
+		configs:             newNodeConfigs(opts.NodeID, cfg),
 		autoCreating:        map[string]bool{},
 		ctx:                 ctx,
 		cancel:              cancel,

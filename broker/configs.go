@@ -336,7 +336,7 @@ func (b *Broker) updateCleaner(img *metadata.Image) {
 // server.properties, and Kafka's default (named after a broker synonym when
 // there is one, as Kafka names it; metadata.ConfigDef.BrokerDefault). ok is
 // false for an unknown config.
-func (b *Broker) topicConfigSynonyms(img *metadata.Image, topic, name string) (value string, source int8, syns []configSynonym, ok bool) {
+func (n *nodeConfigs) topicConfigSynonyms(img *metadata.Image, topic, name string) (value string, source int8, syns []configSynonym, ok bool) {
 	d, ok := metadata.TopicConfigDef(name)
 	if !ok {
 		return "", 0, nil, false
@@ -345,9 +345,9 @@ func (b *Broker) topicConfigSynonyms(img *metadata.Image, topic, name string) (v
 		syns = append(syns, configSynonym{Name: name, Value: v, Source: sourceDynamicTopic})
 	}
 	v, src, brokerSyns, ok := d.BrokerDefault(
-		metadata.ConfigLayer{Configs: img.ConfigsView(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(b.nodeID))}), Source: sourceDynamicBroker},
+		metadata.ConfigLayer{Configs: img.ConfigsView(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: strconv.Itoa(int(n.nodeID))}), Source: sourceDynamicBroker},
 		metadata.ConfigLayer{Configs: img.ConfigsView(metadata.ConfigResource{Type: metadata.ConfigResourceBroker}), Source: sourceDynamicDefaultBroker},
-		metadata.ConfigLayer{Configs: b.staticTopicDefaults, Source: sourceStaticBroker},
+		metadata.ConfigLayer{Configs: n.staticTopicDefaults, Source: sourceStaticBroker},
 	)
 	if !ok {
 		v, src, brokerSyns = d.Default, sourceDefault, []configSynonym{{Name: name, Value: d.Default, Source: sourceDefault}}
@@ -362,7 +362,7 @@ func (b *Broker) topicConfigSynonyms(img *metadata.Image, topic, name string) (v
 // topicConfigValue is a topic config's effective value and its source; ""
 // and 0 for an unknown config.
 func (b *Broker) topicConfigValue(img *metadata.Image, topic, name string) (string, int8) {
-	v, src, _, _ := b.topicConfigSynonyms(img, topic, name)
+	v, src, _, _ := b.configs.topicConfigSynonyms(img, topic, name)
 	return v, src
 }
 

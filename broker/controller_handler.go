@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -51,6 +50,8 @@ type controllerHandler struct {
 	// authorizer, if set, admits only principals with CLUSTER_ACTION
 	// (authorized).
 	authorizer *metadata.Authorizer
+	// configs answers DescribeConfigs from this node's configuration.
+	configs *nodeConfigs
 }
 
 func newControllerHandler(driver *controllerDriver, raft *raftlog.Node, nodeID int32, voters func() map[int32]string, dynamic bool, listener string, logger hclog.Logger, wg *sync.WaitGroup) *controllerHandler {
@@ -279,61 +280,65 @@ func replicaState(r raftlog.ReplicaState) kmsg.DescribeQuorumResponseTopicPartit
 
 // describeConfigs answers DescribeConfigs on a controller listener (an
 // admin client with --bootstrap-controller, KIP-919) from this
-// controller's metadata image: the dynamic configs set on a broker, on the
-// cluster-wide broker defaults ("") and on a topic. A controller knows no
-// broker's server.properties, so static values and defaults are not
-// listed; sensitive values are never returned.
+// controller's metadata image and its own configuration, as Kafka's
+// ConfigHelper does on controllers: this node's id gives every static
+// config with the dynamic ones overlaid, the empty name the cluster-wide
+// dynamic defaults, a topic every topic config with its effective value
+// (this node's server.properties supplying the broker synonyms), exactly
+// as a broker answers them. Another broker's id, which Kafka refuses
+// (INVALID_REQUEST: the request belongs on that node), gets the dynamic
+// configs the metadata log holds for it: a controller knows no other
+// node's server.properties. Sensitive values are never returned.
 func (h *controllerHandler) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	img := h.raft.Image()
 	for _, rr := range req.Resources {
 		out := kmsg.NewDescribeConfigsResponseResource()
 		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
-		fail := func(code int16, msg string) {
-			out.ErrorCode, out.ErrorMessage = code, kmsg.StringPtr(msg)
-			resp.Resources = append(resp.Resources, out)
-		}
-		var res metadata.ConfigResource
-		var source kmsg.ConfigSource
 		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeBroker:
-			if _, err := strconv.ParseInt(rr.ResourceName, 10, 32); err != nil && rr.ResourceName != "" {
-				fail(kerr.InvalidRequest.Code, "broker resource "+rr.ResourceName+" is not a broker id")
-				continue
-			}
-			res, source = metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: rr.ResourceName}, kmsg.ConfigSourceDynamicBrokerConfig
-			if rr.ResourceName == "" {
-				source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
-			}
 		case kmsg.ConfigResourceTypeTopic:
-			if _, ok := img.Topic(rr.ResourceName); !ok {
-				fail(kerr.UnknownTopicOrPartition.Code, "topic "+rr.ResourceName+" does not exist")
-				continue
+			h.configs.describeTopicConfigs(img, req, &out, wantConfig(rr))
+		case kmsg.ConfigResourceTypeBroker:
+			id, err := strconv.ParseInt(rr.ResourceName, 10, 32)
+			switch {
+			case rr.ResourceName == "" || err == nil && int32(id) == h.nodeID:
+				h.configs.describeBrokerConfigs(img, req, &out, wantConfig(rr))
+			case err != nil:
+				out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("broker resource "+rr.ResourceName+" is not a broker id")
+			default:
+				describeDynamicBrokerConfigs(img, req, &out, wantConfig(rr))
 			}
-			res, source = metadata.ConfigResource{Type: metadata.ConfigResourceTopic, Name: rr.ResourceName}, kmsg.ConfigSourceDynamicTopicConfig
 		default:
-			fail(kerr.InvalidRequest.Code, "a controller describes broker and topic configs")
-			continue
-		}
-		configs := img.Configs(res)
-		for _, name := range sortedKeys(configs) {
-			if rr.ConfigNames != nil && !slices.Contains(rr.ConfigNames, name) {
-				continue
-			}
-			c := kmsg.NewDescribeConfigsResponseResourceConfig()
-			c.Name, c.Value, c.Source, c.ConfigType = name, kmsg.StringPtr(configs[name]), source, kmsg.ConfigTypeString
-			c.ReadOnly = rr.ResourceType == kmsg.ConfigResourceTypeBroker && !metadata.IsDynamicBrokerConfig(name)
-			if metadata.SensitiveConfig(name) {
-				c.Value, c.IsSensitive, c.ConfigType = nil, true, kmsg.ConfigTypePassword
-			}
-			if req.IncludeSynonyms && req.Version >= 1 {
-				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				s.Name, s.Value, s.Source = name, c.Value, source
-				c.ConfigSynonyms = append(c.ConfigSynonyms, s)
-			}
-			out.Configs = append(out.Configs, c)
+			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("a controller describes broker and topic configs")
 		}
 		resp.Resources = append(resp.Resources, out)
 	}
 	return resp
+}
+
+// describeDynamicBrokerConfigs lists the dynamic configs the metadata log
+// holds for the broker rr names, with the cluster-wide value each
+// overrides as its synonym.
+func describeDynamicBrokerConfigs(img *metadata.Image, req *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
+	perBroker := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: rr.ResourceName})
+	clusterDefaults := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker})
+	for _, name := range sortedKeys(perBroker) {
+		if !want(name) {
+			continue
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.Source, c.ConfigType = name, kmsg.StringPtr(perBroker[name]), kmsg.ConfigSourceDynamicBrokerConfig, kmsg.ConfigTypeString
+		c.ReadOnly = !metadata.IsDynamicBrokerConfig(name)
+		if req.IncludeSynonyms && req.Version >= 1 {
+			syns := []configSynonym{{Name: name, Value: perBroker[name], Source: sourceDynamicBroker}}
+			if v, ok := clusterDefaults[name]; ok {
+				syns = append(syns, configSynonym{Name: name, Value: v, Source: sourceDynamicDefaultBroker})
+			}
+			c.ConfigSynonyms = wireSynonyms(syns)
+		}
+		if metadata.SensitiveConfig(name) {
+			hideSensitive(&c)
+		}
+		rr.Configs = append(rr.Configs, c)
+	}
 }

@@ -1,7 +1,8 @@
 package broker
 
 // DescribeConfigs (key 32), v0–v4, answered from this broker's image and
-// configuration (Kafka's ConfigHelper).
+// configuration (Kafka's ConfigHelper). A controller answers broker and
+// topic resources with the same nodeConfigs (controller_handler.go).
 //
 //   - Topic resources: every topic config (or the requested ones; unknown
 //     names are left out) with its effective value and source, in Kafka's
@@ -24,6 +25,7 @@ package broker
 //     IncludeDocumentation (topic configs).
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,22 +40,12 @@ func (b *Broker) handleDescribeConfigs(m *kmsg.DescribeConfigsRequest) kmsg.Resp
 	for _, r := range m.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		want := func(name string) bool {
-			if r.ConfigNames == nil {
-				return true
-			}
-			for _, n := range r.ConfigNames {
-				if n == name {
-					return true
-				}
-			}
-			return false
-		}
+		want := wantConfig(r)
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			b.describeTopicConfigs(img, m, &rr, want)
+			b.configs.describeTopicConfigs(img, m, &rr, want)
 		case kmsg.ConfigResourceTypeBroker:
-			b.describeBrokerConfigs(img, m, &rr, want)
+			b.configs.describeBrokerConfigs(img, m, &rr, want)
 		case kmsg.ConfigResourceTypeBrokerLogger:
 			b.describeBrokerLoggers(&rr, want)
 		default:
@@ -65,7 +57,28 @@ func (b *Broker) handleDescribeConfigs(m *kmsg.DescribeConfigsRequest) kmsg.Resp
 	return resp
 }
 
-func (b *Broker) describeTopicConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
+// nodeConfigs answers DescribeConfigs for a node's broker and topic
+// resources from its own configuration and a metadata image: a broker's
+// handler, and a controller's (KIP-919), as Kafka's ConfigHelper serves
+// both.
+type nodeConfigs struct {
+	cfg    *Config
+	nodeID int32
+	// staticTopicDefaults are the server.properties values of the broker
+	// synonyms of topic configs (log.retention.ms, ...), by synonym name.
+	staticTopicDefaults map[string]string
+}
+
+func newNodeConfigs(nodeID int32, cfg *Config) *nodeConfigs {
+	return &nodeConfigs{cfg: cfg, nodeID: nodeID, staticTopicDefaults: StaticTopicConfigDefaults(cfg)}
+}
+
+// wantConfig is a resource's filter of config names: all when it names none.
+func wantConfig(r kmsg.DescribeConfigsRequestResource) func(string) bool {
+	return func(name string) bool { return r.ConfigNames == nil || slices.Contains(r.ConfigNames, name) }
+}
+
+func (n *nodeConfigs) describeTopicConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
 	topic := rr.ResourceName
 	if validateTopicName(topic) != nil {
 		rr.ErrorCode = kerr.InvalidTopicException.Code
@@ -82,7 +95,7 @@ func (b *Broker) describeTopicConfigs(img *metadata.Image, m *kmsg.DescribeConfi
 			continue
 		}
 		def, _ := metadata.TopicConfigDef(name)
-		value, source, syns, _ := b.topicConfigSynonyms(img, topic, name)
+		value, source, syns, _ := n.topicConfigSynonyms(img, topic, name)
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
 		c.Name = name
 		c.Value = kmsg.StringPtr(value)
@@ -101,7 +114,7 @@ func (b *Broker) describeTopicConfigs(img *metadata.Image, m *kmsg.DescribeConfi
 	}
 }
 
-func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
+func (n *nodeConfigs) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
 	clusterDefaults := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker})
 	add := func(name string, value *string, typ kmsg.ConfigType, syns []configSynonym) {
 		if !want(name) {
@@ -123,7 +136,7 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		}
 		rr.Configs = append(rr.Configs, c)
 	}
-	entries := brokerConfigEntries(b.cfg)
+	entries := brokerConfigEntries(n.cfg)
 	// typeOf is a key's type as a broker describes it; a dynamic key
 	// outside that table is a STRING.
 	typeOf := func(name string) kmsg.ConfigType {
@@ -141,9 +154,9 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 		}
 		return
 	}
-	if id, err := strconv.ParseInt(rr.ResourceName, 10, 32); err != nil || int32(id) != b.nodeID {
+	if id, err := strconv.ParseInt(rr.ResourceName, 10, 32); err != nil || int32(id) != n.nodeID {
 		rr.ErrorCode = kerr.InvalidRequest.Code
-		rr.ErrorMessage = kmsg.StringPtr("unexpected broker id, expected " + strconv.Itoa(int(b.nodeID)) + " or empty string, but received " + rr.ResourceName)
+		rr.ErrorMessage = kmsg.StringPtr("unexpected broker id, expected " + strconv.Itoa(int(n.nodeID)) + " or empty string, but received " + rr.ResourceName)
 		return
 	}
 	perBroker := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: rr.ResourceName})
@@ -176,7 +189,7 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 	// limits. Passwords, private keys, certificates and JAAS configurations
 	// are PASSWORD configs: sensitive, their value never returned, as Kafka
 	// does.
-	for _, security := range []map[string]string{b.cfg.SSL, b.cfg.SASL, b.cfg.ListenerConnectionQuotas} {
+	for _, security := range []map[string]string{n.cfg.SSL, n.cfg.SASL, n.cfg.ListenerConnectionQuotas} {
 		for _, name := range sortedKeys(security) {
 			_, dynamic := perBroker[name]
 			if _, cluster := clusterDefaults[name]; cluster {
@@ -214,10 +227,10 @@ func (b *Broker) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConf
 			if cluster, ok := clusterDefaults[name]; ok && dyn.source == sourceDynamicBroker {
 				syns = append(syns, configSynonym{Name: name, Value: cluster, Source: sourceDynamicDefaultBroker})
 			}
-			if static, ok := b.cfg.SSL[name]; ok {
+			if static, ok := n.cfg.SSL[name]; ok {
 				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
 			}
-			if static, ok := b.cfg.ListenerConnectionQuotas[name]; ok {
+			if static, ok := n.cfg.ListenerConnectionQuotas[name]; ok {
 				syns = append(syns, configSynonym{Name: name, Value: static, Source: sourceStaticBroker})
 			}
 			add(name, kmsg.StringPtr(v), listenerConfigType(name), syns)

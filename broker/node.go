@@ -332,6 +332,7 @@ func (n *Node) start() (err error) {
 		router.controller.forward = channel(newLeaderChannel(currentVoters, n.raft.LeaderID, cfg.NodeID, clientID, tlsCfg.controllerDial)).send
 		router.controller.clusterID = n.clusterID
 		router.controller.authorizer = newAuthorizer(cfg)
+		router.controller.configs = newNodeConfigs(cfg.NodeID, cfg)
 	}
 	if isBroker {
 		n.logs, err = storage.OpenManager(storage.ManagerConfig{

@@ -356,3 +356,50 @@ func TestLeaderlessControllerAnswersDescribeQuorum(t *testing.T) {
 		t.Fatalf("answered after %v", took)
 	}
 }
+
+// A controller-only node answers DescribeConfigs for its own id as a
+// broker does (KIP-919, Kafka's ConfigHelper on controllers): every config
+// of its server.properties with Kafka's defaults behind them. Another
+// broker's id gets the dynamic configs the metadata log holds (here none),
+// a name that is no id INVALID_REQUEST.
+func TestControllerOnlyNodeDescribesItsConfigs(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "controller"}})
+	c.WaitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeSynonyms = 4, true
+	for _, name := range []string{"1", "2", "one"} {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, name
+		req.Resources = append(req.Resources, r)
+	}
+	resp, err := broker.Request(ctx, c.ControllerAddr(1), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := resp.(*kmsg.DescribeConfigsResponse).Resources
+	if len(rs) != 3 {
+		t.Fatalf("%d resources answered", len(rs))
+	}
+	own := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, cfg := range rs[0].Configs {
+		own[cfg.Name] = cfg
+	}
+	for name, want := range map[string]struct {
+		value  string
+		source kmsg.ConfigSource
+	}{
+		"node.id":             {"1", kmsg.ConfigSourceStaticBrokerConfig},
+		"process.roles":       {"controller", kmsg.ConfigSourceStaticBrokerConfig},
+		"log.retention.hours": {"168", kmsg.ConfigSourceDefaultConfig},
+		"ssl.client.auth":     {"none", kmsg.ConfigSourceDefaultConfig},
+	} {
+		if cfg, ok := own[name]; !ok || cfg.Value == nil || *cfg.Value != want.value || cfg.Source != want.source {
+			t.Errorf("%s: described %v, %+v; want %s from %v", name, ok, cfg, want.value, want.source)
+		}
+	}
+	if rs[0].ErrorCode != 0 || rs[1].ErrorCode != 0 || len(rs[1].Configs) != 0 || rs[2].ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("errors %d %d %d, %d configs of broker 2", rs[0].ErrorCode, rs[1].ErrorCode, rs[2].ErrorCode, len(rs[1].Configs))
+	}
+}

@@ -50,10 +50,12 @@ func configsCommand() *cli.Command {
 					"  keel configs describe --entity-type brokers --entity-default\n" +
 					"  keel configs describe --topic orders --all -o json\n" +
 					"  keel configs describe --bootstrap-controller ctl1:9093 --broker-defaults\n\n" +
-					"With --bootstrap-controller a controller answers from the metadata log: the dynamic\n" +
-					"configs only (it knows no broker's server.properties), topics by name.",
+					"With --bootstrap-controller a controller answers (KIP-919), as a broker would, from\n" +
+					"the metadata log and its own server.properties: its own id and topics (by name) with\n" +
+					"--all too; another broker's id gets the dynamic configs only, as the controller knows\n" +
+					"no other node's server.properties.",
 				Flags: adminFlags(append(entityFlags(), &cli.BoolFlag{Name: "all", Usage: "every config, not only the dynamic ones"}, outputFlag(),
-					&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's `HOST:PORT`: the dynamic configs as the metadata log holds them, no broker needed"})...),
+					&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's `HOST:PORT`: ask it instead of a broker, no broker needed"})...),
 				Action: configsDescribe,
 			},
 			{
@@ -569,18 +571,19 @@ func viaController(c *cli.Context, req kmsg.Request, code func(kmsg.Response) in
 	return resp, nil
 }
 
-// describeViaController prints the dynamic configs the metadata log holds,
-// as a controller answers DescribeConfigs (kafka-configs.sh --describe
-// --bootstrap-controller, KIP-919): a broker's, the cluster defaults', or
-// a topic's; without a name, every broker's and the defaults.
+// describeViaController prints configs as a controller answers
+// DescribeConfigs (kafka-configs.sh --describe --bootstrap-controller,
+// KIP-919): a broker's (all of them for the controller's own id, the
+// dynamic ones for another), the cluster defaults', or a topic's; without
+// a name, every broker's and the defaults.
 func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 	switch {
 	case e.quotaTypes != nil || e.typ == client.BrokerLoggerConfig:
 		return errors.New("--bootstrap-controller describes broker and topic configs; give --bootstrap-server for the others")
-	case c.Bool("all"):
-		return errors.New("--bootstrap-controller: a controller knows the dynamic configs only, not a broker's server.properties (--all)")
 	case e.typ == client.TopicConfig && len(e.names) == 0:
 		return errors.New("--bootstrap-controller: name the topic (--topic or --entity-name)")
+	case c.Bool("all") && e.typ == client.BrokerConfig && len(e.names) == 0:
+		return errors.New("--bootstrap-controller with --all: name the controller's own node (--entity-name), the one whose server.properties it knows")
 	}
 	dial, err := commandDial(c)
 	if err != nil {
@@ -610,6 +613,13 @@ func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 		if err != nil {
 			return nil, err
 		}
-		return client.DescribeConfigsResults(resp.(*kmsg.DescribeConfigsResponse)), nil
+		results := client.DescribeConfigsResults(resp.(*kmsg.DescribeConfigsResponse))
+		// A controller lists every config (node.id among them) only of
+		// its own node; of another broker, the dynamic ones.
+		if c.Bool("all") && e.typ == client.BrokerConfig && name != "" && len(results) == 1 && results[0].Err == nil &&
+			!slices.ContainsFunc(results[0].Configs, func(ce client.ConfigEntry) bool { return ce.Name == "node.id" }) {
+			return nil, fmt.Errorf("--bootstrap-controller %s is not node %s, whose server.properties it does not know: give node %s's controller listener, or drop --all for the dynamic configs", addr, name, name)
+		}
+		return results, nil
 	}, asJSON)
 }

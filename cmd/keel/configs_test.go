@@ -209,7 +209,7 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		t.Errorf("cluster defaults after the changes through the controllers:\n%s", out)
 	}
 	// describe through a controller: the dynamic configs of the metadata
-	// log, a topic's too.
+	// log, a topic's too, with the synonyms a broker gives them.
 	ctl := c.ControllerAddr(3)
 	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--broker-defaults")
@@ -226,7 +226,7 @@ func TestCLIConfigsThroughController(t *testing.T) {
 	// A follower controller's image may be a moment behind the write.
 	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--topic", "via-controller")
-		if strings.Contains(out, "Dynamic configs for topic via-controller are:\n  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000}\n") {
+		if strings.Contains(out, "Dynamic configs for topic via-controller are:\n  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=103, DEFAULT_CONFIG:log.retention.hours=168}\n") {
 			break
 		}
 		if time.Since(start) > 10*time.Second {
@@ -258,6 +258,29 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		!strings.Contains(out, "Default configs for brokers in the cluster are:") {
 		t.Errorf("every broker through a controller:\n%s", out)
 	}
+	// --all through a controller, as kafka-configs.sh --bootstrap-controller
+	// --describe --all: its own id lists its server.properties under the
+	// dynamic values, as a broker does; a topic every config.
+	out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--entity-type", "brokers", "--entity-name", "3", "--all")
+	for _, want := range []string{
+		"All configs for broker 3 are:\n",
+		"  node.id=3 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=3}\n",
+		"  log.retention.hours=103 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=103, DEFAULT_CONFIG:log.retention.hours=168}\n",
+		"  authorizer.class.name= sensitive=false synonyms={DEFAULT_CONFIG:authorizer.class.name=}\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("broker 3 --all through its controller lacks %q:\n%s", want, out)
+		}
+	}
+	out = ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--topic", "via-controller", "--all")
+	for _, want := range []string{
+		"  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=103, DEFAULT_CONFIG:log.retention.hours=168}\n",
+		"  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("a topic --all through a controller lacks %q:\n%s", want, out)
+		}
+	}
 	for _, bad := range []struct {
 		args []string
 		msg  string
@@ -275,7 +298,8 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--broker", "1", "--all"}, "dynamic configs only"},
+		{[]string{"--broker", "1", "--all"}, "is not node 1"},
+		{[]string{"--entity-type", "brokers", "--all"}, "name the controller's own node"},
 		{[]string{"--entity-type", "topics"}, "name the topic"},
 		{[]string{"--topic", "no-such-topic"}, "UNKNOWN_TOPIC_OR_PARTITION"},
 	} {
