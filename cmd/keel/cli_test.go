@@ -60,6 +60,17 @@ func keel(t *testing.T, bootstrap, stdin string, args ...string) cliResult {
 	return res
 }
 
+// wantLines fails the test for each of wants that out, what a command
+// printed, lacks.
+func wantLines(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
+	}
+}
+
 // ok runs keel and fails the test unless it exits 0.
 func ok(t *testing.T, bootstrap, stdin string, args ...string) string {
 	t.Helper()
