@@ -122,10 +122,14 @@ func TestDescribeCluster(t *testing.T) {
 		len(resp.Brokers) != 1 || resp.Brokers[0].Port != int32(c.port) || resp.ClusterAuthorizedOperations != clusterAuthorizedOperations {
 		t.Fatalf("describe cluster: %+v", resp)
 	}
-	req.EndpointType = 2
-	resp = request[*kmsg.DescribeClusterResponse](t, cl, req)
-	if resp.ErrorCode != kerr.UnsupportedEndpointType.Code {
-		t.Fatalf("controllers endpoint type: %v", kerr.ErrorForCode(resp.ErrorCode))
+	// Controllers are described by controllers (KIP-919): an admin client
+	// given a broker as a bootstrap controller learns it was the wrong one.
+	for typ, want := range map[int8]int16{2: kerr.MismatchedEndpointType.Code, 3: kerr.UnsupportedEndpointType.Code} {
+		req.EndpointType = typ
+		resp = request[*kmsg.DescribeClusterResponse](t, cl, req)
+		if resp.ErrorCode != want || len(resp.Brokers) != 0 {
+			t.Errorf("endpoint type %d: %v, %d brokers; want %v", typ, kerr.ErrorForCode(resp.ErrorCode), len(resp.Brokers), kerr.ErrorForCode(want))
+		}
 	}
 }
 

@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -246,14 +248,45 @@ func (h *controllerHandler) describeQuorum(ctx context.Context, req *kmsg.Descri
 }
 
 // describeCluster answers DescribeCluster on a controller listener
-// (KIP-919): the cluster id, the active controller, and the registered
-// brokers.
+// (KIP-919). EndpointType 2 (controllers), what an admin client with
+// bootstrap.controllers asks (kafka-metadata-quorum.sh and kafka-configs.sh
+// --bootstrap-controller), gets the voters at their controller endpoints,
+// which the client then sends its requests to by node id, and the active
+// controller, as Kafka's controllers answer. EndpointType 1, which Kafka
+// refuses on a controller listener (MISMATCHED_ENDPOINT_TYPE), gets the
+// registered brokers: keel's own CLI reads the cluster id and the broker
+// ids so. Any other type is UNSUPPORTED_ENDPOINT_TYPE.
 func (h *controllerHandler) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.EndpointType != endpointTypeBroker {
+		if code, msg := describeClusterEndpointCheck(req, endpointTypeController); code != 0 {
+			resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+			return resp
+		}
+	}
 	resp.ClusterID = h.clusterID
+	resp.EndpointType = req.EndpointType
+	leader, hasLeader := h.raft.LeaderID()
 	resp.ControllerID = -1
-	if id, ok := h.raft.LeaderID(); ok {
-		resp.ControllerID = id
+	if req.EndpointType == endpointTypeController {
+		voters := h.voters()
+		for _, id := range slices.Sorted(maps.Keys(voters)) {
+			host, port, err := net.SplitHostPort(voters[id])
+			if err != nil {
+				continue
+			}
+			n, _ := strconv.Atoi(port)
+			rb := kmsg.NewDescribeClusterResponseBroker()
+			rb.NodeID, rb.Host, rb.Port = id, host, int32(n)
+			resp.Brokers = append(resp.Brokers, rb)
+			if hasLeader && id == leader {
+				resp.ControllerID = leader // as Kafka: only a node it lists
+			}
+		}
+		return resp
+	}
+	if hasLeader {
+		resp.ControllerID = leader
 	}
 	for _, b := range h.raft.Image().Brokers() {
 		rb := kmsg.NewDescribeClusterResponseBroker()

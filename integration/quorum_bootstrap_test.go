@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -401,5 +402,39 @@ func TestControllerOnlyNodeDescribesItsConfigs(t *testing.T) {
 	}
 	if rs[0].ErrorCode != 0 || rs[1].ErrorCode != 0 || len(rs[1].Configs) != 0 || rs[2].ErrorCode != kerr.InvalidRequest.Code {
 		t.Errorf("errors %d %d %d, %d configs of broker 2", rs[0].ErrorCode, rs[1].ErrorCode, rs[2].ErrorCode, len(rs[1].Configs))
+	}
+}
+
+// An admin client given bootstrap.controllers (kafka-metadata-quorum.sh
+// and kafka-configs.sh --bootstrap-controller, KIP-919) learns the
+// controllers from DescribeCluster with EndpointType 2: the voters at
+// their controller endpoints, the active one among them, and the type it
+// asked for echoed (Kafka's admin refuses a response of another type).
+func TestControllerDescribesTheControllers(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "controller"}})
+	c.WaitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	describe := func(version int16, endpointType int8) *kmsg.DescribeClusterResponse {
+		t.Helper()
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.Version, req.EndpointType = version, endpointType
+		resp, err := broker.Request(ctx, c.ControllerAddr(1), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.DescribeClusterResponse)
+	}
+	resp := describe(1, 2)
+	for deadline := time.Now().Add(10 * time.Second); resp.ControllerID == -1 && time.Now().Before(deadline); resp = describe(1, 2) {
+		time.Sleep(20 * time.Millisecond) // no leader elected yet
+	}
+	host, port, _ := net.SplitHostPort(c.ControllerAddr(1))
+	if resp.ErrorCode != 0 || resp.EndpointType != 2 || resp.ControllerID != 1 || resp.ClusterID == "" || len(resp.Brokers) != 1 ||
+		resp.Brokers[0].NodeID != 1 || resp.Brokers[0].Host != host || strconv.Itoa(int(resp.Brokers[0].Port)) != port {
+		t.Errorf("controllers: %+v, want node 1 at %s", resp, c.ControllerAddr(1))
+	}
+	if resp := describe(1, 3); resp.ErrorCode != kerr.UnsupportedEndpointType.Code {
+		t.Errorf("endpoint type 3: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
