@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,10 +51,11 @@ func configsCommand() *cli.Command {
 					"  keel configs describe --entity-type brokers --entity-default\n" +
 					"  keel configs describe --topic orders --all -o json\n" +
 					"  keel configs describe --bootstrap-controller ctl1:9093 --broker-defaults\n\n" +
-					"With --bootstrap-controller a controller answers (KIP-919), as a broker would, from\n" +
-					"the metadata log and its own server.properties: its own id and topics (by name) with\n" +
-					"--all too; another broker's id gets the dynamic configs only, as the controller knows\n" +
-					"no other node's server.properties.",
+					"With --bootstrap-controller the controllers answer (KIP-919), as a broker would, from\n" +
+					"the metadata log and their own server.properties: a controller's id goes to that\n" +
+					"controller, as kafka-configs.sh routes it, and --all lists all its configs, as it\n" +
+					"does a topic's (by name); a broker-only node's id gets the dynamic configs only, as no\n" +
+					"controller knows that node's server.properties.",
 				Flags: adminFlags(append(entityFlags(), &cli.BoolFlag{Name: "all", Usage: "every config, not only the dynamic ones"}, outputFlag(),
 					&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's `HOST:PORT`: ask it instead of a broker, no broker needed"})...),
 				Action: configsDescribe,
@@ -571,11 +573,13 @@ func viaController(c *cli.Context, req kmsg.Request, code func(kmsg.Response) in
 	return resp, nil
 }
 
-// describeViaController prints configs as a controller answers
+// describeViaController prints configs as controllers answer
 // DescribeConfigs (kafka-configs.sh --describe --bootstrap-controller,
-// KIP-919): a broker's (all of them for the controller's own id, the
-// dynamic ones for another), the cluster defaults', or a topic's; without
-// a name, every broker's and the defaults.
+// KIP-919): a broker's, the cluster defaults', or a topic's; without a
+// name, every broker's and the defaults. As Kafka's admin client does, a
+// broker id that is a controller's is asked of that controller (found with
+// DescribeCluster for controllers), which lists all its configs; another
+// id is asked of the bootstrap controller, which knows its dynamic ones.
 func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 	switch {
 	case e.quotaTypes != nil || e.typ == client.BrokerLoggerConfig:
@@ -592,6 +596,18 @@ func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	addr := c.String("bootstrap-controller")
+	controllers := map[string]string{} // node id → controller address
+	if e.typ == client.BrokerConfig {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.EndpointType = 2
+		resp, err := broker.RequestVia(ctx, dial, addr, req)
+		if err != nil {
+			return err
+		}
+		for _, n := range resp.(*kmsg.DescribeClusterResponse).Brokers {
+			controllers[strconv.Itoa(int(n.NodeID))] = net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))
+		}
+	}
 	names := e.names
 	if len(names) == 0 {
 		resp, err := broker.RequestVia(ctx, dial, addr, kmsg.NewPtrDescribeClusterRequest())
@@ -609,7 +625,11 @@ func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 		r := kmsg.NewDescribeConfigsRequestResource()
 		r.ResourceType, r.ResourceName = kmsg.ConfigResourceType(e.typ), name
 		req.Resources = append(req.Resources, r)
-		resp, err := broker.RequestVia(ctx, dial, addr, req)
+		to := addr
+		if own, ok := controllers[name]; ok {
+			to = own
+		}
+		resp, err := broker.RequestVia(ctx, dial, to, req)
 		if err != nil {
 			return nil, err
 		}
@@ -618,7 +638,7 @@ func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 		// its own node; of another broker, the dynamic ones.
 		if c.Bool("all") && e.typ == client.BrokerConfig && name != "" && len(results) == 1 && results[0].Err == nil &&
 			!slices.ContainsFunc(results[0].Configs, func(ce client.ConfigEntry) bool { return ce.Name == "node.id" }) {
-			return nil, fmt.Errorf("--bootstrap-controller %s is not node %s, whose server.properties it does not know: give node %s's controller listener, or drop --all for the dynamic configs", addr, name, name)
+			return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller, and a controller knows only the dynamic configs of another node: drop --all, or give --bootstrap-server", name)
 		}
 		return results, nil
 	}, asJSON)

@@ -261,7 +261,11 @@ func TestCLIConfigsThroughController(t *testing.T) {
 	// --all through a controller, as kafka-configs.sh --bootstrap-controller
 	// --describe --all: its own id lists its server.properties under the
 	// dynamic values, as a broker does; a topic every config.
-	out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--entity-type", "brokers", "--entity-name", "3", "--all")
+	// Node 1's configs asked through controller 3 are answered by node 1's
+	// controller, as Kafka's admin client routes them.
+	out := ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--entity-type", "brokers", "--entity-name", "1", "--all")
+	wantLines(t, "broker 1 --all through controller 3", out, "  node.id=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=1}\n")
+	out = ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--entity-type", "brokers", "--entity-name", "3", "--all")
 	wantLines(t, "broker 3 --all through its controller", out,
 		"All configs for broker 3 are:\n",
 		"  node.id=3 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=3}\n",
@@ -289,7 +293,7 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--broker", "1", "--all"}, "is not node 1"},
+		{[]string{"--broker", "4", "--all"}, "node 4 is no controller"},
 		{[]string{"--entity-type", "brokers", "--all"}, "name the controller's own node"},
 		{[]string{"--entity-type", "topics"}, "name the topic"},
 		{[]string{"--topic", "no-such-topic"}, "UNKNOWN_TOPIC_OR_PARTITION"},
