@@ -475,6 +475,10 @@ func errorFields(resp kmsg.Response) []*int16 {
 		out = append(out, &r.ErrorCode)
 	case *kmsg.DescribeClusterResponse:
 		out = append(out, &r.ErrorCode)
+	case *kmsg.DescribeACLsResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.ListPartitionReassignmentsResponse:
+		out = append(out, &r.ErrorCode)
 	case *kmsg.CreateTopicsResponse:
 		for i := range r.Topics {
 			out = append(out, &r.Topics[i].ErrorCode)

@@ -21,7 +21,9 @@ import (
 // controllerAPIs are the APIs a controller listener serves: the broker
 // lifecycle (KIP-631), partition changes from leaders, producer id blocks,
 // metadata changes forwarded by brokers or sent by admin clients with
-// --bootstrap-controller, and DescribeQuorum. Versions go up to what kmsg
+// --bootstrap-controller, the reads such clients make (DescribeCluster,
+// DescribeConfigs, DescribeAcls, ListPartitionReassignments, as Kafka's
+// ControllerApis serves them), and DescribeQuorum. Versions go up to what kmsg
 // decodes: the controller logic works on kmsg's structs at any version.
 var controllerAPIs = []kmsg.Key{
 	kmsg.ApiVersions, kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition,
@@ -29,7 +31,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
 	kmsg.AlterUserSCRAMCredentials, kmsg.CreateACLs, kmsg.DeleteACLs, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
-	kmsg.DescribeConfigs,
+	kmsg.DescribeConfigs, kmsg.DescribeACLs, kmsg.ListPartitionReassignments,
 }
 
 // controllerHandler serves the controller listener (network.Handler).
@@ -116,7 +118,7 @@ func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) ne
 func (h *controllerHandler) authorized(req *network.Request) bool {
 	op := kmsg.ACLOperationClusterAction
 	switch req.Msg.(type) {
-	case *kmsg.DescribeQuorumRequest:
+	case *kmsg.DescribeQuorumRequest, *kmsg.DescribeACLsRequest, *kmsg.ListPartitionReassignmentsRequest:
 		op = kmsg.ACLOperationDescribe
 	case *kmsg.DescribeConfigsRequest:
 		op = kmsg.ACLOperationDescribeConfigs
@@ -156,6 +158,15 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 		return h.describeCluster(r)
 	case *kmsg.DescribeConfigsRequest:
 		return h.describeConfigs(r)
+	case *kmsg.DescribeACLsRequest:
+		if h.authorizer == nil {
+			resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
+			resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(noAuthorizer)
+			return resp
+		}
+		return metadata.DescribeAcls(h.raft.Image(), r)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return metadata.ListPartitionReassignments(h.raft.Image(), r)
 	case *kmsg.AddRaftVoterRequest:
 		return h.addRaftVoter(ctx, r)
 	case *kmsg.RemoveRaftVoterRequest:

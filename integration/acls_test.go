@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/broker"
 )
 
 // TestACLs: Kafka's StandardAuthorizer through the real binary, two
@@ -83,16 +85,28 @@ func TestACLs(t *testing.T) {
 	})
 
 	// Each broker answers from its own metadata image: wait until both
-	// have the four ACLs.
+	// have the four ACLs. So does the controller, to an admin client that
+	// comes with --bootstrap-controller (here as User:ANONYMOUS on its
+	// PLAINTEXT listener, a super user).
 	adminKgo := as("admin", saslp)
+	controller := fmt.Sprintf("127.0.0.1:%d", c.Node(1).ControllerPort)
 	waitACLs := func(n int) {
 		t.Helper()
-		for _, id := range []int32{1, 2} {
-			waitFor(t, 10*time.Second, fmt.Sprintf("broker %d to have %d ACLs", id, n), func() bool {
+		for _, at := range []string{"broker 1", "broker 2", "controller 1"} {
+			waitFor(t, 10*time.Second, fmt.Sprintf("%s to have %d ACLs", at, n), func() bool {
 				req := kmsg.NewPtrDescribeACLsRequest()
 				req.Version, req.ResourceType, req.ResourcePatternType = 3, kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
 				req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
-				resp, err := adminKgo.Broker(int(id)).Request(ctx, req)
+				var resp kmsg.Response
+				var err error
+				switch at {
+				case "broker 1":
+					resp, err = adminKgo.Broker(1).Request(ctx, req)
+				case "broker 2":
+					resp, err = adminKgo.Broker(2).Request(ctx, req)
+				default:
+					resp, err = broker.Request(ctx, controller, req)
+				}
 				if err != nil {
 					return false
 				}
@@ -265,7 +279,7 @@ print("ok: librdkafka produced and consumed orders as alice")
 
 // A controller without an authorizer answers CreateAcls and DeleteAcls
 // SECURITY_DISABLED, as Kafka's does, rather than storing ACLs no node of
-// it enforces.
+// it enforces; DescribeAcls too.
 func TestACLsAtAControllerWithoutAnAuthorizer(t *testing.T) {
 	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
 	bc := dialBad(t, c.ControllerAddr(1))
@@ -278,5 +292,13 @@ func TestACLsAtAControllerWithoutAnAuthorizer(t *testing.T) {
 	bc.read(resp, 3, bc.send(create, 3))
 	if len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.SecurityDisabled.Code {
 		t.Fatalf("CreateAcls at the controller: %+v", resp.Results)
+	}
+	describe := kmsg.NewPtrDescribeACLsRequest()
+	describe.ResourceType, describe.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	describe.Operation, describe.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	dresp := kmsg.NewPtrDescribeACLsResponse()
+	bc.read(dresp, 3, bc.send(describe, 3))
+	if dresp.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("DescribeAcls at the controller: %v", kerr.ErrorForCode(dresp.ErrorCode))
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/broker"
 )
 
 // TestPartitionReassignment is kafka-reassign-partitions' path through
@@ -79,6 +81,18 @@ func TestPartitionReassignment(t *testing.T) {
 	if !slices.Equal(got.Replicas, []int32{2, 3, 1}) || !slices.Equal(got.AddingReplicas, []int32{3}) || !slices.Equal(got.RemovingReplicas, []int32{1}) {
 		t.Fatalf("listed %+v, want replicas [2 3 1] adding [3] removing [1]", got)
 	}
+	// A controller lists it too, to an admin client that comes with
+	// --bootstrap-controller (KIP-919), once its image has the change.
+	waitFor(t, 10*time.Second, "controller 1 to list the reassignment", func() bool {
+		req := kmsg.NewPtrListPartitionReassignmentsRequest()
+		resp, err := broker.Request(ctx, c.ControllerAddr(1), req)
+		if err != nil {
+			return false
+		}
+		ts := resp.(*kmsg.ListPartitionReassignmentsResponse).Topics
+		return len(ts) == 1 && ts[0].Topic == topic && len(ts[0].Partitions) == 1 &&
+			slices.Equal(ts[0].Partitions[0].AddingReplicas, []int32{3}) && slices.Equal(ts[0].Partitions[0].RemovingReplicas, []int32{1})
+	})
 
 	// Refusals, through the forwarding broker.
 	for _, tc := range []struct {
