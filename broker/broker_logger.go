@@ -1,9 +1,11 @@
 package broker
 
 // The BROKER_LOGGER config resource (kafka-configs --entity-type
-// broker-loggers --entity-name <id>): a broker's log level, read with
+// broker-loggers --entity-name <id>): a node's log level, read with
 // DescribeConfigs and changed at run time with IncrementalAlterConfigs,
-// handled by the broker itself and not persisted, as in Kafka.
+// handled by the node itself and not persisted, as in Kafka: by a broker,
+// and by a controller on its own listener (kafka-configs.sh
+// --bootstrap-controller, KIP-919).
 //
 // Keel's subsystems log through one hclog tree with one shared level, so
 // the resource has one logger, "root" (Kafka's name for the root log4j
@@ -53,20 +55,27 @@ func log4jLevelName(l hclog.Level) string {
 	return "INFO"
 }
 
-// checkBrokerLoggerResource reports the error code and message for a
-// BROKER_LOGGER resource that names no broker or another one.
-func (b *Broker) checkBrokerLoggerResource(name string) (int16, string) {
+// nodeLoggers is a node's BROKER_LOGGER resource: its id and its logger,
+// whose level the whole hclog tree shares.
+type nodeLoggers struct {
+	nodeID int32
+	log    hclog.Logger
+}
+
+// check reports the error code and message for a BROKER_LOGGER resource
+// that names no node or another one.
+func (n nodeLoggers) check(name string) (int16, string) {
 	if name == "" {
 		return kerr.InvalidRequest.Code, "Broker id must not be empty"
 	}
-	if id, err := strconv.ParseInt(name, 10, 32); err != nil || int32(id) != b.nodeID {
-		return kerr.InvalidRequest.Code, fmt.Sprintf("Unexpected broker id, expected %d but received %s", b.nodeID, name)
+	if id, err := strconv.ParseInt(name, 10, 32); err != nil || int32(id) != n.nodeID {
+		return kerr.InvalidRequest.Code, fmt.Sprintf("Unexpected broker id, expected %d but received %s", n.nodeID, name)
 	}
 	return 0, ""
 }
 
-func (b *Broker) describeBrokerLoggers(rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
-	if code, msg := b.checkBrokerLoggerResource(rr.ResourceName); code != 0 {
+func (n nodeLoggers) describe(rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
+	if code, msg := n.check(rr.ResourceName); code != 0 {
 		rr.ErrorCode, rr.ErrorMessage = code, kmsg.StringPtr(msg)
 		return
 	}
@@ -74,21 +83,21 @@ func (b *Broker) describeBrokerLoggers(rr *kmsg.DescribeConfigsResponseResource,
 		return
 	}
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
-	c.Name, c.Value = rootLogger, kmsg.StringPtr(log4jLevelName(b.log.GetLevel()))
+	c.Name, c.Value = rootLogger, kmsg.StringPtr(log4jLevelName(n.log.GetLevel()))
 	c.Source = kmsg.ConfigSourceDynamicBrokerLoggerConfig
 	rr.Configs = append(rr.Configs, c)
 }
 
-// alterBrokerLoggers validates every change of r first and applies them
-// only if all are valid and validateOnly is false.
-func (b *Broker) alterBrokerLoggers(r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) kmsg.IncrementalAlterConfigsResponseResource {
+// alter validates every change of r first and applies them only if all
+// are valid and validateOnly is false.
+func (n nodeLoggers) alter(r kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) kmsg.IncrementalAlterConfigsResponseResource {
 	rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 	rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 	fail := func(code int16, msg string) kmsg.IncrementalAlterConfigsResponseResource {
 		rr.ErrorCode, rr.ErrorMessage = code, kmsg.StringPtr(msg)
 		return rr
 	}
-	if code, msg := b.checkBrokerLoggerResource(r.ResourceName); code != 0 {
+	if code, msg := n.check(r.ResourceName); code != 0 {
 		return fail(code, msg)
 	}
 	level, set := hclog.NoLevel, false
@@ -116,15 +125,18 @@ func (b *Broker) alterBrokerLoggers(r kmsg.IncrementalAlterConfigsRequestResourc
 	if set && !validateOnly {
 		// Logged at the more verbose of the two levels, so the line shows.
 		note := func() {
-			b.log.Info("log level changed through IncrementalAlterConfigs", "logger", rootLogger, "level", log4jLevelName(level))
+			n.log.Info("log level changed through IncrementalAlterConfigs", "logger", rootLogger, "level", log4jLevelName(level))
 		}
-		if level <= b.log.GetLevel() {
-			b.log.SetLevel(level)
+		if level <= n.log.GetLevel() {
+			n.log.SetLevel(level)
 			note()
 		} else {
 			note()
-			b.log.SetLevel(level)
+			n.log.SetLevel(level)
 		}
 	}
 	return rr
 }
+
+// loggers is this broker's BROKER_LOGGER resource.
+func (b *Broker) loggers() nodeLoggers { return nodeLoggers{nodeID: b.nodeID, log: b.log} }

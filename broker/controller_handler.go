@@ -167,6 +167,12 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 		return metadata.DescribeAcls(h.raft.Image(), r)
 	case *kmsg.ListPartitionReassignmentsRequest:
 		return metadata.ListPartitionReassignments(h.raft.Image(), r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		if slices.ContainsFunc(r.Resources, func(r kmsg.IncrementalAlterConfigsRequestResource) bool {
+			return r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger
+		}) {
+			return h.incrementalAlterConfigs(ctx, r)
+		}
 	case *kmsg.AddRaftVoterRequest:
 		return h.addRaftVoter(ctx, r)
 	case *kmsg.RemoveRaftVoterRequest:
@@ -175,6 +181,38 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 	if ct, ok := req.(*kmsg.CreateTopicsRequest); ok && isInternalCreate(ct) {
 		req = &internalCreateTopics{*ct} // the broker's own __consumer_offsets
 	}
+	return h.submit(ctx, req)
+}
+
+// incrementalAlterConfigs applies m's BROKER_LOGGER resources to this
+// node, as a broker applies its own (broker_logger.go; Kafka's controller
+// does so too), and submits the others.
+func (h *controllerHandler) incrementalAlterConfigs(ctx context.Context, m *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+	var local []kmsg.IncrementalAlterConfigsResponseResource
+	rest := *m
+	rest.Resources = nil
+	for _, r := range m.Resources {
+		if r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
+			local = append(local, h.loggers().alter(r, m.ValidateOnly))
+		} else {
+			rest.Resources = append(rest.Resources, r)
+		}
+	}
+	resp := m.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	if len(rest.Resources) > 0 {
+		resp = h.submit(ctx, &rest).(*kmsg.IncrementalAlterConfigsResponse)
+	}
+	resp.Resources = append(resp.Resources, local...)
+	return resp
+}
+
+// loggers is this node's BROKER_LOGGER resource.
+func (h *controllerHandler) loggers() nodeLoggers {
+	return nodeLoggers{nodeID: h.nodeID, log: h.logger}
+}
+
+// submit runs req through the controller's event loop.
+func (h *controllerHandler) submit(ctx context.Context, req kmsg.Request) kmsg.Response {
 	resp, offset, err := h.driver.submit(ctx, req)
 	switch {
 	case errors.Is(err, errNotController), errors.Is(err, errControllerStopped):
@@ -332,7 +370,8 @@ func replicaState(r raftlog.ReplicaState) kmsg.DescribeQuorumResponseTopicPartit
 // as a broker answers them. Another broker's id, which Kafka refuses
 // (INVALID_REQUEST: the request belongs on that node), gets the dynamic
 // configs the metadata log holds for it: a controller knows no other
-// node's server.properties. Sensitive values are never returned.
+// node's server.properties. Sensitive values are never returned. Its
+// BROKER_LOGGER resource is its log level, as a broker's (broker_logger.go).
 func (h *controllerHandler) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	img := h.raft.Image()
@@ -342,6 +381,8 @@ func (h *controllerHandler) describeConfigs(req *kmsg.DescribeConfigsRequest) km
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			h.configs.describeTopicConfigs(img, req, &out, wantConfig(rr))
+		case kmsg.ConfigResourceTypeBrokerLogger:
+			h.loggers().describe(&out, wantConfig(rr))
 		case kmsg.ConfigResourceTypeBroker:
 			id, err := strconv.ParseInt(rr.ResourceName, 10, 32)
 			switch {
@@ -353,7 +394,7 @@ func (h *controllerHandler) describeConfigs(req *kmsg.DescribeConfigsRequest) km
 				describeDynamicBrokerConfigs(img, req, &out, wantConfig(rr))
 			}
 		default:
-			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("a controller describes broker and topic configs")
+			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("a controller describes broker, broker logger and topic configs")
 		}
 		resp.Resources = append(resp.Resources, out)
 	}

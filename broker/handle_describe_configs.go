@@ -47,7 +47,7 @@ func (b *Broker) handleDescribeConfigs(m *kmsg.DescribeConfigsRequest) kmsg.Resp
 		case kmsg.ConfigResourceTypeBroker:
 			b.configs.describeBrokerConfigs(img, m, &rr, want)
 		case kmsg.ConfigResourceTypeBrokerLogger:
-			b.describeBrokerLoggers(&rr, want)
+			b.loggers().describe(&rr, want)
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type " + r.ResourceType.String())

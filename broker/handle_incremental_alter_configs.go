@@ -27,7 +27,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, m *kmsg.Incr
 	for _, r := range m.Resources {
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeBrokerLogger:
-			local = append(local, b.alterBrokerLoggers(r, m.ValidateOnly))
+			local = append(local, b.loggers().alter(r, m.ValidateOnly))
 			continue
 		case kmsg.ConfigResourceTypeBroker:
 			next, touched := incrementalBrokerConfigs(brokerConfigs(b.image.Load(), r.ResourceName), r.Configs)

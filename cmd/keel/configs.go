@@ -55,7 +55,8 @@ func configsCommand() *cli.Command {
 					"the metadata log and their own server.properties: a controller's id goes to that\n" +
 					"controller, as kafka-configs.sh routes it, and --all lists all its configs, as it\n" +
 					"does a topic's (by name); a broker-only node's id gets the dynamic configs only, as no\n" +
-					"controller knows that node's server.properties.",
+					"controller knows that node's server.properties. A controller's log level\n" +
+					"(--broker-logger ID) comes from that controller.",
 				Flags: adminFlags(append(entityFlags(), &cli.BoolFlag{Name: "all", Usage: "every config, not only the dynamic ones"}, outputFlag(),
 					&cli.StringFlag{Name: "bootstrap-controller", Usage: "a controller's `HOST:PORT`: ask it instead of a broker, no broker needed"})...),
 				Action: configsDescribe,
@@ -72,7 +73,8 @@ func configsCommand() *cli.Command {
 					"configs, or a client quota, to the active controller instead (kafka-configs.sh\n" +
 					"--bootstrap-controller, KIP-919): the way in when no broker takes a new connection,\n" +
 					"say a listener's listener.name.<listener>.max.connections or the default ip's\n" +
-					"connection_creation_rate set to 0 by mistake.\n\n" +
+					"connection_creation_rate set to 0 by mistake. A controller's log level\n" +
+					"(--broker-logger ID) goes to that controller itself.\n\n" +
 					"Examples:\n" +
 					"  keel configs alter --entity-type brokers --entity-default --add-config log.retention.hours=72\n" +
 					"  keel configs alter --broker 1 --add-config 'listener.name.ssl.ssl.keystore.location=/etc/keel/b1-2027.p12'\n" +
@@ -82,7 +84,8 @@ func configsCommand() *cli.Command {
 					"  keel configs alter --bootstrap-controller ctl1:9093 --entity-default --entity-type brokers \\\n" +
 					"      --delete-config listener.name.plaintext.max.connections\n" +
 					"  keel configs alter --ip 10.0.0.7 --add-config connection_creation_rate=10\n" +
-					"  keel configs alter --bootstrap-controller ctl1:9093 --ip-defaults --delete-config connection_creation_rate",
+					"  keel configs alter --bootstrap-controller ctl1:9093 --ip-defaults --delete-config connection_creation_rate\n" +
+					"  keel configs alter --bootstrap-controller ctl1:9093 --broker-logger 3000 --add-config root=DEBUG",
 				Flags: adminFlags(append(entityFlags(),
 					&cli.StringFlag{Name: "add-config", Usage: "configs to set: k1=v1,k2=[v1,v2]"},
 					&cli.StringFlag{Name: "add-config-file", Usage: "configs to set from a properties `FILE` (--add-config wins over it)"},
@@ -523,10 +526,10 @@ func parseAddConfig(s string) ([][2]string, error) {
 // --bootstrap-controller, KIP-919): for when no broker takes a connection.
 // requestController takes it to the active controller and retries
 // retriable errors, for 30 s.
+//
+// A node's log level (broker-loggers) is its own, not the metadata log's:
+// it goes to that node's controller, as Kafka's admin client sends it.
 func alterViaController(c *cli.Context, e configEntity, name string, changes []client.AlterConfig) error {
-	if e.typ == client.BrokerLoggerConfig {
-		return errors.New("--bootstrap-controller: a broker's log levels are its own; give --bootstrap-server")
-	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
 	r.ResourceType, r.ResourceName = kmsg.ConfigResourceType(e.typ), name
@@ -536,12 +539,18 @@ func alterViaController(c *cli.Context, e configEntity, name string, changes []c
 		r.Configs = append(r.Configs, rc)
 	}
 	req.Resources = append(req.Resources, r)
-	resp, err := viaController(c, req, func(r kmsg.Response) int16 {
-		if rr := r.(*kmsg.IncrementalAlterConfigsResponse).Resources; len(rr) == 1 {
-			return rr[0].ErrorCode
-		}
-		return 0 // malformed: reported below
-	})
+	var resp kmsg.Response
+	var err error
+	if e.typ == client.BrokerLoggerConfig {
+		resp, err = toOwnController(c, name, req)
+	} else {
+		resp, err = viaController(c, req, func(r kmsg.Response) int16 {
+			if rr := r.(*kmsg.IncrementalAlterConfigsResponse).Resources; len(rr) == 1 {
+				return rr[0].ErrorCode
+			}
+			return 0 // malformed: reported below
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("alter configs of %s: %w", e.label(name), err)
 	}
@@ -553,6 +562,48 @@ func alterViaController(c *cli.Context, e configEntity, name string, changes []c
 		return fmt.Errorf("alter configs of %s: %w%s", e.label(name), err, errorMessage(rr[0].ErrorMessage))
 	}
 	return nil
+}
+
+// toOwnController sends req to node name's controller, found from
+// --bootstrap-controller.
+func toOwnController(c *cli.Context, name string, req kmsg.Request) (kmsg.Response, error) {
+	dial, err := commandDial(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	bootstrap := c.String("bootstrap-controller")
+	controllers, err := controllerAddrs(ctx, dial, bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	addr, ok := controllers[name]
+	if !ok {
+		return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller; give --bootstrap-server", name)
+	}
+	return broker.RequestVia(ctx, dial, addr, req)
+}
+
+// controllerAddrs are the controllers' addresses by node id, as the
+// controller at bootstrap lists them (DescribeCluster for controllers,
+// KIP-919).
+func controllerAddrs(ctx context.Context, dial broker.DialFunc, bootstrap string) (map[string]string, error) {
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.EndpointType = 2
+	resp, err := broker.RequestVia(ctx, dial, bootstrap, req)
+	if err != nil {
+		return nil, fmt.Errorf("the controllers, from %s: %w", bootstrap, err)
+	}
+	r := resp.(*kmsg.DescribeClusterResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return nil, fmt.Errorf("the controllers, from %s: %w%s", bootstrap, err, errorMessage(r.ErrorMessage))
+	}
+	addrs := map[string]string{}
+	for _, n := range r.Brokers {
+		addrs[strconv.Itoa(int(n.NodeID))] = net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))
+	}
+	return addrs, nil
 }
 
 // viaController sends req to the active controller, found from
@@ -575,15 +626,17 @@ func viaController(c *cli.Context, req kmsg.Request, code func(kmsg.Response) in
 
 // describeViaController prints configs as controllers answer
 // DescribeConfigs (kafka-configs.sh --describe --bootstrap-controller,
-// KIP-919): a broker's, the cluster defaults', or a topic's; without a
-// name, every broker's and the defaults. As Kafka's admin client does, a
+// KIP-919): a broker's, the cluster defaults', a topic's, or a
+// controller's log level; without a name, every broker's and the defaults. As Kafka's admin client does, a
 // broker id that is a controller's is asked of that controller (found with
 // DescribeCluster for controllers), which lists all its configs; another
 // id is asked of the bootstrap controller, which knows its dynamic ones.
 func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 	switch {
-	case e.quotaTypes != nil || e.typ == client.BrokerLoggerConfig:
-		return errors.New("--bootstrap-controller describes broker and topic configs; give --bootstrap-server for the others")
+	case e.quotaTypes != nil:
+		return errors.New("--bootstrap-controller describes broker, broker logger and topic configs; give --bootstrap-server for the others")
+	case e.typ == client.BrokerLoggerConfig && len(e.names) == 0:
+		return errors.New("--bootstrap-controller: name the node whose log level to describe (--entity-name)")
 	case e.typ == client.TopicConfig && len(e.names) == 0:
 		return errors.New("--bootstrap-controller: name the topic (--topic or --entity-name)")
 	case c.Bool("all") && e.typ == client.BrokerConfig && len(e.names) == 0:
@@ -597,15 +650,9 @@ func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 	defer cancel()
 	addr := c.String("bootstrap-controller")
 	controllers := map[string]string{} // node id → controller address
-	if e.typ == client.BrokerConfig {
-		req := kmsg.NewPtrDescribeClusterRequest()
-		req.EndpointType = 2
-		resp, err := broker.RequestVia(ctx, dial, addr, req)
-		if err != nil {
+	if e.typ == client.BrokerConfig || e.typ == client.BrokerLoggerConfig {
+		if controllers, err = controllerAddrs(ctx, dial, addr); err != nil {
 			return err
-		}
-		for _, n := range resp.(*kmsg.DescribeClusterResponse).Brokers {
-			controllers[strconv.Itoa(int(n.NodeID))] = net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))
 		}
 	}
 	names := e.names
@@ -628,6 +675,8 @@ func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 		to := addr
 		if own, ok := controllers[name]; ok {
 			to = own
+		} else if e.typ == client.BrokerLoggerConfig {
+			return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller; give --bootstrap-server", name)
 		}
 		resp, err := broker.RequestVia(ctx, dial, to, req)
 		if err != nil {

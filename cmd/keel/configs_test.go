@@ -276,12 +276,21 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		"  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.hours=103, DEFAULT_CONFIG:log.retention.hours=168}\n",
 		"  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}\n")
 
+	// A node's log level through the controllers: its own controller
+	// applies it, as Kafka's controllers do (KIP-919).
+	for _, level := range []string{"WARN", "INFO"} {
+		ok(t, "", "", "configs", "alter", "--bootstrap-controller", c.ControllerAddr(1), "--broker-logger", "2", "--add-config", "root="+level)
+		out = ok(t, "", "", "configs", "describe", "--bootstrap-controller", ctl, "--broker-logger", "2")
+		wantLines(t, "node 2's log level through controller 3", out, "  root="+level+" ")
+	}
+
 	for _, bad := range []struct {
 		args []string
 		msg  string
 	}{
 		{[]string{"--entity-default", "--entity-type", "brokers", "--add-config", "listener.name.plaintext.max.connections=-1"}, "INVALID_CONFIG"},
-		{[]string{"--broker-logger", "1", "--add-config", "root=DEBUG"}, "log levels are its own"},
+		{[]string{"--broker-logger", "9", "--add-config", "root=DEBUG"}, "node 9 is no controller"},
+		{[]string{"--broker-logger", "2", "--add-config", "root=LOUD"}, "INVALID_CONFIG"},
 		{[]string{"--ip", "db.example", "--add-config", "connection_creation_rate=1"}, "INVALID_REQUEST"},
 	} {
 		r := keel(t, "", "", append([]string{"configs", "alter", "--bootstrap-controller", c.ControllerAddr(1)}, bad.args...)...)
