@@ -567,22 +567,29 @@ func alterViaController(c *cli.Context, e configEntity, name string, changes []c
 // toOwnController sends req to node name's controller, found from
 // --bootstrap-controller.
 func toOwnController(c *cli.Context, name string, req kmsg.Request) (kmsg.Response, error) {
+	return withController(c, func(ctx context.Context, dial broker.DialFunc, bootstrap string) (kmsg.Response, error) {
+		controllers, err := controllerAddrs(ctx, dial, bootstrap)
+		if err != nil {
+			return nil, err
+		}
+		addr, ok := controllers[name]
+		if !ok {
+			return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller; give --bootstrap-server", name)
+		}
+		return broker.RequestVia(ctx, dial, addr, req)
+	})
+}
+
+// withController runs f with --bootstrap-controller's address, the
+// command's dialer and a 30 s deadline.
+func withController(c *cli.Context, f func(ctx context.Context, dial broker.DialFunc, bootstrap string) (kmsg.Response, error)) (kmsg.Response, error) {
 	dial, err := commandDial(c)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
-	bootstrap := c.String("bootstrap-controller")
-	controllers, err := controllerAddrs(ctx, dial, bootstrap)
-	if err != nil {
-		return nil, err
-	}
-	addr, ok := controllers[name]
-	if !ok {
-		return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller; give --bootstrap-server", name)
-	}
-	return broker.RequestVia(ctx, dial, addr, req)
+	return f(ctx, dial, c.String("bootstrap-controller"))
 }
 
 // controllerAddrs are the controllers' addresses by node id, as the
@@ -610,18 +617,13 @@ func controllerAddrs(ctx context.Context, dial broker.DialFunc, bootstrap string
 // --bootstrap-controller, through requestController: for 30 s, retrying
 // retriable errors (code reads the answer's).
 func viaController(c *cli.Context, req kmsg.Request, code func(kmsg.Response) int16) (kmsg.Response, error) {
-	dial, err := commandDial(c)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	defer cancel()
-	bootstrap := c.String("bootstrap-controller")
-	resp, err := requestController(ctx, dial, bootstrap, req, code)
-	if err != nil {
-		return nil, fmt.Errorf("through the controller at %s: %w", bootstrap, err)
-	}
-	return resp, nil
+	return withController(c, func(ctx context.Context, dial broker.DialFunc, bootstrap string) (kmsg.Response, error) {
+		resp, err := requestController(ctx, dial, bootstrap, req, code)
+		if err != nil {
+			return nil, fmt.Errorf("through the controller at %s: %w", bootstrap, err)
+		}
+		return resp, nil
+	})
 }
 
 // describeViaController prints configs as controllers answer
