@@ -167,7 +167,6 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"replication.quota.window.num", i(c.ReplicationQuotaWindowNum), ti, "11"},
 		{"replication.quota.window.size.seconds", i(c.ReplicationQuotaWindowSizeSeconds), ti, "1"},
 		{"socket.request.max.bytes", i(int(c.SocketRequestMaxBytes)), ti, "104857600"},
-		{"super.users", str(strings.Join(c.SuperUsers, ";")), ts, ""},
 		{"transaction.abort.timed.out.transaction.cleanup.interval.ms", ms(c.TransactionAbortTimedOutInterval), ti, "10000"},
 		{"transaction.max.timeout.ms", ms(c.TransactionMaxTimeout), ti, "900000"},
 		{"transaction.partition.verification.enable", b(c.TransactionPartitionVerificationEnable), tb, "true"},
@@ -188,6 +187,11 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		}
 		d, _ := metadata.TopicDefaultConfigDef(name)
 		entries = append(entries, brokerConfigEntry{name, explicit(name, d.Default), configType(d.Type), d.Default})
+	}
+	// super.users is the authorizer's, not a broker config of Kafka's:
+	// listed, as Kafka lists it, only when server.properties sets it.
+	if len(c.SuperUsers) > 0 {
+		entries = append(entries, brokerConfigEntry{"super.users", str(strings.Join(c.SuperUsers, ";")), ts, ""})
 	}
 	// The plain ssl.* and sasl.* settings: as server.properties set them,
 	// else Kafka's default.

@@ -47,3 +47,27 @@ func TestSecurityConfigDefaultsCoverTheSettingsRead(t *testing.T) {
 		}
 	}
 }
+
+// super.users, the authorizer's setting, is described only when
+// server.properties sets it, as Kafka lists it.
+func TestSuperUsersDescribedOnlyWhenSet(t *testing.T) {
+	listed := func(overrides ...string) *string {
+		t.Helper()
+		c, err := LoadConfig(nil, overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range brokerConfigEntries(c) {
+			if e.name == "super.users" {
+				return e.value
+			}
+		}
+		return nil
+	}
+	if v := listed(); v != nil {
+		t.Errorf("unset super.users described as %q", *v)
+	}
+	if v := listed("super.users=User:admin;User:ops"); v == nil || *v != "User:admin;User:ops" {
+		t.Errorf("super.users described as %v", v)
+	}
+}
