@@ -71,3 +71,45 @@ func TestSuperUsersDescribedOnlyWhenSet(t *testing.T) {
 		t.Errorf("super.users described as %v", v)
 	}
 }
+
+// A broker config's source is STATIC_BROKER_CONFIG when server.properties
+// sets it, even to its default, as in Kafka; unset, it is DEFAULT_CONFIG,
+// with Keel's own default where that is not Kafka's (process.roles of a
+// bare keel server), and null where there is none.
+func TestBrokerConfigSources(t *testing.T) {
+	c, err := LoadConfig(nil, []string{"controller.quorum.voters=1@localhost:9093", "num.partitions=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeSynonyms = 4, true
+	rr := kmsg.NewDescribeConfigsResponseResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+	newNodeConfigs(1, c).describeBrokerConfigs(metadata.EmptyImage(), req, &rr, func(string) bool { return true })
+	got := map[string]string{}
+	for _, cfg := range rr.Configs {
+		line := "null"
+		if cfg.Value != nil {
+			line = *cfg.Value
+		}
+		for _, s := range cfg.ConfigSynonyms {
+			v := "null"
+			if s.Value != nil {
+				v = *s.Value
+			}
+			line += " " + s.Source.String() + ":" + v
+		}
+		got[cfg.Name] = line
+	}
+	for name, want := range map[string]string{
+		"num.partitions":             "1 STATIC_BROKER_CONFIG:1 DEFAULT_CONFIG:1",
+		"controller.quorum.voters":   "1@localhost:9093 STATIC_BROKER_CONFIG:1@localhost:9093 DEFAULT_CONFIG:",
+		"process.roles":              "broker,controller DEFAULT_CONFIG:broker,controller",
+		"default.replication.factor": "1 DEFAULT_CONFIG:1",
+		"advertised.listeners":       "null DEFAULT_CONFIG:null",
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q", name, got[name], want)
+		}
+	}
+}

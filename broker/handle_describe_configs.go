@@ -73,6 +73,23 @@ func newNodeConfigs(nodeID int32, cfg *Config) *nodeConfigs {
 	return &nodeConfigs{cfg: cfg, nodeID: nodeID, staticTopicDefaults: StaticTopicConfigDefaults(cfg)}
 }
 
+// setStatically reports whether server.properties (or an override) sets
+// broker config name: log.dirs also when log.dir does.
+func (n *nodeConfigs) setStatically(name string) bool {
+	c := n.cfg
+	_, set := c.Explicit[name]
+	if _, ssl := c.SSL[name]; ssl {
+		set = true
+	}
+	if _, sasl := c.SASL[name]; sasl {
+		set = true
+	}
+	if _, dir := c.Explicit["log.dir"]; dir && name == "log.dirs" {
+		set = true
+	}
+	return set
+}
+
 // wantConfig is a resource's filter of config names: all when it names none.
 func wantConfig(r kmsg.DescribeConfigsRequestResource) func(string) bool {
 	return func(name string) bool { return r.ConfigNames == nil || slices.Contains(r.ConfigNames, name) }
@@ -171,10 +188,21 @@ func (n *nodeConfigs) describeBrokerConfigs(img *metadata.Image, m *kmsg.Describ
 			syns = append(syns, configSynonym{Name: e.name, Value: v, Source: sourceDynamicDefaultBroker})
 		}
 		def, hasDef := e.defaultValue()
-		if e.value != nil && *e.value != def {
+		switch {
+		case e.value != nil && n.setStatically(e.name):
+			// As Kafka: what server.properties sets is static, even
+			// where it equals the default behind it.
 			syns = append(syns, configSynonym{Name: e.name, Value: *e.value, Source: sourceStaticBroker})
-		}
-		if hasDef {
+			if hasDef {
+				syns = append(syns, configSynonym{Name: e.name, Value: def, Source: sourceDefault})
+			}
+		case e.value != nil && *e.value != "" && (!hasDef || *e.value != def):
+			// Unset, and Keel's default is not Kafka's: the
+			// single-node defaults of a bare keel server (process.roles,
+			// listeners, ...), an internal topic's replication factor
+			// lowered to a single voter.
+			syns = append(syns, configSynonym{Name: e.name, Value: *e.value, Source: sourceDefault})
+		case hasDef:
 			syns = append(syns, configSynonym{Name: e.name, Value: def, Source: sourceDefault})
 		}
 		if len(syns) == 0 { // no default and no value: a null default
