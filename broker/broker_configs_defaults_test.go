@@ -81,8 +81,7 @@ func TestBrokerConfigSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	req.Version, req.IncludeSynonyms = 4, true
+	req := describeConfigsRequest(kmsg.ConfigResourceTypeBroker, "1")
 	rr := kmsg.NewDescribeConfigsResponseResource()
 	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
 	newNodeConfigs(1, c).describeBrokerConfigs(metadata.EmptyImage(), req, &rr, func(string) bool { return true })

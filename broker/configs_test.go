@@ -122,15 +122,26 @@ func TestTopicConfigsDescribeAndAlter(t *testing.T) {
 	}
 }
 
+// describeConfigsRequest is a v4 DescribeConfigs of one resource, with
+// synonyms, of the configs named (all if none).
+func describeConfigsRequest(typ kmsg.ConfigResourceType, name string, configs ...string) *kmsg.DescribeConfigsRequest {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeSynonyms = 4, true
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = typ, name
+	if len(configs) > 0 {
+		r.ConfigNames = configs
+	}
+	req.Resources = append(req.Resources, r)
+	return req
+}
+
 func TestDescribeConfigsVersionsAndDocs(t *testing.T) {
 	c := newTestCluster(t)
 	c.createTopic("d", 1, nil)
 	rc := c.dialRaw(t)
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	req.Version, req.IncludeDocumentation = 4, true
-	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, "d", []string{"segment.ms", "no.such.config"}
-	req.Resources = append(req.Resources, r)
+	req := describeConfigsRequest(kmsg.ConfigResourceTypeTopic, "d", "segment.ms", "no.such.config")
+	req.IncludeDocumentation = true
 	resp := roundTrip[*kmsg.DescribeConfigsResponse](rc, req)
 	cfgs := resp.Resources[0].Configs
 	if len(cfgs) != 1 || cfgs[0].Name != "segment.ms" || cfgs[0].ConfigType != kmsg.ConfigTypeLong || cfgs[0].Documentation == nil || cfgs[0].Source != kmsg.ConfigSourceDefaultConfig {
@@ -188,11 +199,7 @@ func TestBrokerConfigs(t *testing.T) {
 	}
 	// Another broker's configs belong on that broker.
 	raw := c.dialRaw(t)
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	req.Version = 4
-	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, "7"
-	req.Resources = append(req.Resources, r)
+	req := describeConfigsRequest(kmsg.ConfigResourceTypeBroker, "7")
 	if got := roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0]; got.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("other broker: %v", kerr.ErrorForCode(got.ErrorCode))
 	}
@@ -453,12 +460,7 @@ func TestBrokerLoggerResource(t *testing.T) {
 	t.Cleanup(func() { c.broker.log.SetLevel(before) })
 	describe := func(name string) kmsg.DescribeConfigsResponseResource {
 		t.Helper()
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		req.Version = 4
-		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, name
-		req.Resources = append(req.Resources, r)
-		return roundTrip[*kmsg.DescribeConfigsResponse](raw, req).Resources[0]
+		return roundTrip[*kmsg.DescribeConfigsResponse](raw, describeConfigsRequest(kmsg.ConfigResourceTypeBrokerLogger, name)).Resources[0]
 	}
 	alter := func(validateOnly bool, resources ...kmsg.IncrementalAlterConfigsRequestResource) map[kmsg.ConfigResourceType]int16 {
 		t.Helper()
@@ -542,11 +544,7 @@ func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 	c := newTestCluster(t, withConfig("ssl.truststore.location=/etc/kafka/trust.jks", "ssl.truststore.password=trust-secret",
 		"ssl.client.auth=required", "ssl.keystore.certificate.chain=secret-chain", "listener.name.clients.ssl.truststore.certificates=secret-certs",
 		`listener.name.clients.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`))
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	req.Version, req.IncludeSynonyms = 4, true
-	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(testNodeID)
-	req.Resources = append(req.Resources, r)
+	req := describeConfigsRequest(kmsg.ConfigResourceTypeBroker, strconv.Itoa(testNodeID))
 	got := roundTrip[*kmsg.DescribeConfigsResponse](c.dialRaw(t), req).Resources[0]
 	if got.ErrorCode != 0 {
 		t.Fatalf("describe broker: %v", kerr.ErrorForCode(got.ErrorCode))
@@ -952,11 +950,7 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 	waitFor(t, "this broker's listener limit over the cluster's", 10*time.Second, answered)
 	describeBroker := func(name string) kmsg.DescribeConfigsResponseResourceConfig {
 		t.Helper()
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeBroker, strconv.Itoa(testNodeID), []string{name}
-		req.Resources, req.IncludeSynonyms = append(req.Resources, r), true
-		resp, err := req.RequestWith(ctx, c.client())
+		resp, err := describeConfigsRequest(kmsg.ConfigResourceTypeBroker, strconv.Itoa(testNodeID), name).RequestWith(ctx, c.client())
 		if err != nil || len(resp.Resources) != 1 || len(resp.Resources[0].Configs) != 1 {
 			t.Fatalf("describe %s: %v %+v", name, err, resp)
 		}
