@@ -629,10 +629,11 @@ func viaController(c *cli.Context, req kmsg.Request, code func(kmsg.Response) in
 // describeViaController prints configs as controllers answer
 // DescribeConfigs (kafka-configs.sh --describe --bootstrap-controller,
 // KIP-919): a broker's, the cluster defaults', a topic's, or a
-// controller's log level; without a name, every broker's and the defaults. As Kafka's admin client does, a
-// broker id that is a controller's is asked of that controller (found with
-// DescribeCluster for controllers), which lists all its configs; another
-// id is asked of the bootstrap controller, which knows its dynamic ones.
+// controller's log level; without a name, every broker's and the
+// defaults. As Kafka's admin client does, a node id that is a
+// controller's is asked of that controller (found with DescribeCluster for
+// controllers), which knows all its configs; another broker's id is asked
+// of the bootstrap controller, which knows its dynamic ones.
 func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 	switch {
 	case e.quotaTypes != nil:
@@ -674,23 +675,18 @@ func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 		r := kmsg.NewDescribeConfigsRequestResource()
 		r.ResourceType, r.ResourceName = kmsg.ConfigResourceType(e.typ), name
 		req.Resources = append(req.Resources, r)
-		to := addr
-		if own, ok := controllers[name]; ok {
-			to = own
-		} else if e.typ == client.BrokerLoggerConfig {
-			return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller; give --bootstrap-server", name)
+		to, own := controllers[name]
+		switch {
+		case own:
+		case e.typ == client.BrokerLoggerConfig || c.Bool("all") && e.typ == client.BrokerConfig && name != "":
+			return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller, and only a node knows its own log level and server.properties: give --bootstrap-server", name)
+		default:
+			to = addr
 		}
 		resp, err := broker.RequestVia(ctx, dial, to, req)
 		if err != nil {
 			return nil, err
 		}
-		results := client.DescribeConfigsResults(resp.(*kmsg.DescribeConfigsResponse))
-		// A controller lists every config (node.id among them) only of
-		// its own node; of another broker, the dynamic ones.
-		if c.Bool("all") && e.typ == client.BrokerConfig && name != "" && len(results) == 1 && results[0].Err == nil &&
-			!slices.ContainsFunc(results[0].Configs, func(ce client.ConfigEntry) bool { return ce.Name == "node.id" }) {
-			return nil, fmt.Errorf("--bootstrap-controller: node %s is no controller, and a controller knows only the dynamic configs of another node: drop --all, or give --bootstrap-server", name)
-		}
-		return results, nil
+		return client.DescribeConfigsResults(resp.(*kmsg.DescribeConfigsResponse)), nil
 	}, asJSON)
 }
