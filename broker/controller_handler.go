@@ -408,22 +408,10 @@ func describeDynamicBrokerConfigs(img *metadata.Image, req *kmsg.DescribeConfigs
 	perBroker := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker, Name: rr.ResourceName})
 	clusterDefaults := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker})
 	for _, name := range sortedKeys(perBroker) {
-		if !want(name) {
-			continue
+		syns := []configSynonym{{Name: name, Value: perBroker[name], Source: sourceDynamicBroker}}
+		if v, ok := clusterDefaults[name]; ok {
+			syns = append(syns, configSynonym{Name: name, Value: v, Source: sourceDynamicDefaultBroker})
 		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.Value, c.Source, c.ConfigType = name, kmsg.StringPtr(perBroker[name]), kmsg.ConfigSourceDynamicBrokerConfig, kmsg.ConfigTypeString
-		c.ReadOnly = !metadata.IsDynamicBrokerConfig(name)
-		if req.IncludeSynonyms && req.Version >= 1 {
-			syns := []configSynonym{{Name: name, Value: perBroker[name], Source: sourceDynamicBroker}}
-			if v, ok := clusterDefaults[name]; ok {
-				syns = append(syns, configSynonym{Name: name, Value: v, Source: sourceDynamicDefaultBroker})
-			}
-			c.ConfigSynonyms = wireSynonyms(syns)
-		}
-		if metadata.SensitiveConfig(name) {
-			hideSensitive(&c)
-		}
-		rr.Configs = append(rr.Configs, c)
+		appendBrokerConfig(rr, req, want, name, kmsg.StringPtr(perBroker[name]), kmsg.ConfigTypeString, syns)
 	}
 }

@@ -134,24 +134,7 @@ func (n *nodeConfigs) describeTopicConfigs(img *metadata.Image, m *kmsg.Describe
 func (n *nodeConfigs) describeBrokerConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
 	clusterDefaults := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceBroker})
 	add := func(name string, value *string, typ kmsg.ConfigType, syns []configSynonym) {
-		if !want(name) {
-			return
-		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.Value, c.ConfigType = name, value, typ
-		c.Source = kmsg.ConfigSource(syns[0].Source)
-		c.IsDefault = syns[0].Source == sourceDefault
-		c.ReadOnly = !metadata.IsDynamicBrokerConfig(name)
-		if m.IncludeSynonyms && m.Version >= 1 {
-			c.ConfigSynonyms = wireSynonyms(syns)
-			if value == nil { // a null default, its one synonym null too
-				c.ConfigSynonyms[0].Value = nil
-			}
-		}
-		if metadata.SensitiveConfig(name) {
-			hideSensitive(&c)
-		}
-		rr.Configs = append(rr.Configs, c)
+		appendBrokerConfig(rr, m, want, name, value, typ, syns)
 	}
 	entries := brokerConfigEntries(n.cfg)
 	// typeOf is a key's type as a broker describes it; a dynamic key
@@ -264,6 +247,32 @@ func (n *nodeConfigs) describeBrokerConfigs(img *metadata.Image, m *kmsg.Describ
 			add(name, kmsg.StringPtr(v), listenerConfigType(name), syns)
 		}
 	}
+}
+
+// appendBrokerConfig adds broker config name to rr if want takes it: its
+// value and type, its source that of the first of syns (highest
+// precedence first), the synonyms where the request asks for them, a
+// PASSWORD config's values hidden.
+func appendBrokerConfig(rr *kmsg.DescribeConfigsResponseResource, m *kmsg.DescribeConfigsRequest, want func(string) bool,
+	name string, value *string, typ kmsg.ConfigType, syns []configSynonym) {
+	if !want(name) {
+		return
+	}
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name, c.Value, c.ConfigType = name, value, typ
+	c.Source = kmsg.ConfigSource(syns[0].Source)
+	c.IsDefault = syns[0].Source == sourceDefault
+	c.ReadOnly = !metadata.IsDynamicBrokerConfig(name)
+	if m.IncludeSynonyms && m.Version >= 1 {
+		c.ConfigSynonyms = wireSynonyms(syns)
+		if value == nil { // a null default, its one synonym null too
+			c.ConfigSynonyms[0].Value = nil
+		}
+	}
+	if metadata.SensitiveConfig(name) {
+		hideSensitive(&c)
+	}
+	rr.Configs = append(rr.Configs, c)
 }
 
 // hideSensitive hides a PASSWORD config's value and its synonyms' values,
