@@ -159,12 +159,7 @@ func (h *controllerHandler) serve(ctx context.Context, req kmsg.Request) kmsg.Re
 	case *kmsg.DescribeConfigsRequest:
 		return h.describeConfigs(r)
 	case *kmsg.DescribeACLsRequest:
-		if h.authorizer == nil {
-			resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
-			resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(noAuthorizer)
-			return resp
-		}
-		return metadata.DescribeAcls(h.raft.Image(), r)
+		return describeAcls(h.authorizer, h.raft.Image(), r)
 	case *kmsg.ListPartitionReassignmentsRequest:
 		return metadata.ListPartitionReassignments(h.raft.Image(), r)
 	case *kmsg.IncrementalAlterConfigsRequest:

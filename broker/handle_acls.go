@@ -29,13 +29,19 @@ import (
 const noAuthorizer = "No Authorizer is configured on the broker"
 
 func (b *Broker) handleDescribeAcls(m *kmsg.DescribeACLsRequest) kmsg.Response {
-	if b.authorizer == nil {
+	return describeAcls(b.authorizer, b.currentImage(), m)
+}
+
+// describeAcls answers DescribeAcls from img, a broker's or a controller's
+// (KIP-919): SECURITY_DISABLED without an authorizer.
+func describeAcls(authorizer *metadata.Authorizer, img *metadata.Image, m *kmsg.DescribeACLsRequest) kmsg.Response {
+	if authorizer == nil {
 		resp := m.ResponseKind().(*kmsg.DescribeACLsResponse)
 		resp.ErrorCode = kerr.SecurityDisabled.Code
 		resp.ErrorMessage = kmsg.StringPtr(noAuthorizer)
 		return resp
 	}
-	return metadata.DescribeAcls(b.currentImage(), m)
+	return metadata.DescribeAcls(img, m)
 }
 
 func (b *Broker) handleCreateAcls(ctx context.Context, m *kmsg.CreateACLsRequest) network.Result {
