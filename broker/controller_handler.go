@@ -275,20 +275,38 @@ func (h *controllerHandler) describeQuorum(ctx context.Context, req *kmsg.Descri
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	for id, addr := range h.voters() {
-		host, portStr, err := net.SplitHostPort(addr)
-		if err != nil {
-			continue
-		}
-		port, _ := strconv.Atoi(portStr)
+	for _, v := range h.voterEndpoints() {
 		n := kmsg.NewDescribeQuorumResponseNode()
-		n.NodeID = id
+		n.NodeID = v.id
 		l := kmsg.NewDescribeQuorumResponseNodeListener()
-		l.Name, l.Host, l.Port = h.listener, host, uint16(port)
+		l.Name, l.Host, l.Port = h.listener, v.host, uint16(v.port)
 		n.Listeners = append(n.Listeners, l)
 		resp.Nodes = append(resp.Nodes, n)
 	}
 	return resp
+}
+
+// voterEndpoint is a voter's controller address, split.
+type voterEndpoint struct {
+	id   int32
+	host string
+	port int
+}
+
+// voterEndpoints are the current voters' controller addresses in node id
+// order; one that does not parse is left out.
+func (h *controllerHandler) voterEndpoints() []voterEndpoint {
+	voters := h.voters()
+	var out []voterEndpoint
+	for _, id := range slices.Sorted(maps.Keys(voters)) {
+		host, port, err := net.SplitHostPort(voters[id])
+		if err != nil {
+			continue
+		}
+		n, _ := strconv.Atoi(port)
+		out = append(out, voterEndpoint{id: id, host: host, port: n})
+	}
+	return out
 }
 
 // describeCluster answers DescribeCluster on a controller listener
@@ -313,17 +331,11 @@ func (h *controllerHandler) describeCluster(req *kmsg.DescribeClusterRequest) km
 	leader, hasLeader := h.raft.LeaderID()
 	resp.ControllerID = -1
 	if req.EndpointType == endpointTypeController {
-		voters := h.voters()
-		for _, id := range slices.Sorted(maps.Keys(voters)) {
-			host, port, err := net.SplitHostPort(voters[id])
-			if err != nil {
-				continue
-			}
-			n, _ := strconv.Atoi(port)
+		for _, v := range h.voterEndpoints() {
 			rb := kmsg.NewDescribeClusterResponseBroker()
-			rb.NodeID, rb.Host, rb.Port = id, host, int32(n)
+			rb.NodeID, rb.Host, rb.Port = v.id, v.host, int32(v.port)
 			resp.Brokers = append(resp.Brokers, rb)
-			if hasLeader && id == leader {
+			if hasLeader && v.id == leader {
 				resp.ControllerID = leader // as Kafka: only a node it lists
 			}
 		}
