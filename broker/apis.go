@@ -64,6 +64,7 @@ var apiTable = func() []apiSpec {
 		{50, 0, 0}, // DescribeUserScramCredentials
 		{51, 0, 0}, // AlterUserScramCredentials (forwarded)
 		{55, 0, 2}, // DescribeQuorum (forwarded)
+		{57, 0, 2}, // UpdateFeatures (forwarded)
 		{60, 0, 2}, // DescribeCluster
 		{61, 0, 0}, // DescribeProducers
 		{64, 0, 0}, // UnregisterBroker (forwarded)

@@ -38,8 +38,8 @@ package broker
 //     ListPartitionReassignments; DESCRIBE_CONFIGS for
 //     DescribeClientQuotas; ALTER_CONFIGS for AlterClientQuotas; ALTER for
 //     CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders,
-//     AlterPartitionReassignments, UnregisterBroker, AddRaftVoter and
-//     RemoveRaftVoter (CLUSTER_AUTHORIZATION_FAILED).
+//     AlterPartitionReassignments, UnregisterBroker, UpdateFeatures,
+//     AddRaftVoter and RemoveRaftVoter (CLUSTER_AUTHORIZATION_FAILED).
 //   - ApiVersions and DescribeCluster need nothing.
 
 import (
@@ -151,7 +151,8 @@ func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Res
 			return clusterDenied(m), nil
 		}
 	case *kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest, *kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.ElectLeadersRequest,
-		*kmsg.AlterPartitionAssignmentsRequest, *kmsg.UnregisterBrokerRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest:
+		*kmsg.AlterPartitionAssignmentsRequest, *kmsg.UnregisterBrokerRequest, *kmsg.AddRaftVoterRequest, *kmsg.RemoveRaftVoterRequest,
+		*kmsg.UpdateFeaturesRequest:
 		if !z.cluster(opAlter) {
 			return clusterDenied(m.(kmsg.Request)), nil
 		}

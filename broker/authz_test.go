@@ -213,6 +213,13 @@ func TestAuthorizationPerAPI(t *testing.T) {
 	if _, err := adm.DescribeUserSCRAMs(ctx); code(err) != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("describe SCRAM credentials: %v", err)
 	}
+	uf := kmsg.NewPtrUpdateFeaturesRequest()
+	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	u.Feature, u.MaxVersionLevel, u.UpgradeType = metadata.MetadataVersionFeature, metadata.LatestMetadataVersion, 1
+	uf.Version, uf.FeatureUpdates = 1, append(uf.FeatureUpdates, u)
+	if resp := roundTrip[*kmsg.UpdateFeaturesResponse](rc, uf); resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("update features: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
 }
 
 // Without an authorizer the ACL APIs answer SECURITY_DISABLED, as Kafka's.

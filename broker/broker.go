@@ -439,6 +439,8 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 		return b.handleElectLeaders(ctx, m)
 	case *kmsg.UnregisterBrokerRequest:
 		return b.handleUnregisterBroker(ctx, m)
+	case *kmsg.UpdateFeaturesRequest:
+		return b.handleUpdateFeatures(ctx, m)
 	case *kmsg.DescribeProducersRequest:
 		return respond(b.handleDescribeProducers(m))
 	case *kmsg.DescribeACLsRequest:

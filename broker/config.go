@@ -678,6 +678,15 @@ func (c *Config) DynamicQuorum() bool {
 	return !set && len(c.ControllerQuorumBootstrapServers) > 0
 }
 
+// KRaftVersion is the kraft.version feature level of this node's quorum:
+// 1 for a dynamic (KIP-853) quorum, 0 for static voters.
+func (c *Config) KRaftVersion() int16 {
+	if c.DynamicQuorum() {
+		return 1
+	}
+	return 0
+}
+
 // OwnControllerAddr is the address this controller is reached at as the
 // voter of a dynamic quorum (keel format --standalone, or a bootstrap
 // server naming only itself): its first controller listener's, as

@@ -160,10 +160,16 @@ func (d *controllerDriver) active(leaderCh <-chan bool) bool {
 	// first one of an empty metadata log commits the bootstrap records
 	// with it, in the same batch.
 	first := []metadata.Record{&metadata.NoOpRecord{}}
+	var boot []metadata.Record
 	if d.raft.Image().Offset() < 0 && len(d.bootstrap) > 0 {
 		d.logger.Info("the metadata log is empty: committing the bootstrap records", "records", len(d.bootstrap))
-		first = append(slices.Clone(d.bootstrap), first...)
+		boot = d.bootstrap
 	}
+	if recs := metadata.BootstrapFeatures(d.raft.Image(), boot); len(recs) > 0 {
+		d.logger.Info("finalizing metadata.version", "level", metadata.MetadataVersionName(recs[0].(*metadata.FeatureLevelRecord).FeatureLevel))
+		boot = append(slices.Clone(boot), recs...)
+	}
+	first = append(slices.Clone(boot), first...)
 	if _, err := d.raft.Propose(ctx, first); err != nil {
 		d.logger.Warn("no-op on becoming active failed", "error", err)
 	}
@@ -242,6 +248,8 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		recs, resp = control.AlterPartitionReassignments(r)
 	case *kmsg.UnregisterBrokerRequest:
 		recs, resp = control.UnregisterBroker(r)
+	case *kmsg.UpdateFeaturesRequest:
+		recs, resp = control.UpdateFeatures(r)
 	case *kmsg.AlterClientQuotasRequest:
 		recs, resp = control.AlterClientQuotas(r)
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
@@ -451,6 +459,11 @@ func errorFields(resp kmsg.Response) []*int16 {
 		out = append(out, &r.ErrorCode)
 	case *kmsg.UnregisterBrokerResponse:
 		out = append(out, &r.ErrorCode)
+	case *kmsg.UpdateFeaturesResponse:
+		out = append(out, &r.ErrorCode)
+		for i := range r.Results {
+			out = append(out, &r.Results[i].ErrorCode)
+		}
 	case *kmsg.AlterClientQuotasResponse:
 		for i := range r.Entries {
 			out = append(out, &r.Entries[i].ErrorCode)

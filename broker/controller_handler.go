@@ -31,7 +31,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.CreatePartitions, kmsg.IncrementalAlterConfigs, kmsg.AlterConfigs, kmsg.ElectLeaders,
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
 	kmsg.AlterUserSCRAMCredentials, kmsg.CreateACLs, kmsg.DeleteACLs, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
-	kmsg.DescribeConfigs, kmsg.DescribeACLs, kmsg.ListPartitionReassignments,
+	kmsg.DescribeConfigs, kmsg.DescribeACLs, kmsg.ListPartitionReassignments, kmsg.UpdateFeatures,
 }
 
 // controllerHandler serves the controller listener (network.Handler).
@@ -68,6 +68,14 @@ func newControllerHandler(driver *controllerDriver, raft *raftlog.Node, nodeID i
 	return h
 }
 
+// kraftVersion is the quorum's kraft.version: 1 when dynamic.
+func (h *controllerHandler) kraftVersion() int16 {
+	if h.dynamic {
+		return 1
+	}
+	return 0
+}
+
 // SupportedVersions implements network.Handler.
 func (h *controllerHandler) SupportedVersions(_ string, key int16) (int16, int16, bool) {
 	r, ok := h.apiRanges[key]
@@ -85,6 +93,7 @@ func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) ne
 			v.ApiKey, v.MinVersion, v.MaxVersion = k.Int16(), rng[0], rng[1]
 			resp.ApiKeys = append(resp.ApiKeys, v)
 		}
+		setApiVersionsFeatures(resp, r.Version, h.raft.Image(), h.kraftVersion())
 		return &network.Response{Msg: resp}
 	}
 	if h.authorizer != nil && !h.authorized(req) {

@@ -11,9 +11,9 @@ package broker
 //   - v1+: ThrottleMillis (always 0: no quotas yet).
 //   - v3+: client software name and version are not validated (Kafka
 //     answers INVALID_REQUEST for names outside its pattern; clients never
-//     send such names and refusing them gains nothing). SupportedFeatures
-//     and FinalizedFeatures are empty and FinalizedFeaturesEpoch -1:
-//     Keel finalizes no feature clients act on yet.
+//     send such names and refusing them gains nothing). SupportedFeatures,
+//     FinalizedFeatures and FinalizedFeaturesEpoch as Kafka fills them
+//     (features.go); below v4, features with a 0 minimum are left out.
 //   - v5 (KIP-1242): when the client names both a cluster id and a node
 //     id, either one not matching this broker is REBOOTSTRAP_REQUIRED
 //     (the connection reached the wrong broker); naming only one is
@@ -44,6 +44,7 @@ func (b *Broker) handleApiVersions(req *network.Request, m *kmsg.ApiVersionsRequ
 	if b.controllerListeners[req.Conn.Listener] {
 		return resp
 	}
+	setApiVersionsFeatures(resp, m.Version, b.currentImage(), b.cfg.KRaftVersion())
 	for key := range apiTable {
 		a := &apiTable[key]
 		if !a.served {

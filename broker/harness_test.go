@@ -110,6 +110,8 @@ func (m *testMeta) Forward(ctx context.Context, req kmsg.Request) (kmsg.Response
 		recs, resp = m.cc.CreateAcls(r)
 	case *kmsg.DeleteACLsRequest:
 		recs, resp = m.cc.DeleteAcls(r)
+	case *kmsg.UpdateFeaturesRequest:
+		recs, resp = m.cc.UpdateFeatures(r)
 	default:
 		return nil, fmt.Errorf("test controller: unexpected %s", kmsg.NameForKey(req.Key()))
 	}

@@ -257,6 +257,7 @@ func (l *brokerLifecycle) register(ctx context.Context) error {
 		le.SecurityProtocol = securityProtocolID(e.SecurityProtocol)
 		req.Listeners = append(req.Listeners, le)
 	}
+	req.Features = registrationFeatures()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := l.ch.send(rctx, req)

@@ -537,6 +537,8 @@ func fillHosts(ls []network.Listener) []network.Listener {
 func controllerConfig(cfg *Config, clusterID string) metadata.ControllerConfig {
 	c := metadata.DefaultControllerConfig()
 	c.ClusterID = clusterID
+	c.NodeID = cfg.NodeID
+	c.KRaftVersion = cfg.KRaftVersion()
 	c.NumPartitions = cfg.NumPartitions
 	c.DefaultReplicationFactor = cfg.DefaultReplicationFactor
 	c.MinInsyncReplicas = int32(cfg.MinInsyncReplicas)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/raftlog"
 )
 
@@ -182,6 +183,13 @@ func TestDynamicQuorumCluster(t *testing.T) {
 		}
 	}
 	checkQuorum()
+	// A KIP-853 quorum is kraft.version 1, as brokers and controllers
+	// report it (a static one is 0: TestCLIFeatures).
+	for addr, what := range map[string]string{c.Node(4).AdvertisedPlaintext: "broker 4", c.Node(3).AdvertisedController: "controller 3"} {
+		if got := finalizedFeatures(t, addr); got[metadata.KRaftVersionFeature] != 1 || got[metadata.MetadataVersionFeature] != metadata.LatestMetadataVersion {
+			t.Errorf("%s's finalized features: %v", what, got)
+		}
+	}
 
 	const topic = "dynamic-quorum"
 	cl := procClient(t, c, kgo.DefaultProduceTopic(topic))
@@ -220,6 +228,22 @@ func TestDynamicQuorumCluster(t *testing.T) {
 	}
 	verifyAcked(t, c, topic, acks)
 	checkQuorum()
+}
+
+// finalizedFeatures are the feature levels addr reports in ApiVersions.
+func finalizedFeatures(t *testing.T, addr string) map[string]int16 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := broker.Request(ctx, addr, kmsg.NewPtrApiVersionsRequest())
+	if err != nil {
+		t.Fatalf("api versions at %s: %v", addr, err)
+	}
+	out := map[string]int16{}
+	for _, f := range resp.(*kmsg.ApiVersionsResponse).FinalizedFeatures {
+		out[f.Name] = f.MaxVersionLevel
+	}
+	return out
 }
 
 // Before Keel knew controller.quorum.bootstrap.servers, controllers

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
 )
 
 // atVersion sends a request at exactly version v: kgo sends the lower of a
@@ -192,6 +195,37 @@ func TestForwardedRequestsWorkAtEveryVersion(t *testing.T) {
 			}
 			if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != want {
 				t.Fatalf("AlterPartitionReassignments v%d to %v: %+v", v, target, resp)
+			}
+		}
+	}
+
+	// UpdateFeatures at every version: a downgrade (v0's AllowDowngrade,
+	// which the newest version lacks, must reach the controller: without it
+	// the refusal would be for a missing upgrade type) is refused with
+	// Kafka's reason, and below v2 with a result per feature; metadata.version
+	// at the level it has succeeds.
+	for _, v := range versions(kmsg.UpdateFeatures) {
+		for _, level := range []int16{metadata.LatestMetadataVersion - 1, metadata.LatestMetadataVersion} {
+			req := kmsg.NewPtrUpdateFeaturesRequest()
+			req.TimeoutMillis = 30_000
+			u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+			u.Feature, u.MaxVersionLevel, u.AllowDowngrade, u.UpgradeType = metadata.MetadataVersionFeature, level, true, 2
+			req.FeatureUpdates = append(req.FeatureUpdates, u)
+			resp := send(req, v).(*kmsg.UpdateFeaturesResponse)
+			want, results := int16(0), 1
+			if level < metadata.LatestMetadataVersion {
+				want = kerr.InvalidUpdateVersion.Code
+			}
+			if v >= 2 {
+				results = 0
+			}
+			msg := ""
+			if resp.ErrorMessage != nil {
+				msg = *resp.ErrorMessage
+			}
+			if resp.ErrorCode != want || (want != 0 && !strings.Contains(msg, "Refusing to perform the requested downgrade")) ||
+				len(resp.Results) != results || (results > 0 && (resp.Results[0].Feature != metadata.MetadataVersionFeature || resp.Results[0].ErrorCode != want)) {
+				t.Fatalf("UpdateFeatures v%d to %d: %v %q %+v", v, level, kerr.ErrorForCode(resp.ErrorCode), msg, resp.Results)
 			}
 		}
 	}

@@ -10,6 +10,12 @@ import (
 // from DefaultControllerConfig: the zero value of a boolean is not always
 // Kafka's default.
 type ControllerConfig struct {
+	// NodeID is this controller's node.id, named in UpdateFeatures
+	// refusals.
+	NodeID int32
+	// KRaftVersion is the quorum's kraft.version: 1 for a KIP-853 dynamic
+	// quorum, 0 for static voters.
+	KRaftVersion int16
 	// ClusterID (cluster.id from meta.properties), when set, must match the
 	// ClusterID of every BrokerRegistration: INCONSISTENT_CLUSTER_ID otherwise.
 	ClusterID string

@@ -76,6 +76,20 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 	for _, l := range req.Listeners {
 		rec.Endpoints = append(rec.Endpoints, Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: l.SecurityProtocol})
 	}
+	for _, f := range req.Features {
+		if rec.Features == nil {
+			rec.Features = map[string]FeatureRange{}
+		}
+		rec.Features[f.Name] = FeatureRange{Min: f.MinSupportedVersion, Max: f.MaxSupportedVersion}
+	}
+	// As Kafka's ClusterControlManager: a broker that cannot run at a
+	// finalized level may not join.
+	for name, level := range img.features {
+		if len(rec.Features) > 0 && featureSupportError(&BrokerRegistration{ID: req.BrokerID, Features: rec.Features}, name, level) != "" {
+			resp.ErrorCode = kerr.UnsupportedVersion.Code
+			return nil, resp
+		}
+	}
 	out = append(out, rec)
 	c.sessions[req.BrokerID] = &brokerSession{
 		epoch: epoch, lastContact: now, metadataOffset: -1, registeredAt: -1, shutdownOffset: -1,

@@ -472,6 +472,17 @@ func FuzzControllerRequests(f *testing.F) {
 	deleteFilter.Operation, deleteFilter.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
 	deleteACLs.Filters = append(deleteACLs.Filters, deleteFilter)
 	seed(14, 3, deleteACLs)
+	uf := kmsg.NewPtrUpdateFeaturesRequest()
+	for _, u := range []struct {
+		name  string
+		level int16
+		typ   int8
+	}{{MetadataVersionFeature, 20, 1}, {MetadataVersionFeature, 9, 2}, {KRaftVersionFeature, 0, 3}} {
+		fu := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		fu.Feature, fu.MaxVersionLevel, fu.UpgradeType = u.name, u.level, u.typ
+		uf.FeatureUpdates = append(uf.FeatureUpdates, fu)
+	}
+	seed(15, 1, uf)
 
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
 		cfg := DefaultControllerConfig()
@@ -505,7 +516,7 @@ func FuzzControllerRequests(f *testing.F) {
 			kmsg.NewPtrBrokerRegistrationRequest(), kmsg.NewPtrBrokerHeartbeatRequest(),
 			kmsg.NewPtrAlterPartitionAssignmentsRequest(), kmsg.NewPtrAlterClientQuotasRequest(),
 			kmsg.NewPtrAlterUserSCRAMCredentialsRequest(), kmsg.NewPtrCreateACLsRequest(),
-			kmsg.NewPtrDeleteACLsRequest(),
+			kmsg.NewPtrDeleteACLsRequest(), kmsg.NewPtrUpdateFeaturesRequest(),
 		}
 		req := reqs[int(api)%len(reqs)]
 		if version < 0 || version > req.MaxVersion() {
@@ -553,6 +564,21 @@ func FuzzControllerRequests(f *testing.F) {
 			recs, resp = c.cc.DeleteAcls(r)
 			if len(resp.Results) != len(r.Filters) {
 				t.Fatalf("%d results for %d filters", len(resp.Results), len(r.Filters))
+			}
+		case *kmsg.UpdateFeaturesRequest:
+			var resp *kmsg.UpdateFeaturesResponse
+			recs, resp = c.cc.UpdateFeatures(r)
+			if want := len(r.FeatureUpdates); r.Version < 2 && len(resp.Results) != want {
+				t.Fatalf("%d results for %d updates", len(resp.Results), want)
+			}
+			if resp.ErrorCode != 0 && len(recs) > 0 {
+				t.Fatalf("refused (%d) with %d records", resp.ErrorCode, len(recs))
+			}
+			for _, rec := range recs {
+				f := rec.(*FeatureLevelRecord)
+				if r := SupportedFeatures()[f.Name]; f.Name != MetadataVersionFeature || f.FeatureLevel < r.Min || f.FeatureLevel > r.Max {
+					t.Fatalf("committed %s at %d", f.Name, f.FeatureLevel)
+				}
 			}
 		}
 		data, err := EncodeBatch(recs)

@@ -17,6 +17,9 @@ type BrokerRegistration struct {
 	Rack                 string
 	Fenced               bool
 	InControlledShutdown bool
+	// Features are the feature ranges the broker registered with
+	// (none from a Keel before features).
+	Features map[string]FeatureRange
 }
 
 // Endpoint returns the broker's endpoint for a listener name.
@@ -276,7 +279,7 @@ func (b *builder) replay(r Record) error {
 		b.mutBrokers()[r.BrokerID] = &BrokerRegistration{
 			ID: r.BrokerID, Epoch: r.BrokerEpoch, IncarnationID: r.IncarnationID,
 			Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced,
-			InControlledShutdown: r.InControlledShutdown,
+			InControlledShutdown: r.InControlledShutdown, Features: maps.Clone(r.Features),
 		}
 		b.changes.Brokers = append(b.changes.Brokers, r.BrokerID)
 	case *UnregisterBrokerRecord:
@@ -408,7 +411,11 @@ func (b *builder) replay(r Record) error {
 		b.img.nextProducerID = r.NextProducerID
 	case *FeatureLevelRecord:
 		b.img.features = cloneMap(b.img.features)
-		b.img.features[r.Name] = r.FeatureLevel
+		if r.FeatureLevel == 0 {
+			delete(b.img.features, r.Name) // level 0: not finalized, as in Kafka
+		} else {
+			b.img.features[r.Name] = r.FeatureLevel
+		}
 	case *ClientQuotaRecord:
 		return b.applyClientQuota(r)
 	case *UserScramCredentialRecord:

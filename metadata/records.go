@@ -96,6 +96,8 @@ type RegisterBrokerRecord struct {
 	Rack                 string     `json:"rack,omitempty"`
 	Fenced               bool       `json:"fenced"`
 	InControlledShutdown bool       `json:"inControlledShutdown"`
+	// Features are the broker's supported feature ranges (KIP-584).
+	Features map[string]FeatureRange `json:"features,omitempty"`
 }
 
 // UnregisterBrokerRecord removes a broker's registration.

@@ -13,6 +13,7 @@ func (img *Image) SnapshotRecords() []Record {
 		out = append(out, &RegisterBrokerRecord{
 			BrokerID: b.ID, IncarnationID: b.IncarnationID, BrokerEpoch: b.Epoch,
 			Endpoints: b.Endpoints, Rack: b.Rack, Fenced: b.Fenced, InControlledShutdown: b.InControlledShutdown,
+			Features: b.Features,
 		})
 	}
 	for _, t := range img.Topics() {

@@ -1,0 +1,281 @@
+package metadata
+
+// Feature flags (KIP-584, KIP-778): cluster-wide levels that the active
+// controller finalizes in the metadata log (FeatureLevelRecord) and every
+// node reports in ApiVersions, as kafka-features.sh reads them.
+//
+// Keel knows two features:
+//   - metadata.version, Kafka's MetadataVersion feature levels from
+//     3.3-IV3 (7, Kafka's minimum) to 4.1-IV1 (27, Kafka 4.1's, whose
+//     API versions Keel serves). The first active
+//     controller of a new cluster finalizes the level `keel format
+//     --release-version` chose, else the latest; a cluster whose log
+//     predates this feature gets the latest when a controller next becomes
+//     active. Keel's metadata records are its own, so no level changes
+//     what Keel writes: the level is the compatibility statement Kafka's
+//     tools and UIs read (kafka-features.sh, the Kafka release they show),
+//     and an upgrade only moves it forward, as Kafka's does.
+//   - kraft.version: 1 on a KIP-853 quorum (formatted with --standalone or
+//     --initial-controllers, run with controller.quorum.bootstrap.servers),
+//     0 on static voters. It is set by how the quorum was formatted, not
+//     by UpdateFeatures, and is not a FeatureLevelRecord (in Kafka it lives
+//     in the Raft log's control records).
+//
+// Features Keel does not implement (group.version for KIP-848,
+// transaction.version 2 for KIP-890 part 2, eligible.leader.replicas.version,
+// share.version, streams.version) are not advertised: a supported range
+// whose maximum is 0 is left out, as Kafka leaves it out.
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Feature names.
+const (
+	MetadataVersionFeature = "metadata.version"
+	KRaftVersionFeature    = "kraft.version"
+)
+
+// MetadataVersion levels Keel supports.
+const (
+	MinimumMetadataVersion int16 = 7  // 3.3-IV3, Kafka's MINIMUM_VERSION
+	LatestMetadataVersion  int16 = 27 // 4.1-IV1: the release whose protocol Keel serves
+)
+
+// metadataVersionNames are Kafka's MetadataVersion names by feature level
+// (index 0 unused), up to the last release Keel knows of, so that a level
+// Keel does not support is still named in its refusal.
+var metadataVersionNames = []string{"",
+	"3.0-IV1", "3.1-IV0", "3.2-IV0", "3.3-IV0", "3.3-IV1", "3.3-IV2", "3.3-IV3", // 1–7
+	"3.4-IV0", "3.5-IV0", "3.5-IV1", "3.5-IV2", "3.6-IV0", "3.6-IV1", "3.6-IV2", // 8–14
+	"3.7-IV0", "3.7-IV1", "3.7-IV2", "3.7-IV3", "3.7-IV4", "3.8-IV0", "3.9-IV0", // 15–21
+	"4.0-IV0", "4.0-IV1", "4.0-IV2", "4.0-IV3", "4.1-IV0", "4.1-IV1", "4.2-IV0", "4.2-IV1", // 22–29
+}
+
+// MetadataVersionName is a metadata.version level as Kafka names it
+// ("3.7-IV4"), or the number for a level it has no name for.
+func MetadataVersionName(level int16) string {
+	if level > 0 && int(level) < len(metadataVersionNames) {
+		return metadataVersionNames[level]
+	}
+	return strconv.Itoa(int(level))
+}
+
+// ParseMetadataVersion reads a metadata.version as kafka-features.sh and
+// kafka-storage.sh take it: a release ("3.7", its latest level), a release
+// and its internal version ("3.7-IV2"), or a feature level ("17").
+func ParseMetadataVersion(s string) (int16, error) {
+	if n, err := strconv.ParseInt(s, 10, 16); err == nil && n > 0 && int(n) < len(metadataVersionNames) {
+		return int16(n), nil
+	}
+	level := int16(-1)
+	for i, name := range metadataVersionNames {
+		if i == 0 {
+			continue
+		}
+		if name == s || (!strings.Contains(s, "-") && strings.HasPrefix(name, s+"-")) {
+			level = int16(i)
+		}
+	}
+	if level < 0 {
+		return 0, fmt.Errorf("unknown metadata.version %q (Keel supports %s to %s)", s,
+			MetadataVersionName(MinimumMetadataVersion), MetadataVersionName(LatestMetadataVersion))
+	}
+	return level, nil
+}
+
+// FeatureRange is the levels of a feature a node supports.
+type FeatureRange struct {
+	Min int16 `json:"min"`
+	Max int16 `json:"max"`
+}
+
+// SupportedFeatures are the feature ranges this build of Keel supports:
+// what every node advertises in ApiVersions and registers with the
+// controller.
+func SupportedFeatures() map[string]FeatureRange {
+	return map[string]FeatureRange{
+		MetadataVersionFeature: {MinimumMetadataVersion, LatestMetadataVersion},
+		KRaftVersionFeature:    {0, 1},
+	}
+}
+
+// Features returns the finalized feature levels (a copy; levels above 0
+// only, as Kafka reports them).
+func (img *Image) Features() map[string]int16 { return maps.Clone(img.features) }
+
+// BootstrapFeatures are the records a controller that becomes active
+// commits when the image it takes over has no metadata.version (a new
+// cluster, or a log written before Keel finalized it): the level in
+// bootstrap, the records it was formatted with and commits first, if any
+// sets it, else the latest.
+func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
+	if _, ok := img.FeatureLevel(MetadataVersionFeature); ok {
+		return nil
+	}
+	for _, r := range bootstrap {
+		if f, ok := r.(*FeatureLevelRecord); ok && f.Name == MetadataVersionFeature {
+			return nil
+		}
+	}
+	return []Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion}}
+}
+
+// featureSupportError is why broker b cannot run with feature at level,
+// or "" when it can. A registration that lists no features (one from a
+// Keel before features) is not checked.
+func featureSupportError(b *BrokerRegistration, feature string, level int16) string {
+	if len(b.Features) == 0 {
+		return ""
+	}
+	r, ok := b.Features[feature]
+	if !ok {
+		r = FeatureRange{} // an unlisted feature: level 0 only
+	}
+	if level < r.Min || level > r.Max {
+		return fmt.Sprintf("Broker %d only supports versions %d-%d", b.ID, r.Min, r.Max)
+	}
+	return ""
+}
+
+// Upgrade types of UpdateFeatures v1+ (v0's AllowDowngrade is safe
+// downgrade).
+const (
+	upgradeTypeUpgrade         int8 = 1
+	upgradeTypeSafeDowngrade   int8 = 2
+	upgradeTypeUnsafeDowngrade int8 = 3
+)
+
+// UpdateFeatures handles UpdateFeatures (API 57, KIP-584; v1 ValidateOnly
+// and upgrade types, KIP-778; v2 drops the per-feature results), as Kafka's
+// FeatureControlManager does; this controller's own ranges are
+// SupportedFeatures and its quorum's kraft.version cfg.KRaftVersion:
+//
+//   - A level must be in the local controller's range and in every
+//     registered broker's; a feature this controller does not know can
+//     only be set to 0 (it is 0).
+//   - Lowering a level needs a downgrade upgrade type (v0:
+//     AllowDowngrade); a downgrade type with a higher level is refused.
+//     metadata.version never goes down: Kafka refuses downgrades that
+//     might lose metadata, and Keel cannot tell which would not.
+//   - kraft.version is what the quorum was formatted as; asking for
+//     another level is refused.
+//
+// The update is all or nothing: the first error fails every feature,
+// reported at the top level (and, below v2, for each feature), with
+// nothing committed. ValidateOnly checks without committing.
+func (c *ClusterControl) UpdateFeatures(req *kmsg.UpdateFeaturesRequest) ([]Record, *kmsg.UpdateFeaturesResponse) {
+	resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+	var recs []Record
+	seen := map[string]bool{}
+	fail := func(code int16, msg string) ([]Record, *kmsg.UpdateFeaturesResponse) {
+		resp.ErrorCode = code
+		resp.ErrorMessage = kmsg.StringPtr(msg)
+		SetFeatureResults(resp, req.FeatureUpdates)
+		return nil, resp
+	}
+	for _, u := range req.FeatureUpdates {
+		if seen[u.Feature] {
+			return fail(kerr.InvalidRequest.Code, "Feature "+u.Feature+" appears more than once in the request.")
+		}
+		seen[u.Feature] = true
+		upgradeType := u.UpgradeType
+		if req.Version == 0 {
+			upgradeType = upgradeTypeUpgrade
+			if u.AllowDowngrade {
+				upgradeType = upgradeTypeSafeDowngrade
+			}
+		}
+		rec, msg := c.updateFeature(u.Feature, u.MaxVersionLevel, upgradeType)
+		if msg != "" {
+			return fail(kerr.InvalidUpdateVersion.Code,
+				"The update failed for all features since the following feature had an error: "+msg)
+		}
+		if rec != nil {
+			recs = append(recs, rec)
+		}
+	}
+	SetFeatureResults(resp, req.FeatureUpdates)
+	if req.ValidateOnly {
+		return nil, resp
+	}
+	return recs, resp
+}
+
+// SetFeatureResults gives a response below v2 one result per update, each
+// with the top-level error (the update is all or nothing), as Kafka
+// answers those versions; v2 has none.
+func SetFeatureResults(resp *kmsg.UpdateFeaturesResponse, updates []kmsg.UpdateFeaturesRequestFeatureUpdate) {
+	resp.Results = nil
+	if resp.Version >= 2 {
+		return
+	}
+	for _, u := range updates {
+		r := kmsg.NewUpdateFeaturesResponseResult()
+		r.Feature, r.ErrorCode = u.Feature, resp.ErrorCode
+		if resp.ErrorCode != 0 {
+			r.ErrorMessage = resp.ErrorMessage
+		}
+		resp.Results = append(resp.Results, r)
+	}
+}
+
+// updateFeature decides one feature update: the record to commit (nil if
+// the level does not change), or why it is refused.
+func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int8) (Record, string) {
+	invalid := func(why string) (Record, string) {
+		return nil, fmt.Sprintf("Invalid update version %d for feature %s. %s", level, name, why)
+	}
+	if level < 0 {
+		return invalid("A feature version cannot be less than 0.")
+	}
+	current, _ := c.img.FeatureLevel(name)
+	if name == KRaftVersionFeature {
+		current = c.cfg.KRaftVersion
+	}
+	r, known := SupportedFeatures()[name]
+	switch {
+	case !known && level == 0:
+		return nil, ""
+	case !known:
+		return invalid(fmt.Sprintf("Local controller %d does not support this feature.", c.cfg.NodeID))
+	case level < r.Min || level > r.Max:
+		return invalid(fmt.Sprintf("Local controller %d only supports versions %d-%d", c.cfg.NodeID, r.Min, r.Max))
+	}
+	if upgradeType < upgradeTypeUpgrade || upgradeType > upgradeTypeUnsafeDowngrade {
+		return invalid(fmt.Sprintf("Unknown upgrade type %d.", upgradeType))
+	}
+	switch {
+	case level < current && upgradeType == upgradeTypeUpgrade:
+		return invalid("Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.")
+	case level > current && upgradeType != upgradeTypeUpgrade:
+		return invalid("Can't downgrade to a newer version.")
+	case level == current:
+		return nil, ""
+	}
+	for _, b := range slices.SortedFunc(maps.Values(c.img.brokers), func(a, b *BrokerRegistration) int { return int(a.ID - b.ID) }) {
+		if msg := featureSupportError(b, name, level); msg != "" {
+			return invalid(msg)
+		}
+	}
+	switch name {
+	case KRaftVersionFeature:
+		return invalid("Keel sets kraft.version when the quorum is formatted (1 with keel format --standalone or --initial-controllers, 0 with controller.quorum.voters); it cannot be changed.")
+	case MetadataVersionFeature:
+		if level < current {
+			why := "Refusing to perform the requested downgrade because it might delete metadata information."
+			if upgradeType == upgradeTypeUnsafeDowngrade {
+				why = "Unsafe metadata downgrade is not supported in this version."
+			}
+			return nil, fmt.Sprintf("Invalid metadata.version %d. %s", level, why)
+		}
+	}
+	return &FeatureLevelRecord{Name: name, FeatureLevel: level}, ""
+}
