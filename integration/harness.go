@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/keelstream/keel/broker"
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/raftlog"
 )
 
@@ -103,6 +104,14 @@ var portWindow = sync.OnceValues(func() (lo, hi int) {
 // properties applied to every node (key=value).
 func StartCluster(t testing.TB, specs []NodeSpec, overrides ...string) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, specs, nil, overrides...)
+}
+
+// StartClusterWith is StartCluster with every controller formatted with
+// bootstrap records (keel format --release-version, --add-scram), which
+// the first active controller commits.
+func StartClusterWith(t testing.TB, specs []NodeSpec, bootstrap []metadata.Record, overrides ...string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, ClusterID: raftlog.NewClusterID(), Specs: specs, Nodes: map[int32]*broker.Node{},
 		dirs: map[int32]string{}, ports: map[int32][2]int{}, overrides: overrides, sink: &logSink{t: t}}
 	var voters []string
@@ -118,6 +127,11 @@ func StartCluster(t testing.TB, specs []NodeSpec, overrides ...string) *Cluster 
 		cfg := c.config(s)
 		if _, err := raftlog.EnsureMetaProperties(cfg.LogDirs, c.ClusterID, s.ID, true); err != nil {
 			t.Fatal(err)
+		}
+		if len(bootstrap) > 0 && cfg.HasRole("controller") {
+			if err := raftlog.WriteBootstrapRecords(cfg.MetadataLogDir, bootstrap); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for _, s := range specs {

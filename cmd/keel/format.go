@@ -47,7 +47,7 @@ func formatCommand() *cli.Command {
 			&cli.StringFlag{Name: "initial-controllers", Aliases: []string{"I"}, Usage: "the quorum's initial voters, id@host:port[:directoryId],... (dynamic quorum)"},
 			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "this controller joins a running quorum (keel metadata-quorum add-controller) (dynamic quorum)"},
 			&cli.BoolFlag{Name: "ignore-formatted", Aliases: []string{"g"}, Usage: "skip dirs that are already formatted instead of failing on them"},
-			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "accepted for kafka-storage.sh's sake and ignored: Keel has no metadata.version to choose"},
+			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "the metadata.version the cluster starts at, as a release (3.7) or a level name (3.7-IV2); default the latest (controllers)"},
 			&cli.StringSliceFlag{Name: "add-scram", Aliases: []string{"S"}, Usage: "a SCRAM credential the cluster starts with, 'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; controllers)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -70,9 +70,19 @@ func formatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			var boot []metadata.Record
 			if v := c.String("release-version"); v != "" {
-				fmt.Fprintf(c.App.Writer, "Ignoring --release-version %s: Keel has no metadata.version to choose\n", v)
+				level, err := metadata.ParseMetadataVersion(v)
+				if err != nil {
+					return err
+				}
+				if level < metadata.MinimumMetadataVersion || level > metadata.LatestMetadataVersion {
+					return fmt.Errorf("--release-version %s: Keel supports metadata.version %s to %s", v,
+						metadata.MetadataVersionName(metadata.MinimumMetadataVersion), metadata.MetadataVersionName(metadata.LatestMetadataVersion))
+				}
+				boot = append(boot, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level})
 			}
+			boot = append(boot, scram...)
 			dirs := slices.Clone(cfg.LogDirs)
 			if !slices.Contains(dirs, cfg.MetadataLogDir) {
 				dirs = append(dirs, cfg.MetadataLogDir)
@@ -106,17 +116,29 @@ func formatCommand() *cli.Command {
 			for _, d := range dirs {
 				fmt.Fprintf(c.App.Writer, "Formatted %s with cluster.id %s and node.id %d\n", d, id, cfg.NodeID)
 			}
+			flags := "--add-scram"
+			if len(scram) == 0 {
+				flags = "--release-version"
+			} else if len(boot) > len(scram) {
+				flags = "--release-version and --add-scram"
+			}
 			switch {
-			case len(scram) == 0:
+			case len(boot) == 0:
 			case !cfg.HasRole("controller"):
-				fmt.Fprintf(c.App.Writer, "Ignoring --add-scram: process.roles=%s has no controller, and only controllers bootstrap the metadata log\n", strings.Join(cfg.ProcessRoles, ","))
+				fmt.Fprintf(c.App.Writer, "Ignoring %s: process.roles=%s has no controller, and only controllers bootstrap the metadata log\n", flags, strings.Join(cfg.ProcessRoles, ","))
 			case !slices.Contains(dirs, cfg.MetadataLogDir):
-				fmt.Fprintf(c.App.Writer, "Ignoring --add-scram: %s was formatted already\n", cfg.MetadataLogDir)
+				fmt.Fprintf(c.App.Writer, "Ignoring %s: %s was formatted already\n", flags, cfg.MetadataLogDir)
 			default:
-				if err := raftlog.WriteBootstrapRecords(cfg.MetadataLogDir, scram); err != nil {
+				if err := raftlog.WriteBootstrapRecords(cfg.MetadataLogDir, boot); err != nil {
 					return err
 				}
-				fmt.Fprintf(c.App.Writer, "Formatted %s with %d SCRAM credential(s) to bootstrap the cluster with\n", cfg.MetadataLogDir, len(scram))
+				if len(boot) > len(scram) {
+					fmt.Fprintf(c.App.Writer, "Formatted %s to bootstrap the cluster at metadata.version %s\n", cfg.MetadataLogDir,
+						metadata.MetadataVersionName(boot[0].(*metadata.FeatureLevelRecord).FeatureLevel))
+				}
+				if len(scram) > 0 {
+					fmt.Fprintf(c.App.Writer, "Formatted %s with %d SCRAM credential(s) to bootstrap the cluster with\n", cfg.MetadataLogDir, len(scram))
+				}
 			}
 			switch {
 			case initial != nil:

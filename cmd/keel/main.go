@@ -31,6 +31,7 @@ func newApp() *cli.App {
 			serverCommand(),
 			formatCommand(),
 			metadataQuorumCommand(),
+			featuresCommand(),
 			dumpLogCommand(),
 			topicsCommand(),
 			produceCommand(),

@@ -224,7 +224,8 @@ func TestKafkaStyleArgs(t *testing.T) {
 }
 
 // keel format takes kafka-storage.sh format's --ignore-formatted, which
-// container entrypoints pass on every start, and its --release-version.
+// container entrypoints pass on every start, and its --release-version
+// (the metadata.version to start at; one Keel does not support fails).
 func TestFormatIgnoreFormattedAndReleaseVersion(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "server.properties")
@@ -233,8 +234,13 @@ func TestFormatIgnoreFormattedAndReleaseVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, second := raftlog.NewClusterID(), raftlog.NewClusterID()
+	for _, v := range []string{"3.2", "4.2", "5.0", "x"} {
+		if out, err := run(t, "format", "-t", first, "-c", conf, "--release-version", v); err == nil {
+			t.Fatalf("format --release-version %s succeeded:\n%s", v, out)
+		}
+	}
 	if out, err := run(t, "format", "-t", first, "-c", conf, "--release-version", "4.1"); err != nil ||
-		!strings.Contains(out, "Ignoring --release-version 4.1") || !strings.Contains(out, "Formatted "+data) {
+		!strings.Contains(out, "to bootstrap the cluster at metadata.version 4.1-IV1") || !strings.Contains(out, "Formatted "+data) {
 		t.Fatalf("format: %v\n%s", err, out)
 	}
 	if out, err := run(t, "format", "-t", second, "-c", conf); err == nil {
