@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/keelstream/keel/broker"
@@ -48,6 +49,7 @@ func formatCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "this controller joins a running quorum (keel metadata-quorum add-controller) (dynamic quorum)"},
 			&cli.BoolFlag{Name: "ignore-formatted", Aliases: []string{"g"}, Usage: "skip dirs that are already formatted instead of failing on them"},
 			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "the metadata.version the cluster starts at, as a release (3.7) or a level name (3.7-IV2); default the latest (controllers)"},
+			&cli.StringSliceFlag{Name: "feature", Aliases: []string{"f"}, Usage: "NAME=LEVEL: metadata.version (as --release-version); kraft.version, which must be what the quorum is (1 for --standalone/--initial-controllers/bootstrap servers, 0 for controller.quorum.voters); other features only at 0 (repeatable)"},
 			&cli.StringSliceFlag{Name: "add-scram", Aliases: []string{"S"}, Usage: "a SCRAM credential the cluster starts with, 'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; controllers)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -70,17 +72,9 @@ func formatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			var boot []metadata.Record
-			if v := c.String("release-version"); v != "" {
-				level, err := metadata.ParseMetadataVersion(v)
-				if err != nil {
-					return err
-				}
-				if level < metadata.MinimumMetadataVersion || level > metadata.LatestMetadataVersion {
-					return fmt.Errorf("--release-version %s: Keel supports metadata.version %s to %s", v,
-						metadata.MetadataVersionName(metadata.MinimumMetadataVersion), metadata.MetadataVersionName(metadata.LatestMetadataVersion))
-				}
-				boot = append(boot, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level})
+			boot, err := formatFeatures(c.String("release-version"), c.StringSlice("feature"), cfg)
+			if err != nil {
+				return err
 			}
 			boot = append(boot, scram...)
 			dirs := slices.Clone(cfg.LogDirs)
@@ -119,7 +113,7 @@ func formatCommand() *cli.Command {
 			flags := "--add-scram"
 			if len(scram) == 0 {
 				flags = "--release-version"
-			} else if len(boot) > len(scram) {
+			} else if bootMetadataVersion(boot) {
 				flags = "--release-version and --add-scram"
 			}
 			switch {
@@ -132,7 +126,7 @@ func formatCommand() *cli.Command {
 				if err := raftlog.WriteBootstrapRecords(cfg.MetadataLogDir, boot); err != nil {
 					return err
 				}
-				if len(boot) > len(scram) {
+				if bootMetadataVersion(boot) {
 					fmt.Fprintf(c.App.Writer, "Formatted %s to bootstrap the cluster at metadata.version %s\n", cfg.MetadataLogDir,
 						metadata.MetadataVersionName(boot[0].(*metadata.FeatureLevelRecord).FeatureLevel))
 				}
@@ -149,6 +143,60 @@ func formatCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// formatFeatures are the feature records a controller is formatted with:
+// metadata.version from --release-version or --feature
+// metadata.version=V (as kafka-storage.sh format takes them, one or the
+// other), first; a --feature kraft.version must match the quorum's, which
+// Keel takes from the configuration, and another feature can only be 0
+// (not finalized), as Keel implements none.
+func formatFeatures(release string, features []string, cfg *broker.Config) ([]metadata.Record, error) {
+	var out []metadata.Record
+	for _, f := range features {
+		name, value, ok := strings.Cut(f, "=")
+		if !ok || name == "" || value == "" {
+			return nil, fmt.Errorf("--feature %s: want NAME=LEVEL", f)
+		}
+		switch name {
+		case metadata.MetadataVersionFeature:
+			if release != "" {
+				return nil, fmt.Errorf("give --release-version or --feature metadata.version, not both")
+			}
+			release = value
+			continue
+		case metadata.KRaftVersionFeature:
+			if want := strconv.Itoa(int(cfg.KRaftVersion())); value != want {
+				return nil, fmt.Errorf("--feature %s: this quorum is kraft.version %s (1 with controller.quorum.bootstrap.servers, 0 with controller.quorum.voters)", f, want)
+			}
+			continue
+		}
+		if value != "0" {
+			return nil, fmt.Errorf("--feature %s: Keel does not implement %s, so it can only be 0", f, name)
+		}
+	}
+	if release == "" {
+		return out, nil
+	}
+	level, err := metadata.ParseMetadataVersion(release)
+	if err != nil {
+		return nil, err
+	}
+	if level < metadata.MinimumMetadataVersion || level > metadata.LatestMetadataVersion {
+		return nil, fmt.Errorf("metadata.version %s: Keel supports %s to %s", release,
+			metadata.MetadataVersionName(metadata.MinimumMetadataVersion), metadata.MetadataVersionName(metadata.LatestMetadataVersion))
+	}
+	return append(out, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level}), nil
+}
+
+// bootMetadataVersion reports whether boot's first record is the
+// metadata.version formatFeatures put there.
+func bootMetadataVersion(boot []metadata.Record) bool {
+	if len(boot) == 0 {
+		return false
+	}
+	f, ok := boot[0].(*metadata.FeatureLevelRecord)
+	return ok && f.Name == metadata.MetadataVersionFeature
 }
 
 // initialVoters checks format's quorum flags against the configuration, as

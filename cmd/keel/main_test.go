@@ -246,6 +246,31 @@ func TestFormatIgnoreFormattedAndReleaseVersion(t *testing.T) {
 	if out, err := run(t, "format", "-t", second, "-c", conf); err == nil {
 		t.Fatalf("formatting for another cluster succeeded:\n%s", out)
 	}
+
+	// kafka-storage.sh format's --feature: metadata.version as
+	// --release-version (not both), kraft.version only as the quorum is
+	// (static voters here: 0), features Keel lacks only at 0.
+	for _, tc := range []struct {
+		args []string
+		want string // "" for a refusal
+	}{
+		{[]string{"--feature", "metadata.version=3.7-IV2"}, "metadata.version 3.7-IV2"},
+		{[]string{"--feature", "kraft.version=0", "--feature", "group.version=0", "--feature", "metadata.version=18"}, "metadata.version 3.7-IV3"},
+		{[]string{"--feature", "kraft.version=1"}, ""},
+		{[]string{"--feature", "group.version=1"}, ""},
+		{[]string{"--feature", "metadata.version"}, ""},
+		{[]string{"--feature", "metadata.version=3.7", "--release-version", "3.7"}, ""},
+	} {
+		fresh := filepath.Join(t.TempDir(), "data")
+		args := append([]string{"format", "-t", first, "--override", "log.dirs=" + fresh}, tc.args...)
+		out, err := run(t, args...)
+		if tc.want == "" && err == nil {
+			t.Errorf("format %v succeeded:\n%s", tc.args, out)
+		}
+		if tc.want != "" && (err != nil || !strings.Contains(out, "to bootstrap the cluster at "+tc.want)) {
+			t.Errorf("format %v: %v\n%s", tc.args, err, out)
+		}
+	}
 	out, err := run(t, "format", "-t", second, "-c", conf, "-g")
 	if err != nil || !strings.Contains(out, data+" is already formatted; skipping it") {
 		t.Fatalf("format -g: %v\n%s", err, out)
