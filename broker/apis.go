@@ -27,7 +27,7 @@ var apiTable = func() []apiSpec {
 		{2, 1, 11}, // ListOffsets
 		{3, 0, 13}, // Metadata
 		{8, 0, 9},  // OffsetCommit (v10 topic ids: not yet)
-		{9, 0, 8},  // OffsetFetch (v9 KIP-848 member epochs: not yet)
+		{9, 0, 9},  // OffsetFetch (v10 topic ids: not yet)
 		{10, 0, 5}, // FindCoordinator (groups, transactions)
 		{11, 0, 9}, // JoinGroup
 		{12, 0, 4}, // Heartbeat
@@ -70,6 +70,8 @@ var apiTable = func() []apiSpec {
 		{64, 0, 0}, // UnregisterBroker (forwarded)
 		{65, 0, 0}, // DescribeTransactions
 		{66, 0, 2}, // ListTransactions
+		{68, 0, 1}, // ConsumerGroupHeartbeat (KIP-848; advertised at group.version 1+)
+		{69, 0, 1}, // ConsumerGroupDescribe (KIP-848; advertised at group.version 1+)
 		{80, 0, 1}, // AddRaftVoter (forwarded)
 		{81, 0, 0}, // RemoveRaftVoter (forwarded)
 	}

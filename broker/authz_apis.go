@@ -179,6 +179,22 @@ func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Res
 		if !z.group(opRead, m.Group) {
 			return groupDenied(m), nil
 		}
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		if !z.group(opRead, m.Group) {
+			return groupDenied(m), nil
+		}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return describeGroupsAuthz(z, m, &m.Groups, m.IncludeAuthorizedOperations, func(resp kmsg.Response, g string) {
+			r := resp.(*kmsg.ConsumerGroupDescribeResponse)
+			e := kmsg.NewConsumerGroupDescribeResponseGroup()
+			e.Group, e.ErrorCode = g, codeGroupDenied
+			r.Groups = append(r.Groups, e)
+		}, func(resp kmsg.Response, each func(group string, code int16, ops *int32)) {
+			for i := range resp.(*kmsg.ConsumerGroupDescribeResponse).Groups {
+				g := &resp.(*kmsg.ConsumerGroupDescribeResponse).Groups[i]
+				each(g.Group, g.ErrorCode, &g.AuthorizedOperations)
+			}
+		})
 	case *kmsg.OffsetCommitRequest:
 		if !z.group(opRead, m.Group) {
 			return denyTopicPartitions(m, codeGroupDenied, offsetCommitTopics), nil
@@ -192,27 +208,17 @@ func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Res
 	case *kmsg.OffsetFetchRequest:
 		return authorizeOffsetFetch(z, m)
 	case *kmsg.DescribeGroupsRequest:
-		deny, post := namesAuthz(z, &m.Groups, func(g string) bool { return z.group(opDescribe, g) }, func(resp kmsg.Response, g string) {
+		return describeGroupsAuthz(z, m, &m.Groups, m.IncludeAuthorizedOperations, func(resp kmsg.Response, g string) {
 			r := resp.(*kmsg.DescribeGroupsResponse)
 			e := kmsg.NewDescribeGroupsResponseGroup()
 			e.Group, e.ErrorCode, e.AuthorizedOperations = g, codeGroupDenied, -2147483648
 			r.Groups = append(r.Groups, e)
-		}, m)
-		if deny != nil || !m.IncludeAuthorizedOperations {
-			return deny, post
-		}
-		return nil, func(resp kmsg.Response) kmsg.Response {
-			if post != nil {
-				resp = post(resp)
+		}, func(resp kmsg.Response, each func(group string, code int16, ops *int32)) {
+			for i := range resp.(*kmsg.DescribeGroupsResponse).Groups {
+				g := &resp.(*kmsg.DescribeGroupsResponse).Groups[i]
+				each(g.Group, g.ErrorCode, &g.AuthorizedOperations)
 			}
-			r := resp.(*kmsg.DescribeGroupsResponse)
-			for i := range r.Groups {
-				if g := &r.Groups[i]; g.ErrorCode == 0 {
-					g.AuthorizedOperations = z.operations(kmsg.ACLResourceTypeGroup, g.Group, g.AuthorizedOperations)
-				}
-			}
-			return r
-		}
+		})
 	case *kmsg.DeleteGroupsRequest:
 		return namesAuthz(z, &m.Groups, func(g string) bool { return z.group(opDelete, g) }, func(resp kmsg.Response, g string) {
 			r := resp.(*kmsg.DeleteGroupsResponse)
@@ -358,6 +364,8 @@ func setTopLevelError(resp kmsg.Response, code int16) {
 		r.ErrorCode = code
 	case *kmsg.LeaveGroupResponse:
 		r.ErrorCode = code
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		r.ErrorCode, r.MemberEpoch = code, -1
 	case *kmsg.AddOffsetsToTxnResponse:
 		r.ErrorCode = code
 	case *kmsg.EndTxnResponse:
@@ -1055,4 +1063,28 @@ func authorizeAddPartitionsToTxn(z *requestAuthz, m *kmsg.AddPartitionsToTxnRequ
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// describeGroupsAuthz authorizes DescribeGroups and ConsumerGroupDescribe:
+// DESCRIBE on each group, a denied one answered with
+// GROUP_AUTHORIZATION_FAILED (denied), and, when the request asks for
+// them, each described group's authorized operations narrowed to the
+// principal's (KIP-430); groups visits the response's groups.
+func describeGroupsAuthz(z *requestAuthz, m kmsg.Request, names *[]string, includeOps bool, denied func(kmsg.Response, string),
+	groups func(kmsg.Response, func(group string, code int16, ops *int32))) (kmsg.Response, func(kmsg.Response) kmsg.Response) {
+	deny, post := namesAuthz(z, names, func(g string) bool { return z.group(opDescribe, g) }, denied, m)
+	if deny != nil || !includeOps {
+		return deny, post
+	}
+	return nil, func(resp kmsg.Response) kmsg.Response {
+		if post != nil {
+			resp = post(resp)
+		}
+		groups(resp, func(group string, code int16, ops *int32) {
+			if code == 0 {
+				*ops = z.operations(kmsg.ACLResourceTypeGroup, group, *ops)
+			}
+		})
+		return resp
+	}
 }

@@ -189,6 +189,30 @@ func TestAuthorizationPerAPI(t *testing.T) {
 		t.Errorf("find coordinator: %v", got)
 	}
 
+	// The consumer protocol: READ on the group to heartbeat, DESCRIBE on
+	// the subscribed topics; DESCRIBE on each group to describe it.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames = 1, "h", "m", 1000, []string{"open"}
+	if resp := roundTrip[*kmsg.ConsumerGroupHeartbeatResponse](rc, hb); resp.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("consumer group heartbeat to h: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	c.meta.commit(&metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: metadata.LatestMetadataVersion},
+		&metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: 1})
+	hb.Group, hb.SubscribedTopicNames = "g", []string{"open", "closed"}
+	if resp := roundTrip[*kmsg.ConsumerGroupHeartbeatResponse](rc, hb); resp.ErrorCode != kerr.TopicAuthorizationFailed.Code ||
+		resp.ErrorMessage == nil || *resp.ErrorMessage != "Unauthorized topics: closed" {
+		t.Errorf("consumer group heartbeat subscribing to closed: %v %v", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+	}
+	cgd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cgd.Groups = []string{"g", "h"}
+	got = map[string]int16{}
+	for _, g := range roundTrip[*kmsg.ConsumerGroupDescribeResponse](rc, cgd).Groups {
+		got[g.Group] = g.ErrorCode
+	}
+	if got["h"] != kerr.GroupAuthorizationFailed.Code || got["g"] == kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("consumer group describe: %v", got)
+	}
+
 	// Producer ids: idempotent with WRITE on a topic, transactional only
 	// for tx.
 	idem := kmsg.NewPtrInitProducerIDRequest()

@@ -497,6 +497,15 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 		return b.handleListGroups(ctx, m)
 	case *kmsg.DeleteGroupsRequest:
 		return b.handleDeleteGroups(ctx, m)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		var describable func(string) bool
+		if b.authorizer != nil {
+			z := b.authzFor(req)
+			describable = func(topic string) bool { return z.quiet(opDescribe, kmsg.ACLResourceTypeTopic, topic) }
+		}
+		return b.handleConsumerGroupHeartbeat(req, m, describable)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return b.handleConsumerGroupDescribe(m)
 	}
 	// SupportedVersions refuses every other key, so this is a bug; close
 	// the connection rather than leave the client waiting.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelstream/keel/broker/group"
 	"github.com/keelstream/keel/metadata"
 )
 
@@ -171,6 +172,13 @@ type Config struct {
 	// NotApplied lists Kafka keys set to something Keel does not do, each
 	// as "key: why"; the caller warns about them.
 	NotApplied []string
+
+	// KIP-848 consumer groups.
+	GroupRebalanceProtocols   []string      // group.coordinator.rebalance.protocols
+	ConsumerSessionTimeout    time.Duration // group.consumer.session.timeout.ms
+	ConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms
+	ConsumerGroupMaxSize      int           // group.consumer.max.size
+	ConsumerAssignors         []string      // group.consumer.assignors, as names (uniform, range)
 }
 
 // configKey describes one known key: its default and how to set it.
@@ -402,6 +410,15 @@ func configKeys(c *Config) map[string]configKey {
 		"log.cleaner.max.compaction.lag.ms":       {"9223372036854775807", i64(&c.LogCleanerMaxCompactionLagMs), ""},
 		"replica.high.watermark.checkpoint.interval.ms": {"5000", ms(&c.HighWatermarkCheckpointInterval),
 			"how often each log dir's high watermarks are written (replication-offset-checkpoint), where a broker restarted after a crash starts from"},
+
+		// KIP-848 consumer groups.
+		"group.coordinator.rebalance.protocols": {"classic,consumer", func(c *Config, v string) error { return c.parseRebalanceProtocols(v) },
+			"the group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848's ConsumerGroupHeartbeat, with group.version 1)"},
+		"group.consumer.session.timeout.ms":    {"45000", ms(&c.ConsumerSessionTimeout), "a consumer-protocol member that does not heartbeat for this long is removed from its group"},
+		"group.consumer.heartbeat.interval.ms": {"5000", ms(&c.ConsumerHeartbeatInterval), "how often consumer-protocol members heartbeat"},
+		"group.consumer.max.size":              {"2147483647", i(&c.ConsumerGroupMaxSize), "members a consumer-protocol group may have"},
+		"group.consumer.assignors": {"uniform,range", func(c *Config, v string) error { return c.parseConsumerAssignors(v) },
+			"the server-side assignors consumer-protocol members may name (group.remote.assignor), the default first: uniform, range, or Kafka's class names for them"},
 	}
 }
 
@@ -464,22 +481,67 @@ func notApplied(k, v string) (why string, ok bool) {
 		k == "metadata.max.retention.bytes", k == "metadata.max.retention.ms":
 		return "Keel's metadata log is a Raft log store (raft-boltdb), not segment files: " +
 			"each node keeps the 10240 entries behind its latest snapshot, and its 2 newest snapshots", true
-	case k == "group.coordinator.rebalance.protocols":
-		for _, p := range splitList(v) {
-			if p != "classic" {
-				return "only the classic group protocol is served (KIP-848's consumer groups are not): " +
-					"a consumer with group.protocol=consumer fails with UnsupportedVersionException (ConsumerGroupHeartbeat is not advertised)", true
-			}
-		}
-		return "", true
-	case strings.HasPrefix(k, "group.consumer."):
-		return "KIP-848's consumer groups are not served; classic groups take their timeouts from the clients", true
+	case k == "group.consumer.min.session.timeout.ms", k == "group.consumer.max.session.timeout.ms",
+		k == "group.consumer.min.heartbeat.interval.ms", k == "group.consumer.max.heartbeat.interval.ms",
+		k == "group.consumer.migration.policy", k == "group.consumer.regex.refresh.interval.ms":
+		return "Keel has no per-group consumer.* configs for these to bound, and does not migrate groups between the classic and consumer protocols while they have members", true
 	case k == "metric.reporters" && strings.TrimSpace(v) == "":
 		return "", true
 	case k == "metric.reporters", k == "metrics.num.samples", k == "metrics.sample.window.ms", k == "metrics.recording.level":
 		return "Keel has no JMX metrics reporters: it serves Kafka's broker metrics in Prometheus's format at keel.metrics.address", true
 	}
 	return "", false
+}
+
+// consumerAssignorClasses are Kafka's class names of its server-side
+// assignors, which group.consumer.assignors may name.
+var consumerAssignorClasses = map[string]string{
+	"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+	"org.apache.kafka.coordinator.group.assignor.RangeAssignor":   "range",
+}
+
+// parseConsumerAssignors reads group.consumer.assignors: names or Kafka's
+// class names of the uniform and range assignors.
+func (c *Config) parseConsumerAssignors(v string) error {
+	c.ConsumerAssignors = nil
+	for _, a := range splitList(v) {
+		if name, ok := consumerAssignorClasses[a]; ok {
+			a = name
+		}
+		if !slices.Contains(group.ServerAssignors, a) {
+			return fmt.Errorf("unknown assignor %q: Keel has %s", a, strings.Join(group.ServerAssignors, " and "))
+		}
+		c.ConsumerAssignors = append(c.ConsumerAssignors, a)
+	}
+	if len(c.ConsumerAssignors) == 0 {
+		return fmt.Errorf("no assignor")
+	}
+	return nil
+}
+
+// parseRebalanceProtocols reads group.coordinator.rebalance.protocols:
+// classic and consumer are served; Kafka's streams (KIP-1071) and share
+// (KIP-932) groups are not, and are reported as such.
+func (c *Config) parseRebalanceProtocols(v string) error {
+	c.GroupRebalanceProtocols = nil
+	for _, p := range splitList(v) {
+		switch p {
+		case "classic", "consumer":
+			c.GroupRebalanceProtocols = append(c.GroupRebalanceProtocols, p)
+		case "streams", "share":
+			c.NotApplied = append(c.NotApplied, "group.coordinator.rebalance.protocols: Keel serves no "+p+
+				" groups (KIP-1071 streams, KIP-932 share groups); classic and consumer groups are served")
+		default:
+			return fmt.Errorf("unknown group protocol %q (classic, consumer, streams or share)", p)
+		}
+	}
+	return nil
+}
+
+// consumerProtocolServed reports whether group.coordinator.rebalance.protocols
+// lists the consumer protocol.
+func (c *Config) consumerProtocolServed() bool {
+	return slices.Contains(c.GroupRebalanceProtocols, "consumer")
 }
 
 // splitList splits a comma-separated list, trimming blanks.
@@ -813,6 +875,9 @@ func (c *Config) defaultOffsetsReplication() {
 }
 
 func (c *Config) validate() error {
+	if !slices.Contains(c.GroupRebalanceProtocols, "classic") {
+		return fmt.Errorf("group.coordinator.rebalance.protocols must include classic")
+	}
 	if c.NumReplicaFetchers < 1 {
 		return fmt.Errorf("num.replica.fetchers must be >= 1, got %d", c.NumReplicaFetchers)
 	}

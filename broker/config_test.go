@@ -401,7 +401,7 @@ func TestReplicaSocketConfig(t *testing.T) {
 func TestNotAppliedKeys(t *testing.T) {
 	c, err := LoadConfig(map[string]string{
 		"metadata.log.segment.bytes": "1073741824", "metadata.max.retention.ms": "604800000",
-		"group.coordinator.rebalance.protocols": "classic,consumer", "group.consumer.heartbeat.interval.ms": "5000",
+		"group.coordinator.rebalance.protocols": "classic,consumer", "group.consumer.min.session.timeout.ms": "45000",
 		"metric.reporters": "com.example.Reporter", "no.such.key": "1",
 	}, nil)
 	if err != nil {
@@ -415,7 +415,7 @@ func TestNotAppliedKeys(t *testing.T) {
 		}
 		keys = append(keys, k)
 	}
-	want := []string{"group.consumer.heartbeat.interval.ms", "group.coordinator.rebalance.protocols", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
+	want := []string{"group.consumer.min.session.timeout.ms", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
 	if !slices.Equal(keys, want) || !slices.Equal(c.Unknown, []string{"no.such.key"}) {
 		t.Fatalf("not applied %v, unknown %v; want %v and [no.such.key]", keys, c.Unknown, want)
 	}
@@ -423,7 +423,25 @@ func TestNotAppliedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.NotApplied) != 0 || !slices.Contains(c.Ignored, "group.coordinator.rebalance.protocols") || !slices.Contains(c.Ignored, "metric.reporters") {
-		t.Fatalf("classic only: not applied %v, ignored %v", c.NotApplied, c.Ignored)
+	if len(c.NotApplied) != 0 || !slices.Equal(c.GroupRebalanceProtocols, []string{"classic"}) || c.consumerProtocolServed() ||
+		!slices.Contains(c.Ignored, "metric.reporters") {
+		t.Fatalf("classic only: protocols %v, not applied %v, ignored %v", c.GroupRebalanceProtocols, c.NotApplied, c.Ignored)
+	}
+	// Kafka's streams and share groups are reported, not served; an
+	// unknown protocol or a list without classic is refused.
+	c, err = LoadConfig(map[string]string{"group.coordinator.rebalance.protocols": "classic,consumer,streams"}, nil)
+	if err != nil || !c.consumerProtocolServed() || len(c.NotApplied) != 1 || !strings.Contains(c.NotApplied[0], "streams") {
+		t.Fatalf("with streams: %v, not applied %v", err, c.NotApplied)
+	}
+	for _, v := range []string{"classic,modern", "consumer"} {
+		if _, err := LoadConfig(map[string]string{"group.coordinator.rebalance.protocols": v}, nil); err == nil {
+			t.Errorf("group.coordinator.rebalance.protocols=%s accepted", v)
+		}
+	}
+	if _, err := LoadConfig(map[string]string{"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"}, nil); err != nil {
+		t.Errorf("Kafka's assignor class names: %v", err)
+	}
+	if _, err := LoadConfig(map[string]string{"group.consumer.assignors": "sticky"}, nil); err == nil {
+		t.Error("group.consumer.assignors=sticky accepted")
 	}
 }

@@ -42,7 +42,8 @@ func TestApiVersionsFeatures(t *testing.T) {
 		t.Errorf("v3 supported features %v, want only metadata.version %v", got, mv)
 	}
 	r4 := apiVersions(4)
-	if got := supported(r4); len(got) != 2 || got[metadata.MetadataVersionFeature] != mv || got[metadata.KRaftVersionFeature] != [2]int16{0, 1} {
+	if got := supported(r4); len(got) != 3 || got[metadata.MetadataVersionFeature] != mv || got[metadata.KRaftVersionFeature] != [2]int16{0, 1} ||
+		got[metadata.GroupVersionFeature] != [2]int16{0, 1} {
 		t.Errorf("v4 supported features %v", got)
 	}
 	epoch := c.meta.Image().Offset()
@@ -68,5 +69,36 @@ func TestApiVersionsFeatures(t *testing.T) {
 	uf.FeatureUpdates[0], uf.Version = u, 2
 	if resp := roundTrip[*kmsg.UpdateFeaturesResponse](rc, uf); resp.ErrorCode != kerr.InvalidUpdateVersion.Code || len(resp.Results) != 0 {
 		t.Fatalf("downgrade: %+v", resp)
+	}
+}
+
+// The consumer group protocol (KIP-848) follows group.version: at 0 its
+// APIs are not advertised and a heartbeat that comes anyway gets
+// UNSUPPORTED_VERSION with the reason; at 1 both are advertised.
+func TestConsumerGroupHeartbeatDisabled(t *testing.T) {
+	c := newTestCluster(t)
+	c.meta.commit(&metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: metadata.LatestMetadataVersion})
+	rc := c.dialRaw(t)
+	advertised := func() (keys []int16) {
+		resp := roundTrip[*kmsg.ApiVersionsResponse](rc, kmsg.NewPtrApiVersionsRequest())
+		for _, k := range resp.ApiKeys {
+			if k.ApiKey == 68 || k.ApiKey == 69 {
+				keys = append(keys, k.ApiKey)
+			}
+		}
+		return keys
+	}
+	if keys := advertised(); len(keys) != 0 {
+		t.Fatalf("advertised %v at group.version 0", keys)
+	}
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames = 1, "g", "m", 1000, []string{"t"}
+	resp := roundTrip[*kmsg.ConsumerGroupHeartbeatResponse](rc, hb)
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || resp.ErrorMessage == nil || resp.MemberEpoch != -1 {
+		t.Fatalf("heartbeat at group.version 0: %+v", resp)
+	}
+	c.meta.commit(&metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: 1})
+	if keys := advertised(); len(keys) != 2 {
+		t.Fatalf("advertised %v at group.version 1", keys)
 	}
 }

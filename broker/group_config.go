@@ -27,5 +27,10 @@ func (c *Config) groupConfig() group.Config {
 		OffsetsRetentionMs:      c.OffsetsRetention.Milliseconds(),
 		OffsetsRetentionCheckMs: max(c.OffsetsRetentionCheckInterval.Milliseconds(), 1),
 		MaxMetadataSize:         c.OffsetMetadataMaxBytes,
+
+		ConsumerSessionTimeoutMs:    c.ConsumerSessionTimeout.Milliseconds(),
+		ConsumerHeartbeatIntervalMs: c.ConsumerHeartbeatInterval.Milliseconds(),
+		ConsumerMaxSize:             c.ConsumerGroupMaxSize,
+		ConsumerAssignors:           c.ConsumerAssignors,
 	}
 }

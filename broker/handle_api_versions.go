@@ -44,10 +44,17 @@ func (b *Broker) handleApiVersions(req *network.Request, m *kmsg.ApiVersionsRequ
 	if b.controllerListeners[req.Conn.Listener] {
 		return resp
 	}
-	setApiVersionsFeatures(resp, m.Version, b.currentImage(), b.cfg.KRaftVersion())
+	img := b.currentImage()
+	setApiVersionsFeatures(resp, m.Version, img, b.cfg.KRaftVersion())
+	consumerGroups := b.consumerProtocolEnabled(img)
 	for key := range apiTable {
 		a := &apiTable[key]
 		if !a.served {
+			continue
+		}
+		if (key == 68 || key == 69) && !consumerGroups {
+			// Kafka advertises the consumer protocol's APIs only while
+			// group.version enables it; clients then use the classic one.
 			continue
 		}
 		k := kmsg.NewApiVersionsResponseApiKey()

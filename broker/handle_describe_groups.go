@@ -45,6 +45,7 @@ func (b *Broker) handleDescribeGroups(_ context.Context, m *kmsg.DescribeGroupsR
 		}
 		b.onGroup(f, id, fail, func(s *offsetsShard, _ int64, finish func()) {
 			d := s.mgr.Describe(id)
+			rg.ErrorCode = d.ErrorCode // a consumer protocol group: not a classic one
 			rg.State, rg.ProtocolType, rg.Protocol = d.State, d.ProtocolType, d.Protocol
 			for _, dm := range d.Members {
 				rm := kmsg.NewDescribeGroupsResponseGroupMember()

@@ -4,9 +4,10 @@ package broker
 //
 // The groups of every offsets partition this node coordinates (group id,
 // protocol type, v4+ state). v4's states filter and v5's types filter
-// match case-insensitively; an empty filter matches all ("consumer" is
-// the only group type of the classic protocol; a group with another
-// protocol type is "classic" too, as Kafka 4 reports it). While a
+// match case-insensitively; an empty filter matches all. A group of the
+// consumer protocol (KIP-848) is of type "consumer", with its state
+// (Empty, Assigning, Reconciling, Stable); every other group is
+// "classic", whatever its protocol type, as Kafka 4 reports it. While a
 // partition is still loading, the answer is COORDINATOR_LOAD_IN_PROGRESS,
 // as Kafka's.
 
@@ -44,14 +45,14 @@ func (b *Broker) handleListGroups(_ context.Context, m *kmsg.ListGroupsRequest) 
 		ok := s.submit(func(int64) {
 			var found []group.Listed
 			for _, l := range s.mgr.List() {
-				if match(m.StatesFilter, l.State) && match(m.TypesFilter, "classic") {
+				if match(m.StatesFilter, l.State) && match(m.TypesFilter, l.Type) {
 					found = append(found, l)
 				}
 			}
 			mu.Lock()
 			for _, l := range found {
 				rg := kmsg.NewListGroupsResponseGroup()
-				rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = l.Group, l.ProtocolType, l.State, "classic"
+				rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = l.Group, l.ProtocolType, l.State, l.Type
 				resp.Groups = append(resp.Groups, rg)
 			}
 			mu.Unlock()

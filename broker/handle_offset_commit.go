@@ -56,7 +56,9 @@ func (b *Broker) handleOffsetCommit(m *kmsg.OffsetCommitRequest) network.Result 
 	if m.Group == "" {
 		return respond(all(kerr.InvalidGroupID.Code))
 	}
-	req := group.CommitRequest{Group: m.Group, MemberID: m.MemberID, Generation: m.Generation, RetentionMs: -1}
+	img := b.currentImage()
+	req := group.CommitRequest{Group: m.Group, MemberID: m.MemberID, Generation: m.Generation, RetentionMs: -1,
+		Version: m.Version, Topics: imageTopics{img: img}}
 	if m.Version == 0 {
 		req.Generation = -1
 	}
@@ -68,7 +70,6 @@ func (b *Broker) handleOffsetCommit(m *kmsg.OffsetCommitRequest) network.Result 
 	}
 	// Which response slot each accepted partition fills.
 	var slots []*kmsg.OffsetCommitResponseTopicPartition
-	img := b.currentImage()
 	for i, t := range m.Topics {
 		mt, known := img.Topic(t.Topic)
 		for j, p := range t.Partitions {

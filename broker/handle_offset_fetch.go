@@ -1,6 +1,6 @@
 package broker
 
-// OffsetFetch (key 9), v0–v8 (Kafka's GroupCoordinator.handleFetchOffsets).
+// OffsetFetch (key 9), v0–v9 (Kafka's GroupCoordinator.handleFetchOffsets).
 //
 // A group's committed offsets for the listed partitions, or for all of
 // them with a null topic list (v2+); a partition with no commit answers
@@ -12,8 +12,10 @@ package broker
 // the last committed offset is returned, as Kafka does. Group-level errors (INVALID_GROUP_ID, NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS) are the top-level error from v2, each
 // partition's before; v8+ asks about several groups, each answered with
-// its own error. v5+ leader epochs. v9's KIP-848 member epochs are not
-// served.
+// its own error. v5+ leader epochs. v9 (KIP-848): a member of a consumer
+// group names itself and its epoch, and gets UNKNOWN_MEMBER_ID or
+// STALE_MEMBER_EPOCH for the group when they are not current (no member
+// id and epoch -1: an admin or a consumer outside the group).
 
 import (
 	"context"
@@ -49,7 +51,19 @@ func (b *Broker) handleOffsetFetch(_ context.Context, m *kmsg.OffsetFetchRequest
 				f.done()
 				continue
 			}
+			memberID, epoch := "", m.Groups[i].MemberEpoch
+			if m.Groups[i].MemberID != nil {
+				memberID = *m.Groups[i].MemberID
+			}
+			if m.Version < 9 {
+				memberID, epoch = "", -1
+			}
 			b.onGroup(f, rg.Group, fail, func(s *offsetsShard, _ int64, finish func()) {
+				if code := s.mgr.ConsumerFetchCode(rg.Group, memberID, epoch); code != 0 {
+					fail(code)
+					finish()
+					return
+				}
 				for _, t := range offsetFetchTopics(s.fetchOffsets(rg.Group, tps, m.RequireStable)) {
 					rt := kmsg.NewOffsetFetchResponseGroupTopic()
 					rt.Topic = t.Topic

@@ -301,9 +301,72 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 		if err != nil {
 			return nil, fmt.Errorf("describe group %s: %w", g, err)
 		}
+		if errors.Is(d.Err, ErrGroupIDNotFound) {
+			// Not a classic group: maybe one of the consumer protocol
+			// (KIP-848), as Kafka's admin client asks.
+			cd, ok, err := a.describeConsumerGroup(ctx, g)
+			if err != nil {
+				return nil, fmt.Errorf("describe group %s: %w", g, err)
+			}
+			if ok {
+				d = cd
+			}
+		}
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// describeConsumerGroup describes a group of the consumer protocol
+// (KIP-848) with ConsumerGroupDescribe: ok is false when the group is not
+// one, or the broker does not serve the API. Protocol is the group's
+// server-side assignor.
+func (a *Admin) describeConsumerGroup(ctx context.Context, g string) (d GroupDescription, ok bool, err error) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{g}
+	err = a.retry(ctx, func() error {
+		coord, err := a.cl.Coordinator(ctx, GroupCoordinator, g)
+		if err != nil {
+			return err
+		}
+		kresp, err := a.cl.BrokerRequest(ctx, coord, req)
+		if errors.Is(err, ErrUnsupportedRequest) {
+			return nil
+		}
+		if err != nil {
+			a.cl.InvalidateCoordinator(GroupCoordinator, g)
+			return err
+		}
+		resp := kresp.(*kmsg.ConsumerGroupDescribeResponse)
+		if len(resp.Groups) != 1 {
+			return fmt.Errorf("%d groups in the response", len(resp.Groups))
+		}
+		rg := resp.Groups[0]
+		gerr := errorWithMessage(rg.ErrorCode, rg.ErrorMessage)
+		switch {
+		case IsRetriable(gerr):
+			a.cl.InvalidateCoordinator(GroupCoordinator, g)
+			return gerr
+		case gerr != nil:
+			return nil // not a consumer protocol group
+		}
+		d = GroupDescription{Group: rg.Group, State: rg.State, ProtocolType: "consumer", Protocol: rg.AssignorName, Coordinator: coord}
+		for _, m := range rg.Members {
+			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+			if m.InstanceID != nil {
+				md.InstanceID = *m.InstanceID
+			}
+			for _, t := range m.Assignment.TopicPartitions {
+				for _, p := range t.Partitions {
+					md.Assigned = append(md.Assigned, TopicPartition{t.Topic, p})
+				}
+			}
+			d.Members = append(d.Members, md)
+		}
+		ok = true
+		return nil
+	})
+	return d, ok, err
 }
 
 // DeleteGroups deletes empty groups and their committed offsets. The map

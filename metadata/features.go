@@ -41,7 +41,15 @@ import (
 const (
 	MetadataVersionFeature = "metadata.version"
 	KRaftVersionFeature    = "kraft.version"
+	// GroupVersionFeature at 1 enables the consumer group protocol of
+	// KIP-848 (ConsumerGroupHeartbeat); it needs metadata.version
+	// 4.0-IV0 (KIP-1022's dependency).
+	GroupVersionFeature = "group.version"
 )
+
+// GroupVersionMinMetadataVersion is the metadata.version group.version 1
+// needs (4.0-IV0).
+const GroupVersionMinMetadataVersion int16 = 22
 
 // MetadataVersion levels Keel supports.
 const (
@@ -104,6 +112,7 @@ func SupportedFeatures() map[string]FeatureRange {
 	return map[string]FeatureRange{
 		MetadataVersionFeature: {MinimumMetadataVersion, LatestMetadataVersion},
 		KRaftVersionFeature:    {0, 1},
+		GroupVersionFeature:    {0, 1},
 	}
 }
 
@@ -116,16 +125,35 @@ func (img *Image) Features() map[string]int16 { return maps.Clone(img.features) 
 // cluster, or a log written before Keel finalized it): the level in
 // bootstrap, the records it was formatted with and commits first, if any
 // sets it, else the latest.
+//
+// With it, group.version 1 when that level allows it and bootstrap does
+// not set group.version: a new cluster serves the consumer group protocol,
+// as a new Kafka 4 cluster does. A cluster that had a metadata.version
+// before keeps its group.version (kafka-features.sh upgrade changes it).
 func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
 	if _, ok := img.FeatureLevel(MetadataVersionFeature); ok {
 		return nil
 	}
+	mv, groupSet := int16(-1), false
 	for _, r := range bootstrap {
-		if f, ok := r.(*FeatureLevelRecord); ok && f.Name == MetadataVersionFeature {
-			return nil
+		if f, ok := r.(*FeatureLevelRecord); ok {
+			switch f.Name {
+			case MetadataVersionFeature:
+				mv = f.FeatureLevel
+			case GroupVersionFeature:
+				groupSet = true
+			}
 		}
 	}
-	return []Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion}}
+	var out []Record
+	if mv < 0 {
+		mv = LatestMetadataVersion
+		out = append(out, &FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: mv})
+	}
+	if _, ok := img.FeatureLevel(GroupVersionFeature); !ok && !groupSet && mv >= GroupVersionMinMetadataVersion {
+		out = append(out, &FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 1})
+	}
+	return out
 }
 
 // featureSupportError is why broker b cannot run with feature at level,
@@ -193,7 +221,7 @@ func (c *ClusterControl) UpdateFeatures(req *kmsg.UpdateFeaturesRequest) ([]Reco
 				upgradeType = upgradeTypeSafeDowngrade
 			}
 		}
-		rec, msg := c.updateFeature(u.Feature, u.MaxVersionLevel, upgradeType)
+		rec, msg := c.updateFeature(u.Feature, u.MaxVersionLevel, upgradeType, proposedMetadataVersion(req))
 		if msg != "" {
 			return fail(kerr.InvalidUpdateVersion.Code,
 				"The update failed for all features since the following feature had an error: "+msg)
@@ -207,6 +235,17 @@ func (c *ClusterControl) UpdateFeatures(req *kmsg.UpdateFeaturesRequest) ([]Reco
 		return nil, resp
 	}
 	return recs, resp
+}
+
+// proposedMetadataVersion is the metadata.version an UpdateFeatures asks
+// for, -1 if none: features that depend on it are checked against it.
+func proposedMetadataVersion(req *kmsg.UpdateFeaturesRequest) int16 {
+	for _, u := range req.FeatureUpdates {
+		if u.Feature == MetadataVersionFeature {
+			return u.MaxVersionLevel
+		}
+	}
+	return -1
 }
 
 // SetFeatureResults gives a response below v2 one result per update, each
@@ -229,7 +268,7 @@ func SetFeatureResults(resp *kmsg.UpdateFeaturesResponse, updates []kmsg.UpdateF
 
 // updateFeature decides one feature update: the record to commit (nil if
 // the level does not change), or why it is refused.
-func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int8) (Record, string) {
+func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int8, proposedMV int16) (Record, string) {
 	invalid := func(why string) (Record, string) {
 		return nil, fmt.Sprintf("Invalid update version %d for feature %s. %s", level, name, why)
 	}
@@ -266,6 +305,15 @@ func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int
 		}
 	}
 	switch name {
+	case GroupVersionFeature:
+		mv, _ := c.img.FeatureLevel(MetadataVersionFeature)
+		if proposedMV >= 0 {
+			mv = proposedMV
+		}
+		if level >= 1 && mv < GroupVersionMinMetadataVersion {
+			return invalid(fmt.Sprintf("Feature group.version level %d requires metadata.version %s (%d) or higher; it is %d.",
+				level, MetadataVersionName(GroupVersionMinMetadataVersion), GroupVersionMinMetadataVersion, mv))
+		}
 	case KRaftVersionFeature:
 		return invalid("Keel sets kraft.version when the quorum is formatted (1 with keel format --standalone or --initial-controllers, 0 with controller.quorum.voters); it cannot be changed.")
 	case MetadataVersionFeature:

@@ -32,12 +32,22 @@ func TestParseMetadataVersion(t *testing.T) {
 func TestBootstrapFeatures(t *testing.T) {
 	img := EmptyImage()
 	recs := BootstrapFeatures(img, nil)
-	if len(recs) != 1 || recs[0].(*FeatureLevelRecord).FeatureLevel != LatestMetadataVersion {
+	if len(recs) != 2 || *recs[0].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion}) ||
+		*recs[1].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 1}) {
 		t.Fatalf("empty image: %v", recs)
 	}
+	// A release before 4.0 has no group.version; 4.0 has 1, unless the
+	// bootstrap sets it.
 	boot := []Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: 15}}
 	if recs := BootstrapFeatures(img, boot); len(recs) != 0 {
 		t.Fatalf("with a bootstrap level: %v", recs)
+	}
+	boot40 := []Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: 22}}
+	if recs := BootstrapFeatures(img, boot40); len(recs) != 1 || recs[0].(*FeatureLevelRecord).Name != GroupVersionFeature {
+		t.Fatalf("with a 4.0 bootstrap: %v", recs)
+	}
+	if recs := BootstrapFeatures(img, append(boot40, &FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 0})); len(recs) != 0 {
+		t.Fatalf("with group.version 0 in the bootstrap: %v", recs)
 	}
 	img, _, err := img.Apply(0, boot)
 	if err != nil {
@@ -98,12 +108,16 @@ func TestUpdateFeatures(t *testing.T) {
 		{updateReq(1, false, update(MetadataVersionFeature, 20, 7)), kerr.InvalidUpdateVersion.Code, "Unknown upgrade type 7."},
 		{updateReq(1, false, update(MetadataVersionFeature, -1, upgradeTypeSafeDowngrade)), kerr.InvalidUpdateVersion.Code,
 			"A feature version cannot be less than 0."},
-		{updateReq(1, false, update("group.version", 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
-			"Invalid update version 1 for feature group.version. Local controller 3000 does not support this feature."},
+		{updateReq(1, false, update("transaction.version", 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
+			"Invalid update version 1 for feature transaction.version. Local controller 3000 does not support this feature."},
+		{updateReq(1, false, update(GroupVersionFeature, 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
+			"Invalid update version 1 for feature group.version. Feature group.version level 1 requires metadata.version 4.0-IV0 (22) or higher; it is 15."},
+		{updateReq(1, false, update(MetadataVersionFeature, 21, upgradeTypeUpgrade), update(GroupVersionFeature, 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
+			"requires metadata.version 4.0-IV0 (22) or higher; it is 21."},
 		{updateReq(1, false, update(KRaftVersionFeature, 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
 			"Keel sets kraft.version when the quorum is formatted"},
-		{updateReq(2, false, update(MetadataVersionFeature, 20, upgradeTypeUpgrade), update("group.version", 1, upgradeTypeUpgrade)),
-			kerr.InvalidUpdateVersion.Code, "The update failed for all features since the following feature had an error: Invalid update version 1 for feature group.version."},
+		{updateReq(2, false, update(MetadataVersionFeature, 20, upgradeTypeUpgrade), update("transaction.version", 1, upgradeTypeUpgrade)),
+			kerr.InvalidUpdateVersion.Code, "The update failed for all features since the following feature had an error: Invalid update version 1 for feature transaction.version."},
 		{updateReq(1, false, update(MetadataVersionFeature, 20, upgradeTypeUpgrade), update(MetadataVersionFeature, 21, upgradeTypeUpgrade)),
 			kerr.InvalidRequest.Code, "Feature metadata.version appears more than once in the request."},
 	} {
@@ -147,6 +161,15 @@ func TestUpdateFeatures(t *testing.T) {
 	c.commit(recs)
 	if mv() != 20 {
 		t.Fatalf("metadata.version %d after the upgrade, want 20", mv())
+	}
+	// group.version 1 with the metadata.version it needs, in one request.
+	recs, resp = c.cc.UpdateFeatures(updateReq(2, false, update(MetadataVersionFeature, 22, upgradeTypeUpgrade), update(GroupVersionFeature, 1, upgradeTypeUpgrade)))
+	if resp.ErrorCode != 0 || len(recs) != 2 {
+		t.Fatalf("group.version with its metadata.version: %d records, %+v", len(recs), resp)
+	}
+	c.commit(recs)
+	if l, _ := c.img.FeatureLevel(GroupVersionFeature); l != 1 {
+		t.Fatalf("group.version %d", l)
 	}
 }
 

@@ -19,8 +19,15 @@
 // offset replaces only one written before it.
 //
 // Group states follow Kafka: Empty → PreparingRebalance →
-// CompletingRebalance → Stable, and Dead (deleted or unloaded). Only the
-// classic protocol is implemented (no KIP-848).
+// CompletingRebalance → Stable, and Dead (deleted or unloaded).
+//
+// Groups of the consumer protocol (KIP-848; consumer.go) share the
+// Manager and the group id space: ConsumerHeartbeat joins, reconciles and
+// keeps members, a server-side assignor (assign.go) computes the target
+// assignment for each group epoch, and their records (consumer_records.go,
+// Kafka's formats) rebuild them on load. A group is one or the other
+// (Group.IsConsumer); an empty one switches when a member of the other
+// protocol joins.
 //
 // Concurrency: a Manager is not safe for concurrent use; one goroutine (the
 // broker's coordinator for that partition) owns it.

@@ -160,6 +160,9 @@ type Group struct {
 	rebalanceDeadline int64
 	initialDelay      bool
 	rebalanceLimit    int64
+	// consumer is the KIP-848 state of a consumer group, nil for a
+	// classic group (consumer.go).
+	consumer *consumerGroup
 }
 
 func newGroup(id string, now int64) *Group {
@@ -277,6 +280,15 @@ func (g *Group) maxRebalanceTimeout() int64 {
 // subscribe to, and false when they cannot be known (another protocol
 // type, or a subscription that does not parse).
 func (g *Group) subscribedTopics() (map[string]bool, bool) {
+	if c := g.consumer; c != nil {
+		out := map[string]bool{}
+		for _, mem := range c.members {
+			for _, t := range c.memberTopicNames(mem) {
+				out[t] = true
+			}
+		}
+		return out, true
+	}
 	if g.ProtocolType != "consumer" || g.Protocol == "" {
 		return nil, false
 	}

@@ -21,6 +21,40 @@ type Config struct {
 	OffsetsRetentionCheckMs int64
 	// MaxMetadataSize is offset.metadata.max.bytes.
 	MaxMetadataSize int
+
+	// KIP-848 consumer groups; zero values take Kafka's defaults.
+	ConsumerSessionTimeoutMs    int64    // group.consumer.session.timeout.ms
+	ConsumerHeartbeatIntervalMs int64    // group.consumer.heartbeat.interval.ms
+	ConsumerMaxSize             int      // group.consumer.max.size
+	ConsumerAssignors           []string // group.consumer.assignors, the default first
+}
+
+func (c *Config) consumerSessionTimeout() int64 {
+	if c.ConsumerSessionTimeoutMs > 0 {
+		return c.ConsumerSessionTimeoutMs
+	}
+	return 45000
+}
+
+func (c *Config) consumerHeartbeatInterval() int64 {
+	if c.ConsumerHeartbeatIntervalMs > 0 {
+		return c.ConsumerHeartbeatIntervalMs
+	}
+	return 5000
+}
+
+func (c *Config) consumerMaxSize() int {
+	if c.ConsumerMaxSize > 0 {
+		return c.ConsumerMaxSize
+	}
+	return 1<<31 - 1
+}
+
+func (c *Config) consumerAssignors() []string {
+	if len(c.ConsumerAssignors) > 0 {
+		return c.ConsumerAssignors
+	}
+	return ServerAssignors
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -190,6 +224,20 @@ func (m *Manager) Join(now int64, req JoinRequest) Effects {
 	}
 	if g.State == Dead {
 		return fail(kerr.CoordinatorNotAvailable.Code)
+	}
+	if g.consumer != nil {
+		// Kafka converts a consumer group to a classic one when classic
+		// members join it (group.consumer.migration.policy); Keel only
+		// when it has no members left.
+		if len(g.consumer.members) > 0 {
+			return fail(kerr.InconsistentGroupProtocol.Code)
+		}
+		recs := g.deleteRecords()
+		g.consumer = nil
+		g.ProtocolType = ""
+		eff := m.Join(now, req)
+		eff.Records = append(recs, eff.Records...)
+		return eff
 	}
 	known := req.MemberID != "" && (g.Members[req.MemberID] != nil || g.pendingMembers[req.MemberID] != 0)
 	if !known && len(g.Members) >= m.cfg.MaxSize {
@@ -594,7 +642,7 @@ func (m *Manager) Sync(now int64, req SyncRequest) Effects {
 // group rebalances.
 func (m *Manager) StoreFailed(now int64, group string) Effects {
 	g := m.groups[group]
-	if g == nil || g.State != Stable {
+	if g == nil || g.State != Stable || g.consumer != nil {
 		return Effects{}
 	}
 	for _, mem := range g.Members {
@@ -689,6 +737,10 @@ func (m *Manager) Tick(now int64) Effects {
 	var eff Effects
 	for _, id := range m.GroupIDs() {
 		g := m.groups[id]
+		if g.consumer != nil {
+			eff.merge(m.consumerTick(now, g))
+			continue
+		}
 		for pid, deadline := range g.pendingMembers {
 			if now >= deadline {
 				delete(g.pendingMembers, pid)
@@ -717,6 +769,10 @@ func (m *Manager) Tick(now int64) Effects {
 func (m *Manager) NextDeadline() int64 {
 	next := m.nextExpiryCheck
 	for _, g := range m.groups {
+		if g.consumer != nil {
+			next = g.consumer.nextDeadline(next)
+			continue
+		}
 		if g.State == PreparingRebalance {
 			next = min(next, g.rebalanceDeadline)
 		}
@@ -762,6 +818,7 @@ type DescribedMember struct {
 // Description is a group as DescribeGroups reports it.
 type Description struct {
 	ErrorCode    int16
+	ErrorMessage string
 	State        string
 	ProtocolType string
 	Protocol     string
@@ -774,6 +831,12 @@ func (m *Manager) Describe(group string) Description {
 	g := m.groups[group]
 	if g == nil {
 		return Description{State: Dead.String()}
+	}
+	if g.consumer != nil {
+		// Kafka 4 answers this for a group of the consumer protocol
+		// (ConsumerGroupDescribe describes it).
+		return Description{ErrorCode: kerr.GroupIDNotFound.Code, ErrorMessage: "Group " + group + " is not a classic group.",
+			State: Dead.String()}
 	}
 	d := Description{State: g.State.String(), ProtocolType: g.ProtocolType, Protocol: g.Protocol}
 	for _, mem := range g.memberList() {
@@ -789,6 +852,8 @@ func (m *Manager) Describe(group string) Description {
 // Listed is one group as ListGroups reports it.
 type Listed struct {
 	Group, ProtocolType, State string
+	// Type is "classic" or "consumer" (KIP-848; ListGroups v5).
+	Type string
 }
 
 // List returns the groups, sorted by id.
@@ -796,7 +861,11 @@ func (m *Manager) List() []Listed {
 	var out []Listed
 	for _, id := range m.GroupIDs() {
 		g := m.groups[id]
-		out = append(out, Listed{Group: id, ProtocolType: g.ProtocolType, State: g.State.String()})
+		l := Listed{Group: id, ProtocolType: g.ProtocolType, State: g.State.String(), Type: "classic"}
+		if g.consumer != nil {
+			l.State, l.Type = g.ConsumerState(), "consumer"
+		}
+		out = append(out, l)
 	}
 	return out
 }
@@ -822,7 +891,7 @@ func (m *Manager) Delete(now int64, group string) (int16, Effects) {
 	for _, tp := range g.offsetPartitions() {
 		eff.Records = append(eff.Records, Record{Key: OffsetKey(g.ID, tp.Topic, tp.Partition)})
 	}
-	eff.Records = append(eff.Records, Record{Key: GroupKey(g.ID)})
+	eff.Records = append(eff.Records, g.deleteRecords()...)
 	g.transition(Dead, now)
 	delete(m.groups, g.ID)
 	return 0, eff
@@ -872,6 +941,9 @@ func (g *Group) String() string {
 		if mem.syncWaiter != nil {
 			s += fmt.Sprintf(" sync-waiting=%v", mem.syncWaiter)
 		}
+	}
+	if g.consumer != nil {
+		s += g.consumerString()
 	}
 	for _, tp := range sortedOffsets(g) {
 		o := g.Offsets[tp]

@@ -25,6 +25,10 @@ type CommitRequest struct {
 	Generation  int32
 	RetentionMs int64
 	Partitions  []CommitPartition
+	// Version is the OffsetCommit's; Topics the cluster's topics (a
+	// consumer group's member epoch check needs them).
+	Version int16
+	Topics  TopicImage
 }
 
 // PendingCommit is an offset written to the log and applied to the group
@@ -58,6 +62,14 @@ func (m *Manager) CommitOffsets(now int64, req CommitRequest) ([]int16, Effects)
 	switch {
 	case g.State == Dead:
 		return all(kerr.CoordinatorNotAvailable.Code)
+	case g.consumer != nil:
+		tps := make([]TopicPartition, len(req.Partitions))
+		for i, p := range req.Partitions {
+			tps[i] = TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		}
+		if code, _ := g.consumerCommitCode(req.MemberID, req.Generation, req.Version, false, tps, req.Topics); code != 0 {
+			return all(code)
+		}
 	case req.Generation < 0 && req.MemberID == "" && req.InstanceID == "" && g.State == Empty:
 		// A simple consumer or an admin: no membership to check.
 	default:
@@ -311,7 +323,7 @@ func (m *Manager) expireOffsets(now int64) Effects {
 		if g.State == Empty && len(g.Offsets) == 0 && !g.hasPendingTxn() {
 			g.transition(Dead, now)
 			delete(m.groups, g.ID)
-			eff.Records = append(eff.Records, Record{Key: GroupKey(g.ID)})
+			eff.Records = append(eff.Records, g.deleteRecords()...)
 		}
 	}
 	return eff
@@ -340,6 +352,9 @@ func (m *Manager) ReplayAt(offset int64, key, value []byte) error {
 	}
 	if err != nil {
 		return err
+	}
+	if k.Type >= ConsumerGroupMetadataType {
+		return m.replayConsumer(k, value)
 	}
 	g := m.groups[k.Group]
 	if k.IsOffset {
@@ -410,6 +425,10 @@ func (m *Manager) ReplayAt(offset int64, key, value []byte) error {
 // the end of the log keep their offsets pending: their markers come later.
 func (m *Manager) FinishLoad(now int64) {
 	for id, g := range m.groups {
+		if g.consumer != nil {
+			m.finishConsumerLoad(now, g)
+			continue
+		}
 		if len(g.Members) == 0 && len(g.Offsets) == 0 && g.ProtocolType == "" && !g.hasPendingTxn() {
 			delete(m.groups, id)
 			continue

@@ -28,7 +28,7 @@ const (
 )
 
 // ErrUnknownRecord is a __consumer_offsets key of a version this build
-// does not read (transaction or KIP-848 records); loading skips it.
+// does not read (share, streams or regex records); loading skips it.
 var ErrUnknownRecord = errors.New("unknown __consumer_offsets record version")
 
 // OffsetKey encodes the key of a committed offset.
@@ -88,36 +88,47 @@ func groupValue(g *Group, now int64) []byte {
 	return v.AppendTo(nil)
 }
 
-// DecodedKey is a decoded __consumer_offsets key: an offset (Topic set) or
-// a group's metadata.
+// DecodedKey is a decoded __consumer_offsets key: an offset (Topic set),
+// a group's metadata, or a KIP-848 consumer group record (Type 3–8;
+// MemberID set for types 5, 7 and 8).
 type DecodedKey struct {
+	// Type is the key's leading int16: the key version of offset (0, 1)
+	// and group metadata (2) keys, the record type of the others.
+	Type      int16
 	Group     string
 	Topic     string
 	Partition int32
+	MemberID  string
 	IsOffset  bool
 }
 
-// DecodeKey decodes a __consumer_offsets key. Versions 0 and 1 are offset
-// commits, 2 group metadata; others are ErrUnknownRecord.
+// DecodeKey decodes a __consumer_offsets key. Types (key versions) 0 and
+// 1 are offset commits, 2 group metadata, 3–8 KIP-848 consumer group
+// records; others (share, regular expression, streams records) are
+// ErrUnknownRecord, with Type set.
 func DecodeKey(key []byte) (DecodedKey, error) {
 	if len(key) < 2 {
 		return DecodedKey{}, fmt.Errorf("key of %d bytes: %w", len(key), ErrUnknownRecord)
 	}
-	switch version := int16(key[0])<<8 | int16(key[1]); version {
+	switch typ := int16(key[0])<<8 | int16(key[1]); typ {
 	case 0, 1:
 		var k kmsg.OffsetCommitKey
 		if err := k.ReadFrom(key); err != nil {
 			return DecodedKey{}, fmt.Errorf("decode offset key: %w", err)
 		}
-		return DecodedKey{Group: k.Group, Topic: k.Topic, Partition: k.Partition, IsOffset: true}, nil
+		return DecodedKey{Type: typ, Group: k.Group, Topic: k.Topic, Partition: k.Partition, IsOffset: true}, nil
 	case 2:
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(key); err != nil {
 			return DecodedKey{}, fmt.Errorf("decode group key: %w", err)
 		}
-		return DecodedKey{Group: k.Group}, nil
+		return DecodedKey{Type: typ, Group: k.Group}, nil
+	case ConsumerGroupMetadataType, ConsumerGroupPartitionMetadataType, ConsumerGroupMemberMetadataType,
+		ConsumerGroupTargetAssignmentMetadataType, ConsumerGroupTargetAssignmentMemberType,
+		ConsumerGroupCurrentMemberAssignmentType:
+		return decodeConsumerKey(typ, key)
 	default:
-		return DecodedKey{}, fmt.Errorf("key version %d: %w", version, ErrUnknownRecord)
+		return DecodedKey{Type: typ}, fmt.Errorf("key version %d: %w", typ, ErrUnknownRecord)
 	}
 }
 

@@ -111,6 +111,19 @@ func (m *Manager) CommitTxnOffsets(now int64, req TxnCommitRequest) ([]int16, Ef
 // carries no member. Never REBALANCE_IN_PROGRESS: Kafka checks
 // CompletingRebalance for OffsetCommit only.
 func (g *Group) validateTxnOffsetCommit(req TxnCommitRequest) int16 {
+	if g.consumer != nil {
+		if g.State == Dead {
+			return kerr.CoordinatorNotAvailable.Code
+		}
+		if req.Generation < 0 && req.MemberID == "" && req.InstanceID == "" {
+			return 0 // a producer committing for a simple consumer
+		}
+		code, _ := g.consumerCommitCode(req.MemberID, req.Generation, 0, true, nil, nil)
+		if code == kerr.StaleMemberEpoch.Code {
+			code = kerr.IllegalGeneration.Code
+		}
+		return code
+	}
 	switch {
 	case g.State == Dead:
 		return kerr.CoordinatorNotAvailable.Code

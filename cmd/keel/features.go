@@ -242,6 +242,15 @@ func featureUpdates(c *cli.Context, verb string) (map[string]int16, error) {
 		}
 		levels[metadata.MetadataVersionFeature] = l
 	}
+	// --release-version moves the release's other features too, to their
+	// defaults for it (kafka-features.sh: group.version 1 from 4.0).
+	var releaseDefaults map[string]int16
+	if c.String("release-version") != "" {
+		releaseDefaults = map[string]int16{metadata.GroupVersionFeature: 0}
+		if levels[metadata.MetadataVersionFeature] >= metadata.GroupVersionMinMetadataVersion {
+			releaseDefaults[metadata.GroupVersionFeature] = 1
+		}
+	}
 	for _, f := range c.StringSlice("feature") {
 		name, value, ok := strings.Cut(f, "=")
 		switch {
@@ -270,6 +279,11 @@ func featureUpdates(c *cli.Context, verb string) (map[string]int16, error) {
 			return nil, fmt.Errorf("--feature %s: %s is given twice", f, name)
 		}
 		levels[name] = l
+	}
+	for name, l := range releaseDefaults {
+		if _, given := levels[name]; !given {
+			levels[name] = l
+		}
 	}
 	if len(levels) == 0 {
 		return nil, fmt.Errorf("name a feature to %s: --metadata, --release-version or --feature", verb)

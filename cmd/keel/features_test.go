@@ -24,15 +24,24 @@ func TestCLIFeatures(t *testing.T) {
 		return "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.1-IV1\tFinalizedVersionLevel: " + level + "\tEpoch: "
 	}
 	wantLines(t, "describe", ok(t, bs, "", "features", "describe"),
+		"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: ",
 		"Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: ",
 		finalized("3.7-IV4"))
+	// group.version 1 needs metadata.version 4.0-IV0.
+	if res := keel(t, bs, "", "features", "upgrade", "--feature", "group.version=1"); res.exit != 1 ||
+		!strings.Contains(res.stdout, "Feature group.version level 1 requires metadata.version 4.0-IV0 (22) or higher; it is 19.") {
+		t.Errorf("group.version 1 at 3.7: exit %d\n%s%s", res.exit, res.stdout, res.stderr)
+	}
 
 	wantLines(t, "dry run", ok(t, bs, "", "features", "upgrade", "--metadata", "4.0", "--dry-run"),
 		"metadata.version can be upgraded to 4.0-IV3.")
 	wantLines(t, "describe after the dry run", ok(t, bs, "", "features", "describe"), finalized("3.7-IV4"))
+	// --release-version takes the release's feature defaults along:
+	// group.version 1 from 4.0, as kafka-features.sh does.
 	wantLines(t, "upgrade", ok(t, bs, "", "features", "upgrade", "--release-version", "4.0"),
-		"metadata.version was upgraded to 4.0-IV3.")
-	wantLines(t, "describe after the upgrade", ok(t, bs, "", "features", "describe"), finalized("4.0-IV3"))
+		"metadata.version was upgraded to 4.0-IV3.", "group.version was upgraded to 1.")
+	wantLines(t, "describe after the upgrade", ok(t, bs, "", "features", "describe"), finalized("4.0-IV3"),
+		"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: ")
 
 	refused := []struct {
 		args []string
@@ -53,14 +62,16 @@ func TestCLIFeatures(t *testing.T) {
 		{[]string{"disable", "--feature", "metadata.version"},
 			"Could not disable metadata.version. The update failed for all features since the following feature had an error: " +
 				"Invalid update version 0 for feature metadata.version. Local controller 1 only supports versions 7-27"},
-		{[]string{"upgrade", "--feature", "group.version=1"},
-			"Invalid update version 1 for feature group.version. Local controller 1 does not support this feature."},
+		{[]string{"upgrade", "--feature", "transaction.version=2"},
+			"Invalid update version 2 for feature transaction.version. Local controller 1 does not support this feature."},
+		{[]string{"upgrade", "--feature", "group.version=2"},
+			"Invalid update version 2 for feature group.version. Local controller 1 only supports versions 0-1"},
 		{[]string{"upgrade", "--feature", "kraft.version=1"},
 			"Invalid update version 1 for feature kraft.version. Keel sets kraft.version when the quorum is formatted"},
 		// All or nothing: the valid half of the request is not applied.
-		{[]string{"upgrade", "--metadata", "4.1", "--feature", "group.version=1"},
+		{[]string{"upgrade", "--metadata", "4.1", "--feature", "transaction.version=2"},
 			"Could not upgrade metadata.version to 4.1-IV1. The update failed for all features since the following feature had an error: " +
-				"Invalid update version 1 for feature group.version."},
+				"Invalid update version 2 for feature transaction.version."},
 	}
 	for _, r := range refused {
 		res := keel(t, bs, "", append([]string{"features"}, r.args...)...)

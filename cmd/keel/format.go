@@ -153,6 +153,7 @@ func formatCommand() *cli.Command {
 // (not finalized), as Keel implements none.
 func formatFeatures(release string, features []string, cfg *broker.Config) ([]metadata.Record, error) {
 	var out []metadata.Record
+	group := int16(-1) // --feature group.version, -1 if not given
 	for _, f := range features {
 		name, value, ok := strings.Cut(f, "=")
 		if !ok || name == "" || value == "" {
@@ -170,12 +171,26 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 				return nil, fmt.Errorf("--feature %s: this quorum is kraft.version %s (1 with controller.quorum.bootstrap.servers, 0 with controller.quorum.voters)", f, want)
 			}
 			continue
+		case metadata.GroupVersionFeature:
+			switch value {
+			case "0":
+				group = 0
+			case "1":
+				group = 1
+			default:
+				return nil, fmt.Errorf("--feature %s: Keel supports group.version 0 and 1", f)
+			}
+			continue
 		}
 		if value != "0" {
 			return nil, fmt.Errorf("--feature %s: Keel does not implement %s, so it can only be 0", f, name)
 		}
 	}
 	if release == "" {
+		if group >= 0 {
+			// The cluster starts at the latest metadata.version.
+			out = append(out, &metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: group})
+		}
 		return out, nil
 	}
 	level, err := metadata.ParseMetadataVersion(release)
@@ -186,7 +201,18 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 		return nil, fmt.Errorf("metadata.version %s: Keel supports %s to %s", release,
 			metadata.MetadataVersionName(metadata.MinimumMetadataVersion), metadata.MetadataVersionName(metadata.LatestMetadataVersion))
 	}
-	return append(out, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level}), nil
+	out = append(out, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level})
+	switch {
+	case group == 1 && level < metadata.GroupVersionMinMetadataVersion:
+		return nil, fmt.Errorf("--feature group.version=1 needs metadata.version %s or later, not %s",
+			metadata.MetadataVersionName(metadata.GroupVersionMinMetadataVersion), release)
+	case group >= 0:
+		out = append(out, &metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: group})
+	case level >= metadata.GroupVersionMinMetadataVersion:
+		// As kafka-storage.sh: a release's default feature levels.
+		out = append(out, &metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: 1})
+	}
+	return out, nil
 }
 
 // bootMetadataVersion reports whether boot's first record is the

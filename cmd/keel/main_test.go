@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/integration"
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network/record"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/keelstream/keel/storage"
@@ -249,15 +251,20 @@ func TestFormatIgnoreFormattedAndReleaseVersion(t *testing.T) {
 
 	// kafka-storage.sh format's --feature: metadata.version as
 	// --release-version (not both), kraft.version only as the quorum is
-	// (static voters here: 0), features Keel lacks only at 0.
+	// (static voters here: 0), group.version 0 or 1 (1 from 4.0-IV0),
+	// features Keel lacks only at 0.
 	for _, tc := range []struct {
 		args []string
 		want string // "" for a refusal
 	}{
 		{[]string{"--feature", "metadata.version=3.7-IV2"}, "metadata.version 3.7-IV2"},
 		{[]string{"--feature", "kraft.version=0", "--feature", "group.version=0", "--feature", "metadata.version=18"}, "metadata.version 3.7-IV3"},
+		{[]string{"--feature", "group.version=1", "--release-version", "4.0"}, "metadata.version 4.0-IV3"},
+		{[]string{"--feature", "transaction.version=0", "--release-version", "4.0"}, "metadata.version 4.0-IV3"},
 		{[]string{"--feature", "kraft.version=1"}, ""},
-		{[]string{"--feature", "group.version=1"}, ""},
+		{[]string{"--feature", "group.version=2"}, ""},
+		{[]string{"--feature", "group.version=1", "--release-version", "3.9"}, ""},
+		{[]string{"--feature", "transaction.version=2"}, ""},
 		{[]string{"--feature", "metadata.version"}, ""},
 		{[]string{"--feature", "metadata.version=3.7", "--release-version", "3.7"}, ""},
 	} {
@@ -277,5 +284,43 @@ func TestFormatIgnoreFormattedAndReleaseVersion(t *testing.T) {
 	}
 	if mp, err := raftlog.ReadMetaProperties(data); err != nil || mp.ClusterID != first {
 		t.Fatalf("after format -g: %+v %v", mp, err)
+	}
+}
+
+// format's feature records: a release from 4.0 brings group.version 1, as
+// kafka-storage.sh's release defaults do; an earlier one none; --feature
+// overrides the default.
+func TestFormatFeatureRecords(t *testing.T) {
+	cfg, err := broker.LoadConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := func(release string, features ...string) map[string]int16 {
+		t.Helper()
+		recs, err := formatFeatures(release, features, cfg)
+		if err != nil {
+			t.Fatalf("%s %v: %v", release, features, err)
+		}
+		out := map[string]int16{}
+		for _, r := range recs {
+			f := r.(*metadata.FeatureLevelRecord)
+			out[f.Name] = f.FeatureLevel
+		}
+		return out
+	}
+	if got := levels("4.1"); len(got) != 2 || got[metadata.GroupVersionFeature] != 1 || got[metadata.MetadataVersionFeature] != 27 {
+		t.Errorf("4.1: %v", got)
+	}
+	if got := levels("3.9"); len(got) != 1 || got[metadata.MetadataVersionFeature] != 21 {
+		t.Errorf("3.9: %v", got)
+	}
+	if got := levels("4.0", "group.version=0"); len(got) != 2 || got[metadata.GroupVersionFeature] != 0 {
+		t.Errorf("4.0 with group.version=0: %v", got)
+	}
+	if got := levels("", "group.version=0"); len(got) != 1 || got[metadata.GroupVersionFeature] != 0 {
+		t.Errorf("group.version=0 alone: %v", got)
+	}
+	if got := levels(""); len(got) != 0 {
+		t.Errorf("nothing: %v", got)
 	}
 }

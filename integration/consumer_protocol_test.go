@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/client"
+)
+
+// nextGenMember starts a kgo member of the KIP-848 consumer protocol
+// (group.protocol=consumer: kgo's ServerSideBalancer) that records every
+// record it polls and commits after each poll.
+func nextGenMember(t *testing.T, c *Cluster, group, topic, id string, seen *sync.Map, opts ...kgo.Opt) (stop func()) {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(c.BootstrapServers()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ClientID(id),
+		kgo.RetryTimeout(30 * time.Second), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) { seen.Store(string(r.Value), id) })
+			if fs.NumRecords() > 0 {
+				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = cl.CommitUncommittedOffsets(cctx)
+				ccancel()
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			cl.Close() // leaves the group (epoch -1)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// describeNextGen returns the members' partition counts of a consumer
+// protocol group, through ConsumerGroupDescribe.
+func describeNextGen(t *testing.T, adm *kadm.Client, group, topic string) (kadm.DescribedConsumerGroup, map[string]int, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		return kadm.DescribedConsumerGroup{}, nil, err
+	}
+	d := ds[group]
+	if d.Err != nil {
+		return d, nil, d.Err
+	}
+	counts := map[string]int{}
+	for _, m := range d.Members {
+		counts[m.ClientID] = len(m.Assignment[topic])
+	}
+	return d, counts, nil
+}
+
+// waitNextGenSplit waits until the group is Stable with want members
+// owning the topic's n partitions, every member some.
+func waitNextGenSplit(t *testing.T, adm *kadm.Client, group, topic string, want, n int) kadm.DescribedConsumerGroup {
+	t.Helper()
+	var last kadm.DescribedConsumerGroup
+	var lastCounts map[string]int
+	var lastErr error
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) {
+		last, lastCounts, lastErr = describeNextGen(t, adm, group, topic)
+		total, ok := 0, lastErr == nil && last.State == "Stable" && len(lastCounts) == want
+		for _, k := range lastCounts {
+			total += k
+			ok = ok && k > 0
+		}
+		if ok && total == n {
+			return last
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("group %s never split %d partitions among %d members: state %q counts %v err %v", group, n, want, last.State, lastCounts, lastErr)
+	return last
+}
+
+// The KIP-848 consumer group protocol with kgo's next-gen members: the
+// coordinator assigns the partitions (uniform assignor), members joining
+// and leaving move only what they must, every record is consumed, offsets
+// commit with member epochs, and the group survives a broker restart.
+func TestConsumerProtocolGroup(t *testing.T) {
+	c := groupCluster(t, 1)
+	cl, adm := newClient(t, c)
+	const topic, group, parts = "next-gen", "g-next-gen", 6
+	createTopic(t, adm, topic, parts, 1)
+
+	produce := func(from, n int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen sync.Map
+	waitSeen := func(n int) {
+		waitFor(t, 45*time.Second, fmt.Sprintf("%d records consumed", n), func() bool {
+			for i := 0; i < n; i++ {
+				if _, ok := seen.Load(fmt.Sprintf("v%d", i)); !ok {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	produce(0, 600)
+	stopA := nextGenMember(t, c, group, topic, "a", &seen)
+	d := waitNextGenSplit(t, adm, group, topic, 1, parts)
+	if d.AssignorName != "uniform" || d.Members[0].MemberType != 1 {
+		t.Fatalf("described: assignor %q member type %d", d.AssignorName, d.Members[0].MemberType)
+	}
+	waitSeen(600)
+
+	stopB := nextGenMember(t, c, group, topic, "b", &seen)
+	nextGenMember(t, c, group, topic, "c", &seen)
+	waitNextGenSplit(t, adm, group, topic, 3, parts)
+	produce(600, 600)
+	waitSeen(1200)
+
+	// Listed as a consumer group; DescribeGroups (classic) does not know it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	listed, err := adm.ListGroupsByType(ctx, []string{"consumer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := listed[group]; !ok || l.GroupType != "consumer" || l.ProtocolType != "consumer" {
+		t.Fatalf("ListGroups(consumer): %+v", listed)
+	}
+	if classic, err := adm.ListGroupsByType(ctx, []string{"classic"}); err != nil || classic[group].Group != "" {
+		t.Fatalf("ListGroups(classic) lists the consumer group: %+v %v", classic, err)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{group}
+	if resp, err := dg.RequestWith(ctx, cl); err != nil || resp.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("DescribeGroups of a consumer group: %+v %v", resp, err)
+	}
+
+	// Keel's SDK (keel groups describe) describes it through
+	// ConsumerGroupDescribe, as Kafka's admin client does.
+	sdk, err := client.NewAdmin(ctx, client.SeedBrokers(c.BootstrapServers()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdk.Close()
+	descs, err := sdk.DescribeGroups(ctx, group)
+	if err != nil || descs[0].Err != nil || descs[0].ProtocolType != "consumer" || descs[0].Protocol != "uniform" || len(descs[0].Members) != 3 {
+		t.Fatalf("SDK describe: %+v %v", descs, err)
+	}
+	assigned := 0
+	for _, m := range descs[0].Members {
+		assigned += len(m.Assigned)
+	}
+	if assigned != parts {
+		t.Fatalf("SDK describe: %d partitions assigned, want %d: %+v", assigned, parts, descs[0])
+	}
+
+	// Two leave; the last takes everything.
+	stopA()
+	stopB()
+	waitNextGenSplit(t, adm, group, topic, 1, parts)
+	produce(1200, 300)
+	waitSeen(1500)
+
+	// Committed offsets reach the end of every partition.
+	waitFor(t, 30*time.Second, "offsets committed to the end", func() bool {
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		ok := true
+		ends.Each(func(e kadm.ListedOffset) {
+			o, found := offs.Lookup(topic, e.Partition)
+			ok = ok && found && o.At == e.Offset
+		})
+		return ok
+	})
+
+	// A restart of the coordinator: the group is loaded from
+	// __consumer_offsets and the member carries on.
+	c.Stop(1)
+	c.Start(1)
+	c.WaitReady(30 * time.Second)
+	produce(1500, 300)
+	waitSeen(1800)
+	waitNextGenSplit(t, adm, group, topic, 1, parts)
+}
+
+// With group.coordinator.rebalance.protocols=classic the consumer protocol
+// is off (as with group.version 0): ConsumerGroupHeartbeat is not
+// advertised (a request that comes anyway gets UNSUPPORTED_VERSION:
+// broker's TestConsumerGroupHeartbeatDisabled), and kgo's next-gen member
+// falls back to the classic protocol.
+func TestConsumerProtocolDisabled(t *testing.T) {
+	c := groupCluster(t, 1, "group.coordinator.rebalance.protocols=classic")
+	cl, adm := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	versions, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range versions.ApiKeys {
+		if k.ApiKey == 68 || k.ApiKey == 69 {
+			t.Fatalf("API %d advertised with the consumer protocol off", k.ApiKey)
+		}
+	}
+	const topic = "fallback"
+	createTopic(t, adm, topic, 2, 1)
+	var seen sync.Map
+	nextGenMember(t, c, "g-fallback", topic, "a", &seen)
+	waitFor(t, 30*time.Second, "a classic group", func() bool {
+		described, err := adm.DescribeGroups(ctx, "g-fallback")
+		return err == nil && described["g-fallback"].State == "Stable"
+	})
+}
