@@ -379,7 +379,9 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 	g.syncConsumerState(now)
 
 	reply := ConsumerHeartbeatReply{MemberID: member.ID, MemberEpoch: member.Epoch, HeartbeatIntervalMs: int32(m.cfg.consumerHeartbeatInterval())}
-	if req.OwnedSet || req.MemberEpoch == JoinEpoch || !equalEpochKeys(before, member.Assigned) {
+	// As Kafka: the assignment goes out when the member said what it owns,
+	// joined, or its assignment changed.
+	if req.OwnedSet || req.MemberEpoch == JoinEpoch || changed || !equalEpochKeys(before, member.Assigned) {
 		reply.HasAssignment, reply.Assignment = true, epochKeys(member.Assigned)
 	}
 	return reply, eff

@@ -522,3 +522,191 @@ func TestConsumerGroupRegex(t *testing.T) {
 		t.Fatalf("owned after foo2 %v", a.owned)
 	}
 }
+
+// checkOwnership fails unless every partition is owned (assigned or
+// pending revocation) by at most one member, and the owner index agrees.
+func checkOwnership(t *testing.T, m *Manager) {
+	t.Helper()
+	g := m.Group("g")
+	if g == nil || g.consumer == nil {
+		return
+	}
+	owner := map[string]string{}
+	for _, mem := range g.consumer.members {
+		for _, set := range []partitionEpochs{mem.Assigned, mem.PendingRevocation} {
+			for tid, ps := range set {
+				for p := range ps {
+					k := fmt.Sprintf("%x-%d", tid, p)
+					if o, dup := owner[k]; dup {
+						t.Fatalf("partition %s owned by %s and %s:\n%v", k, o, mem.ID, g)
+					}
+					owner[k] = mem.ID
+					if _, ok := g.consumer.owners[tid][p]; !ok {
+						t.Fatalf("partition %s of %s missing from the owner index", k, mem.ID)
+					}
+				}
+			}
+		}
+	}
+	n := 0
+	for _, ps := range g.consumer.owners {
+		n += len(ps)
+	}
+	if n != len(owner) {
+		t.Fatalf("owner index has %d partitions, members own %d:\n%v", n, len(owner), g)
+	}
+}
+
+// Random members joining, heartbeating (as well-behaved clients, or with
+// stale epochs and owned partitions), leaving and timing out, while topics
+// grow and vanish: no partition ever has two owners, and the log replays
+// to the live state.
+func FuzzConsumerHeartbeats(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte{0, 16, 32, 48, 1, 17, 33, 49, 66, 2, 18, 34, 50, 7, 23})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 300 {
+			return
+		}
+		h := newCGHarness(t, fakeTopics{"a": 3, "b": 2})
+		clients := make([]*client, 4)
+		for _, op := range ops {
+			i := int(op>>4) % len(clients)
+			id := fmt.Sprintf("m%d", i)
+			c := clients[i]
+			switch op % 8 {
+			case 0, 1: // join, or heartbeat as a good client
+				if c == nil {
+					topics := []string{"a", "b"}
+					if op%16 >= 8 {
+						topics = []string{"b"}
+					}
+					r := h.hb(ConsumerHeartbeatRequest{MemberID: id, RebalanceTimeoutMs: 20000, SubscribedTopicNames: topics,
+						OwnedSet: true, Owned: map[TopicID][]int32{}})
+					if r.ErrorCode == 0 {
+						clients[i] = &client{id: id, epoch: r.MemberEpoch, owned: r.Assignment}
+					}
+					break
+				}
+				r := h.beat(id, c.epoch, c.owned)
+				switch {
+				case r.ErrorCode == 0:
+					c.epoch = r.MemberEpoch
+					if r.HasAssignment {
+						c.owned = r.Assignment
+					}
+				default: // fenced or gone: the client drops everything
+					clients[i] = nil
+				}
+			case 2: // a heartbeat with no owned partitions and no change
+				if c != nil {
+					if r := h.hb(ConsumerHeartbeatRequest{MemberID: id, MemberEpoch: c.epoch, RebalanceTimeoutMs: -1}); r.ErrorCode != 0 {
+						clients[i] = nil
+					} else {
+						c.epoch = r.MemberEpoch
+						if r.HasAssignment {
+							c.owned = r.Assignment
+						}
+					}
+				}
+			case 3: // a stale or future epoch
+				if c != nil {
+					h.beat(id, c.epoch+int32(op%3)-1, c.owned)
+				}
+			case 4: // leave
+				if c != nil {
+					h.hb(ConsumerHeartbeatRequest{MemberID: id, MemberEpoch: LeaveEpoch, RebalanceTimeoutMs: -1})
+					clients[i] = nil
+				}
+			case 5: // time passes
+				h.now += int64(op) * 300
+				h.log = append(h.log, h.m.Tick(h.now).Records...)
+			case 6: // topics change
+				switch op % 3 {
+				case 0:
+					h.topics["a"]++
+				case 1:
+					delete(h.topics, "b")
+				case 2:
+					h.topics["b"] = 4
+				}
+			case 7: // a resubscription
+				if c != nil {
+					topics := []string{"a"}
+					if op%2 == 0 {
+						topics = []string{"a", "b"}
+					}
+					r := h.hb(ConsumerHeartbeatRequest{MemberID: id, MemberEpoch: c.epoch, RebalanceTimeoutMs: -1,
+						SubscribedTopicNames: topics, OwnedSet: true, Owned: c.owned})
+					if r.ErrorCode != 0 {
+						clients[i] = nil
+					} else {
+						c.epoch = r.MemberEpoch
+						if r.HasAssignment {
+							c.owned = r.Assignment
+						}
+					}
+				}
+			}
+			checkOwnership(t, h.m)
+		}
+		h.reloadCheck()
+	})
+}
+
+// The steady heartbeat of a member of a settled 100-member group on 1,000
+// partitions (what the coordinator does every group.consumer.heartbeat.
+// interval.ms per member), and a member joining that group (a new target
+// assignment and the joiner's reconciliation).
+func BenchmarkConsumerHeartbeat(b *testing.B) {
+	topics := fakeTopics{}
+	var names []string
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf("topic-%d", i)
+		topics[name] = 100
+		names = append(names, name)
+	}
+	t := &testing.T{}
+	h := newCGHarness(t, topics)
+	var cs []*client
+	for i := 0; i < 100; i++ {
+		id := fmt.Sprintf("member-%03d", i)
+		r := h.hb(ConsumerHeartbeatRequest{MemberID: id, RebalanceTimeoutMs: 30000, SubscribedTopicNames: names,
+			OwnedSet: true, Owned: map[TopicID][]int32{}})
+		cs = append(cs, &client{id: id, epoch: r.MemberEpoch, owned: r.Assignment})
+	}
+	for round := 0; round < 5; round++ {
+		for _, c := range cs {
+			r := h.beat(c.id, c.epoch, c.owned)
+			c.epoch = r.MemberEpoch
+			if r.HasAssignment {
+				c.owned = r.Assignment
+			}
+		}
+	}
+	b.Run("steady", func(b *testing.B) {
+		c := cs[0]
+		for b.Loop() {
+			if r, _ := h.m.ConsumerHeartbeat(h.now, ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: c.id,
+				MemberEpoch: c.epoch, RebalanceTimeoutMs: -1, Topics: topics}); r.ErrorCode != 0 {
+				b.Fatal(r.ErrorMessage)
+			}
+		}
+	})
+	b.Run("join", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			id := fmt.Sprintf("joiner-%d", i)
+			r, _ := h.m.ConsumerHeartbeat(h.now, ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: id, RebalanceTimeoutMs: 30000,
+				SubscribedTopicNames: names, OwnedSet: true, Owned: map[TopicID][]int32{}, Topics: topics})
+			if r.ErrorCode != 0 {
+				b.Fatal(r.ErrorMessage)
+			}
+			b.StopTimer()
+			h.m.ConsumerHeartbeat(h.now, ConsumerHeartbeatRequest{Version: 1, Group: "g", MemberID: id, MemberEpoch: LeaveEpoch,
+				RebalanceTimeoutMs: -1, Topics: topics})
+			b.StartTimer()
+		}
+	})
+}
