@@ -322,7 +322,7 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 		updated.ServerAssignor = *req.ServerAssignor
 	}
 	if req.SubscribedTopicNames != nil {
-		updated.SubscribedTopicNames = slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))))
+		updated.SubscribedTopicNames = slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))
 	}
 	if req.SubscribedTopicRegex != nil {
 		updated.SubscribedTopicRegex = *req.SubscribedTopicRegex
@@ -772,11 +772,12 @@ func (m *Manager) computeTargetAssignment(g *Group, img TopicImage) ([]Record, e
 
 // preferredAssignor is the assignor most members ask for (Kafka's
 // computePreferredServerAssignor), ties broken by name, else the first of
-// group.consumer.assignors.
+// group.consumer.assignors. A name no longer configured (a restart with
+// fewer assignors) gets no vote.
 func (c *consumerGroup) preferredAssignor(supported []string) string {
 	votes := map[string]int{}
 	for _, mem := range c.members {
-		if mem.ServerAssignor != "" {
+		if mem.ServerAssignor != "" && slices.Contains(supported, mem.ServerAssignor) {
 			votes[mem.ServerAssignor]++
 		}
 	}
