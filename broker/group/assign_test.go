@@ -7,6 +7,12 @@ import (
 	"testing"
 )
 
+// tp is a topic partition, checkAssignment's key.
+type tp struct {
+	t TopicID
+	p int32
+}
+
 // checkAssignment fails unless every partition of a subscribed topic is
 // assigned exactly once, to a member subscribed to its topic.
 func checkAssignment(t *testing.T, members []AssignorMember, topics map[TopicID]AssignorTopic, a Assignment) {
@@ -166,27 +172,5 @@ func TestAssignRangeCoPartitions(t *testing.T) {
 	}
 	if _, err := Assign("sticky", nil, topics); err == nil {
 		t.Fatal("unknown assignor accepted")
-	}
-}
-
-func BenchmarkAssign(b *testing.B) {
-	topics := map[TopicID]AssignorTopic{}
-	var sub []TopicID
-	for i := 0; i < 100; i++ {
-		topics[tid(i)] = AssignorTopic{Partitions: 100}
-		sub = append(sub, tid(i))
-	}
-	var members []AssignorMember
-	for i := 0; i < 1000; i++ {
-		members = append(members, AssignorMember{ID: fmt.Sprintf("member-%04d", i), Subscribed: sub})
-	}
-	for _, name := range ServerAssignors {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := Assign(name, members, topics); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

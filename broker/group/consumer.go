@@ -116,6 +116,8 @@ type consumerGroup struct {
 	target map[string]map[TopicID][]int32
 	// subscribed are the partition counts of the topics members subscribe
 	// to (Kafka's subscription metadata): a change bumps the group epoch.
+	// nil after a load: the first heartbeat recomputes it and compares
+	// its hash with metadataHash.
 	subscribed map[TopicID]int32
 	// metadataHash is subscribed's hash as stored in the group's metadata
 	// record (KIP-1101's role; Keel's own hash).
@@ -343,6 +345,11 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 		c.names = nil
 	}
 	subscribed := c.subscriptionMetadata(now, req.Topics)
+	if c.subscribed == nil && subscriptionHash(subscribed) == c.metadataHash {
+		// Loaded from the log, which keeps only the hash (KIP-1101):
+		// the same topics and partitions, no new epoch.
+		c.subscribed = subscribed
+	}
 	if !maps.Equal(subscribed, c.subscribed) {
 		c.subscribed = subscribed
 		bump = true

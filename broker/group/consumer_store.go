@@ -201,7 +201,7 @@ func deref(s *string) string {
 func (m *Manager) finishConsumerLoad(now int64, g *Group) {
 	c := g.consumer
 	c.owners = partitionEpochs{}
-	c.names = nil
+	c.names, c.subscribed = nil, nil
 	for _, mem := range c.members {
 		c.addOwnership(mem)
 		mem.sessionDeadline = now + m.cfg.consumerSessionTimeout()
