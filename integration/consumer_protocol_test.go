@@ -78,6 +78,57 @@ func describeNextGen(t *testing.T, adm *kadm.Client, group, topic string) (kadm.
 	return d, counts, nil
 }
 
+// produceSeq produces records k<i>/v<i> for i in [from, from+n).
+func produceSeq(t *testing.T, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSeenSeq waits until the members saw values v0..v<n-1>.
+func waitSeenSeq(t *testing.T, seen *sync.Map, n int) {
+	t.Helper()
+	waitFor(t, 90*time.Second, fmt.Sprintf("%d records consumed", n), func() bool {
+		for i := 0; i < n; i++ {
+			if _, ok := seen.Load(fmt.Sprintf("v%d", i)); !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitCommittedToEnd waits until the group committed every partition of
+// topic to its end offset.
+func waitCommittedToEnd(t *testing.T, adm *kadm.Client, group, topic string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "offsets committed to the end", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		ok := true
+		ends.Each(func(e kadm.ListedOffset) {
+			o, found := offs.Lookup(topic, e.Partition)
+			ok = ok && (e.Offset == 0 || found && o.At == e.Offset)
+		})
+		return ok
+	})
+}
+
 // waitNextGenSplit waits until the group is Stable with want members
 // owning the topic's n partitions, every member some.
 func waitNextGenSplit(t *testing.T, adm *kadm.Client, group, topic string, want, n int) kadm.DescribedConsumerGroup {
@@ -112,28 +163,9 @@ func TestConsumerProtocolGroup(t *testing.T) {
 	const topic, group, parts = "next-gen", "g-next-gen", 6
 	createTopic(t, adm, topic, parts, 1)
 
-	produce := func(from, n int) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var recs []*kgo.Record
-		for i := from; i < from+n; i++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var seen sync.Map
-	waitSeen := func(n int) {
-		waitFor(t, 45*time.Second, fmt.Sprintf("%d records consumed", n), func() bool {
-			for i := 0; i < n; i++ {
-				if _, ok := seen.Load(fmt.Sprintf("v%d", i)); !ok {
-					return false
-				}
-			}
-			return true
-		})
-	}
+	produce := func(from, n int) { produceSeq(t, cl, topic, from, n) }
+	waitSeen := func(n int) { waitSeenSeq(t, &seen, n) }
 
 	produce(0, 600)
 	stopA := nextGenMember(t, c, group, topic, "a", &seen)
@@ -195,22 +227,7 @@ func TestConsumerProtocolGroup(t *testing.T) {
 	waitSeen(1500)
 
 	// Committed offsets reach the end of every partition.
-	waitFor(t, 30*time.Second, "offsets committed to the end", func() bool {
-		offs, err := adm.FetchOffsets(ctx, group)
-		if err != nil {
-			return false
-		}
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			return false
-		}
-		ok := true
-		ends.Each(func(e kadm.ListedOffset) {
-			o, found := offs.Lookup(topic, e.Partition)
-			ok = ok && (e.Offset == 0 || found && o.At == e.Offset)
-		})
-		return ok
-	})
+	waitCommittedToEnd(t, adm, group, topic)
 
 	// A restart of the coordinator: the group is loaded from
 	// __consumer_offsets and the member carries on.
@@ -260,28 +277,9 @@ func TestConsumerProtocolCoordinatorKill(t *testing.T) {
 	cl, adm := newClient(t, c)
 	const topic, group, parts = "next-gen-kill", "g-next-gen-kill", 4
 	createTopic(t, adm, topic, parts, 3)
-	produce := func(from, n int) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		var recs []*kgo.Record
-		for i := from; i < from+n; i++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var seen sync.Map
-	waitSeen := func(n int) {
-		waitFor(t, 90*time.Second, fmt.Sprintf("%d records consumed", n), func() bool {
-			for i := 0; i < n; i++ {
-				if _, ok := seen.Load(fmt.Sprintf("v%d", i)); !ok {
-					return false
-				}
-			}
-			return true
-		})
-	}
+	produce := func(from, n int) { produceSeq(t, cl, topic, from, n) }
+	waitSeen := func(n int) { waitSeenSeq(t, &seen, n) }
 	produce(0, 200)
 	nextGenMember(t, c, group, topic, "a", &seen)
 	nextGenMember(t, c, group, topic, "b", &seen)
@@ -302,22 +300,6 @@ func TestConsumerProtocolCoordinatorKill(t *testing.T) {
 	// A fresh admin client: kadm's cached coordinator is the dead node.
 	_, fresh := newClient(t, c)
 	waitNextGenSplit(t, fresh, group, topic, 2, parts)
-	waitFor(t, 60*time.Second, "offsets committed to the end", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		offs, err := fresh.FetchOffsets(ctx, group)
-		if err != nil {
-			return false
-		}
-		ends, err := fresh.ListEndOffsets(ctx, topic)
-		if err != nil {
-			return false
-		}
-		ok := true
-		ends.Each(func(e kadm.ListedOffset) {
-			o, found := offs.Lookup(topic, e.Partition)
-			ok = ok && (e.Offset == 0 || found && o.At == e.Offset)
-		})
-		return ok
-	})
+	waitCommittedToEnd(t, fresh, group, topic)
+
 }
