@@ -179,6 +179,7 @@ type Config struct {
 	ConsumerHeartbeatInterval time.Duration // group.consumer.heartbeat.interval.ms
 	ConsumerGroupMaxSize      int           // group.consumer.max.size
 	ConsumerAssignors         []string      // group.consumer.assignors, as names (uniform, range)
+	ConsumerMigrationPolicy   string        // group.consumer.migration.policy
 }
 
 // configKey describes one known key: its default and how to set it.
@@ -419,6 +420,8 @@ func configKeys(c *Config) map[string]configKey {
 		"group.consumer.max.size":              {"2147483647", i(&c.ConsumerGroupMaxSize), "members a consumer-protocol group may have"},
 		"group.consumer.assignors": {"uniform,range", func(c *Config, v string) error { return c.parseConsumerAssignors(v) },
 			"the server-side assignors consumer-protocol members may name (group.remote.assignor), the default first: uniform, range, or Kafka's class names for them"},
+		"group.consumer.migration.policy": {"bidirectional", func(c *Config, v string) error { return c.parseMigrationPolicy(v) },
+			"whether groups convert online between the protocols while they have members: upgrade (a consumer-protocol member joining a classic group), downgrade (the last consumer-protocol member leaving a group of classic members), bidirectional or disabled"},
 	}
 }
 
@@ -482,9 +485,10 @@ func notApplied(k, v string) (why string, ok bool) {
 		return "Keel's metadata log is a Raft log store (raft-boltdb), not segment files: " +
 			"each node keeps the 10240 entries behind its latest snapshot, and its 2 newest snapshots", true
 	case k == "group.consumer.min.session.timeout.ms", k == "group.consumer.max.session.timeout.ms",
-		k == "group.consumer.min.heartbeat.interval.ms", k == "group.consumer.max.heartbeat.interval.ms",
-		k == "group.consumer.migration.policy", k == "group.consumer.regex.refresh.interval.ms":
-		return "Keel has no per-group consumer.* configs for these to bound, and does not migrate groups between the classic and consumer protocols while they have members", true
+		k == "group.consumer.min.heartbeat.interval.ms", k == "group.consumer.max.heartbeat.interval.ms":
+		return "Keel has no per-group consumer.* configs for these to bound", true
+	case k == "group.consumer.regex.refresh.interval.ms":
+		return "Keel resolves consumer-protocol subscription regexes every 10 s", true
 	case k == "metric.reporters" && strings.TrimSpace(v) == "":
 		return "", true
 	case k == "metric.reporters", k == "metrics.num.samples", k == "metrics.sample.window.ms", k == "metrics.recording.level":
@@ -498,6 +502,17 @@ func notApplied(k, v string) (why string, ok bool) {
 var consumerAssignorClasses = map[string]string{
 	"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
 	"org.apache.kafka.coordinator.group.assignor.RangeAssignor":   "range",
+}
+
+// parseMigrationPolicy reads group.consumer.migration.policy, whose values
+// Kafka takes in any case.
+func (c *Config) parseMigrationPolicy(v string) error {
+	switch p := strings.ToLower(strings.TrimSpace(v)); p {
+	case group.MigrationDisabled, group.MigrationUpgrade, group.MigrationDowngrade, group.MigrationBidirectional:
+		c.ConsumerMigrationPolicy = p
+		return nil
+	}
+	return fmt.Errorf("unknown policy %q: disabled, upgrade, downgrade or bidirectional", v)
 }
 
 // parseConsumerAssignors reads group.consumer.assignors: names or Kafka's

@@ -444,4 +444,15 @@ func TestNotAppliedKeys(t *testing.T) {
 	if _, err := LoadConfig(map[string]string{"group.consumer.assignors": "sticky"}, nil); err == nil {
 		t.Error("group.consumer.assignors=sticky accepted")
 	}
+	// group.consumer.migration.policy: Kafka's values, in any case.
+	if c, err := LoadConfig(nil, nil); err != nil || c.groupConfig().ConsumerMigrationPolicy != "bidirectional" {
+		t.Errorf("default migration policy: %q %v", c.ConsumerMigrationPolicy, err)
+	}
+	if c, err := LoadConfig(map[string]string{"group.consumer.migration.policy": "UPGRADE"}, nil); err != nil ||
+		c.ConsumerMigrationPolicy != "upgrade" || len(c.NotApplied) != 0 {
+		t.Errorf("group.consumer.migration.policy=UPGRADE: %q %v %v", c.ConsumerMigrationPolicy, err, c.NotApplied)
+	}
+	if _, err := LoadConfig(map[string]string{"group.consumer.migration.policy": "both"}, nil); err == nil {
+		t.Error("group.consumer.migration.policy=both accepted")
+	}
 }

@@ -32,5 +32,6 @@ func (c *Config) groupConfig() group.Config {
 		ConsumerHeartbeatIntervalMs: c.ConsumerHeartbeatInterval.Milliseconds(),
 		ConsumerMaxSize:             c.ConsumerGroupMaxSize,
 		ConsumerAssignors:           c.ConsumerAssignors,
+		ConsumerMigrationPolicy:     c.ConsumerMigrationPolicy,
 	}
 }

@@ -213,7 +213,10 @@ func (b *Broker) handleConsumerGroupDescribe(m *kmsg.ConsumerGroupDescribeReques
 				rm.Assignment = describeAssignment(img, assignedPartitions(dm.Assigned, dm.PendingRevocation))
 				rm.TargetAssignment = describeAssignment(img, dm.Target)
 				if m.Version >= 1 {
-					rm.MemberType = 1 // consumer protocol (0 would be classic)
+					rm.MemberType = 1 // the consumer protocol
+					if dm.Classic != nil {
+						rm.MemberType = 0 // classic
+					}
 				}
 				rg.Members = append(rg.Members, rm)
 			}

@@ -20,8 +20,20 @@ import (
 // record it polls and commits after each poll.
 func nextGenMember(t *testing.T, c *Cluster, group, topic, id string, seen *sync.Map, opts ...kgo.Opt) (stop func()) {
 	t.Helper()
+	return groupMember(t, c, group, topic, id, seen, append([]kgo.Opt{kgo.ServerSideBalancer()}, opts...)...)
+}
+
+// classicMember is nextGenMember of the classic protocol (kgo's default
+// cooperative-sticky balancer).
+func classicMember(t *testing.T, c *Cluster, group, topic, id string, seen *sync.Map) (stop func()) {
+	t.Helper()
+	return groupMember(t, c, group, topic, id, seen)
+}
+
+func groupMember(t *testing.T, c *Cluster, group, topic, id string, seen *sync.Map, opts ...kgo.Opt) (stop func()) {
+	t.Helper()
 	opts = append([]kgo.Opt{kgo.SeedBrokers(c.BootstrapServers()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ClientID(id),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ClientID(id),
 		kgo.RetryTimeout(30 * time.Second), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)
 	cl, err := kgo.NewClient(opts...)
@@ -302,4 +314,85 @@ func TestConsumerProtocolCoordinatorKill(t *testing.T) {
 	waitNextGenSplit(t, fresh, group, topic, 2, parts)
 	waitCommittedToEnd(t, fresh, group, topic)
 
+}
+
+// waitMemberTypes waits until the consumer group is Stable with the
+// members named (client ids), each of the type given (0 classic, 1 the
+// consumer protocol) and owning some of the topic's n partitions.
+func waitMemberTypes(t *testing.T, adm *kadm.Client, group, topic string, n int, want map[string]int8) {
+	t.Helper()
+	var last kadm.DescribedConsumerGroup
+	var lastErr error
+	waitFor(t, 90*time.Second, fmt.Sprintf("group %s with members %v", group, want), func() bool {
+		var counts map[string]int
+		last, counts, lastErr = describeNextGen(t, adm, group, topic)
+		if lastErr != nil || last.State != "Stable" || len(last.Members) != len(want) {
+			return false
+		}
+		total := 0
+		for _, m := range last.Members {
+			typ, ok := want[m.ClientID]
+			if !ok || m.MemberType != typ || counts[m.ClientID] == 0 {
+				return false
+			}
+			total += counts[m.ClientID]
+		}
+		return total == n
+	})
+}
+
+// A consumer application rolled from the classic protocol to the consumer
+// protocol and back, one instance at a time under load, as Kafka 4 allows
+// (group.consumer.migration.policy=bidirectional): the first
+// consumer-protocol member converts the classic group, classic and
+// consumer-protocol members share it (the coordinator assigns for both),
+// and when the last consumer-protocol member leaves, the group is classic
+// again. Every record is consumed and the offsets are committed to the end.
+func TestConsumerProtocolRollingMigration(t *testing.T) {
+	c := groupCluster(t, 1)
+	cl, adm := newClient(t, c)
+	const topic, group, parts = "migrate", "g-migrate", 6
+	createTopic(t, adm, topic, parts, 1)
+	var seen sync.Map
+	n := 0
+	produce := func(k int) {
+		produceSeq(t, cl, topic, n, k)
+		n += k
+		waitSeenSeq(t, &seen, n)
+	}
+	classicStable := func(members int) {
+		t.Helper()
+		waitFor(t, 90*time.Second, fmt.Sprintf("classic group of %d", members), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			d, err := adm.DescribeGroups(ctx, group)
+			return err == nil && d[group].Err == nil && d[group].State == "Stable" && len(d[group].Members) == members
+		})
+	}
+
+	stopA := classicMember(t, c, group, topic, "a", &seen)
+	stopB := classicMember(t, c, group, topic, "b", &seen)
+	classicStable(2)
+	produce(300)
+
+	// Upgrade, one member at a time.
+	stopA()
+	stopA2 := nextGenMember(t, c, group, topic, "a2", &seen)
+	waitMemberTypes(t, adm, group, topic, parts, map[string]int8{"b": 0, "a2": 1})
+	produce(300)
+	stopB()
+	stopB2 := nextGenMember(t, c, group, topic, "b2", &seen)
+	waitMemberTypes(t, adm, group, topic, parts, map[string]int8{"a2": 1, "b2": 1})
+	produce(300)
+
+	// And back.
+	stopA2()
+	classicMember(t, c, group, topic, "a3", &seen)
+	waitMemberTypes(t, adm, group, topic, parts, map[string]int8{"b2": 1, "a3": 0})
+	produce(300)
+	stopB2()
+	classicMember(t, c, group, topic, "b3", &seen)
+	classicStable(2)
+	produce(300)
+	waitCommittedToEnd(t, adm, group, topic)
 }

@@ -100,9 +100,16 @@ type ConsumerMember struct {
 	// are partitions it must give up; it still owns them.
 	Assigned          partitionEpochs
 	PendingRevocation partitionEpochs
+	// Classic is set for a member that uses the classic protocol
+	// (JoinGroup, SyncGroup, Heartbeat) in this group (migration.go).
+	Classic *ClassicMemberMetadata
 
 	sessionDeadline    int64
 	revocationDeadline int64 // 0 when nothing waits for a revocation
+	// joinDeadline and syncDeadline are a classic member's: told to
+	// rejoin, it must by then; having joined, it must sync by then (0:
+	// nothing is due).
+	joinDeadline, syncDeadline int64
 }
 
 // consumerGroup is the KIP-848 part of a Group (Group.consumer).
@@ -278,19 +285,24 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 			g = newGroup(req.Group, now)
 			m.groups[req.Group] = g
 		case len(g.Members) > 0 || len(g.pendingMembers) > 0:
-			// Kafka converts a classic group with members online
-			// (group.consumer.migration.policy); Keel does not.
-			return heartbeatError(kerr.GroupIDNotFound.Code, "Group %s is not a consumer group.", req.Group), Effects{}
+			// A classic group with members is converted online
+			// (group.consumer.migration.policy), if it may be.
+			e, ok := m.upgradeToConsumer(now, g, req.Topics)
+			if !ok {
+				return heartbeatError(kerr.GroupIDNotFound.Code, "Group %s is not a consumer group.", req.Group), Effects{}
+			}
+			eff.merge(e)
 		case g.ProtocolType != "" || g.Generation > 0:
 			// An empty classic group becomes a consumer group, as in
 			// Kafka: its metadata record goes, its offsets stay.
 			eff.Records = append(eff.Records, Record{Key: GroupKey(g.ID)})
 		}
-		g.consumer = newConsumerGroup()
-		g.ProtocolType, g.Protocol, g.Leader, g.Generation = "consumer", "", "", 0
-		g.transition(Empty, now)
+		if g.consumer == nil {
+			g.consumer = newConsumerGroup()
+			g.ProtocolType, g.Protocol, g.Leader, g.Generation = "consumer", "", "", 0
+			g.transition(Empty, now)
+		}
 	}
-	c := g.consumer
 	switch req.MemberEpoch {
 	case LeaveEpoch:
 		r, e := m.consumerLeave(now, g, req)
@@ -307,10 +319,9 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 		return r, eff
 	}
 
-	// 1. The member's subscription and the subscribed topics: a change
-	// bumps the group epoch.
 	updated := *member
 	updated.ClientID, updated.ClientHost = req.ClientID, req.ClientHost
+	updated.Classic, updated.joinDeadline, updated.syncDeadline = nil, 0, 0
 	if req.InstanceID != nil {
 		updated.InstanceID = *req.InstanceID
 	}
@@ -329,6 +340,34 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 	if req.SubscribedTopicRegex != nil {
 		updated.SubscribedTopicRegex = *req.SubscribedTopicRegex
 	}
+	before := cloneEpochs(member.Assigned)
+	changed, err := m.updateAndReconcile(now, g, member, updated, req.Topics, req.Owned, req.OwnedSet,
+		req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil, &eff)
+	if err != nil {
+		return heartbeatError(kerr.UnknownServerError.Code, "%v", err), eff
+	}
+	member.sessionDeadline = now + m.cfg.consumerSessionTimeout()
+
+	reply := ConsumerHeartbeatReply{MemberID: member.ID, MemberEpoch: member.Epoch, HeartbeatIntervalMs: int32(m.cfg.consumerHeartbeatInterval())}
+	// As Kafka: the assignment goes out when the member said what it owns,
+	// joined, or its assignment changed.
+	if req.OwnedSet || req.MemberEpoch == JoinEpoch || changed || !equalEpochKeys(before, member.Assigned) {
+		reply.HasAssignment, reply.Assignment = true, epochKeys(member.Assigned)
+	}
+	return reply, eff
+}
+
+// updateAndReconcile is what a heartbeat and a classic member's JoinGroup
+// share (Kafka's consumerGroupHeartbeat and classicGroupJoinToConsumerGroup,
+// steps 1 to 3): the member's new metadata is stored, a change of its
+// subscription or of the subscribed topics bumps the group epoch, a new
+// group epoch gets a new target assignment, and the member is reconciled
+// with its target. It reports whether the member's assignment changed.
+func (m *Manager) updateAndReconcile(now int64, g *Group, member *ConsumerMember, updated ConsumerMember, img TopicImage,
+	owned map[TopicID][]int32, ownedSet, subscriptionGiven bool, eff *Effects) (bool, error) {
+	c := g.consumer
+	// 1. The member's subscription and the subscribed topics: a change
+	// bumps the group epoch.
 	bump := member.Epoch == JoinEpoch && member.Assigned == nil // a new member
 	if !sameMemberMetadata(member, &updated) || bump {
 		eff.Records = append(eff.Records, memberMetadataRecord(g.ID, &updated))
@@ -341,10 +380,10 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 	if member.Assigned == nil {
 		member.Assigned, member.PendingRevocation = partitionEpochs{}, partitionEpochs{}
 	}
-	if bump || req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil {
+	if bump || subscriptionGiven {
 		c.names = nil
 	}
-	subscribed := c.subscriptionMetadata(now, req.Topics)
+	subscribed := c.subscriptionMetadata(now, img)
 	if c.subscribed == nil && subscriptionHash(subscribed) == c.metadataHash {
 		// Loaded from the log, which keeps only the hash (KIP-1101):
 		// the same topics and partitions, no new epoch.
@@ -362,16 +401,15 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 
 	// 2. A new target assignment for a new group epoch.
 	if c.epoch > c.assignmentEpoch {
-		recs, err := m.computeTargetAssignment(g, req.Topics)
+		recs, err := m.computeTargetAssignment(g, img)
 		if err != nil {
-			return heartbeatError(kerr.UnknownServerError.Code, "Failed to compute a new target assignment for epoch %d: %v.", c.epoch, err), eff
+			return false, fmt.Errorf("Failed to compute a new target assignment for epoch %d: %v.", c.epoch, err)
 		}
 		eff.Records = append(eff.Records, recs...)
 	}
 
 	// 3. Reconcile the member with its target.
-	before := cloneEpochs(member.Assigned)
-	changed := c.reconcile(member, req.Owned, req.OwnedSet, req.Topics)
+	changed := c.reconcile(member, owned, ownedSet, img)
 	if changed {
 		eff.Records = append(eff.Records, currentAssignmentRecord(g.ID, member))
 	}
@@ -382,16 +420,8 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 	} else {
 		member.revocationDeadline = 0
 	}
-	member.sessionDeadline = now + m.cfg.consumerSessionTimeout()
 	g.syncConsumerState(now)
-
-	reply := ConsumerHeartbeatReply{MemberID: member.ID, MemberEpoch: member.Epoch, HeartbeatIntervalMs: int32(m.cfg.consumerHeartbeatInterval())}
-	// As Kafka: the assignment goes out when the member said what it owns,
-	// joined, or its assignment changed.
-	if req.OwnedSet || req.MemberEpoch == JoinEpoch || changed || !equalEpochKeys(before, member.Assigned) {
-		reply.HasAssignment, reply.Assignment = true, epochKeys(member.Assigned)
-	}
-	return reply, eff
+	return changed, nil
 }
 
 // consumerMember finds the heartbeat's member, or creates it on a join,
@@ -423,12 +453,14 @@ func (m *Manager) consumerMember(now int64, g *Group, req *ConsumerHeartbeatRequ
 	if member := c.members[memberID]; member != nil && instance == "" {
 		// A member rejoining with its id: it starts over, giving up
 		// what it held (Kafka fences the old incarnation).
-		eff.merge(m.fenceConsumerMember(now, g, member))
+		eff.merge(m.fenceConsumerMember(now, g, member, false))
 	}
 	if instance != "" {
 		if oldID, ok := c.static[instance]; ok {
 			old := c.members[oldID]
-			if old != nil && old.Epoch != StaticLeaveEpoch {
+			// A classic member's instance id is taken over at once
+			// (Kafka checks only members of the consumer protocol).
+			if old != nil && old.Epoch != StaticLeaveEpoch && old.Classic == nil {
 				return nil, heartbeatError(kerr.UnreleasedInstanceID.Code, "Static member %s with instance id %s cannot join the group because the instance id is owned by member %s.", memberID, instance, oldID), false
 			}
 			if old != nil {
@@ -499,6 +531,7 @@ func (m *Manager) replaceStaticConsumer(g *Group, old *ConsumerMember, newID str
 		Record{Key: ConsumerGroupMemberMetadataKey(g.ID, old.ID)})
 	member := *old
 	member.ID = newID
+	member.Classic, member.joinDeadline, member.syncDeadline = nil, 0, 0
 	member.Epoch = old.PreviousEpoch
 	if member.Epoch <= 0 {
 		member.Epoch = c.assignmentEpoch
@@ -528,7 +561,7 @@ func (m *Manager) consumerLeave(now int64, g *Group, req ConsumerHeartbeatReques
 	if member == nil {
 		return heartbeatError(kerr.UnknownMemberID.Code, "Member %s is not a member of group %s.", req.MemberID, g.ID), Effects{}
 	}
-	eff := m.fenceConsumerMember(now, g, member)
+	eff := m.fenceConsumerMember(now, g, member, true)
 	return ConsumerHeartbeatReply{MemberID: req.MemberID, MemberEpoch: LeaveEpoch}, eff
 }
 
@@ -564,11 +597,27 @@ func (c *consumerGroup) checkInstance(instance, memberID string) (ConsumerHeartb
 }
 
 // fenceConsumerMember removes a member (left, session expired, not
-// revoking in time, or rejoining): tombstones for its records and a group
-// epoch bump, so that the next heartbeat computes a target assignment
-// without it (Kafka's consumerGroupFenceMember).
-func (m *Manager) fenceConsumerMember(now int64, g *Group, member *ConsumerMember) Effects {
+// revoking, joining or syncing in time, or rejoining): tombstones for its
+// records and a group epoch bump, so that the next heartbeat computes a
+// target assignment without it (Kafka's consumerGroupFenceMember). With
+// mayDowngrade, the last member of the consumer protocol leaving a group
+// of classic members turns it into a classic group (migration.go).
+func (m *Manager) fenceConsumerMember(now int64, g *Group, member *ConsumerMember, mayDowngrade bool) Effects {
+	if mayDowngrade {
+		if eff, ok := m.downgradeToClassic(now, g, member); ok {
+			return eff
+		}
+	}
 	c := g.consumer
+	eff := Effects{Records: c.removeMember(g.ID, member)}
+	c.epoch++
+	eff.Records = append(eff.Records, groupMetadataRecord(g.ID, c))
+	g.syncConsumerState(now)
+	return eff
+}
+
+// removeMember forgets a member and returns the tombstones of its records.
+func (c *consumerGroup) removeMember(group string, member *ConsumerMember) []Record {
 	c.dropOwnership(member)
 	c.names = nil
 	delete(c.members, member.ID)
@@ -576,15 +625,11 @@ func (m *Manager) fenceConsumerMember(now int64, g *Group, member *ConsumerMembe
 	if member.InstanceID != "" && c.static[member.InstanceID] == member.ID {
 		delete(c.static, member.InstanceID)
 	}
-	eff := Effects{Records: []Record{
-		{Key: ConsumerGroupCurrentMemberAssignmentKey(g.ID, member.ID)},
-		{Key: ConsumerGroupTargetAssignmentMemberKey(g.ID, member.ID)},
-		{Key: ConsumerGroupMemberMetadataKey(g.ID, member.ID)},
-	}}
-	c.epoch++
-	eff.Records = append(eff.Records, groupMetadataRecord(g.ID, c))
-	g.syncConsumerState(now)
-	return eff
+	return []Record{
+		{Key: ConsumerGroupCurrentMemberAssignmentKey(group, member.ID)},
+		{Key: ConsumerGroupTargetAssignmentMemberKey(group, member.ID)},
+		{Key: ConsumerGroupMemberMetadataKey(group, member.ID)},
+	}
 }
 
 // syncConsumerState keeps the classic fields of a consumer group in line:
@@ -974,29 +1019,47 @@ func (c *consumerGroup) dropOwnership(mem *ConsumerMember) {
 func sameMemberMetadata(a, b *ConsumerMember) bool {
 	return a.InstanceID == b.InstanceID && a.RackID == b.RackID && a.ClientID == b.ClientID && a.ClientHost == b.ClientHost &&
 		slices.Equal(a.SubscribedTopicNames, b.SubscribedTopicNames) && a.SubscribedTopicRegex == b.SubscribedTopicRegex &&
-		a.ServerAssignor == b.ServerAssignor && a.RebalanceTimeoutMs == b.RebalanceTimeoutMs
+		a.ServerAssignor == b.ServerAssignor && a.RebalanceTimeoutMs == b.RebalanceTimeoutMs && sameClassic(a.Classic, b.Classic)
 }
 
-// consumerTick fences members whose session expired or that did not revoke
-// in time.
+func sameClassic(a, b *ClassicMemberMetadata) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SessionTimeoutMs == b.SessionTimeoutMs && slices.EqualFunc(a.SupportedProtocols, b.SupportedProtocols,
+		func(x, y Protocol) bool { return x.Name == y.Name && string(x.Metadata) == string(y.Metadata) })
+}
+
+// consumerTick fences members whose session expired or that did not
+// revoke, rejoin or sync in time.
 func (m *Manager) consumerTick(now int64, g *Group) Effects {
 	var eff Effects
-	c := g.consumer
-	for _, id := range slices.Sorted(maps.Keys(c.members)) {
-		mem := c.members[id]
-		if now >= mem.sessionDeadline || (mem.revocationDeadline > 0 && now >= mem.revocationDeadline) {
-			eff.merge(m.fenceConsumerMember(now, g, mem))
+	for _, id := range slices.Sorted(maps.Keys(g.consumer.members)) {
+		if g.consumer == nil {
+			break // downgraded to a classic group
+		}
+		mem := g.consumer.members[id]
+		if mem != nil && now >= mem.deadline() {
+			eff.merge(m.fenceConsumerMember(now, g, mem, true))
 		}
 	}
 	return eff
 }
 
+// deadline is the earliest of the member's deadlines.
+func (mem *ConsumerMember) deadline() int64 {
+	next := mem.sessionDeadline
+	for _, d := range []int64{mem.revocationDeadline, mem.joinDeadline, mem.syncDeadline} {
+		if d > 0 {
+			next = min(next, d)
+		}
+	}
+	return next
+}
+
 func (c *consumerGroup) nextDeadline(next int64) int64 {
 	for _, mem := range c.members {
-		next = min(next, mem.sessionDeadline)
-		if mem.revocationDeadline > 0 {
-			next = min(next, mem.revocationDeadline)
-		}
+		next = min(next, mem.deadline())
 	}
 	return next
 }
@@ -1027,6 +1090,14 @@ func (g *Group) consumerCommitCode(memberID string, epoch int32, version int16, 
 	mem := c.members[memberID]
 	if mem == nil {
 		return kerr.UnknownMemberID.Code, ""
+	}
+	if mem.Classic != nil {
+		// A classic member commits with its generation, the member
+		// epoch (Kafka's validateMemberEpoch for the classic protocol).
+		if epoch != mem.Epoch {
+			return kerr.IllegalGeneration.Code, ""
+		}
+		return 0, ""
 	}
 	if !txn && version < 9 {
 		return kerr.UnsupportedVersion.Code, "OffsetCommit version 9 or above must be used by members using the modern group protocol"
@@ -1064,6 +1135,8 @@ func (m *Manager) ConsumerFetchCode(group, memberID string, epoch int32) int16 {
 	switch {
 	case mem == nil:
 		return kerr.UnknownMemberID.Code
+	case epoch != mem.Epoch && mem.Classic != nil:
+		return kerr.IllegalGeneration.Code
 	case epoch != mem.Epoch:
 		return kerr.StaleMemberEpoch.Code
 	}
@@ -1134,6 +1207,9 @@ func (g *Group) consumerString() string {
 		mem := c.members[id]
 		s += fmt.Sprintf("\n  consumer-member %s epoch=%d prev=%d %s assigned=%v revoking=%v target=%v",
 			id, mem.Epoch, mem.PreviousEpoch, mem.State, epochKeys(mem.Assigned), epochKeys(mem.PendingRevocation), c.target[id])
+		if cm := mem.Classic; cm != nil {
+			s += fmt.Sprintf(" classic(session=%d protocols=%d)", cm.SessionTimeoutMs, len(cm.SupportedProtocols))
+		}
 	}
 	return s
 }

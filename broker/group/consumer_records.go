@@ -17,9 +17,10 @@ package group
 //
 // Kafka 4.1 adds tagged fields that an older reader skips: MetadataHash in
 // ConsumerGroupMetadataValue (KIP-1101). Tags added after 4.1
-// (CreationTimeMs, AssignmentTimestamp, AssignmentEpochs) and
-// ClassicMemberMetadata (a classic member of an upgraded group) are skipped
-// on decode and never written.
+// (CreationTimeMs, AssignmentTimestamp, AssignmentEpochs) are skipped on
+// decode and never written. ClassicMemberMetadata (tag 0 of the member
+// metadata: a member of the classic protocol in a consumer group, KIP-848's
+// online migration) is read and written.
 //
 // Kafka reads no string longer than 32767 bytes (and refuses to write
 // one); the encoders do not check, so callers must not pass one.
@@ -105,6 +106,17 @@ type ConsumerMemberMetadataValue struct {
 	SubscribedTopicRegex *string
 	RebalanceTimeoutMs   int32
 	ServerAssignor       *string
+	// Classic is set for a member of the classic protocol (tag 0).
+	Classic *ClassicMemberMetadata
+}
+
+// ClassicMemberMetadata is what a consumer group keeps of a member that
+// uses the classic protocol (JoinGroup, SyncGroup, Heartbeat) in it:
+// its session timeout and the protocols of its JoinGroup (Kafka's
+// ConsumerGroupMemberMetadataValue.ClassicMemberMetadata).
+type ClassicMemberMetadata struct {
+	SessionTimeoutMs   int32
+	SupportedProtocols []Protocol
 }
 
 // ConsumerTargetAssignmentMetadataValue is the epoch of the group's target
@@ -279,8 +291,9 @@ func DecodeConsumerGroupPartitionMetadataValue(b []byte) (ConsumerGroupPartition
 	return v, nil
 }
 
-// AppendTo appends the value, version 0, without ClassicMemberMetadata
-// (tag 0, null for a member of the consumer protocol).
+// AppendTo appends the value, version 0, with ClassicMemberMetadata as
+// tag 0 when set (a tagged nullable struct: its size, a presence varint
+// of 1, then the struct).
 func (v ConsumerMemberMetadataValue) AppendTo(dst []byte) []byte {
 	dst = crAppendInt16(dst, consumerValueVersion)
 	dst = crAppendNullableString(dst, v.InstanceID)
@@ -294,12 +307,26 @@ func (v ConsumerMemberMetadataValue) AppendTo(dst []byte) []byte {
 	dst = crAppendNullableString(dst, v.SubscribedTopicRegex)
 	dst = crAppendInt32(dst, v.RebalanceTimeoutMs)
 	dst = crAppendNullableString(dst, v.ServerAssignor)
-	return crAppendUvarint(dst, 0)
+	if v.Classic == nil {
+		return crAppendUvarint(dst, 0)
+	}
+	body := crAppendInt32(nil, v.Classic.SessionTimeoutMs)
+	body = crAppendArrayLen(body, len(v.Classic.SupportedProtocols))
+	for _, p := range v.Classic.SupportedProtocols {
+		body = crAppendCompactString(body, p.Name)
+		body = crAppendCompactBytes(body, p.Metadata)
+		body = crAppendUvarint(body, 0)
+	}
+	body = crAppendUvarint(body, 0)
+	dst = crAppendUvarint(dst, 1)
+	dst = crAppendUvarint(dst, 0)
+	dst = crAppendUvarint(dst, uint64(len(body))+1)
+	dst = crAppendUvarint(dst, 1)
+	return append(dst, body...)
 }
 
 // DecodeConsumerMemberMetadataValue decodes a
-// ConsumerGroupMemberMetadataValue; ClassicMemberMetadata (tag 0) is
-// skipped.
+// ConsumerGroupMemberMetadataValue.
 func DecodeConsumerMemberMetadataValue(b []byte) (ConsumerMemberMetadataValue, error) {
 	var v ConsumerMemberMetadataValue
 	r, err := crValueReader(b, "ConsumerGroupMemberMetadataValue")
@@ -314,7 +341,26 @@ func DecodeConsumerMemberMetadataValue(b []byte) (ConsumerMemberMetadataValue, e
 	v.SubscribedTopicRegex = r.nullableString("SubscribedTopicRegex")
 	v.RebalanceTimeoutMs = r.int32("RebalanceTimeoutMs")
 	v.ServerAssignor = r.nullableString("ServerAssignor")
-	r.tags(nil)
+	r.tags(func(tag uint64, t *crReader) bool {
+		if tag != 0 {
+			return false
+		}
+		if t.uvarint("ClassicMemberMetadata") == 0 {
+			return true // null
+		}
+		cm := &ClassicMemberMetadata{SessionTimeoutMs: t.int32("SessionTimeoutMs")}
+		if n := t.arrayLen("SupportedProtocols", 3); n > 0 {
+			cm.SupportedProtocols = make([]Protocol, n)
+			for i := range cm.SupportedProtocols {
+				cm.SupportedProtocols[i].Name = t.compactString("SupportedProtocols.Name")
+				cm.SupportedProtocols[i].Metadata = t.compactBytes("SupportedProtocols.Metadata")
+				t.tags(nil)
+			}
+		}
+		t.tags(nil)
+		v.Classic = cm
+		return true
+	})
 	if err := r.finish(); err != nil {
 		return ConsumerMemberMetadataValue{}, fmt.Errorf("decode ConsumerGroupMemberMetadataValue: %w", err)
 	}
@@ -431,6 +477,10 @@ func crAppendNullableString(dst []byte, s *string) []byte {
 		return crAppendUvarint(dst, 0)
 	}
 	return crAppendCompactString(dst, *s)
+}
+
+func crAppendCompactBytes(dst []byte, b []byte) []byte {
+	return append(crAppendUvarint(dst, uint64(len(b))+1), b...)
 }
 
 func crAppendArrayLen(dst []byte, n int) []byte {
@@ -580,6 +630,18 @@ func (r *crReader) compactString(field string) string {
 		return *s
 	}
 	return ""
+}
+
+// compactBytes reads non-nullable compact bytes (a copy).
+func (r *crReader) compactBytes(field string) []byte {
+	n := r.compactLen(field)
+	if r.err == nil && n < 0 {
+		r.fail("%s: null", field)
+	}
+	if r.err != nil {
+		return nil
+	}
+	return append([]byte{}, r.take(n, field)...)
 }
 
 func (r *crReader) stringOfLen(n int, field string) *string {

@@ -258,7 +258,8 @@ func TestConsumerRecordValuesAcrossKafkaReleases(t *testing.T) {
 		// SessionTimeoutMs 10000, SupportedProtocols [{"range", empty}].
 		{"member metadata with ClassicMemberMetadata (tag 0)",
 			"0000 00 00 02 63 01 01 00 ffffffff 00 01 00 0f 01 00002710 02 06 72616e6765 01 00 00",
-			ConsumerMemberMetadataValue{ClientID: "c", RebalanceTimeoutMs: -1}},
+			ConsumerMemberMetadataValue{ClientID: "c", RebalanceTimeoutMs: -1, Classic: &ClassicMemberMetadata{
+				SessionTimeoutMs: 10000, SupportedProtocols: []Protocol{{Name: "range", Metadata: []byte{}}}}}},
 		{"current assignment with AssignmentEpochs in TopicPartitions",
 			"0000 00000003 00000002 00 02 " + crTopicAHex + " 02 00000001 01 00 05 02 00000003 01 00",
 			ConsumerCurrentAssignmentValue{MemberEpoch: 3, PreviousMemberEpoch: 2,
@@ -271,6 +272,12 @@ func TestConsumerRecordValuesAcrossKafkaReleases(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
 		}
+	}
+	// Keel writes ClassicMemberMetadata as Kafka does.
+	v := ConsumerMemberMetadataValue{ClientID: "c", SubscribedTopicNames: []string{}, RebalanceTimeoutMs: -1,
+		Classic: &ClassicMemberMetadata{SessionTimeoutMs: 10000, SupportedProtocols: []Protocol{{Name: "range"}}}}
+	if got, want := v.AppendTo(nil), crHex(t, "0000 00 00 02 63 01 01 00 ffffffff 00 01 00 0f 01 00002710 02 06 72616e6765 01 00 00"); !bytes.Equal(got, want) {
+		t.Errorf("ClassicMemberMetadata encoded as %x, want %x", got, want)
 	}
 }
 

@@ -24,7 +24,7 @@ func memberMetadataRecord(group string, mem *ConsumerMember) Record {
 	v := ConsumerMemberMetadataValue{InstanceID: strPtr(mem.InstanceID), RackID: strPtr(mem.RackID),
 		ClientID: mem.ClientID, ClientHost: mem.ClientHost, SubscribedTopicNames: mem.SubscribedTopicNames,
 		SubscribedTopicRegex: strPtr(mem.SubscribedTopicRegex), RebalanceTimeoutMs: mem.RebalanceTimeoutMs,
-		ServerAssignor: strPtr(mem.ServerAssignor)}
+		ServerAssignor: strPtr(mem.ServerAssignor), Classic: mem.Classic}
 	if v.SubscribedTopicNames == nil {
 		v.SubscribedTopicNames = []string{}
 	}
@@ -138,6 +138,7 @@ func (m *Manager) replayConsumer(k DecodedKey, value []byte) error {
 		mem.InstanceID, mem.RackID, mem.ClientID, mem.ClientHost = deref(v.InstanceID), deref(v.RackID), v.ClientID, v.ClientHost
 		mem.SubscribedTopicNames = slices.Sorted(slices.Values(v.SubscribedTopicNames))
 		mem.SubscribedTopicRegex, mem.ServerAssignor, mem.RebalanceTimeoutMs = deref(v.SubscribedTopicRegex), deref(v.ServerAssignor), v.RebalanceTimeoutMs
+		mem.Classic = v.Classic
 		if mem.InstanceID != "" {
 			c.static[mem.InstanceID] = mem.ID
 		}
@@ -205,6 +206,9 @@ func (m *Manager) finishConsumerLoad(now int64, g *Group) {
 	for _, mem := range c.members {
 		c.addOwnership(mem)
 		mem.sessionDeadline = now + m.cfg.consumerSessionTimeout()
+		if mem.Classic != nil {
+			mem.sessionDeadline = now + int64(mem.Classic.SessionTimeoutMs)
+		}
 		if mem.State == MemberUnrevokedPartitions {
 			mem.revocationDeadline = now + int64(mem.RebalanceTimeoutMs)
 		}

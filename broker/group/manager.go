@@ -27,6 +27,7 @@ type Config struct {
 	ConsumerHeartbeatIntervalMs int64    // group.consumer.heartbeat.interval.ms
 	ConsumerMaxSize             int      // group.consumer.max.size
 	ConsumerAssignors           []string // group.consumer.assignors, the default first
+	ConsumerMigrationPolicy     string   // group.consumer.migration.policy ("" is bidirectional)
 }
 
 func (c *Config) consumerSessionTimeout() int64 {
@@ -87,6 +88,10 @@ type Manager struct {
 	txnGroups map[int64]map[string]struct{}
 	// txnWriteSeq numbers TxnOffsetCommit writes (for Group.String).
 	txnWriteSeq uint64
+	// Topics, if set, returns the cluster's topics now: the classic
+	// requests to consumer groups and the conversions between the two
+	// protocols need them (migration.go).
+	Topics func() TopicImage
 }
 
 // NewManager returns a Manager with no groups. newUUID must return a
@@ -226,11 +231,10 @@ func (m *Manager) Join(now int64, req JoinRequest) Effects {
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}
 	if g.consumer != nil {
-		// Kafka converts a consumer group to a classic one when classic
-		// members join it (group.consumer.migration.policy); Keel only
-		// when it has no members left.
+		// Classic members join a consumer group with members as its
+		// members (migration.go); an empty one becomes a classic group.
 		if len(g.consumer.members) > 0 {
-			return fail(kerr.InconsistentGroupProtocol.Code)
+			return m.classicJoinToConsumer(now, g, req)
 		}
 		recs := g.deleteRecords()
 		g.consumer = nil
@@ -588,6 +592,9 @@ func (m *Manager) Sync(now int64, req SyncRequest) Effects {
 	if g.State == Dead {
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}
+	if g.consumer != nil {
+		return m.classicSyncToConsumer(now, g, req)
+	}
 	if code := g.checkStatic(req.MemberID, req.InstanceID); code != 0 {
 		return fail(code)
 	}
@@ -661,6 +668,8 @@ func (m *Manager) Heartbeat(now int64, group, memberID, instanceID string, gener
 		return kerr.UnknownMemberID.Code
 	case g.State == Dead:
 		return kerr.CoordinatorNotAvailable.Code
+	case g.consumer != nil:
+		return m.classicHeartbeatToConsumer(now, g, memberID, instanceID, generation)
 	}
 	if code := g.checkStatic(memberID, instanceID); code != 0 {
 		return code
@@ -700,6 +709,8 @@ func (m *Manager) Leave(now int64, group string, members []LeaveMember) (int16, 
 		return 0, codes, Effects{}
 	case g.State == Dead:
 		return kerr.CoordinatorNotAvailable.Code, codes, Effects{}
+	case g.consumer != nil:
+		return m.classicLeaveToConsumer(now, g, members)
 	}
 	var eff Effects
 	for i, lm := range members {
