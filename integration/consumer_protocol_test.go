@@ -347,7 +347,8 @@ func waitMemberTypes(t *testing.T, adm *kadm.Client, group, topic string, n int,
 // consumer-protocol member converts the classic group, classic and
 // consumer-protocol members share it (the coordinator assigns for both),
 // and when the last consumer-protocol member leaves, the group is classic
-// again. Every record is consumed and the offsets are committed to the end.
+// again; a coordinator restart in the middle changes nothing. Every record
+// is consumed and the offsets are committed to the end.
 func TestConsumerProtocolRollingMigration(t *testing.T) {
 	c := groupCluster(t, 1)
 	cl, adm := newClient(t, c)
@@ -380,6 +381,13 @@ func TestConsumerProtocolRollingMigration(t *testing.T) {
 	stopA2 := nextGenMember(t, c, group, topic, "a2", &seen)
 	waitMemberTypes(t, adm, group, topic, parts, map[string]int8{"b": 0, "a2": 1})
 	produce(300)
+	// A restart of the coordinator while the group is mixed: the classic
+	// member's state (ClassicMemberMetadata) is loaded back with the rest.
+	c.Stop(1)
+	c.Start(1)
+	c.WaitReady(30 * time.Second)
+	produce(300)
+	waitMemberTypes(t, adm, group, topic, parts, map[string]int8{"b": 0, "a2": 1})
 	stopB()
 	stopB2 := nextGenMember(t, c, group, topic, "b2", &seen)
 	waitMemberTypes(t, adm, group, topic, parts, map[string]int8{"a2": 1, "b2": 1})
