@@ -180,6 +180,11 @@ type Config struct {
 	ConsumerGroupMaxSize      int           // group.consumer.max.size
 	ConsumerAssignors         []string      // group.consumer.assignors, as names (uniform, range)
 	ConsumerMigrationPolicy   string        // group.consumer.migration.policy
+	// The bounds of group configs (and of the two defaults above).
+	ConsumerMinSessionTimeout    time.Duration // group.consumer.min.session.timeout.ms
+	ConsumerMaxSessionTimeout    time.Duration // group.consumer.max.session.timeout.ms
+	ConsumerMinHeartbeatInterval time.Duration // group.consumer.min.heartbeat.interval.ms
+	ConsumerMaxHeartbeatInterval time.Duration // group.consumer.max.heartbeat.interval.ms
 }
 
 // configKey describes one known key: its default and how to set it.
@@ -420,6 +425,10 @@ func configKeys(c *Config) map[string]configKey {
 		"group.consumer.max.size":              {"2147483647", i(&c.ConsumerGroupMaxSize), "members a consumer-protocol group may have"},
 		"group.consumer.assignors": {"uniform,range", func(c *Config, v string) error { return c.parseConsumerAssignors(v) },
 			"the server-side assignors consumer-protocol members may name (group.remote.assignor), the default first: uniform, range, or Kafka's class names for them"},
+		"group.consumer.min.session.timeout.ms":    {"45000", ms(&c.ConsumerMinSessionTimeout), "the smallest consumer.session.timeout.ms a group config may set"},
+		"group.consumer.max.session.timeout.ms":    {"60000", ms(&c.ConsumerMaxSessionTimeout), "the largest consumer.session.timeout.ms a group config may set"},
+		"group.consumer.min.heartbeat.interval.ms": {"5000", ms(&c.ConsumerMinHeartbeatInterval), "the smallest consumer.heartbeat.interval.ms a group config may set"},
+		"group.consumer.max.heartbeat.interval.ms": {"15000", ms(&c.ConsumerMaxHeartbeatInterval), "the largest consumer.heartbeat.interval.ms a group config may set"},
 		"group.consumer.migration.policy": {"bidirectional", func(c *Config, v string) error { return c.parseMigrationPolicy(v) },
 			"whether groups convert online between the protocols while they have members: upgrade (a consumer-protocol member joining a classic group), downgrade (the last consumer-protocol member leaving a group of classic members), bidirectional or disabled"},
 	}
@@ -484,9 +493,6 @@ func notApplied(k, v string) (why string, ok bool) {
 		k == "metadata.max.retention.bytes", k == "metadata.max.retention.ms":
 		return "Keel's metadata log is a Raft log store (raft-boltdb), not segment files: " +
 			"each node keeps the 10240 entries behind its latest snapshot, and its 2 newest snapshots", true
-	case k == "group.consumer.min.session.timeout.ms", k == "group.consumer.max.session.timeout.ms",
-		k == "group.consumer.min.heartbeat.interval.ms", k == "group.consumer.max.heartbeat.interval.ms":
-		return "Keel has no per-group consumer.* configs for these to bound", true
 	case k == "group.consumer.regex.refresh.interval.ms":
 		return "Keel resolves consumer-protocol subscription regexes every 10 s", true
 	case k == "metric.reporters" && strings.TrimSpace(v) == "":
@@ -892,6 +898,19 @@ func (c *Config) defaultOffsetsReplication() {
 func (c *Config) validate() error {
 	if !slices.Contains(c.GroupRebalanceProtocols, "classic") {
 		return fmt.Errorf("group.coordinator.rebalance.protocols must include classic")
+	}
+	// Kafka's GroupCoordinatorConfig requirements.
+	switch {
+	case c.ConsumerMaxSessionTimeout < c.ConsumerMinSessionTimeout:
+		return fmt.Errorf("group.consumer.max.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms")
+	case c.ConsumerSessionTimeout < c.ConsumerMinSessionTimeout || c.ConsumerSessionTimeout > c.ConsumerMaxSessionTimeout:
+		return fmt.Errorf("group.consumer.session.timeout.ms must be between group.consumer.min.session.timeout.ms and group.consumer.max.session.timeout.ms")
+	case c.ConsumerMaxHeartbeatInterval < c.ConsumerMinHeartbeatInterval:
+		return fmt.Errorf("group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms")
+	case c.ConsumerHeartbeatInterval < c.ConsumerMinHeartbeatInterval || c.ConsumerHeartbeatInterval > c.ConsumerMaxHeartbeatInterval:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms must be between group.consumer.min.heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms")
+	case c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
 	}
 	if c.NumReplicaFetchers < 1 {
 		return fmt.Errorf("num.replica.fetchers must be >= 1, got %d", c.NumReplicaFetchers)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keelstream/keel/metadata"
 )
 
 // The KRaft server.properties from DESIGN.md §1 must load unchanged.
@@ -401,7 +403,7 @@ func TestReplicaSocketConfig(t *testing.T) {
 func TestNotAppliedKeys(t *testing.T) {
 	c, err := LoadConfig(map[string]string{
 		"metadata.log.segment.bytes": "1073741824", "metadata.max.retention.ms": "604800000",
-		"group.coordinator.rebalance.protocols": "classic,consumer", "group.consumer.min.session.timeout.ms": "45000",
+		"group.coordinator.rebalance.protocols": "classic,consumer", "group.consumer.regex.refresh.interval.ms": "10000",
 		"metric.reporters": "com.example.Reporter", "no.such.key": "1",
 	}, nil)
 	if err != nil {
@@ -415,7 +417,7 @@ func TestNotAppliedKeys(t *testing.T) {
 		}
 		keys = append(keys, k)
 	}
-	want := []string{"group.consumer.min.session.timeout.ms", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
+	want := []string{"group.consumer.regex.refresh.interval.ms", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
 	if !slices.Equal(keys, want) || !slices.Equal(c.Unknown, []string{"no.such.key"}) {
 		t.Fatalf("not applied %v, unknown %v; want %v and [no.such.key]", keys, c.Unknown, want)
 	}
@@ -454,5 +456,24 @@ func TestNotAppliedKeys(t *testing.T) {
 	}
 	if _, err := LoadConfig(map[string]string{"group.consumer.migration.policy": "both"}, nil); err == nil {
 		t.Error("group.consumer.migration.policy=both accepted")
+	}
+	// The consumer protocol's session timeout and heartbeat interval
+	// within their bounds, as Kafka's GroupCoordinatorConfig requires.
+	for _, bad := range []map[string]string{
+		{"group.consumer.session.timeout.ms": "30000"},
+		{"group.consumer.session.timeout.ms": "70000"},
+		{"group.consumer.heartbeat.interval.ms": "20000"},
+		{"group.consumer.min.session.timeout.ms": "70000"},
+		{"group.consumer.min.session.timeout.ms": "5000", "group.consumer.session.timeout.ms": "6000", "group.consumer.heartbeat.interval.ms": "6000"},
+	} {
+		if _, err := LoadConfig(bad, nil); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	if c, err := LoadConfig(map[string]string{"group.consumer.min.session.timeout.ms": "6000", "group.consumer.session.timeout.ms": "10000",
+		"group.consumer.min.heartbeat.interval.ms": "1000", "group.consumer.heartbeat.interval.ms": "1000"}, nil); err != nil ||
+		c.groupConfigBounds() != (metadata.GroupConfigBounds{SessionTimeoutMs: 10000, MinSessionTimeoutMs: 6000, MaxSessionTimeoutMs: 60000,
+			HeartbeatIntervalMs: 1000, MinHeartbeatIntervalMs: 1000, MaxHeartbeatIntervalMs: 15000}) {
+		t.Errorf("lowered bounds: %v", err)
 	}
 }

@@ -1018,3 +1018,81 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 	}
 	closeAll()
 }
+
+// Group configs (KIP-848): consumer.session.timeout.ms and
+// consumer.heartbeat.interval.ms per group, described with their broker
+// synonyms, altered through the controller within the broker's bounds, and
+// used by the group's coordinator.
+func TestGroupConfigs(t *testing.T) {
+	c := newTestCluster(t, withConfig("group.consumer.heartbeat.interval.ms=6000"))
+	c.meta.commit(&metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: metadata.LatestMetadataVersion})
+	c.meta.commit(&metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: 1})
+	c.createTopic("gc", 1, nil)
+	rc := c.dialRaw(t)
+	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		resp := roundTrip[*kmsg.DescribeConfigsResponse](rc, describeConfigsRequest(kmsg.ConfigResourceTypeGroupConfig, "app"))
+		if r := resp.Resources[0]; r.ErrorCode != 0 {
+			t.Fatalf("describe group configs: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, cfg := range resp.Resources[0].Configs {
+			out[cfg.Name] = cfg
+		}
+		return out
+	}
+	cfgs := describe()
+	if s, h := cfgs["consumer.session.timeout.ms"], cfgs["consumer.heartbeat.interval.ms"]; len(cfgs) != 2 ||
+		*s.Value != "45000" || s.Source != kmsg.ConfigSourceDefaultConfig ||
+		*h.Value != "6000" || h.Source != kmsg.ConfigSourceStaticBrokerConfig || h.ConfigSynonyms[0].Name != "group.consumer.heartbeat.interval.ms" {
+		t.Fatalf("group configs before any is set: %+v", cfgs)
+	}
+	alter := func(name, value string) *kmsg.IncrementalAlterConfigsResponseResource {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "app"
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Value = name, kmsg.StringPtr(value)
+		r.Configs = append(r.Configs, op)
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(testCtx(t), c.client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &resp.Resources[0]
+	}
+	if r := alter("consumer.session.timeout.ms", "30000"); r.ErrorCode != kerr.InvalidConfig.Code {
+		t.Fatalf("session timeout below the minimum: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := alter("consumer.heartbeat.interval.ms", "7000"); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat interval: %v %v", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+	}
+	waitFor(t, "the group config applied", 10*time.Second, func() bool {
+		h := describe()["consumer.heartbeat.interval.ms"]
+		return *h.Value == "7000" && h.Source == kmsg.ConfigSourceGroupConfig && len(h.ConfigSynonyms) == 2
+	})
+	// The group's members are told its heartbeat interval.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames = 1, "app", "m", 1000, []string{"gc"}
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	var resp *kmsg.ConsumerGroupHeartbeatResponse
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorKeys = 4, []string{"app", "other"}
+	waitFor(t, "a consumer group heartbeat", 20*time.Second, func() bool {
+		roundTrip[*kmsg.FindCoordinatorResponse](rc, fc) // creates __consumer_offsets
+		resp = roundTrip[*kmsg.ConsumerGroupHeartbeatResponse](rc, hb)
+		return resp.ErrorCode == 0
+	})
+	if resp.HeartbeatIntervalMillis != 7000 {
+		t.Fatalf("heartbeat interval told to a member: %d", resp.HeartbeatIntervalMillis)
+	}
+	// Other groups keep the broker's.
+	hb.Group = "other"
+	if resp = roundTrip[*kmsg.ConsumerGroupHeartbeatResponse](rc, hb); resp.ErrorCode != 0 || resp.HeartbeatIntervalMillis != 6000 {
+		t.Fatalf("another group's heartbeat: %v %d", kerr.ErrorForCode(resp.ErrorCode), resp.HeartbeatIntervalMillis)
+	}
+	if resp := roundTrip[*kmsg.DescribeConfigsResponse](rc, describeConfigsRequest(kmsg.ConfigResourceTypeGroupConfig, "")); resp.Resources[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("group configs of the empty name: %v", kerr.ErrorForCode(resp.Resources[0].ErrorCode))
+	}
+}

@@ -78,6 +78,7 @@ func (s *offsetsShard) core() *coordShard { return s.coordShard }
 func (s *offsetsShard) reset(now int64) {
 	s.mgr = group.NewManager(s.b.cfg.groupConfig(), now, newMemberUUID)
 	s.mgr.Topics = func() group.TopicImage { return imageTopics{img: s.b.currentImage()} }
+	s.mgr.GroupConfigs = func(id string) (int64, int64) { return groupConfigOverrides(s.b.currentImage(), id) }
 }
 
 // replay loads one record (Kafka's loadGroupsAndOffsets): a transactional

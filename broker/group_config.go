@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelstream/keel/broker/group"
+	"github.com/keelstream/keel/metadata"
 )
 
 // minutesDuration parses a whole number of minutes (offsets.retention.minutes).
@@ -34,4 +35,27 @@ func (c *Config) groupConfig() group.Config {
 		ConsumerAssignors:           c.ConsumerAssignors,
 		ConsumerMigrationPolicy:     c.ConsumerMigrationPolicy,
 	}
+}
+
+// groupConfigBounds are the group.consumer.* settings group configs
+// default to and are checked against.
+func (c *Config) groupConfigBounds() metadata.GroupConfigBounds {
+	return metadata.GroupConfigBounds{
+		SessionTimeoutMs: c.ConsumerSessionTimeout.Milliseconds(), MinSessionTimeoutMs: c.ConsumerMinSessionTimeout.Milliseconds(),
+		MaxSessionTimeoutMs: c.ConsumerMaxSessionTimeout.Milliseconds(), HeartbeatIntervalMs: c.ConsumerHeartbeatInterval.Milliseconds(),
+		MinHeartbeatIntervalMs: c.ConsumerMinHeartbeatInterval.Milliseconds(), MaxHeartbeatIntervalMs: c.ConsumerMaxHeartbeatInterval.Milliseconds(),
+	}
+}
+
+// groupConfigOverrides are a group's own consumer.session.timeout.ms and
+// consumer.heartbeat.interval.ms, 0 for those it does not set.
+func groupConfigOverrides(img *metadata.Image, group string) (session, heartbeat int64) {
+	res := metadata.ConfigResource{Type: metadata.ConfigResourceGroup, Name: group}
+	if v, ok := img.Config(res, metadata.GroupConsumerSessionTimeoutMs); ok {
+		session, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v, ok := img.Config(res, metadata.GroupConsumerHeartbeatIntervalMs); ok {
+		heartbeat, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return session, heartbeat
 }

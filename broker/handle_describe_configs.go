@@ -19,7 +19,12 @@ package broker
 //     request belongs on that broker), as in Kafka. Configs AlterConfigs
 //     cannot change (metadata.IsDynamicBrokerConfig) are read-only.
 //   - Broker loggers: the root logger's level (broker_logger.go).
-//   - Other resource types (client metrics, groups): INVALID_REQUEST.
+//   - Group resources (KIP-848 group configs): consumer.session.timeout.ms
+//     and consumer.heartbeat.interval.ms, the group's own value
+//     (GROUP_CONFIG) or its broker synonym's, group.consumer.* (from
+//     server.properties, STATIC_BROKER_CONFIG, or Kafka's default); the
+//     group need not exist. An empty name is INVALID_REQUEST.
+//   - Other resource types (client metrics): INVALID_REQUEST.
 //   - v0: IsDefault. v1+: Source, and ConfigSynonyms when IncludeSynonyms,
 //     highest precedence first. v3+: ConfigType, and Documentation when
 //     IncludeDocumentation (topic configs).
@@ -48,6 +53,8 @@ func (b *Broker) handleDescribeConfigs(m *kmsg.DescribeConfigsRequest) kmsg.Resp
 			b.configs.describeBrokerConfigs(img, m, &rr, want)
 		case kmsg.ConfigResourceTypeBrokerLogger:
 			b.loggers().describe(&rr, want)
+		case kmsg.ConfigResourceTypeGroupConfig:
+			b.configs.describeGroupConfigs(img, m, &rr, want)
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type " + r.ResourceType.String())
@@ -303,4 +310,55 @@ func wireSynonyms(syns []configSynonym) []kmsg.DescribeConfigsResponseResourceCo
 		out = append(out, cs)
 	}
 	return out
+}
+
+// groupConfigSynonyms are the broker configs group configs default to.
+var groupConfigSynonyms = map[string]string{
+	metadata.GroupConsumerSessionTimeoutMs:    "group.consumer.session.timeout.ms",
+	metadata.GroupConsumerHeartbeatIntervalMs: "group.consumer.heartbeat.interval.ms",
+}
+
+var groupConfigDocs = map[string]string{
+	metadata.GroupConsumerSessionTimeoutMs:    "The timeout to detect client failures when using the consumer group protocol.",
+	metadata.GroupConsumerHeartbeatIntervalMs: "The heartbeat interval given to the members.",
+}
+
+// describeGroupConfigs answers DescribeConfigs for a group (Kafka's
+// ConfigHelper for GROUP resources).
+func (n *nodeConfigs) describeGroupConfigs(img *metadata.Image, m *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsResponseResource, want func(string) bool) {
+	if rr.ResourceName == "" {
+		rr.ErrorCode = kerr.InvalidRequest.Code
+		rr.ErrorMessage = kmsg.StringPtr("Group name must not be empty.")
+		return
+	}
+	bounds := n.cfg.groupConfigBounds()
+	own := img.Configs(metadata.ConfigResource{Type: metadata.ConfigResourceGroup, Name: rr.ResourceName})
+	for _, name := range metadata.GroupConfigNames {
+		if !want(name) {
+			continue
+		}
+		broker := groupConfigSynonyms[name]
+		var syns []configSynonym
+		if v, ok := own[name]; ok {
+			syns = append(syns, configSynonym{Name: name, Value: v, Source: metadata.ConfigSourceGroupConfig})
+		}
+		if _, ok := n.cfg.Explicit[broker]; ok {
+			syns = append(syns, configSynonym{Name: broker, Value: bounds.Default(name), Source: sourceStaticBroker})
+		}
+		value, source := bounds.Default(name), sourceDefault
+		if len(syns) > 0 {
+			value, source = syns[0].Value, syns[0].Source
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.Source = name, kmsg.StringPtr(value), kmsg.ConfigSource(source)
+		c.IsDefault = source == sourceDefault
+		c.ConfigType = kmsg.ConfigTypeInt
+		if m.IncludeSynonyms && m.Version >= 1 {
+			c.ConfigSynonyms = wireSynonyms(syns)
+		}
+		if m.IncludeDocumentation {
+			c.Documentation = kmsg.StringPtr(groupConfigDocs[name])
+		}
+		rr.Configs = append(rr.Configs, c)
+	}
 }

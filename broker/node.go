@@ -550,6 +550,7 @@ func controllerConfig(cfg *Config, clusterID string) metadata.ControllerConfig {
 	c.AutoCreateTopicsEnable = cfg.AutoCreateTopicsEnable
 	c.DeleteTopicEnable = cfg.DeleteTopicEnable
 	c.StaticBrokerConfigs = StaticTopicConfigDefaults(cfg)
+	c.GroupConfigBounds = cfg.groupConfigBounds()
 	return c
 }
 

@@ -67,6 +67,9 @@ type ControllerConfig struct {
 	// They are the topic defaults that CreateTopics reports with source
 	// STATIC_BROKER_CONFIG.
 	StaticBrokerConfigs map[string]string
+	// GroupConfigBounds are the broker's group.consumer.* settings that
+	// group configs are checked against.
+	GroupConfigBounds GroupConfigBounds
 }
 
 // DefaultControllerConfig is Kafka's defaults.
@@ -80,6 +83,7 @@ func DefaultControllerConfig() ControllerConfig {
 		BrokerHeartbeatInterval:      2 * time.Second,
 		AutoLeaderRebalanceEnable:    true,
 		LeaderImbalanceCheckInterval: 300 * time.Second,
+		GroupConfigBounds:            DefaultGroupConfigBounds(),
 		MaxElectionsPerImbalance:     1000,
 		ProducerIDBlockSize:          1000,
 		AutoCreateTopicsEnable:       true,

@@ -19,6 +19,7 @@ const (
 	ConfigSourceDynamicDefaultBroker int8 = 3
 	ConfigSourceStaticBroker         int8 = 4
 	ConfigSourceDefault              int8 = 5
+	ConfigSourceGroupConfig          int8 = 8
 )
 
 // kmsg's ConfigResourceType value for a broker logger (KIP-412).
@@ -118,6 +119,10 @@ func (c *ClusterControl) configResource(typ int8, name string) (ConfigResource, 
 				return res, kerr.InvalidRequest.Code, "Unable to parse broker name as a base 10 number."
 			}
 		}
+	case ConfigResourceGroup:
+		if name == "" {
+			return res, kerr.InvalidRequest.Code, "Group name must not be empty."
+		}
 	case configResourceBrokerLogger:
 		return res, kerr.InvalidRequest.Code, "Broker loggers are altered on the broker itself, not through the controller."
 	default:
@@ -127,9 +132,12 @@ func (c *ClusterControl) configResource(typ int8, name string) (ConfigResource, 
 }
 
 // validateConfigs validates a resource's complete dynamic configs.
-func validateConfigs(res ConfigResource, configs map[string]string) error {
-	if res.Type == ConfigResourceTopic {
+func (c *ClusterControl) validateConfigs(res ConfigResource, configs map[string]string) error {
+	switch res.Type {
+	case ConfigResourceTopic:
 		return ValidateTopicConfigs(configs)
+	case ConfigResourceGroup:
+		return ValidateGroupConfigs(configs, c.cfg.GroupConfigBounds)
 	}
 	return ValidateBrokerConfigs(configs, res.Name != "")
 }
@@ -248,7 +256,7 @@ func (c *ClusterControl) incrementalAlterResource(typ int8, name string, ops []k
 			return nil, kerr.InvalidRequest.Code, fmt.Sprintf("Unknown alter config operation %d for %s.", o, op.Name)
 		}
 	}
-	if err := validateConfigs(res, next); err != nil {
+	if err := c.validateConfigs(res, next); err != nil {
 		return nil, kerr.InvalidConfig.Code, err.Error()
 	}
 	return configDiff(res, current, next), 0, ""

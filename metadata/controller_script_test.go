@@ -442,6 +442,9 @@ func (h *harness) describeRecord(r Record) string {
 		return "remove-topic " + name(r.TopicID)
 	case *ConfigRecord:
 		res := fmt.Sprintf("topic:%s", r.ResourceName)
+		if r.ResourceType == ConfigResourceGroup {
+			res = "group:" + r.ResourceName
+		}
 		if r.ResourceType == ConfigResourceBroker {
 			res = "broker:" + r.ResourceName
 			if r.ResourceName == "" {
@@ -535,6 +538,18 @@ func (h *harness) describeImage() string {
 	}
 	for k, v := range sortedMap(img.Configs(ConfigResource{Type: ConfigResourceBroker})) {
 		lines = append(lines, fmt.Sprintf("cluster %s=%s", k, v))
+	}
+	var groups []string
+	for res := range img.configs {
+		if res.Type == ConfigResourceGroup {
+			groups = append(groups, res.Name)
+		}
+	}
+	slices.Sort(groups)
+	for _, g := range groups {
+		for k, v := range sortedMap(img.Configs(ConfigResource{Type: ConfigResourceGroup, Name: g})) {
+			lines = append(lines, fmt.Sprintf("group:%s %s=%s", g, k, v))
+		}
 	}
 	for _, e := range img.ClientQuotaEntities() {
 		for _, key := range []string{QuotaProducerByteRate, QuotaConsumerByteRate, QuotaConnectionCreationRate} {

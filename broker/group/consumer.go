@@ -346,9 +346,9 @@ func (m *Manager) ConsumerHeartbeat(now int64, req ConsumerHeartbeatRequest) (Co
 	if err != nil {
 		return heartbeatError(kerr.UnknownServerError.Code, "%v", err), eff
 	}
-	member.sessionDeadline = now + m.cfg.consumerSessionTimeout()
+	member.sessionDeadline = now + m.consumerSessionTimeout(g.ID)
 
-	reply := ConsumerHeartbeatReply{MemberID: member.ID, MemberEpoch: member.Epoch, HeartbeatIntervalMs: int32(m.cfg.consumerHeartbeatInterval())}
+	reply := ConsumerHeartbeatReply{MemberID: member.ID, MemberEpoch: member.Epoch, HeartbeatIntervalMs: int32(m.consumerHeartbeatInterval(g.ID))}
 	// As Kafka: the assignment goes out when the member said what it owns,
 	// joined, or its assignment changed.
 	if req.OwnedSet || req.MemberEpoch == JoinEpoch || changed || !equalEpochKeys(before, member.Assigned) {

@@ -205,7 +205,7 @@ func (m *Manager) finishConsumerLoad(now int64, g *Group) {
 	c.names, c.subscribed = nil, nil
 	for _, mem := range c.members {
 		c.addOwnership(mem)
-		mem.sessionDeadline = now + m.cfg.consumerSessionTimeout()
+		mem.sessionDeadline = now + m.consumerSessionTimeout(g.ID)
 		if mem.Classic != nil {
 			mem.sessionDeadline = now + int64(mem.Classic.SessionTimeoutMs)
 		}

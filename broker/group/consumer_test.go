@@ -710,3 +710,29 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 		}
 	})
 }
+
+// A group's own session timeout and heartbeat interval (group configs)
+// replace the broker's for its members.
+func TestConsumerGroupConfigs(t *testing.T) {
+	h := newCGHarness(t, fakeTopics{"foo": 2})
+	h.m.GroupConfigs = func(group string) (int64, int64) {
+		if group == "g" {
+			return 60000, 7000
+		}
+		return 0, 0
+	}
+	if r := h.join("a", "foo"); r.HeartbeatIntervalMs != 7000 {
+		t.Fatalf("heartbeat interval %d, want the group's 7000", r.HeartbeatIntervalMs)
+	}
+	h.now += 50000 // past the broker's 45 s, within the group's 60 s
+	h.log = append(h.log, h.m.Tick(h.now).Records...)
+	if len(h.m.ConsumerMembers("g")) != 1 {
+		t.Fatal("fenced by the broker's session timeout")
+	}
+	h.now += 11000
+	h.log = append(h.log, h.m.Tick(h.now).Records...)
+	if len(h.m.ConsumerMembers("g")) != 0 {
+		t.Fatal("not fenced after the group's session timeout")
+	}
+	h.reloadCheck()
+}

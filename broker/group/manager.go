@@ -92,6 +92,33 @@ type Manager struct {
 	// requests to consumer groups and the conversions between the two
 	// protocols need them (migration.go).
 	Topics func() TopicImage
+	// GroupConfigs, if set, returns a group's own session timeout and
+	// heartbeat interval (KIP-848 group configs: consumer.session.
+	// timeout.ms, consumer.heartbeat.interval.ms), 0 for those it does
+	// not set.
+	GroupConfigs func(group string) (sessionTimeoutMs, heartbeatIntervalMs int64)
+}
+
+// consumerSessionTimeout is a consumer group's session timeout: its group
+// config, else group.consumer.session.timeout.ms.
+func (m *Manager) consumerSessionTimeout(group string) int64 {
+	if m.GroupConfigs != nil {
+		if v, _ := m.GroupConfigs(group); v > 0 {
+			return v
+		}
+	}
+	return m.cfg.consumerSessionTimeout()
+}
+
+// consumerHeartbeatInterval is a consumer group's heartbeat interval: its
+// group config, else group.consumer.heartbeat.interval.ms.
+func (m *Manager) consumerHeartbeatInterval(group string) int64 {
+	if m.GroupConfigs != nil {
+		if _, v := m.GroupConfigs(group); v > 0 {
+			return v
+		}
+	}
+	return m.cfg.consumerHeartbeatInterval()
 }
 
 // NewManager returns a Manager with no groups. newUUID must return a

@@ -21,23 +21,24 @@ import (
 )
 
 // configsCommand is `keel configs`: kafka-configs.sh for brokers (their
-// dynamic configs, per broker and cluster-wide), broker loggers and
-// topics.
+// dynamic configs, per broker and cluster-wide), broker loggers, topics,
+// groups (KIP-848 group configs) and client quotas.
 func configsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "configs",
-		Usage: "describe and alter broker, broker-logger and topic configs and client quotas (like kafka-configs.sh)",
+		Usage: "describe and alter broker, broker-logger, topic and group configs and client quotas (like kafka-configs.sh)",
 		Description: "Each action is a subcommand; kafka-configs.sh's flag form works too:\n" +
 			"keel configs --alter --entity-type brokers --entity-name 1 --add-config log.cleaner.threads=2.\n\n" +
 			"Entities: --entity-type brokers with --entity-name ID (one broker's dynamic configs,\n" +
 			"sent to that broker) or --entity-default (the cluster-wide defaults); broker-loggers\n" +
-			"(a broker's log level: root); topics; users and clients (client quotas:\n" +
+			"(a broker's log level: root); topics; groups (a consumer-protocol group's\n" +
+			"consumer.session.timeout.ms and consumer.heartbeat.interval.ms); users and clients (client quotas:\n" +
 			"producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate,\n" +
 			"per user, per client id, per user and client id, and their defaults); ips\n" +
 			"(connection_creation_rate: the connections a\n" +
 			"second each broker accepts from one client address, and the default for every\n" +
 			"address). kafka-configs' shorthands work: --broker 1, --broker-defaults,\n" +
-			"--broker-logger 1, --topic orders, --user alice, --user-defaults, --client app,\n" +
+			"--broker-logger 1, --topic orders, --group app, --user alice, --user-defaults, --client app,\n" +
 			"--client-defaults (--user alice --client app together: alice's connections with\n" +
 			"client id app), --ip 10.0.0.7, --ip-defaults. Users' SCRAM credentials are keel users.",
 		Subcommands: []*cli.Command{
@@ -80,6 +81,7 @@ func configsCommand() *cli.Command {
 					"  keel configs alter --broker 1 --add-config 'listener.name.ssl.ssl.keystore.location=/etc/keel/b1-2027.p12'\n" +
 					"  keel configs alter --broker-logger 1 --add-config root=DEBUG\n" +
 					"  keel configs alter --topic orders --delete-config retention.ms\n" +
+					"  keel configs alter --group app --add-config consumer.session.timeout.ms=60000\n" +
 					"  keel configs alter --topic orders --add-config-file orders.properties\n" +
 					"  keel configs alter --bootstrap-controller ctl1:9093 --entity-default --entity-type brokers \\\n" +
 					"      --delete-config listener.name.plaintext.max.connections\n" +
@@ -100,13 +102,14 @@ func configsCommand() *cli.Command {
 
 func entityFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "entity-type", Usage: "brokers, broker-loggers, topics, users, clients or ips"},
-		&cli.StringSliceFlag{Name: "entity-name", Usage: "broker id, topic name, user, client id or ip address (repeatable for describe of brokers and topics)"},
+		&cli.StringFlag{Name: "entity-type", Usage: "brokers, broker-loggers, topics, groups, users, clients or ips"},
+		&cli.StringSliceFlag{Name: "entity-name", Usage: "broker id, topic name, group id, user, client id or ip address (repeatable for describe of brokers, topics and groups)"},
 		&cli.BoolFlag{Name: "entity-default", Usage: "the type's default: the cluster-wide broker defaults, or the default user, client id or ip"},
 		&cli.StringFlag{Name: "broker", Usage: "broker `ID`: --entity-type brokers --entity-name ID"},
 		&cli.BoolFlag{Name: "broker-defaults", Usage: "--entity-type brokers --entity-default"},
 		&cli.StringFlag{Name: "broker-logger", Usage: "broker `ID`: --entity-type broker-loggers --entity-name ID"},
 		&cli.StringFlag{Name: "topic", Usage: "topic `NAME`: --entity-type topics --entity-name NAME"},
+		&cli.StringFlag{Name: "group", Usage: "group `ID`: --entity-type groups --entity-name ID"},
 		&cli.StringFlag{Name: "user", Usage: "user `NAME` (client quotas): --entity-type users --entity-name NAME"},
 		&cli.BoolFlag{Name: "user-defaults", Usage: "the default user's client quotas"},
 		&cli.StringFlag{Name: "client", Usage: "client id `NAME` (client quotas): --entity-type clients --entity-name NAME"},
@@ -120,7 +123,7 @@ func entityFlags() []cli.Flag {
 // (none: every entity of the type, for describe); the cluster-wide broker
 // default is the name "".
 type configEntity struct {
-	typeName string // kafka-configs' entity type: brokers, broker-loggers, topics, users, clients, ips
+	typeName string // kafka-configs' entity type: brokers, broker-loggers, topics, groups, users, clients, ips
 	typ      client.ConfigResourceType
 	names    []string
 	// quota is a client quota entity (users, clients, ips): a user, a
@@ -138,7 +141,7 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 	}
 	e := configEntity{typeName: c.String("entity-type"), names: c.StringSlice("entity-name")}
 	short := 0
-	for flag, typ := range map[string]string{"broker": "brokers", "broker-logger": "broker-loggers", "topic": "topics"} {
+	for flag, typ := range map[string]string{"broker": "brokers", "broker-logger": "broker-loggers", "topic": "topics", "group": "groups"} {
 		if v := c.String(flag); v != "" {
 			e.typeName, e.names = typ, []string{v}
 			short++
@@ -151,7 +154,7 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 	}
 	switch {
 	case short > 1 || short == 1 && (c.IsSet("entity-type") || c.IsSet("entity-name")):
-		return e, errors.New("name one entity: --entity-type with --entity-name or --entity-default, or one of --broker, --broker-defaults, --broker-logger, --topic")
+		return e, errors.New("name one entity: --entity-type with --entity-name or --entity-default, or one of --broker, --broker-defaults, --broker-logger, --topic, --group")
 	case defaults && len(e.names) > 0:
 		return e, errors.New("--entity-default and --entity-name together")
 	case defaults && e.typeName != "brokers":
@@ -166,12 +169,14 @@ func configEntityFrom(c *cli.Context) (configEntity, error) {
 		e.typ = client.BrokerLoggerConfig
 	case "topics":
 		e.typ = client.TopicConfig
+	case "groups":
+		e.typ = client.GroupConfig
 	case "":
-		return e, errors.New("--entity-type is missing: brokers, broker-loggers, topics, users, clients or ips")
+		return e, errors.New("--entity-type is missing: brokers, broker-loggers, topics, groups, users, clients or ips")
 	default:
-		return e, fmt.Errorf("--entity-type %q: brokers, broker-loggers, topics, users, clients or ips", e.typeName)
+		return e, fmt.Errorf("--entity-type %q: brokers, broker-loggers, topics, groups, users, clients or ips", e.typeName)
 	}
-	if e.typ != client.TopicConfig {
+	if e.typ != client.TopicConfig && e.typ != client.GroupConfig {
 		for _, n := range e.names {
 			if _, err := strconv.ParseInt(n, 10, 32); n != "" && err != nil {
 				return e, fmt.Errorf("%s entity name %q is not a broker id", e.typeName, n)
@@ -275,11 +280,21 @@ func configsDescribe(c *cli.Context) error {
 	names := e.names
 	if len(names) == 0 {
 		// kafka-configs.sh describes every entity of the type.
-		if e.typ == client.TopicConfig {
+		switch e.typ {
+		case client.TopicConfig:
 			if names, err = adm.ListTopics(ctx, true); err != nil {
 				return err
 			}
-		} else {
+		case client.GroupConfig:
+			groups, err := adm.ListGroups(ctx)
+			if err != nil {
+				return err
+			}
+			for _, g := range groups {
+				names = append(names, g.Group)
+			}
+			slices.Sort(names)
+		default:
 			cluster, err := adm.DescribeCluster(ctx)
 			if err != nil {
 				return err
@@ -381,6 +396,8 @@ func dynamicFor(typ client.ConfigResourceType, name string, ce client.ConfigEntr
 	switch {
 	case typ == client.TopicConfig:
 		return ce.Source == "DYNAMIC_TOPIC_CONFIG"
+	case typ == client.GroupConfig:
+		return ce.Source == "GROUP_CONFIG"
 	case typ == client.BrokerConfig && name == "":
 		return ce.Source == "DYNAMIC_DEFAULT_BROKER_CONFIG"
 	case typ == client.BrokerConfig:
@@ -636,7 +653,7 @@ func viaController(c *cli.Context, req kmsg.Request, code func(kmsg.Response) in
 // of the bootstrap controller, which knows its dynamic ones.
 func describeViaController(c *cli.Context, e configEntity, asJSON bool) error {
 	switch {
-	case e.quotaTypes != nil:
+	case e.quotaTypes != nil || e.typ == client.GroupConfig:
 		return errors.New("--bootstrap-controller describes broker, broker logger and topic configs; give --bootstrap-server for the others")
 	case e.typ == client.BrokerLoggerConfig && len(e.names) == 0:
 		return errors.New("--bootstrap-controller: name the node whose log level to describe (--entity-name)")

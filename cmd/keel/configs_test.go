@@ -96,6 +96,19 @@ func TestCLIConfigs(t *testing.T) {
 		t.Errorf("topic configs as JSON: %+v", described)
 	}
 
+	// Group configs (KIP-848): --entity-type groups and --group.
+	if out := ok(t, bs, "", "configs", "--alter", "--entity-type", "groups", "--entity-name", "app", "--add-config", "consumer.session.timeout.ms=50000"); out != "Completed updating config for group app.\n" {
+		t.Errorf("alter group app printed %q", out)
+	}
+	if out := ok(t, bs, "", "configs", "describe", "--group", "app"); out != "Dynamic configs for group app are:\n"+
+		"  consumer.session.timeout.ms=50000 sensitive=false synonyms={GROUP_CONFIG:consumer.session.timeout.ms=50000}\n" {
+		t.Errorf("describe group app printed %q", out)
+	}
+	if out := keel(t, bs, "", "configs", "alter", "--group", "app", "--add-config", "consumer.heartbeat.interval.ms=1"); out.exit == 0 ||
+		!strings.Contains(out.stderr, "consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms") {
+		t.Errorf("a heartbeat interval below the bound: %+v", out)
+	}
+
 	// Client quotas: kafka-configs.sh's --entity-type users form and its
 	// shorthands, strict per entity.
 	ok(t, bs, "", "configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=10485760")
