@@ -148,8 +148,8 @@ func count(a map[TopicID][]int32) int {
 	return n
 }
 
-// reloadCheck replays the log into a new Manager and compares the group.
-func (h *cgHarness) reloadCheck() {
+// reloaded is a new Manager loaded from the log.
+func (h *cgHarness) reloaded() *Manager {
 	h.t.Helper()
 	m := NewManager(DefaultConfig(), h.now, func() string { return "x" })
 	for i, r := range h.log {
@@ -158,7 +158,13 @@ func (h *cgHarness) reloadCheck() {
 		}
 	}
 	m.FinishLoad(h.now)
-	if got, want := fmt.Sprint(m.Group("g")), fmt.Sprint(h.m.Group("g")); got != want {
+	return m
+}
+
+// reloadCheck replays the log into a new Manager and compares the group.
+func (h *cgHarness) reloadCheck() {
+	h.t.Helper()
+	if got, want := fmt.Sprint(h.reloaded().Group("g")), fmt.Sprint(h.m.Group("g")); got != want {
 		h.t.Fatalf("reloaded group differs:\n%s\nwant\n%s", got, want)
 	}
 }

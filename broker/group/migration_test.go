@@ -327,14 +327,7 @@ func TestMigrationUpgradeAndDowngrade(t *testing.T) {
 // back, not its rebalance in progress.
 func (h *cgHarness) reloadCheckClassic() {
 	h.t.Helper()
-	m := NewManager(DefaultConfig(), h.now, func() string { return "x" })
-	for i, r := range h.log {
-		if err := m.ReplayAt(int64(i), r.Key, r.Value); err != nil {
-			h.t.Fatalf("replay record %d: %v", i, err)
-		}
-	}
-	m.FinishLoad(h.now)
-	got, want := m.Group("g"), h.m.Group("g")
+	got, want := h.reloaded().Group("g"), h.m.Group("g")
 	if got.IsConsumer() || got.Generation != want.Generation || got.Protocol != want.Protocol ||
 		!slices.Equal(slices.Sorted(maps.Keys(got.Members)), slices.Sorted(maps.Keys(want.Members))) {
 		h.t.Fatalf("reloaded group differs:\n%v\nwant\n%v", got, want)
