@@ -363,7 +363,9 @@ func (m *Manager) classicJoinToConsumer(now int64, g *Group, req JoinRequest) Ef
 			owned[id] = append(owned[id], o.Partitions...)
 		}
 	}
-	if _, err := m.updateAndReconcile(now, g, member, updated, img, owned, true, true, &eff); err != nil {
+	// The subscription is in every JoinGroup: the group's topic names
+	// are collected again only when it changed (a group epoch bump).
+	if _, err := m.updateAndReconcile(now, g, member, updated, img, owned, true, false, &eff); err != nil {
 		return fail(kerr.UnknownServerError.Code, req.MemberID)
 	}
 	member.joinDeadline = 0

@@ -571,3 +571,61 @@ func FuzzMigration(f *testing.F) {
 		}
 	})
 }
+
+// Classic members in a consumer group of 100 members (one of the
+// consumer protocol) on 10 topics of 100 partitions, settled: a classic
+// member's steady Heartbeat, and its JoinGroup when nothing changed (its
+// subscription decoded, the member reconciled, the answer built).
+func BenchmarkClassicMemberInConsumerGroup(b *testing.B) {
+	topics := fakeTopics{}
+	var names []string
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf("topic-%d", i)
+		topics[name] = 100
+		names = append(names, name)
+	}
+	h := newMigrationHarness(&testing.T{}, topics, "")
+	r := h.hb(ConsumerHeartbeatRequest{MemberID: "n0", RebalanceTimeoutMs: 30000, SubscribedTopicNames: names,
+		OwnedSet: true, Owned: map[TopicID][]int32{}})
+	n0 := &client{id: "n0", epoch: r.MemberEpoch, owned: r.Assignment}
+	join := func(c *classicClient) JoinReply {
+		eff := h.m.Join(h.now, JoinRequest{Waiter: c, Version: 9, Group: "g", MemberID: c.id, InstanceID: "", ClientID: "classic",
+			SessionTimeoutMs: 45000, RebalanceTimeoutMs: 30000, ProtocolType: "consumer",
+			Protocols: []Protocol{{Name: "cooperative-sticky", Metadata: subscription(names, c.owned)}}})
+		jr, _ := replyOf(eff.Joins, c)
+		return jr
+	}
+	var cs []*classicClient
+	for i := 0; i < 99; i++ {
+		c := &classicClient{id: fmt.Sprintf("classic-%02d", i)}
+		c.gen = join(c).Generation
+		cs = append(cs, c)
+	}
+	for round := 0; round < 10; round++ {
+		h.step(n0)
+		for _, c := range cs {
+			if h.m.Heartbeat(h.now, "g", c.id, "", c.gen) != 0 {
+				c.gen = join(c).Generation
+				h.classicSync(c, nil)
+			}
+		}
+	}
+	c := cs[0]
+	if code := h.m.Heartbeat(h.now, "g", c.id, "", c.gen); code != 0 || len(c.owned) == 0 {
+		b.Fatalf("not settled: %v %v", kerr.ErrorForCode(code), c.owned)
+	}
+	b.Run("heartbeat", func(b *testing.B) {
+		for b.Loop() {
+			if code := h.m.Heartbeat(h.now, "g", c.id, "", c.gen); code != 0 {
+				b.Fatal(kerr.ErrorForCode(code))
+			}
+		}
+	})
+	b.Run("rejoin", func(b *testing.B) {
+		for b.Loop() {
+			if jr := join(c); jr.ErrorCode != 0 || jr.Generation != c.gen {
+				b.Fatalf("%+v", jr)
+			}
+		}
+	})
+}
