@@ -35,10 +35,24 @@ func newClient(t *testing.T, c *Cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Cl
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitForState(t, timeout, what, func() (bool, string) { return cond(), "" })
+}
+
+// waitForState is waitFor with a condition that also says how things
+// stand: a timeout reports the last state.
+func waitForState(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !cond() {
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			if state != "" {
+				t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, state)
+			}
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -345,16 +345,26 @@ func GoroutineStacks(substr string) string {
 
 // logSink sends node logs to the test log until the cluster is closed
 // (a goroutine logging after the test ended must not panic the test).
+// Once the test has failed it leaves out what the nodes log next: that is
+// the shutdown's noise (a cluster losing its quorum), and CI, which keeps
+// the head and the tail of a long log, would otherwise show the noise and
+// cut out the failure.
 type logSink struct {
-	t      testing.TB
-	mu     sync.Mutex
-	closed bool
+	t       testing.TB
+	mu      sync.Mutex
+	closed  bool
+	skipped bool
 }
 
 func (w *logSink) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.closed {
+	switch {
+	case w.closed || w.skipped:
+	case w.t.Failed():
+		w.skipped = true
+		w.t.Logf("(the test has failed: node logs from here on are left out)")
+	default:
 		w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
