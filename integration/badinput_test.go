@@ -233,7 +233,7 @@ func TestBadInputAgainstLiveServer(t *testing.T) {
 		before := endOffset(t, adm, "target")
 		bc := dialBad(t, addr)
 		// The broker inflates up to its bound (64 MiB here) before it
-		// refuses the batch: 0.06 to 0.9 s, but 4 to 6 s for a server
+		// refuses the batch: 0.06 to 0.9 s, but 4 to 7 s for a server
 		// built with the race detector, and over 10 s on a busy machine.
 		bc.readTimeout = time.Minute
 		batch := badBatch(t, zstdRLEBomb(128<<20)) // 4 KiB that inflate to 128 MiB

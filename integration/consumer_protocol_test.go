@@ -143,32 +143,29 @@ func produceSeq(t *testing.T, cl *kgo.Client, topic string, from, n int) {
 // waitSeenSeq waits until the members saw values v0..v<n-1>.
 func waitSeenSeq(t *testing.T, seen *sync.Map, n int) {
 	t.Helper()
-	waitForState(t, 90*time.Second, fmt.Sprintf("%d records consumed", n), func() (bool, string) {
-		var missing []int
-		for i := 0; i < n; i++ {
-			if _, ok := seen.Load(fmt.Sprintf("v%d", i)); !ok {
-				missing = append(missing, i)
-			}
-		}
-		if len(missing) == 0 {
-			return true, ""
-		}
-		return false, fmt.Sprintf("%d not seen, the first v%d", len(missing), missing[0])
-	})
+	waitConsumedBy(t, seen, 0, n)
 }
 
 // waitConsumedBy waits until values v<from>..v<to-1> were seen and each
 // of the members named consumed some of them.
 func waitConsumedBy(t *testing.T, seen *sync.Map, from, to int, members ...string) {
 	t.Helper()
-	waitForState(t, 90*time.Second, fmt.Sprintf("records %d to %d consumed by %v", from, to-1, members), func() (bool, string) {
-		by := map[string]int{}
+	what := fmt.Sprintf("records %d to %d consumed", from, to-1)
+	if len(members) > 0 {
+		what += fmt.Sprintf(" by each of %v", members)
+	}
+	waitForState(t, 90*time.Second, what, func() (bool, string) {
+		by, missing := map[string]int{}, 0
 		for i := from; i < to; i++ {
 			id, ok := seen.Load(fmt.Sprintf("v%d", i))
 			if !ok {
-				return false, fmt.Sprintf("v%d not seen", i)
+				missing++
+				continue
 			}
 			by[id.(string)]++
+		}
+		if missing > 0 {
+			return false, fmt.Sprintf("%d not seen", missing)
 		}
 		for _, m := range members {
 			if by[m] == 0 {
@@ -212,22 +209,16 @@ func waitCommittedToEnd(t *testing.T, adm *kadm.Client, group, topic string) {
 func waitNextGenSplit(t *testing.T, adm *kadm.Client, group, topic string, want, n int) kadm.DescribedConsumerGroup {
 	t.Helper()
 	var last kadm.DescribedConsumerGroup
-	var lastCounts map[string]int
-	var lastErr error
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		last, lastCounts, lastErr = describeNextGen(t, adm, group, topic)
-		total, ok := 0, lastErr == nil && last.State == "Stable" && len(lastCounts) == want
-		for _, k := range lastCounts {
+	waitForState(t, 90*time.Second, fmt.Sprintf("group %s to split %d partitions among %d members", group, n, want), func() (bool, string) {
+		d, counts, err := describeNextGen(t, adm, group, topic)
+		last = d
+		total, ok := 0, err == nil && d.State == "Stable" && len(counts) == want
+		for _, k := range counts {
 			total += k
 			ok = ok && k > 0
 		}
-		if ok && total == n {
-			return last
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("group %s never split %d partitions among %d members: state %q counts %v err %v", group, n, want, last.State, lastCounts, lastErr)
+		return ok && total == n, fmt.Sprintf("state %q counts %v err %v", d.State, counts, err)
+	})
 	return last
 }
 

@@ -128,20 +128,14 @@ func (v groupView) splitsDisjointly(want int, n int32) bool {
 func waitSplit(t *testing.T, adm *kadm.Client, group, topic string, want int, n int32, timeout time.Duration) groupView {
 	t.Helper()
 	var last groupView
-	var lastErr error
-	deadline := time.Now().Add(timeout)
-	for {
+	waitForState(t, timeout, fmt.Sprintf("group %s to split %d partitions of %s among %d members", group, n, topic, want), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		last, lastErr = describeGroup(ctx, adm, group, topic)
-		cancel()
-		if lastErr == nil && last.splitsDisjointly(want, n) {
-			return last
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s never split %d partitions of %s among %d members: last %+v (err %v)", group, n, topic, want, last, lastErr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer cancel()
+		v, err := describeGroup(ctx, adm, group, topic)
+		last = v
+		return err == nil && v.splitsDisjointly(want, n), fmt.Sprintf("last %+v (err %v)", v, err)
+	})
+	return last
 }
 
 // startConsumer starts a kgo group member that polls (and so commits with
