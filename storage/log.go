@@ -710,6 +710,8 @@ func validateProduce(batches []byte, cfg LogConfig, fromCoordinator bool) (Appen
 		}
 		// A decompressed batch may be far larger than its wire size; bound
 		// it generously but finitely (Kafka has no bound; we refuse bombs).
+		// The records are checked as they inflate: a bomb stops at its
+		// first bad record, long before the bound.
 		stats, scratch, err := record.ValidateRecords(b, h, *sp, max(64<<20, 16*cfg.MaxMessageBytes))
 		*sp = scratch
 		if err != nil {

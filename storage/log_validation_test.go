@@ -161,29 +161,79 @@ func gzipBomb(t *testing.T, size int) []byte {
 	return bytes.Repeat(member.Bytes(), size>>20)
 }
 
+// gzipValidBomb returns the records of a batch of n valid records, each a
+// value of 1 MiB of zeros, gzipped (about 1 KiB a record), and the
+// batch's record count.
+func gzipValidBomb(t *testing.T, n int) ([]byte, int32) {
+	t.Helper()
+	const value = 1 << 20
+	var out bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
+	zeros := make([]byte, value)
+	for i := range n {
+		var rec []byte
+		rec = append(rec, 0)                         // attributes
+		rec = binary.AppendVarint(rec, 0)            // timestamp delta
+		rec = binary.AppendVarint(rec, int64(i))     // offset delta
+		rec = binary.AppendVarint(rec, -1)           // null key
+		rec = binary.AppendVarint(rec, int64(value)) // value length
+		length := int64(len(rec) + value + 1)        // + the header count
+		head := binary.AppendVarint(nil, length)
+		for _, p := range [][]byte{head, rec, zeros, {0}} { // {0}: no headers
+			if _, err := w.Write(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes(), int32(n)
+}
+
+// A decompression bomb costs the leader little and never reaches the log:
+// zeros are refused at their first record (the walk sees the records as
+// they inflate), and valid records inflating past the bound, max(64 MiB,
+// 16 x max.message.bytes), are refused at the bound.
 func TestAppendRefusesAGzipBombWithoutInflatingIt(t *testing.T) {
-	const inflated = 1 << 30 // 1 GiB of zeros in about 1 MiB of gzip
-	bomb := gzipBomb(t, inflated)
-	b := slices.Clone(buildBatch(t, record.CompressionGzip, tsRange(t0, 1), 10)[:record.HeaderSize])
-	b = append(b, bomb...)
-	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-record.LogOverhead))
-	resign(b)
-	l := openTestLog(t, partitionDir(t), OpenOptions{Config: LogConfig{MaxMessageBytes: 2 << 20}})
+	valid, count := gzipValidBomb(t, 1024)
+	for _, bomb := range []struct {
+		name    string
+		records []byte
+		count   int32
+		want    error
+		budget  uint64
+	}{
+		// 1 GiB of zeros in about 1 MiB of gzip.
+		{"zeros", gzipBomb(t, 1<<30), 10, record.ErrInvalidRecord, 16 << 20},
+		// 1 GiB of valid records in about 1 MiB of gzip.
+		{"valid records", valid, count, record.ErrDecompressedTooLarge, 256 << 20},
+	} {
+		t.Run(bomb.name, func(t *testing.T) {
+			b := slices.Clone(buildBatch(t, record.CompressionGzip, tsRange(t0, 1), 10)[:record.HeaderSize])
+			b = append(b, bomb.records...)
+			binary.BigEndian.PutUint32(b[8:], uint32(len(b)-record.LogOverhead))
+			binary.BigEndian.PutUint32(b[23:], uint32(bomb.count-1)) // last offset delta
+			binary.BigEndian.PutUint32(b[57:], uint32(bomb.count))   // record count
+			resign(b)
+			l := openTestLog(t, partitionDir(t), OpenOptions{Config: LogConfig{MaxMessageBytes: 2 << 20}})
 
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, err := l.AppendAsLeader(b, AppendOptions{})
-	runtime.ReadMemStats(&after)
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := l.AppendAsLeader(b, AppendOptions{})
+			runtime.ReadMemStats(&after)
 
-	if !errors.Is(err, record.ErrDecompressedTooLarge) || ErrorCode(err) != kerr.InvalidRecord.Code {
-		t.Fatalf("err %v (code %d), want INVALID_RECORD for a decompression bomb", err, ErrorCode(err))
-	}
-	// The bound is max(64 MiB, 16 x max.message.bytes): far below 1 GiB.
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<20 {
-		t.Fatalf("validating the bomb allocated %d MiB", alloc>>20)
-	}
-	if l.LogEndOffset() != 0 || l.Size() != 0 {
-		t.Fatalf("bomb appended: LEO %d size %d", l.LogEndOffset(), l.Size())
+			if !errors.Is(err, bomb.want) || ErrorCode(err) != kerr.InvalidRecord.Code {
+				t.Fatalf("err %v (code %d), want INVALID_RECORD (%v)", err, ErrorCode(err), bomb.want)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > bomb.budget {
+				t.Fatalf("validating the bomb allocated %d MiB", alloc>>20)
+			}
+			t.Logf("%s: %v; %d KiB allocated", bomb.name, err, (after.TotalAlloc-before.TotalAlloc)>>10)
+			if l.LogEndOffset() != 0 || l.Size() != 0 {
+				t.Fatalf("bomb appended: LEO %d size %d", l.LogEndOffset(), l.Size())
+			}
+		})
 	}
 }

@@ -83,6 +83,28 @@ func CompressLevel(c Compression, level int, dst, src []byte) ([]byte, error) {
 // its spare capacity may have been written. It is safe for concurrent use;
 // its decoders are pooled.
 func Decompress(c Compression, dst, src []byte, maxSize int) ([]byte, error) {
+	return decompress(c, dst, src, maxSize, nil)
+}
+
+// progressFunc sees the output of a decompression as it grows (out is
+// everything appended to dst so far), and may stop it by returning an
+// error, which the decompression then returns as it is. Validation uses it
+// to refuse a batch at its first bad record instead of after inflating it
+// whole (ValidateRecords).
+type progressFunc func(out []byte) error
+
+// progressStep is the least output a streaming decoder produces between two
+// progress calls; the step doubles with the output, so a batch of n bytes
+// costs about log2(n/progressStep) calls. A variable only so that the fuzz
+// test can cut small batches anywhere.
+var progressStep = 64 << 10
+
+// decompress is Decompress, calling progress (when not nil) as the output
+// grows: gzip, lz4 and zstd at least every time it doubles from
+// progressStep, xerial snappy after each chunk. A raw snappy block, whose
+// output is bounded by snappyMaxRatio and decoded in one call, reaches
+// progress only through the caller's final look at the whole output.
+func decompress(c Compression, dst, src []byte, maxSize int, progress progressFunc) ([]byte, error) {
 	maxSize = max(maxSize, 0)
 	if c != CompressionNone && len(src) == 0 {
 		// No compressor writes nothing: even empty input yields a
@@ -96,13 +118,13 @@ func Decompress(c Compression, dst, src []byte, maxSize int) ([]byte, error) {
 		}
 		return append(dst, src...), nil
 	case CompressionGzip:
-		return decompressGzip(dst, src, maxSize)
+		return decompressGzip(dst, src, maxSize, progress)
 	case CompressionSnappy:
-		return decompressSnappy(dst, src, maxSize)
+		return decompressSnappy(dst, src, maxSize, progress)
 	case CompressionLZ4:
-		return decompressLZ4(dst, src, maxSize)
+		return decompressLZ4(dst, src, maxSize, progress)
 	case CompressionZstd:
-		return decompressZstd(dst, src, maxSize)
+		return decompressZstd(dst, src, maxSize, progress)
 	}
 	return dst, fmt.Errorf("decompress %v: %w", c, ErrUnsupportedCompression)
 }
@@ -146,20 +168,35 @@ const probeSize = 512
 // errTooLarge once more than maxSize bytes have been appended; it never
 // reads more than one byte past the bound into dst. sizeHint (the output size
 // the format claims, already checked against maxSize) sizes dst up front.
-// probe is scratch space of probeSize bytes owned by the caller.
-func readBounded(dst []byte, r io.Reader, maxSize, sizeHint int, probe []byte) ([]byte, error) {
+// probe is scratch space of probeSize bytes owned by the caller. With
+// progress, reads are cut so that it sees the output at least every time
+// it doubles from progressStep; its error comes back as a progressStop.
+func readBounded(dst []byte, r io.Reader, maxSize, sizeHint int, probe []byte, progress progressFunc) ([]byte, error) {
 	start := len(dst)
 	limit := start + maxSize // the largest len(dst) allowed
 	if limit < start || limit == math.MaxInt {
 		limit = math.MaxInt - 1
 	}
 	if sizeHint > 0 {
+		if progress != nil {
+			// A bomb may tell its true size: validation stops it
+			// early, so it grows dst as the output comes after the
+			// first MiB.
+			sizeHint = min(sizeHint, 1<<20)
+		}
 		dst = grow(dst, min(sizeHint, maxSize))
 	}
 	idle := 0
+	seen := start // the output progress last saw ends here
 	for {
 		var n int
 		var err error
+		if progress != nil && len(dst)-seen >= max(progressStep, seen-start) {
+			if perr := progress(dst[start:]); perr != nil {
+				return nil, progressStop{perr}
+			}
+			seen = len(dst)
+		}
 		if len(dst) == cap(dst) {
 			// Output that exactly fills dst (a correct size hint) ends
 			// here; probing first keeps that from costing a growth.
@@ -173,6 +210,12 @@ func readBounded(dst []byte, r io.Reader, maxSize, sizeHint int, probe []byte) (
 			}
 		} else {
 			end := min(cap(dst), limit+1)
+			if progress != nil {
+				// Not past the next progress call: a decoder fills
+				// all it is given (zstd's does), and a bomb would be
+				// inflated whole before validation saw its start.
+				end = min(end, seen+max(progressStep, seen-start))
+			}
 			n, err = r.Read(dst[len(dst):end])
 			dst = dst[:len(dst)+n]
 			if len(dst) > limit {
@@ -198,8 +241,17 @@ func readBounded(dst []byte, r io.Reader, maxSize, sizeHint int, probe []byte) (
 // error naming the codec and bound.
 var errTooLarge = errors.New("output exceeds bound")
 
+// progressStop carries a progressFunc's error out of a decoder, to be
+// returned unwrapped.
+type progressStop struct{ err error }
+
+func (p progressStop) Error() string { return p.err.Error() }
+
 // finishRead maps readBounded's result to Decompress's contract.
 func finishRead(c Compression, orig, out []byte, err error, maxSize int) ([]byte, error) {
+	if stop, ok := err.(progressStop); ok {
+		return orig, stop.err
+	}
 	switch {
 	case err == nil:
 		return out, nil
@@ -273,7 +325,7 @@ func compressGzip(level int, dst, src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func decompressGzip(dst, src []byte, maxSize int) ([]byte, error) {
+func decompressGzip(dst, src []byte, maxSize int, progress progressFunc) ([]byte, error) {
 	d := gzipDecoders.Get().(*gzipDecoder)
 	defer func() {
 		d.src.Reset(nil)
@@ -292,7 +344,7 @@ func decompressGzip(dst, src []byte, maxSize int) ([]byte, error) {
 			hint = int(isize)
 		}
 	}
-	out, err := readBounded(dst, &d.r, maxSize, hint, d.probe[:])
+	out, err := readBounded(dst, &d.r, maxSize, hint, d.probe[:], progress)
 	return finishRead(CompressionGzip, dst, out, err, maxSize)
 }
 
@@ -333,9 +385,9 @@ func appendXerial(dst, src []byte) []byte {
 	return dst
 }
 
-func decompressSnappy(dst, src []byte, maxSize int) ([]byte, error) {
+func decompressSnappy(dst, src []byte, maxSize int, progress progressFunc) ([]byte, error) {
 	if len(src) >= 8 && bytes.Equal(src[:8], xerialHeader[:8]) {
-		return decodeXerial(dst, src, maxSize)
+		return decodeXerial(dst, src, maxSize, progress)
 	}
 	n, err := snappyDecodedLen(src, 0)
 	if err != nil {
@@ -387,7 +439,7 @@ func decodeSnappyBlock(out, block []byte, off int) error {
 // an oversized payload fails before anything is inflated and dst grows once.
 // The version fields are not checked: every writer uses 1, and snappy-java
 // itself only rejects versions below 1.
-func decodeXerial(dst, src []byte, maxSize int) ([]byte, error) {
+func decodeXerial(dst, src []byte, maxSize int, progress progressFunc) ([]byte, error) {
 	if len(src) < len(xerialHeader) {
 		return dst, fmt.Errorf("decompress snappy: xerial header cut short at %d bytes: %w",
 			len(src), ErrCorruptMessage)
@@ -411,16 +463,30 @@ func decodeXerial(dst, src []byte, maxSize int) ([]byte, error) {
 		}
 		off += 4 + int(size)
 	}
-	out := grow(dst, total)
+	// Validation (progress) may stop at the first chunks of a bomb: it
+	// grows the output with the chunks, past the first MiB.
+	want := total
+	if progress != nil {
+		want = min(total, 1<<20)
+	}
+	out := grow(dst, want)
 	for off := len(xerialHeader); off < len(src); {
 		size := int(binary.BigEndian.Uint32(src[off:]))
 		block := src[off+4 : off+4+size]
 		n, _ := snappy.DecodedLen(block) // checked by the first pass
+		if cap(out)-len(out) < n {
+			out = grow(out, max(n, min(len(out)-len(dst), total-(len(out)-len(dst)))))
+		}
 		if err := decodeSnappyBlock(out[len(out):len(out)+n], block, off); err != nil {
 			return dst, err
 		}
 		out = out[:len(out)+n]
 		off += 4 + size
+		if progress != nil && off < len(src) {
+			if err := progress(out[len(dst):]); err != nil {
+				return dst, err
+			}
+		}
 	}
 	return out, nil
 }
@@ -500,7 +566,7 @@ func compressLZ4(level int, dst, src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func decompressLZ4(dst, src []byte, maxSize int) ([]byte, error) {
+func decompressLZ4(dst, src []byte, maxSize int, progress progressFunc) ([]byte, error) {
 	d := lz4Decoders.Get().(*lz4Decoder)
 	defer func() {
 		d.r.Reset(nil)
@@ -511,7 +577,7 @@ func decompressLZ4(dst, src []byte, maxSize int) ([]byte, error) {
 	d.r.Reset(&d.src)
 	// Frames from Kafka clients carry no content size; guess a typical
 	// record batch ratio and let readBounded grow from there.
-	out, err := readBounded(dst, d.r, maxSize, min(4*len(src), maxSize), d.probe[:])
+	out, err := readBounded(dst, d.r, maxSize, min(4*len(src), maxSize), d.probe[:], progress)
 	return finishRead(CompressionLZ4, dst, out, err, maxSize)
 }
 
@@ -587,7 +653,7 @@ func zstdEncoder(level int) (*zstd.Encoder, error) {
 	return zstdEncoders[speed]()
 }
 
-func decompressZstd(dst, src []byte, maxSize int) ([]byte, error) {
+func decompressZstd(dst, src []byte, maxSize int, progress progressFunc) ([]byte, error) {
 	v := zstdDecoders.Get()
 	d, ok := v.(*zstdDecoder)
 	if !ok {
@@ -621,6 +687,6 @@ func decompressZstd(dst, src []byte, maxSize int) ([]byte, error) {
 	if err != nil {
 		return finishRead(CompressionZstd, dst, nil, err, maxSize)
 	}
-	out, err := readBounded(dst, d.d, maxSize, hint, d.probe[:])
+	out, err := readBounded(dst, d.d, maxSize, hint, d.probe[:], progress)
 	return finishRead(CompressionZstd, dst, out, err, maxSize)
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // RecordHeader is one key/value header of a record (KIP-82). A nil Value is
@@ -191,7 +192,10 @@ func splitRecord(b []byte) (body, rest []byte, err error) {
 	if n <= 0 {
 		return nil, nil, fmt.Errorf("record length varint: %w", ErrInvalidRecord)
 	}
-	if length < 0 || length > int64(len(b)-n) {
+	if length < 0 {
+		return nil, nil, fmt.Errorf("record length %d: %w", length, ErrInvalidRecord)
+	}
+	if length > int64(len(b)-n) {
 		return nil, nil, fmt.Errorf("record length %d with %d bytes left: %w", length, len(b)-n, ErrInvalidRecord)
 	}
 	return b[n : n+int(length)], b[n+int(length):], nil
@@ -282,7 +286,9 @@ type RecordStats struct {
 	MinTimestamp int64
 	// NullKeys is the number of records whose key is null.
 	NullKeys int
-	// UncompressedBytes is the size of the record bytes after decompression.
+	// UncompressedBytes is the size of the record bytes after
+	// decompression; for a batch refused while it was inflated, how much
+	// had been inflated by then.
 	UncompressedBytes int
 }
 
@@ -296,58 +302,142 @@ type RecordStats struct {
 // The uncompressed records are RecordsBytes(batch) for an uncompressed batch
 // and the returned scratch otherwise, for a caller that needs a second pass
 // (NewRecordIterator) to name the records breaking a policy.
+//
+// Records are checked as they are inflated, as Kafka's validator reads a
+// compressed batch as a stream: a batch is refused at its first bad
+// record, at a record claiming more bytes than the bound leaves, or at
+// bytes after its last record, without inflating the rest. A decompression
+// bomb of zeros costs the first 64 KiB of its output, not the bound.
 func ValidateRecords(batch []byte, h BatchHeader, scratch []byte, maxUncompressed int) (RecordStats, []byte, error) {
-	stats := RecordStats{MaxTimestamp: -1, MinTimestamp: -1}
-	records := RecordsBytes(batch)
-	if c := h.Compression(); c != CompressionNone {
-		var err error
-		scratch, err = Decompress(c, scratch[:0], records, maxUncompressed)
-		if err != nil {
-			return stats, scratch, fmt.Errorf("decompress %s batch: %w", c, err)
-		}
-		records = scratch
-	}
-	stats.UncompressedBytes = len(records)
-	if h.RecordCount == 0 {
-		return stats, scratch, fmt.Errorf("batch with no records: %w", ErrInvalidRecord)
+	w := recordWalker{h: h, bound: maxUncompressed, stats: RecordStats{MaxTimestamp: -1, MinTimestamp: -1}}
+	if h.RecordCount <= 0 {
+		return w.stats, scratch, fmt.Errorf("batch with no records: %w", ErrInvalidRecord)
 	}
 	if int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
-		return stats, scratch, fmt.Errorf("record count %d but last offset delta %d: %w", h.RecordCount, h.LastOffsetDelta, ErrInvalidRecord)
+		return w.stats, scratch, fmt.Errorf("record count %d but last offset delta %d: %w", h.RecordCount, h.LastOffsetDelta, ErrInvalidRecord)
 	}
-	var r Record
-	for i := int32(0); i < h.RecordCount; i++ {
-		tsDelta, offDelta, nullKey, size, ok := skimRecord(records)
+	if c := h.Compression(); c != CompressionNone {
+		return validateCompressed(c, batch, &w, scratch)
+	}
+	records := RecordsBytes(batch)
+	w.stats.UncompressedBytes = len(records)
+	err := w.walk(records, true)
+	return w.stats, scratch, err
+}
+
+// walkers are the compressed path's recordWalkers: its progressFunc, a
+// method value, would otherwise move every walker to the heap, the
+// uncompressed path's too.
+var walkers = sync.Pool{New: func() any { return new(recordWalker) }}
+
+// validateCompressed is ValidateRecords' path for a compressed batch: the
+// walker (set up by the caller) checks the records as they are inflated.
+func validateCompressed(c Compression, batch []byte, w0 *recordWalker, scratch []byte) (RecordStats, []byte, error) {
+	w := walkers.Get().(*recordWalker)
+	*w = *w0
+	defer func() {
+		*w = recordWalker{r: Record{Headers: w.r.Headers[:0]}}
+		walkers.Put(w)
+	}()
+	out, err := decompress(c, scratch[:0], RecordsBytes(batch), w.bound, w.walkPart)
+	if err != nil {
+		if w.err != nil {
+			// The walker's own, already in context.
+			w.stats.UncompressedBytes = w.inflated
+			return w.stats, scratch, w.err
+		}
+		return w.stats, scratch, fmt.Errorf("decompress %s batch: %w", c, err)
+	}
+	w.stats.UncompressedBytes = len(out)
+	err = w.walk(out, true)
+	return w.stats, out, err
+}
+
+// recordWalker validates one batch's records in order, resuming where it
+// stopped: over the whole records at once, or over a decompression's output
+// as it grows (walkPart), where the last record may still be cut short.
+type recordWalker struct {
+	h        BatchHeader
+	bound    int   // the most uncompressed bytes the batch may have
+	next     int32 // the index of the next record to check
+	pos      int   // where that record starts in the records
+	stats    RecordStats
+	r        Record // the careful decoder's scratch
+	err      error  // what stopped walkPart
+	inflated int    // the output walkPart saw last
+}
+
+// walkPart is the progressFunc of ValidateRecords: it checks the complete
+// records among those inflated so far.
+func (w *recordWalker) walkPart(out []byte) error {
+	w.inflated = len(out)
+	w.err = w.walk(out, false)
+	return w.err
+}
+
+// walk checks the records of records[w.pos:] (records: all the batch's
+// uncompressed records when final, else a prefix of them).
+func (w *recordWalker) walk(records []byte, final bool) error {
+	h := &w.h
+	rest := records[w.pos:]
+	for ; w.next < h.RecordCount; w.next++ {
+		i := w.next
+		tsDelta, offDelta, nullKey, size, ok := skimRecord(rest)
 		if !ok {
+			if !final {
+				if cut, err := w.cutShort(rest); cut || err != nil {
+					return err
+				}
+			}
 			// Not the common shape, or malformed: the careful decoder
 			// takes it and names what is wrong.
-			body, rest, err := splitRecord(records)
+			body, after, err := splitRecord(rest)
 			if err != nil {
-				return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+				return fmt.Errorf("record %d: %w", i, err)
 			}
-			if err := decodeRecord(body, &r, false); err != nil {
-				return stats, scratch, fmt.Errorf("record %d: %w", i, err)
+			if err := decodeRecord(body, &w.r, false); err != nil {
+				return fmt.Errorf("record %d: %w", i, err)
 			}
-			tsDelta, offDelta, nullKey, size = r.TimestampDelta, int64(r.OffsetDelta), r.Key == nil, len(records)-len(rest)
+			tsDelta, offDelta, nullKey, size = w.r.TimestampDelta, int64(w.r.OffsetDelta), w.r.Key == nil, len(rest)-len(after)
 		}
 		if offDelta != int64(i) {
-			return stats, scratch, fmt.Errorf("record %d has offset delta %d: %w", i, offDelta, ErrInvalidRecord)
+			return fmt.Errorf("record %d has offset delta %d: %w", i, offDelta, ErrInvalidRecord)
 		}
 		ts := h.BaseTimestamp + tsDelta
-		if ts > stats.MaxTimestamp {
-			stats.MaxTimestamp = ts
+		if ts > w.stats.MaxTimestamp {
+			w.stats.MaxTimestamp = ts
 		}
-		if i == 0 || ts < stats.MinTimestamp {
-			stats.MinTimestamp = ts
+		if i == 0 || ts < w.stats.MinTimestamp {
+			w.stats.MinTimestamp = ts
 		}
 		if nullKey {
-			stats.NullKeys++
+			w.stats.NullKeys++
 		}
-		records = records[size:]
+		rest = rest[size:]
+		w.pos += size
 	}
-	if len(records) != 0 {
-		return stats, scratch, fmt.Errorf("%d bytes after record %d of %d: %w", len(records), h.RecordCount, h.RecordCount, ErrInvalidRecord)
+	if len(rest) != 0 {
+		// How many is not said: a partial walk does not know yet.
+		return fmt.Errorf("bytes after record %d of %d: %w", h.RecordCount, h.RecordCount, ErrInvalidRecord)
 	}
-	return stats, scratch, nil
+	return nil
+}
+
+// cutShort reports whether rest, the end of a partial output, holds only
+// the start of a record, which the rest of the output will complete; and
+// fails a record whose length would take the output past the bound.
+func (w *recordWalker) cutShort(rest []byte) (bool, error) {
+	length, n := varint(rest)
+	switch {
+	case n == 0: // the length varint itself is cut
+		return true, nil
+	case n < 0 || length < 0 || length <= int64(len(rest)-n):
+		return false, nil // complete, or malformed: the careful decoder says
+	case length > int64(w.bound-w.pos-n):
+		return false, fmt.Errorf("record %d claims %d bytes, more than the %d-byte bound leaves: %w",
+			w.next, length, w.bound, ErrDecompressedTooLarge)
+	}
+	return true, nil
 }
 
 // Batches iterates the whole batches in a buffer of concatenated batches (a
