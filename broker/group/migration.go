@@ -30,7 +30,9 @@ import (
 //   - Downgrade: when the last member of the consumer protocol leaves a group
 //     whose other members are classic, it becomes a classic group at the
 //     group epoch, with the target assignment as each member's assignment,
-//     and rebalances (Kafka's convertToClassicGroup).
+//     and rebalances (Kafka's convertToClassicGroup). So it does, without
+//     the rebalance, when a classic static member replaces that last
+//     member (a rolled-back instance keeping its group.instance.id).
 
 // Values of group.consumer.migration.policy.
 const (
@@ -166,14 +168,45 @@ func (m *Manager) upgradeToConsumer(now int64, g *Group, img TopicImage) (Effect
 // qualify or the policy forbids it.
 func (m *Manager) downgradeToClassic(now int64, g *Group, leaving *ConsumerMember) (Effects, bool) {
 	c := g.consumer
-	if leaving.Classic != nil || len(c.members) <= 1 || !m.cfg.downgradeEnabled() || len(c.members)-1 > m.cfg.MaxSize {
+	if leaving.Classic != nil || len(c.members) <= 1 || !m.cfg.downgradeEnabled() || len(c.members)-1 > m.cfg.MaxSize || !c.allClassicExcept(leaving) {
 		return Effects{}, false
 	}
+	return m.convertToClassic(now, g, leaving), true
+}
+
+// downgradeOnReplacement turns a consumer group into a classic one when a
+// classic static member has just taken the place of the group's last
+// member of the consumer protocol (Kafka's
+// validateOnlineDowngradeWithReplacedMemberId): every member is classic
+// now. The classic group starts Stable at the group epoch, the new member
+// included with the assignment it took over, and does not rebalance: the
+// joining member's SyncGroup collects that assignment.
+func (m *Manager) downgradeOnReplacement(now int64, g *Group) (Effects, bool) {
+	c := g.consumer
+	if !m.cfg.downgradeEnabled() || len(c.members) > m.cfg.MaxSize || !c.allClassicExcept(nil) {
+		return Effects{}, false
+	}
+	return m.convertToClassic(now, g, nil), true
+}
+
+// allClassicExcept reports whether every member but except uses the
+// classic protocol.
+func (c *consumerGroup) allClassicExcept(except *ConsumerMember) bool {
 	for _, mem := range c.members {
-		if mem != leaving && mem.Classic == nil {
-			return Effects{}, false
+		if mem != except && mem.Classic == nil {
+			return false
 		}
 	}
+	return true
+}
+
+// convertToClassic is Kafka's convertToClassicGroup: the consumer group's
+// records are tombstoned and a classic group of its members but leaving
+// (none when nil) is stored, Stable at the group epoch, each member
+// assigned its target assignment. A group downgraded because a member left
+// rebalances at once.
+func (m *Manager) convertToClassic(now int64, g *Group, leaving *ConsumerMember) Effects {
+	c := g.consumer
 	img := m.topicImage()
 	ids := slices.Sorted(maps.Keys(c.members))
 	// Kafka's ConsumerGroup.createGroupTombstoneRecords.
@@ -215,8 +248,10 @@ func (m *Manager) downgradeToClassic(now int64, g *Group, leaving *ConsumerMembe
 	}
 	g.transition(Stable, now)
 	eff.storeGroup(g, now)
-	eff.merge(m.prepareRebalance(now, g))
-	return eff, true
+	if leaving != nil {
+		eff.merge(m.prepareRebalance(now, g))
+	}
+	return eff
 }
 
 // protocolVersion is the version of a ConsumerProtocolSubscription, the
@@ -320,6 +355,7 @@ func (m *Manager) classicJoinToConsumer(now int64, g *Group, req JoinRequest) Ef
 	}
 	var eff Effects
 	var member *ConsumerMember
+	replacedConsumer := false // a static member of the consumer protocol was replaced
 	switch oldID, static := c.static[req.InstanceID]; {
 	case req.InstanceID == "":
 		if member = c.members[memberID]; member == nil {
@@ -336,6 +372,7 @@ func (m *Manager) classicJoinToConsumer(now int64, g *Group, req JoinRequest) Ef
 		// A new incarnation of a static member takes its place and
 		// partitions, starting over at epoch 0 (Kafka's
 		// getOrMaybeSubscribeStaticConsumerGroupMember).
+		replacedConsumer = c.members[oldID].Classic == nil
 		member = m.replaceStaticConsumer(g, c.members[oldID], memberID, &eff)
 		c.dropOwnership(member)
 		member.Epoch, member.PreviousEpoch = 0, 0
@@ -373,6 +410,13 @@ func (m *Manager) classicJoinToConsumer(now int64, g *Group, req JoinRequest) Ef
 	member.syncDeadline = now + req.RebalanceTimeoutMs
 	eff.Joins = append(eff.Joins, JoinReply{Waiter: req.Waiter, Generation: member.Epoch, ProtocolType: "consumer",
 		Protocol: req.Protocols[0].Name, MemberID: member.ID})
+	if replacedConsumer {
+		// The group's last consumer-protocol member may have been
+		// the one replaced.
+		if down, ok := m.downgradeOnReplacement(now, g); ok {
+			eff.merge(down)
+		}
+	}
 	return eff
 }
 

@@ -26,9 +26,10 @@ func newMigrationHarness(t *testing.T, topics fakeTopics, policy string) *cgHarn
 // classicClient is a well-behaved cooperative classic consumer: it owns
 // what its last SyncGroup assigned, and rejoins when told to.
 type classicClient struct {
-	id    string
-	gen   int32
-	owned map[string][]int32
+	id       string
+	instance string // group.instance.id of a static member
+	gen      int32
+	owned    map[string][]int32
 }
 
 func subscription(topics []string, owned map[string][]int32) []byte {
@@ -48,7 +49,7 @@ func (h *cgHarness) apply(eff Effects) Effects {
 // classicJoin sends a JoinGroup and returns the answers it got at once.
 func (h *cgHarness) classicJoin(c *classicClient, version int16, topics ...string) []JoinReply {
 	h.t.Helper()
-	eff := h.apply(h.m.Join(h.now, JoinRequest{Waiter: c, Version: version, Group: "g", MemberID: c.id, ClientID: "classic",
+	eff := h.apply(h.m.Join(h.now, JoinRequest{Waiter: c, Version: version, Group: "g", MemberID: c.id, InstanceID: c.instance, ClientID: "classic",
 		SessionTimeoutMs: 10000, RebalanceTimeoutMs: 20000, ProtocolType: "consumer",
 		Protocols: []Protocol{{Name: "cooperative-sticky", Metadata: subscription(topics, c.owned)}}}))
 	return eff.Joins
@@ -322,6 +323,83 @@ func TestMigrationUpgradeAndDowngrade(t *testing.T) {
 	h.reloadCheckClassic()
 }
 
+// A consumer application rolled back to the classic protocol keeps its
+// group.instance.id: when the new classic incarnation of the group's last
+// consumer-protocol member takes its place, the group becomes classic at
+// once, Stable, the newcomer holding what the member it replaced held
+// (Kafka's validateOnlineDowngradeWithReplacedMemberId). Without
+// downgrades allowed, it stays a consumer group of classic members.
+func TestMigrationStaticReplacementDowngrades(t *testing.T) {
+	for _, policy := range []string{MigrationBidirectional, MigrationUpgrade} {
+		t.Run(policy, func(t *testing.T) {
+			h := newMigrationHarness(t, fakeTopics{"foo": 4}, policy)
+			a, b := h.classicGroup()
+			ccs := []*classicClient{a, b}
+			inst := "app-3"
+			r := h.hb(ConsumerHeartbeatRequest{MemberID: "n1", InstanceID: &inst, RebalanceTimeoutMs: 30000,
+				SubscribedTopicNames: []string{"foo"}, OwnedSet: true, Owned: map[TopicID][]int32{}})
+			if r.ErrorCode != 0 || !h.m.Group("g").IsConsumer() {
+				t.Fatalf("static consumer-protocol join: %+v", r)
+			}
+			n1 := &client{id: "n1", epoch: r.MemberEpoch, owned: r.Assignment}
+			cs := []*client{n1}
+			h.settleMixed(cs, ccs)
+			held := slices.Sorted(slices.Values(n1.owned[topicID("foo")]))
+			if len(held) == 0 {
+				t.Fatalf("n1 was assigned nothing: %v", h.m.Group("g"))
+			}
+			g := h.m.Group("g")
+			epoch := g.consumer.epoch
+
+			// n1's instance comes back as a classic consumer.
+			back := &classicClient{instance: inst}
+			jr, ok := replyOf(h.classicJoin(back, 9, "foo"), back)
+			if !ok || jr.ErrorCode != 0 || jr.Leader != "" {
+				t.Fatalf("the classic incarnation's join: %+v %v", jr, ok)
+			}
+			back.id, back.gen = jr.MemberID, jr.Generation
+			if policy == MigrationUpgrade {
+				if !g.IsConsumer() || len(g.consumer.members) != 3 {
+					t.Fatalf("downgraded against the policy: %v", g)
+				}
+				if code := h.classicSync(back, nil); code != 0 {
+					t.Fatalf("sync of the classic incarnation: %v", kerr.ErrorForCode(code))
+				}
+				h.settleMixed(nil, append(ccs, back))
+				if ownedCount(nil, append(ccs, back)) != 4 {
+					t.Fatalf("consumer group of classic members: %v %v %v", a.owned, b.owned, back.owned)
+				}
+				h.reloadCheck()
+				return
+			}
+			if g.IsConsumer() || g.State != Stable || g.Generation != epoch || len(g.Members) != 3 || g.Members[back.id] == nil {
+				t.Fatalf("after the replacement of the last consumer-protocol member: %v", g)
+			}
+			if jr.Generation != epoch {
+				t.Fatalf("join generation %d, group generation %d", jr.Generation, epoch)
+			}
+			h.reloadCheckClassic()
+			// The newcomer collects n1's partitions with SyncGroup; the
+			// others go on heartbeating at the same generation.
+			if code := h.classicSync(back, nil); code != 0 || !slices.Equal(back.owned["foo"], held) {
+				t.Fatalf("sync of the classic incarnation: %v, owns %v, n1 held %v", kerr.ErrorForCode(code), back.owned, held)
+			}
+			for _, c := range ccs {
+				if c.gen != epoch {
+					t.Fatalf("%s at generation %d, group at %d", c.id, c.gen, epoch)
+				}
+				if code := h.m.Heartbeat(h.now, "g", c.id, "", c.gen); code != 0 {
+					t.Fatalf("heartbeat of %s after the downgrade: %v", c.id, kerr.ErrorForCode(code))
+				}
+			}
+			h.checkMixedExclusive(nil, append(ccs, back))
+			if ownedCount(nil, append(ccs, back)) != 4 {
+				t.Fatalf("classic group after the downgrade: %v %v %v", a.owned, b.owned, back.owned)
+			}
+		})
+	}
+}
+
 // reloadCheckClassic is reloadCheck for a group that is classic again:
 // the classic group's stored state (its members and assignments) comes
 // back, not its rebalance in progress.
@@ -479,23 +557,34 @@ func TestMigrationClassicTimeouts(t *testing.T) {
 func FuzzMigration(f *testing.F) {
 	f.Add([]byte{0, 16, 2, 18, 1, 17, 34, 50, 4, 3, 19, 2, 18, 5, 20, 36})
 	f.Add([]byte{0, 2, 18, 34, 1, 3, 19, 4, 20, 2, 18, 6, 22, 7, 23, 2})
+	f.Add([]byte{0, 1, 2, 18, 8, 8, 2, 18, 0, 8}) // n0's classic incarnation replaces it
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 200 {
 			return
 		}
 		h := newMigrationHarness(t, fakeTopics{"foo": 4}, "")
 		a, b := h.classicGroup()
-		classics := []*classicClient{a, b, nil}
+		// n0 is static, as "app-0"; so is classics[3], its classic
+		// incarnation (an instance rolled back and forth between the
+		// protocols), which takes the instance id over from whichever
+		// member holds it.
+		const static = "app-0"
+		classics := []*classicClient{a, b, nil, nil}
 		consumers := make([]*client, 2)
 		for _, op := range ops {
-			switch op % 8 {
+			switch op % 9 {
 			case 0, 1: // a consumer-protocol member joins or heartbeats
 				i := int(op>>4) % len(consumers)
 				id := fmt.Sprintf("n%d", i)
 				c := consumers[i]
 				var r ConsumerHeartbeatReply
 				if c == nil {
-					r = h.hb(ConsumerHeartbeatRequest{MemberID: id, RebalanceTimeoutMs: 20000, SubscribedTopicNames: []string{"foo"},
+					var inst *string
+					if i == 0 {
+						inst = new(string)
+						*inst = static
+					}
+					r = h.hb(ConsumerHeartbeatRequest{MemberID: id, InstanceID: inst, RebalanceTimeoutMs: 20000, SubscribedTopicNames: []string{"foo"},
 						OwnedSet: true, Owned: map[TopicID][]int32{}})
 					c = &client{id: id}
 				} else {
@@ -510,11 +599,17 @@ func FuzzMigration(f *testing.F) {
 					c.owned = r.Assignment
 				}
 				consumers[i] = c
-			case 2, 3: // a classic member heartbeats, rejoining when told
-				i := int(op>>4) % len(classics)
+			case 2, 3, 8: // a classic member heartbeats, rejoining when told
+				i := int(op>>4) % 3
+				if op%9 == 8 {
+					i = 3 // the static one
+				}
 				c := classics[i]
 				if c == nil {
 					c = &classicClient{}
+					if i == 3 {
+						c.instance = static
+					}
 					classics[i] = c
 				}
 				if c.id != "" {
