@@ -238,6 +238,9 @@ type GroupDescription struct {
 	Coordinator  int32
 	Members      []GroupMemberDescription
 	Err          error
+	// GroupEpoch and TargetAssignmentEpoch are a consumer-protocol
+	// group's epochs (KIP-848); -1 for a classic group.
+	GroupEpoch, TargetAssignmentEpoch int32
 }
 
 // GroupMemberDescription is one member of a described group. Assigned is
@@ -249,7 +252,24 @@ type GroupMemberDescription struct {
 	ClientID   string
 	ClientHost string
 	Assigned   []TopicPartition
+	// Of a member of a consumer-protocol group (KIP-848; -1, nil and
+	// MemberTypeUnknown in a classic group): its epoch, the partitions
+	// the coordinator means it to own, and which protocol it speaks.
+	MemberEpoch    int32
+	TargetAssigned []TopicPartition
+	Type           MemberType
 }
+
+// MemberType is the protocol a member of a consumer-protocol group speaks
+// (ConsumerGroupDescribe v1): a group moving between the protocols has
+// members of both.
+type MemberType int8
+
+const (
+	MemberTypeUnknown  MemberType = -1 // a classic group's member, or an older broker
+	MemberTypeClassic  MemberType = 0  // JoinGroup/SyncGroup (group.protocol=classic)
+	MemberTypeConsumer MemberType = 1  // ConsumerGroupHeartbeat (group.protocol=consumer)
+)
 
 // DescribeGroups describes groups, asking each group's coordinator.
 func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDescription, error) {
@@ -278,9 +298,11 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 				a.cl.InvalidateCoordinator(GroupCoordinator, g)
 				return gerr
 			}
-			d = GroupDescription{Group: rg.Group, State: rg.State, ProtocolType: rg.ProtocolType, Protocol: rg.Protocol, Coordinator: coord, Err: gerr}
+			d = GroupDescription{Group: rg.Group, State: rg.State, ProtocolType: rg.ProtocolType, Protocol: rg.Protocol, Coordinator: coord, Err: gerr,
+				GroupEpoch: -1, TargetAssignmentEpoch: -1}
 			for _, m := range rg.Members {
-				md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+				md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+					MemberEpoch: -1, Type: MemberTypeUnknown}
 				if m.InstanceID != nil {
 					md.InstanceID = *m.InstanceID
 				}
@@ -350,15 +372,26 @@ func (a *Admin) describeConsumerGroup(ctx context.Context, g string) (d GroupDes
 		case gerr != nil:
 			return nil // not a consumer protocol group
 		}
-		d = GroupDescription{Group: rg.Group, State: rg.State, ProtocolType: "consumer", Protocol: rg.AssignorName, Coordinator: coord}
+		d = GroupDescription{Group: rg.Group, State: rg.State, ProtocolType: "consumer", Protocol: rg.AssignorName, Coordinator: coord,
+			GroupEpoch: rg.Epoch, TargetAssignmentEpoch: rg.AssignmentEpoch}
 		for _, m := range rg.Members {
-			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+				MemberEpoch: m.MemberEpoch, Type: MemberTypeUnknown}
 			if m.InstanceID != nil {
 				md.InstanceID = *m.InstanceID
+			}
+			if resp.Version >= 1 {
+				md.Type = MemberType(m.MemberType)
 			}
 			for _, t := range m.Assignment.TopicPartitions {
 				for _, p := range t.Partitions {
 					md.Assigned = append(md.Assigned, TopicPartition{t.Topic, p})
+				}
+			}
+			md.TargetAssigned = []TopicPartition{}
+			for _, t := range m.TargetAssignment.TopicPartitions {
+				for _, p := range t.Partitions {
+					md.TargetAssigned = append(md.TargetAssigned, TopicPartition{t.Topic, p})
 				}
 			}
 			d.Members = append(d.Members, md)
@@ -536,6 +569,7 @@ func committed(offset int64, epoch int32, meta *string, code int16) CommittedOff
 type PartitionLag struct {
 	TopicPartition
 	CurrentOffset int64
+	LeaderEpoch   int32 // of the committed offset; -1 when unknown
 	LogEndOffset  int64
 	Lag           int64
 	MemberID      string
@@ -563,14 +597,14 @@ func (a *Admin) GroupLag(ctx context.Context, group string) ([]PartitionLag, err
 	row := func(tp TopicPartition) *PartitionLag {
 		r := rows[tp]
 		if r == nil {
-			r = &PartitionLag{TopicPartition: tp, CurrentOffset: -1, LogEndOffset: -1, Lag: -1}
+			r = &PartitionLag{TopicPartition: tp, CurrentOffset: -1, LeaderEpoch: -1, LogEndOffset: -1, Lag: -1}
 			rows[tp] = r
 		}
 		return r
 	}
 	for tp, c := range offsets {
 		r := row(tp)
-		r.CurrentOffset, r.Err = c.Offset, c.Err
+		r.CurrentOffset, r.LeaderEpoch, r.Err = c.Offset, c.LeaderEpoch, c.Err
 	}
 	for _, m := range descs[0].Members {
 		for _, tp := range m.Assigned {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,18 +39,26 @@ func groupsCommand() *cli.Command {
 				Usage: "describe groups: per partition committed offset, log end offset, lag and owner",
 				Description: "Like kafka-consumer-groups.sh --describe. The default view prints\n" +
 					"GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID\n" +
-					"(\"-\" where unknown); --members and --state print Kafka's other two views.\n" +
+					"(\"-\" where unknown); --members and --state print Kafka's other two views:\n" +
+					"GROUP CONSUMER-ID [GROUP-INSTANCE-ID] HOST CLIENT-ID #PARTITIONS, and\n" +
+					"GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS.\n" +
+					"--verbose adds, as Kafka 4 does (KIP-1099): LEADER-EPOCH of the committed\n" +
+					"offsets; each member's CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH\n" +
+					"TARGET-ASSIGNMENT, and UPGRADED (true for a member of the consumer protocol)\n" +
+					"in a group with members of both protocols; the GROUP-EPOCH and\n" +
+					"TARGET-ASSIGNMENT-EPOCH of a consumer-protocol group (KIP-848).\n" +
 					"-o json prints one array of groups; unknown numbers are -1, unknown strings \"\".\n" +
 					"A group that does not exist is an error (GROUP_ID_NOT_FOUND, exit 1).\n\n" +
 					"Examples:\n" +
 					"  keel groups describe --group billing\n" +
-					"  keel groups describe --all-groups --members\n" +
+					"  keel groups describe --all-groups --members --verbose\n" +
 					"  keel groups describe --group billing -o json",
 				Flags: adminFlags(
 					&cli.StringSliceFlag{Name: "group", Usage: "group to describe (repeatable)"},
 					&cli.BoolFlag{Name: "all-groups", Usage: "describe every group"},
 					&cli.BoolFlag{Name: "members", Usage: "print the members view"},
 					&cli.BoolFlag{Name: "state", Usage: "print the state view"},
+					&cli.BoolFlag{Name: "verbose", Usage: "print the epochs and assignments too (KIP-1099)"},
 					outputFlag(),
 				),
 				Action: groupsDescribe,
@@ -181,25 +191,31 @@ func groupNames(ctx context.Context, c *cli.Context, adm *client.Admin) ([]strin
 
 // groupDescribeJSON is one group of `groups describe -o json`.
 type groupDescribeJSON struct {
-	Group       string             `json:"group"`
-	State       string             `json:"state"`
-	Protocol    string             `json:"assignmentStrategy"`
-	Coordinator int32              `json:"coordinator"`
-	Members     []memberJSON       `json:"members"`
-	Partitions  []partitionLagJSON `json:"partitions"`
+	Group                 string             `json:"group"`
+	State                 string             `json:"state"`
+	Protocol              string             `json:"assignmentStrategy"`
+	Coordinator           int32              `json:"coordinator"`
+	GroupEpoch            int32              `json:"groupEpoch"`
+	TargetAssignmentEpoch int32              `json:"targetAssignmentEpoch"`
+	Members               []memberJSON       `json:"members"`
+	Partitions            []partitionLagJSON `json:"partitions"`
 }
 
 type memberJSON struct {
-	ConsumerID string                  `json:"consumerId"`
-	InstanceID string                  `json:"groupInstanceId"`
-	Host       string                  `json:"host"`
-	ClientID   string                  `json:"clientId"`
-	Assignment []client.TopicPartition `json:"assignment"`
+	ConsumerID       string                  `json:"consumerId"`
+	InstanceID       string                  `json:"groupInstanceId"`
+	Host             string                  `json:"host"`
+	ClientID         string                  `json:"clientId"`
+	Assignment       []client.TopicPartition `json:"assignment"`
+	MemberEpoch      int32                   `json:"memberEpoch"`
+	TargetAssignment []client.TopicPartition `json:"targetAssignment"`
+	MemberType       string                  `json:"memberType"` // "classic", "consumer", or "" in a classic group
 }
 
 type partitionLagJSON struct {
 	Topic         string `json:"topic"`
 	Partition     int32  `json:"partition"`
+	LeaderEpoch   int32  `json:"leaderEpoch"`
 	CurrentOffset int64  `json:"currentOffset"`
 	LogEndOffset  int64  `json:"logEndOffset"`
 	Lag           int64  `json:"lag"`
@@ -276,16 +292,14 @@ func groupsDescribe(c *cli.Context) error {
 		out := []groupDescribeJSON{}
 		for _, dg := range groups {
 			gj := groupDescribeJSON{Group: dg.desc.Group, State: dg.desc.State, Protocol: dg.desc.Protocol, Coordinator: dg.desc.Coordinator,
+				GroupEpoch: dg.desc.GroupEpoch, TargetAssignmentEpoch: dg.desc.TargetAssignmentEpoch,
 				Members: []memberJSON{}, Partitions: []partitionLagJSON{}}
 			for _, m := range dg.desc.Members {
-				asg := m.Assigned
-				if asg == nil {
-					asg = []client.TopicPartition{}
-				}
-				gj.Members = append(gj.Members, memberJSON{m.MemberID, m.InstanceID, m.ClientHost, m.ClientID, asg})
+				gj.Members = append(gj.Members, memberJSON{ConsumerID: m.MemberID, InstanceID: m.InstanceID, Host: m.ClientHost, ClientID: m.ClientID,
+					Assignment: orEmpty(m.Assigned), MemberEpoch: m.MemberEpoch, TargetAssignment: orEmpty(m.TargetAssigned), MemberType: memberTypeName(m.Type)})
 			}
 			for _, l := range dg.lag {
-				pj := partitionLagJSON{Topic: l.Topic, Partition: l.Partition, CurrentOffset: l.CurrentOffset, LogEndOffset: l.LogEndOffset,
+				pj := partitionLagJSON{Topic: l.Topic, Partition: l.Partition, LeaderEpoch: l.LeaderEpoch, CurrentOffset: l.CurrentOffset, LogEndOffset: l.LogEndOffset,
 					Lag: l.Lag, ConsumerID: l.MemberID, Host: l.Host, ClientID: l.ClientID}
 				if l.Err != nil {
 					pj.Error = l.Err.Error()
@@ -296,6 +310,7 @@ func groupsDescribe(c *cli.Context) error {
 		}
 		return writeJSON(c.App.Writer, out)
 	}
+	verbose := c.Bool("verbose")
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 	meta := adm.Client().Metadata()
 	for i, dg := range groups {
@@ -315,23 +330,128 @@ func groupsDescribe(c *cli.Context) error {
 			if b, ok := meta.Brokers[d.Coordinator]; ok {
 				coord = b.Addr() + " " + coord
 			}
+			if verbose {
+				fmt.Fprintln(tw, "GROUP\tCOORDINATOR (ID)\tASSIGNMENT-STRATEGY\tSTATE\tGROUP-EPOCH\tTARGET-ASSIGNMENT-EPOCH\t#MEMBERS")
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", d.Group, coord, dash(d.Protocol, ""), d.State,
+					dash(d.GroupEpoch, -1), dash(d.TargetAssignmentEpoch, -1), len(d.Members))
+				break
+			}
 			fmt.Fprintln(tw, "GROUP\tCOORDINATOR (ID)\tASSIGNMENT-STRATEGY\tSTATE\t#MEMBERS")
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Group, coord, dash(d.Protocol, ""), d.State, len(d.Members))
 		case c.Bool("members"):
-			fmt.Fprintln(tw, "GROUP\tCONSUMER-ID\tHOST\tCLIENT-ID\t#PARTITIONS")
-			for _, m := range d.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Group, m.MemberID, m.ClientHost, m.ClientID, len(m.Assigned))
-			}
+			printMembers(tw, d, verbose)
 		default:
-			fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+			epochCol := ""
+			if verbose {
+				epochCol = "LEADER-EPOCH\t"
+			}
+			fmt.Fprintf(tw, "GROUP\tTOPIC\tPARTITION\t%sCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID\n", epochCol)
 			for _, l := range dg.lag {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Group, l.Topic, l.Partition,
+				epoch := ""
+				if verbose {
+					epoch = dash(l.LeaderEpoch, -1) + "\t"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s%s\t%s\t%s\t%s\t%s\t%s\n", d.Group, l.Topic, l.Partition, epoch,
 					dash(l.CurrentOffset, -1), dash(l.LogEndOffset, -1), dash(l.Lag, -1),
 					dash(l.MemberID, ""), dash(l.Host, ""), dash(l.ClientID, ""))
 			}
 		}
 	}
 	return tw.Flush()
+}
+
+// printMembers is kafka-consumer-groups.sh --describe --members: a
+// GROUP-INSTANCE-ID column when a member has one; with verbose, each
+// member's epochs and assignments (KIP-1099), and UPGRADED (whether it
+// speaks the consumer protocol) when the group has members of both.
+func printMembers(tw *tabwriter.Writer, d client.GroupDescription, verbose bool) {
+	withInstance, classic, consumer := false, false, false
+	for _, m := range d.Members {
+		withInstance = withInstance || m.InstanceID != ""
+		classic = classic || m.Type == client.MemberTypeClassic
+		consumer = consumer || m.Type == client.MemberTypeConsumer
+	}
+	cols := []string{"GROUP", "CONSUMER-ID"}
+	if withInstance {
+		cols = append(cols, "GROUP-INSTANCE-ID")
+	}
+	cols = append(cols, "HOST", "CLIENT-ID", "#PARTITIONS")
+	if verbose {
+		cols = append(cols, "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")
+		if classic && consumer {
+			cols = append(cols, "UPGRADED")
+		}
+	}
+	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	for _, m := range d.Members {
+		row := []string{d.Group, m.MemberID}
+		if withInstance {
+			row = append(row, dash(m.InstanceID, ""))
+		}
+		row = append(row, m.ClientHost, m.ClientID, strconv.Itoa(len(m.Assigned)))
+		if verbose {
+			target := "-"
+			if m.TargetAssigned != nil {
+				target = assignmentString(m.TargetAssigned)
+			}
+			row = append(row, dash(m.MemberEpoch, -1), assignmentString(m.Assigned), dash(d.TargetAssignmentEpoch, -1), target)
+			if classic && consumer {
+				row = append(row, dash(memberTypeUpgraded(m.Type), ""))
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+}
+
+// assignmentString is Kafka's form of an assignment in the members view:
+// "topic:0,1;other:3", topics and partitions sorted; "-" when empty.
+func assignmentString(tps []client.TopicPartition) string {
+	if len(tps) == 0 {
+		return "-"
+	}
+	byTopic := map[string][]int32{}
+	for _, tp := range tps {
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+	}
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(byTopic)) {
+		ps := byTopic[t]
+		slices.Sort(ps)
+		nums := make([]string, len(ps))
+		for i, p := range ps {
+			nums[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, t+":"+strings.Join(nums, ","))
+	}
+	return strings.Join(parts, ";")
+}
+
+// memberTypeUpgraded is the UPGRADED column: whether a member of a
+// consumer-protocol group speaks that protocol ("" when unknown).
+func memberTypeUpgraded(t client.MemberType) string {
+	if name := memberTypeName(t); name != "" {
+		return strconv.FormatBool(name == "consumer")
+	}
+	return ""
+}
+
+// memberTypeName is a member's protocol in -o json.
+func memberTypeName(t client.MemberType) string {
+	switch t {
+	case client.MemberTypeClassic:
+		return "classic"
+	case client.MemberTypeConsumer:
+		return "consumer"
+	}
+	return ""
+}
+
+// orEmpty is tps, or an empty list for JSON's [] instead of null.
+func orEmpty(tps []client.TopicPartition) []client.TopicPartition {
+	if tps == nil {
+		return []client.TopicPartition{}
+	}
+	return tps
 }
 
 func groupsDelete(c *cli.Context) error {
