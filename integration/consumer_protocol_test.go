@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -137,6 +138,18 @@ func produceSeq(t *testing.T, cl *kgo.Client, topic string, from, n int) {
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// seqProducer returns a function that produces the next k records of the
+// sequence (produceSeq) and waits until the members saw all so far.
+func seqProducer(t *testing.T, cl *kgo.Client, topic string, seen *sync.Map) (produce func(k int)) {
+	n := 0
+	return func(k int) {
+		t.Helper()
+		produceSeq(t, cl, topic, n, k)
+		n += k
+		waitSeenSeq(t, seen, n)
 	}
 }
 
@@ -430,12 +443,7 @@ func TestConsumerProtocolRollingMigration(t *testing.T) {
 	const topic, group, parts = "migrate", "g-migrate", 6
 	createTopic(t, adm, topic, parts, 1)
 	var seen sync.Map
-	n := 0
-	produce := func(k int) {
-		produceSeq(t, cl, topic, n, k)
-		n += k
-		waitSeenSeq(t, &seen, n)
-	}
+	produce := seqProducer(t, cl, topic, &seen)
 	classicStable := func(members int) {
 		t.Helper()
 		waitFor(t, 90*time.Second, fmt.Sprintf("classic group of %d", members), func() bool {
@@ -476,6 +484,63 @@ func TestConsumerProtocolRollingMigration(t *testing.T) {
 	stopB2()
 	classicMember(t, c, group, topic, "b3", &seen)
 	classicStable(2)
+	produce(300)
+	waitCommittedToEnd(t, adm, group, topic)
+}
+
+// A static instance rolled back from the consumer protocol to the classic
+// one, keeping its group.instance.id: when the classic incarnation takes
+// the place of the group's last consumer-protocol member, the group is
+// classic at once (Kafka's validateOnlineDowngradeWithReplacedMemberId),
+// Stable, without a rebalance first. Every record is consumed and the
+// offsets are committed to the end.
+func TestConsumerProtocolStaticRollback(t *testing.T) {
+	c := groupCluster(t, 1)
+	cl, adm := newClient(t, c)
+	const topic, group, parts = "rollback", "g-rollback", 6
+	createTopic(t, adm, topic, parts, 1)
+	var seen sync.Map
+	produce := seqProducer(t, cl, topic, &seen)
+
+	classicMember(t, c, group, topic, "a", &seen)
+	stopS := nextGenMember(t, c, group, topic, "s", &seen, kgo.InstanceID("app-0"))
+	waitMemberTypes(t, adm, group, topic, parts, map[string]int8{"a": 0, "s": 1})
+	produce(300)
+	_, counts, err := describeNextGen(t, adm, group, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("before the rollback: %v", counts)
+
+	stopS() // a static member's leave (epoch -2) keeps its place
+	groupMember(t, c, group, topic, "s-classic", &seen, kgo.InstanceID("app-0"))
+	waitForState(t, 90*time.Second, "a classic group of a and s-classic", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ds, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		d := ds[group]
+		owned, state := 0, fmt.Sprintf("err %v state %q protocol %q members:", d.Err, d.State, d.Protocol)
+		ok := d.Err == nil && d.State == "Stable" && d.ProtocolType == "consumer" && len(d.Members) == 2
+		for _, m := range d.Members {
+			ca, _ := m.Assigned.AsConsumer()
+			k := 0
+			if ca != nil {
+				for _, tp := range ca.Topics {
+					k += len(tp.Partitions)
+				}
+			}
+			owned += k
+			ok = ok && k > 0
+			state += fmt.Sprintf(" %s %v %d", m.ClientID, m.InstanceID, k)
+		}
+		return ok && owned == parts, state
+	})
+	if _, _, err := describeNextGen(t, adm, group, topic); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Fatalf("ConsumerGroupDescribe of the downgraded group: %v, want GROUP_ID_NOT_FOUND", err)
+	}
 	produce(300)
 	waitCommittedToEnd(t, adm, group, topic)
 }
