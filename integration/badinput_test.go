@@ -260,8 +260,6 @@ type badConn struct {
 	c    *net.TCPConn
 	corr int32
 	fmt  *kmsg.RequestFormatter
-	// readTimeout bounds the wait for a response (10 s if zero).
-	readTimeout time.Duration
 }
 
 func dialBad(t *testing.T, addr string) *badConn {
@@ -310,11 +308,7 @@ func (bc *badConn) closeWrite() { _ = bc.c.CloseWrite() }
 
 // readFrame reads one response frame.
 func (bc *badConn) readFrame() ([]byte, error) {
-	timeout := bc.readTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	_ = bc.c.SetReadDeadline(time.Now().Add(timeout))
+	_ = bc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var size [4]byte
 	if _, err := io.ReadFull(bc.c, size[:]); err != nil {
 		return nil, err

@@ -514,30 +514,14 @@ func TestConsumerProtocolStaticRollback(t *testing.T) {
 
 	stopS() // a static member's leave (epoch -2) keeps its place
 	groupMember(t, c, group, topic, "s-classic", &seen, kgo.InstanceID("app-0"))
-	waitForState(t, 90*time.Second, "a classic group of a and s-classic", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		ds, err := adm.DescribeGroups(ctx, group)
-		if err != nil {
-			return false, err.Error()
-		}
-		d := ds[group]
-		owned, state := 0, fmt.Sprintf("err %v state %q protocol %q members:", d.Err, d.State, d.Protocol)
-		ok := d.Err == nil && d.State == "Stable" && d.ProtocolType == "consumer" && len(d.Members) == 2
-		for _, m := range d.Members {
-			ca, _ := m.Assigned.AsConsumer()
-			k := 0
-			if ca != nil {
-				for _, tp := range ca.Topics {
-					k += len(tp.Partitions)
-				}
-			}
-			owned += k
-			ok = ok && k > 0
-			state += fmt.Sprintf(" %s %v %d", m.ClientID, m.InstanceID, k)
-		}
-		return ok && owned == parts, state
-	})
+	// A classic group (DescribeGroups answers), Stable, the two members
+	// splitting the partitions.
+	waitSplit(t, adm, group, topic, 2, parts, 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ds, err := adm.DescribeGroups(ctx, group); err != nil || ds[group].ProtocolType != "consumer" {
+		t.Fatalf("the downgraded group's protocol type: %q (%v)", ds[group].ProtocolType, err)
+	}
 	if _, _, err := describeNextGen(t, adm, group, topic); !errors.Is(err, kerr.GroupIDNotFound) {
 		t.Fatalf("ConsumerGroupDescribe of the downgraded group: %v, want GROUP_ID_NOT_FOUND", err)
 	}

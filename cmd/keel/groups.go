@@ -390,11 +390,7 @@ func printMembers(tw *tabwriter.Writer, d client.GroupDescription, verbose bool)
 		}
 		row = append(row, m.ClientHost, m.ClientID, strconv.Itoa(len(m.Assigned)))
 		if verbose {
-			target := "-"
-			if m.TargetAssigned != nil {
-				target = assignmentString(m.TargetAssigned)
-			}
-			row = append(row, dash(m.MemberEpoch, -1), assignmentString(m.Assigned), dash(d.TargetAssignmentEpoch, -1), target)
+			row = append(row, dash(m.MemberEpoch, -1), assignmentString(m.Assigned), dash(d.TargetAssignmentEpoch, -1), assignmentString(m.TargetAssigned))
 			if classic && consumer {
 				row = append(row, dash(memberTypeUpgraded(m.Type), ""))
 			}
