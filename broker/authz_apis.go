@@ -13,6 +13,8 @@ package broker
 //   - Metadata: DESCRIBE on each topic named (TOPIC_AUTHORIZATION_FAILED),
 //     topics not described hidden from a request for all; a topic to be
 //     auto-created needs CREATE on the cluster or the topic.
+//     DescribeTopicPartitions likewise, without auto-creation (in its
+//     handler, since its paging counts only the topics described).
 //   - CreateTopics: CREATE on the cluster or the topic. DeleteTopics,
 //     DeleteRecords: DELETE on the topic. CreatePartitions: ALTER on the
 //     topic. DescribeConfigs / AlterConfigs / IncrementalAlterConfigs:
@@ -77,8 +79,8 @@ var (
 // post (if not nil) adds their errors to the handler's response.
 func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Response, post func(kmsg.Response) kmsg.Response) {
 	switch m := req.Msg.(type) {
-	case *kmsg.ApiVersionsRequest, *kmsg.FetchRequest:
-		return nil, nil // Fetch: handle_fetch.go
+	case *kmsg.ApiVersionsRequest, *kmsg.FetchRequest, *kmsg.DescribeTopicPartitionsRequest:
+		return nil, nil // in handle_fetch.go, handle_describe_topic_partitions.go
 	case *kmsg.DescribeClusterRequest:
 		if !m.IncludeClusterAuthorizedOperations {
 			return nil, nil

@@ -419,6 +419,8 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 		return b.handleIncrementalAlterConfigs(ctx, m)
 	case *kmsg.DescribeClusterRequest:
 		return respond(b.handleDescribeCluster(req, m))
+	case *kmsg.DescribeTopicPartitionsRequest:
+		return respond(b.handleDescribeTopicPartitions(req, m))
 	case *kmsg.InitProducerIDRequest:
 		return b.handleInitProducerID(ctx, req, m)
 	case *kmsg.AddPartitionsToTxnRequest:

@@ -132,6 +132,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"max.connections.per.ip", i(c.MaxConnectionsPerIP), ti, "2147483647"},
 		{"max.connections.per.ip.overrides", str(c.MaxConnectionsPerIPOverrides), ts, emptyDefault},
 		{"max.incremental.fetch.session.cache.slots", i(c.FetchSessionCacheSlots), ti, "1000"},
+		{"max.request.partition.size.limit", i(c.MaxRequestPartitionSizeLimit), ti, "2000"},
 		{"metadata.log.max.record.bytes.between.snapshots", i64(c.MetadataMaxBytesBetweenSnapshots), tl, "20971520"},
 		{"metadata.log.max.snapshot.interval.ms", ms(c.MetadataMaxSnapshotInterval), tl, "3600000"},
 		{"num.replica.fetchers", i(c.NumReplicaFetchers), ti, "1"},

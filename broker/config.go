@@ -61,6 +61,7 @@ type Config struct {
 	DeleteTopicEnable                    bool  // delete.topic.enable
 	FetchMaxBytes                        int32 // fetch.max.bytes (KIP-541)
 	FetchSessionCacheSlots               int   // max.incremental.fetch.session.cache.slots
+	MaxRequestPartitionSizeLimit         int   // max.request.partition.size.limit
 	AutoLeaderRebalanceEnable            bool
 	OffsetsTopicReplicationFactor        int16
 	OffsetsTopicNumPartitions            int32
@@ -327,6 +328,7 @@ func configKeys(c *Config) map[string]configKey {
 		"delete.topic.enable":                                         {"true", b(&c.DeleteTopicEnable), "false: DeleteTopics answers TOPIC_DELETION_DISABLED"},
 		"fetch.max.bytes":                                             {"57671680", i32(&c.FetchMaxBytes), "the most bytes of records a consumer's Fetch gets, whatever its own max bytes (KIP-541)"},
 		"max.incremental.fetch.session.cache.slots":                   {"1000", i(&c.FetchSessionCacheSlots), "fetch sessions (KIP-227) kept, across clients and followers"},
+		"max.request.partition.size.limit":                            {"2000", i(&c.MaxRequestPartitionSizeLimit), "the most partitions one DescribeTopicPartitions answer describes (the client pages through the rest)"},
 		"auto.leader.rebalance.enable":                                {"true", b(&c.AutoLeaderRebalanceEnable), ""},
 		"leader.imbalance.check.interval.seconds":                     {"300", secs(&c.LeaderImbalanceCheckInterval), "how often the controller moves leaderships back to preferred replicas"},
 		"offsets.topic.replication.factor":                            {"3", i16(&c.OffsetsTopicReplicationFactor), "replicas of __consumer_offsets, which is not created while fewer brokers are alive; 1 in the single-node development default (controller.quorum.voters unset)"},
@@ -1014,6 +1016,9 @@ func (c *Config) validate() error {
 	}
 	if c.FetchMaxBytes < 1024 {
 		return fmt.Errorf("fetch.max.bytes must be >= 1024, got %d", c.FetchMaxBytes)
+	}
+	if c.MaxRequestPartitionSizeLimit < 1 {
+		return fmt.Errorf("max.request.partition.size.limit must be >= 1, got %d", c.MaxRequestPartitionSizeLimit)
 	}
 	if c.FetchSessionCacheSlots < 0 {
 		return fmt.Errorf("max.incremental.fetch.session.cache.slots must be >= 0, got %d", c.FetchSessionCacheSlots)

@@ -167,20 +167,9 @@ func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic, m *kmsg.M
 		mp.Partition = int32(i)
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas, mp.ISR = p.Replicas, p.ISR
-		offline := func(id int32) bool {
-			br, ok := img.Broker(id)
-			if !ok || br.Fenced {
-				return true
-			}
-			_, ok = br.Endpoint(listener)
-			return !ok
-		}
-		for _, r := range p.Replicas {
-			if offline(r) {
-				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
-			}
-		}
+		mp.OfflineReplicas = offlineReplicas(img, p, listener)
 		if m.Version == 0 && len(mp.OfflineReplicas) > 0 {
+			offline := func(id int32) bool { return slices.Contains(mp.OfflineReplicas, id) }
 			mp.Replicas = slices.DeleteFunc(slices.Clone(p.Replicas), offline)
 			mp.ISR = slices.DeleteFunc(slices.Clone(p.ISR), offline)
 			mp.ErrorCode = kerr.ReplicaNotAvailable.Code
@@ -202,6 +191,22 @@ func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic, m *kmsg.M
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// offlineReplicas are p's replicas on brokers that are not registered, are
+// fenced or have no endpoint on the listener (Kafka's getOfflineReplicas).
+func offlineReplicas(img *metadata.Image, p *metadata.Partition, listener string) []int32 {
+	var out []int32
+	for _, r := range p.Replicas {
+		online := false
+		if br, ok := img.Broker(r); ok && !br.Fenced {
+			_, online = br.Endpoint(listener)
+		}
+		if !online {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // controllerForClients is the broker KRaft names to clients as the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func newClient(t *testing.T, c *Cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
@@ -108,7 +110,7 @@ func produceAndConsume(t *testing.T, c *Cluster, topic string, n int) {
 func TestSingleCombinedNodeServesKafkaClients(t *testing.T) {
 	c := StartCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}})
 	c.WaitReady(20 * time.Second)
-	_, adm := newClient(t, c)
+	cl, adm := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := adm.CreateTopic(ctx, 3, 1, nil, "orders")
@@ -116,6 +118,38 @@ func TestSingleCombinedNodeServesKafkaClients(t *testing.T) {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
 	produceAndConsume(t, c, "orders", 500)
+
+	// DescribeTopicPartitions (kafka-topics.sh --describe since Kafka
+	// 3.8) pages through the topic two partitions at a time.
+	var pages [][]int32
+	dtp := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	dtp.ResponsePartitionLimit = 2
+	rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+	rt.Topic = "orders"
+	dtp.Topics = append(dtp.Topics, rt)
+	for len(pages) < 3 {
+		r, err := dtp.RequestWith(ctx, cl)
+		if err != nil || len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 {
+			t.Fatalf("describe topic partitions: %v %+v", err, r)
+		}
+		var page []int32
+		for _, p := range r.Topics[0].Partitions {
+			if p.LeaderID != 1 || !slices.Equal(p.ISR, []int32{1}) {
+				t.Fatalf("partition %+v", p)
+			}
+			page = append(page, p.Partition)
+		}
+		pages = append(pages, page)
+		if r.NextCursor == nil {
+			break
+		}
+		cur := kmsg.NewDescribeTopicPartitionsRequestCursor()
+		cur.Topic, cur.Partition = r.NextCursor.Topic, r.NextCursor.Partition
+		dtp.Cursor = &cur
+	}
+	if fmt.Sprint(pages) != "[[0 1] [2]]" {
+		t.Fatalf("pages %v", pages)
+	}
 
 	// ElectLeaders reaches the controller through the broker
 	// (kafka-leader-election.sh --bootstrap-server): every partition's
