@@ -163,6 +163,43 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 		t.Fatalf("topics describe -o json: %+v", topics)
 	}
 
+	// kafka-topics.sh's reports against min.insync.replicas (1 here, the
+	// broker default, so every partition of orders is at it) and its
+	// --topics-with-overrides.
+	ok(t, bs, "", "topics", "create", "--topic", "strict", "--partitions", "2", "--config", "min.insync.replicas=2")
+	ok(t, bs, "", "topics", "create", "--topic", "plain", "--partitions", "1")
+	partitionsOf := func(out string) (lines []string) {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "\tTopic: ") {
+				f := strings.Fields(l)
+				lines = append(lines, f[1]+"-"+f[3])
+			} else if l != "" {
+				lines = append(lines, "topic line "+l)
+			}
+		}
+		return lines
+	}
+	for _, c := range []struct {
+		flag string
+		want string
+	}{
+		{"--under-min-isr-partitions", "[strict-0 strict-1]"},
+		{"--at-min-isr-partitions", "[orders-0 orders-1 orders-2 plain-0]"},
+		{"--under-replicated-partitions", "[]"},
+	} {
+		out := ok(t, bs, "", "topics", "describe", "--topic", "orders", "--topic", "strict", "--topic", "plain", c.flag)
+		if got := fmt.Sprint(partitionsOf(out)); got != c.want {
+			t.Errorf("topics describe %s: %s, want %s", c.flag, got, c.want)
+		}
+	}
+	out = ok(t, bs, "", "topics", "describe", "--topic", "orders", "--topic", "strict", "--topic", "plain", "--topics-with-overrides")
+	if lines := partitionsOf(out); len(lines) != 2 || !strings.Contains(lines[0], "Topic: orders\t") || !strings.Contains(lines[1], "Topic: strict\t") {
+		t.Errorf("topics describe --topics-with-overrides: %q", lines)
+	}
+	if r := keel(t, bs, "", "topics", "describe", "--at-min-isr-partitions", "--unavailable-partitions"); r.exit == 0 || !strings.Contains(r.stderr, "at most one partition report") {
+		t.Errorf("two reports: exit %d, stderr %q", r.exit, r.stderr)
+	}
+
 	const n = 30
 	var input strings.Builder
 	var want []string

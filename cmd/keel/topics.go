@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/keelstream/keel/client"
@@ -56,16 +58,24 @@ func topicsCommand() *cli.Command {
 				Name:  "describe",
 				Usage: "describe topics: partitions, leaders, replicas, ISR and configs",
 				Description: "Like kafka-topics.sh --describe: one line per topic (its non-default configs) and\n" +
-					"one per partition. All topics when --topic is not given.\n\n" +
+					"one per partition. All topics when --topic is not given. At most one of the\n" +
+					"partition reports (--under-replicated-partitions, --under-min-isr-partitions,\n" +
+					"--at-min-isr-partitions, --unavailable-partitions) prints only the partitions it\n" +
+					"names, without topic lines.\n\n" +
 					"Examples:\n" +
 					"  keel topics describe --topic orders\n" +
 					"  keel topics describe --under-replicated-partitions\n" +
+					"  keel topics describe --at-min-isr-partitions\n" +
+					"  keel topics describe --topics-with-overrides\n" +
 					"  keel topics describe --topic orders -o json",
 				Flags: adminFlags(
 					&cli.StringSliceFlag{Name: "topic", Usage: "topic to describe (repeatable; default all)"},
 					&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out internal topics"},
 					&cli.BoolFlag{Name: "under-replicated-partitions", Usage: "only partitions whose ISR is smaller than their replica set"},
+					&cli.BoolFlag{Name: "under-min-isr-partitions", Usage: "only partitions whose ISR is smaller than the topic's min.insync.replicas (or that have no leader)"},
+					&cli.BoolFlag{Name: "at-min-isr-partitions", Usage: "only partitions whose ISR is exactly the topic's min.insync.replicas: one more replica lost fails acks=all"},
 					&cli.BoolFlag{Name: "unavailable-partitions", Usage: "only partitions without a leader"},
+					&cli.BoolFlag{Name: "topics-with-overrides", Usage: "only the topic lines of topics with configs set on the topic, no partitions"},
 					&cli.BoolFlag{Name: "if-exists", Usage: "ignore topics that do not exist"},
 					outputFlag(),
 				),
@@ -206,27 +216,44 @@ func topicsDescribe(c *cli.Context) error {
 			found = append(found, tm)
 		}
 	}
-	configs, err := topicConfigs(ctx, adm, found)
+	configs, minISR, err := topicConfigs(ctx, adm, found)
 	if err != nil {
 		return err
 	}
-	keep := func(p client.PartitionMetadata) bool {
-		if c.Bool("under-replicated-partitions") && len(p.ISR) >= len(p.Replicas) {
-			return false
-		}
-		if c.Bool("unavailable-partitions") && p.Leader >= 0 {
-			return false
-		}
-		return true
+	if c.Bool("topics-with-overrides") {
+		found = slices.DeleteFunc(found, func(tm *client.TopicMetadata) bool { return len(configs[tm.Topic]) == 0 })
 	}
-	filtered := c.Bool("under-replicated-partitions") || c.Bool("unavailable-partitions")
+	// The partition reports of kafka-topics.sh --describe; like it, at
+	// most one at a time.
+	reports := map[string]func(topic string, p client.PartitionMetadata) bool{
+		"under-replicated-partitions": func(_ string, p client.PartitionMetadata) bool { return len(p.ISR) < len(p.Replicas) },
+		"under-min-isr-partitions":    func(t string, p client.PartitionMetadata) bool { return p.Leader < 0 || len(p.ISR) < minISR[t] },
+		"at-min-isr-partitions":       func(t string, p client.PartitionMetadata) bool { return len(p.ISR) == minISR[t] },
+		"unavailable-partitions":      func(_ string, p client.PartitionMetadata) bool { return p.Leader < 0 },
+	}
+	var report func(string, client.PartitionMetadata) bool
+	var asked []string
+	for name, f := range reports {
+		if c.Bool(name) {
+			report = f
+			asked = append(asked, "--"+name)
+		}
+	}
+	if len(asked) > 1 {
+		sort.Strings(asked)
+		return fmt.Errorf("%s: give at most one partition report", strings.Join(asked, ", "))
+	}
+	filtered := report != nil
+	keep := func(topic string, p client.PartitionMetadata) bool {
+		return !c.Bool("topics-with-overrides") && (report == nil || report(topic, p))
+	}
 	if asJSON {
 		out := []topicJSON{}
 		for _, tm := range found {
 			tj := topicJSON{Topic: tm.Topic, TopicID: topicID(tm.ID), Internal: tm.Internal, PartitionCount: len(tm.Partitions),
 				ReplicationFactor: replicationFactor(tm), Configs: configs[tm.Topic], Partitions: []partitionJSON{}}
 			for _, p := range tm.Partitions {
-				if !keep(p) {
+				if !keep(tm.Topic, p) {
 					continue
 				}
 				pj := partitionJSON{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
@@ -250,7 +277,7 @@ func topicsDescribe(c *cli.Context) error {
 				tm.Topic, topicID(tm.ID), len(tm.Partitions), replicationFactor(tm), joinConfigs(configs[tm.Topic]))
 		}
 		for _, p := range tm.Partitions {
-			if keep(p) {
+			if keep(tm.Topic, p) {
 				printPartition(w, tm.Topic, p)
 			}
 		}
@@ -272,11 +299,12 @@ func printPartition(w io.Writer, topic string, p client.PartitionMetadata) {
 }
 
 // topicConfigs returns each topic's configs that are set on the topic
-// (source TOPIC_CONFIG), as kafka-topics.sh --describe shows them.
-func topicConfigs(ctx context.Context, adm *client.Admin, tms []*client.TopicMetadata) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
+// (source TOPIC_CONFIG), as kafka-topics.sh --describe shows them, and its
+// effective min.insync.replicas.
+func topicConfigs(ctx context.Context, adm *client.Admin, tms []*client.TopicMetadata) (map[string]map[string]string, map[string]int, error) {
+	out, minISR := map[string]map[string]string{}, map[string]int{}
 	if len(tms) == 0 {
-		return out, nil
+		return out, minISR, nil
 	}
 	names := make([]string, len(tms))
 	for i, tm := range tms {
@@ -285,13 +313,16 @@ func topicConfigs(ctx context.Context, adm *client.Admin, tms []*client.TopicMet
 	}
 	rcs, err := adm.DescribeConfigs(ctx, client.TopicConfig, names...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, rc := range rcs {
 		if rc.Err != nil {
-			return nil, fmt.Errorf("describe configs of topic %s: %w", rc.Name, rc.Err)
+			return nil, nil, fmt.Errorf("describe configs of topic %s: %w", rc.Name, rc.Err)
 		}
 		for _, e := range rc.Configs {
+			if e.Name == "min.insync.replicas" && e.Value != nil {
+				minISR[rc.Name], _ = strconv.Atoi(*e.Value)
+			}
 			if e.Source == "DYNAMIC_TOPIC_CONFIG" || e.Source == "TOPIC_CONFIG" {
 				v := ""
 				if e.Value != nil {
@@ -301,7 +332,7 @@ func topicConfigs(ctx context.Context, adm *client.Admin, tms []*client.TopicMet
 			}
 		}
 	}
-	return out, nil
+	return out, minISR, nil
 }
 
 func joinConfigs(m map[string]string) string {
