@@ -101,9 +101,9 @@ var progressStep = 64 << 10
 
 // decompress is Decompress, calling progress (when not nil) as the output
 // grows: gzip, lz4 and zstd at least every time it doubles from
-// progressStep, xerial snappy after each chunk. A raw snappy block, whose
-// output is bounded by snappyMaxRatio and decoded in one call, reaches
-// progress only through the caller's final look at the whole output.
+// progressStep, xerial snappy after each chunk, a raw snappy block of more
+// than snappyStreamOver as gzip (a smaller one, decoded in one call, reaches
+// progress only through the caller's final look at the whole output).
 func decompress(c Compression, dst, src []byte, maxSize int, progress progressFunc) ([]byte, error) {
 	maxSize = max(maxSize, 0)
 	if c != CompressionNone && len(src) == 0 {
@@ -396,11 +396,123 @@ func decompressSnappy(dst, src []byte, maxSize int, progress progressFunc) ([]by
 	if n > maxSize {
 		return dst, tooLarge(CompressionSnappy, maxSize)
 	}
+	if progress != nil && n > snappyStreamOver {
+		return decodeSnappyStream(dst, src, n, progress)
+	}
 	out := grow(dst, n)
 	if err := decodeSnappyBlock(out[len(out):len(out)+n], src, 0); err != nil {
 		return dst, err
 	}
 	return out[:len(out)+n], nil
+}
+
+// snappyStreamOver is the decoded length above which validation decodes a
+// raw snappy block with decodeSnappyStream, watching the records as they
+// come, instead of golang/snappy's faster decoder, which fills the whole
+// output in one call: a bomb then costs validation the first steps of its
+// output, not its claimed length (up to the inflate bound). Producers'
+// blocks, a batch of at most max.message.bytes (1 MiB by default), decode
+// below it. A variable only so that tests can stream small blocks.
+var snappyStreamOver = 8 << 20
+
+// decodeSnappyStream appends the n bytes a raw snappy block decodes to
+// (its header already read and checked by snappyDecodedLen) to dst,
+// growing the output as it goes and calling progress each time it has
+// doubled from progressStep. It is as strict as decodeSnappyBlock
+// (golang/snappy's checks: the reference format, no S2 extensions; a copy
+// from before the output's start or past its end, a literal past the
+// input's end, or an output of other than n bytes, is corrupt), and
+// FuzzSnappyStream holds the two to the same answers.
+func decodeSnappyStream(dst, block []byte, n int, progress progressFunc) ([]byte, error) {
+	_, hdr := binary.Uvarint(block)
+	src := block[hdr:]
+	start := len(dst)
+	end := start + n
+	out := grow(dst, min(n, 1<<20))
+	seen := start // the output progress last saw ends here
+	bad := func(at int, why string) ([]byte, error) {
+		return dst, fmt.Errorf("decompress snappy: block at 0: element at %d: %s: %w: %w", hdr+at, why, ErrCorruptMessage, snappy.ErrCorrupt)
+	}
+	for s := 0; s < len(src); {
+		if len(out)-seen >= max(progressStep, seen-start) {
+			if err := progress(out[start:]); err != nil {
+				return dst, err
+			}
+			seen = len(out)
+		}
+		tag := src[s]
+		var length, offset int
+		switch tag & 3 {
+		case 0: // a literal: its length - 1 in the tag, or in 1-4 bytes after it
+			x, at := int(tag>>2), s
+			s++
+			if x >= 60 {
+				k := x - 59
+				if k > len(src)-s {
+					return bad(at, "literal length cut short")
+				}
+				x = 0
+				for i := range k {
+					x |= int(src[s+i]) << (8 * i)
+				}
+				s += k
+			}
+			length = x + 1
+			if length > len(src)-s || length > end-len(out) {
+				return bad(at, "literal past the end")
+			}
+			out = append(growSnappy(out, length, start, end), src[s:s+length]...)
+			s += length
+			continue
+		case 1: // a copy of 4-11 bytes from up to 2 KiB back
+			if len(src)-s < 2 {
+				return bad(s, "copy cut short")
+			}
+			length = 4 + int(tag>>2)&7
+			offset = int(tag&0xe0)<<3 | int(src[s+1])
+			s += 2
+		case 2: // a copy of 1-64 bytes from up to 64 KiB back
+			if len(src)-s < 3 {
+				return bad(s, "copy cut short")
+			}
+			length = 1 + int(tag>>2)
+			offset = int(binary.LittleEndian.Uint16(src[s+1:]))
+			s += 3
+		case 3: // a copy of 1-64 bytes from up to 4 GiB back
+			if len(src)-s < 5 {
+				return bad(s, "copy cut short")
+			}
+			length = 1 + int(tag>>2)
+			offset = int(binary.LittleEndian.Uint32(src[s+1:]))
+			s += 5
+		}
+		if offset <= 0 || offset > len(out)-start || length > end-len(out) {
+			return bad(s, "copy out of range")
+		}
+		out = growSnappy(out, length, start, end)
+		from := len(out) - offset
+		if offset >= length {
+			out = append(out, out[from:from+length]...)
+		} else {
+			for i := range length { // overlapping: a run repeats
+				out = append(out, out[from+i])
+			}
+		}
+	}
+	if len(out) != end {
+		return bad(len(src), fmt.Sprintf("%d bytes decoded, the header claims %d", len(out)-start, n))
+	}
+	return out, nil
+}
+
+// growSnappy makes room for k more bytes of a streamed snappy output that
+// started at start and ends at end: the output so far again, at most to
+// its end.
+func growSnappy(out []byte, k, start, end int) []byte {
+	if cap(out)-len(out) >= k {
+		return out
+	}
+	return grow(out, min(max(k, len(out)-start), end-len(out)))
 }
 
 // snappyDecodedLen returns the length a raw block at offset off of the

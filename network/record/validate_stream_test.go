@@ -97,11 +97,7 @@ func TestValidateCompressedAsItInflates(t *testing.T) {
 		_, m = varint(records[pos:])
 		return pos + m
 	}
-	cases := []struct {
-		name    string
-		count   int32
-		records func() []byte
-	}{
+	cases := []validateCase{
 		{"valid", n, func() []byte { return good }},
 		{"offset delta out of order deep in the batch", n, func() []byte {
 			r := bytes.Clone(good)
@@ -113,6 +109,25 @@ func TestValidateCompressedAsItInflates(t *testing.T) {
 		{"last record cut short", n, func() []byte { return good[:len(good)-3] }},
 		{"bytes after the last record", n, func() []byte { return append(bytes.Clone(good), 0, 0, 0) }},
 	}
+	// Raw snappy blocks of producers' sizes decode in one call; larger
+	// ones stream. Streaming every block covers the second path here.
+	over := snappyStreamOver
+	t.Cleanup(func() { snappyStreamOver = over })
+	for _, streamAll := range []bool{false, true} {
+		if streamAll {
+			snappyStreamOver = 0
+		}
+		runValidateCases(t, cases, streamAll)
+	}
+}
+
+type validateCase struct {
+	name    string
+	count   int32
+	records func() []byte
+}
+
+func runValidateCases(t *testing.T, cases []validateCase, streamAll bool) {
 	for _, tc := range cases {
 		records := tc.records()
 		plain := batchOf(t, CompressionNone, nil, tc.count, records)
@@ -125,7 +140,14 @@ func TestValidateCompressedAsItInflates(t *testing.T) {
 			t.Fatalf("%s: uncompressed verdict %v", tc.name, wantErr)
 		}
 		for _, sc := range streamCodecs {
-			t.Run(tc.name+"/"+sc.name, func(t *testing.T) {
+			if streamAll && sc.name != "snappy raw block" {
+				continue
+			}
+			name := tc.name + "/" + sc.name
+			if streamAll {
+				name += " streamed"
+			}
+			t.Run(name, func(t *testing.T) {
 				b := batchOf(t, sc.c, sc.compress, tc.count, records)
 				h, err := CheckBatch(b)
 				if err != nil {
@@ -196,11 +218,6 @@ func TestValidateStopsABombAtItsFirstBadRecord(t *testing.T) {
 	for _, bomb := range bombs {
 		for _, sc := range streamCodecs {
 			t.Run(bomb.name+"/"+sc.name, func(t *testing.T) {
-				if sc.name == "snappy raw block" {
-					// One block, decoded in one call: bounded by
-					// snappy's ratio (22:1 of the batch), not cut.
-					t.Skip("a raw snappy block is inflated whole")
-				}
 				b := batchOf(t, sc.c, sc.compress, bomb.count, bomb.records)
 				h, err := CheckBatch(b)
 				if err != nil {
@@ -250,9 +267,9 @@ func FuzzValidateCompressed(f *testing.F) {
 	f.Add(RecordsBytes(buildTestBatch(f, DefaultBatchOptions(), 5)), uint8(4))
 	f.Add(append(RecordsBytes(buildTestBatch(f, DefaultBatchOptions(), 2)), 0, 0), uint8(2))
 	f.Add(make([]byte, 40), uint8(3))
-	step := progressStep
-	progressStep = 1
-	f.Cleanup(func() { progressStep = step })
+	step, over := progressStep, snappyStreamOver
+	progressStep, snappyStreamOver = 1, 0 // raw snappy blocks stream too
+	f.Cleanup(func() { progressStep, snappyStreamOver = step, over })
 	f.Fuzz(func(t *testing.T, records []byte, count uint8) {
 		n := int32(count%32) + 1
 		plain := batchOf(t, CompressionNone, nil, n, records)
@@ -279,6 +296,82 @@ func FuzzValidateCompressed(f *testing.F) {
 				t.Fatalf("%s: err %v, uncompressed %v", sc.name, err, wantErr)
 			case err == nil && got != want:
 				t.Fatalf("%s: stats %+v, uncompressed %+v", sc.name, got, want)
+			}
+		}
+	})
+}
+
+// FuzzSnappyStream holds the streamed raw snappy decoder to the answers of
+// golang/snappy's, which validation uses for blocks of up to
+// snappyStreamOver: the same bytes, or corrupt for both; and progress sees
+// ever longer prefixes of the output.
+func FuzzSnappyStream(f *testing.F) {
+	f.Add(snappyABCx3)
+	f.Add(snappyHello)
+	f.Add(s2.EncodeSnappy(nil, batchLikePayload(5000)))
+	f.Add(s2.EncodeSnappy(nil, make([]byte, 300_000))) // overlapping copies
+	f.Add(s2.Encode(nil, batchLikePayload(5000)))      // S2's repeat codes: corrupt
+	step := progressStep
+	progressStep = 1
+	f.Cleanup(func() { progressStep = step })
+	f.Fuzz(func(t *testing.T, block []byte) {
+		n, err := snappyDecodedLen(block, 0)
+		if err != nil || n > fuzzMaxSize {
+			return
+		}
+		want := make([]byte, n)
+		wantErr := decodeSnappyBlock(want, block, 0)
+		var seen []byte
+		prefix := []byte("prefix")
+		got, gotErr := decodeSnappyStream(bytes.Clone(prefix), block, n, func(out []byte) error {
+			if len(out) <= len(seen) || !bytes.Equal(out[:len(seen)], seen) {
+				t.Fatalf("progress saw %d bytes after %d, not a longer output", len(out), len(seen))
+			}
+			seen = bytes.Clone(out)
+			return nil
+		})
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("streamed: %v; golang/snappy: %v", gotErr, wantErr)
+		}
+		if gotErr != nil {
+			if !errors.Is(gotErr, ErrCorruptMessage) || !bytes.Equal(got, prefix) {
+				t.Fatalf("streamed error %v, dst %q", gotErr, got)
+			}
+			return
+		}
+		if !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
+			t.Fatalf("streamed %d bytes differ from golang/snappy's %d", len(got)-len(prefix), len(want))
+		}
+		if !bytes.HasPrefix(want, seen) {
+			t.Fatal("progress saw bytes the output does not start with")
+		}
+	})
+}
+
+// BenchmarkSnappyStream: a raw snappy block of producer-like records over
+// snappyStreamOver, decoded streamed (as validation does, without a
+// progress step cutting it) against golang/snappy's one call (the
+// baseline, which validation uses below snappyStreamOver).
+func BenchmarkSnappyStream(b *testing.B) {
+	src := batchLikePayload(12 << 20)
+	block := s2.EncodeSnappy(nil, src)
+	n := len(src)
+	b.Run("golang-snappy", func(b *testing.B) {
+		out := make([]byte, n)
+		b.SetBytes(int64(n))
+		for b.Loop() {
+			if err := decodeSnappyBlock(out, block, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("streamed", func(b *testing.B) {
+		out := make([]byte, 0, n)
+		b.SetBytes(int64(n))
+		for b.Loop() {
+			var err error
+			if out, err = decodeSnappyStream(out[:0], block, n, func([]byte) error { return nil }); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
