@@ -79,10 +79,27 @@ func (c *chaosCluster) leader() int32 {
 
 // leaders maps each partition of the chaos topic to its leader and its
 // preferred (first) replica, as the first running node that answers sees
-// them. It asks with a raw Metadata request on a fresh client: kgo and
-// kadm may answer from their cached metadata.
+// them.
 func (c *chaosCluster) leaders() (leader, preferred map[int32]int32, err error) {
-	err = errors.New("no running node answered")
+	parts, err := c.partitions()
+	if err != nil {
+		return nil, nil, err
+	}
+	leader, preferred = map[int32]int32{}, map[int32]int32{}
+	for _, p := range parts {
+		leader[p.Partition] = p.Leader
+		if len(p.Replicas) > 0 {
+			preferred[p.Partition] = p.Replicas[0]
+		}
+	}
+	return leader, preferred, nil
+}
+
+// partitions describes the chaos topic's partitions as the first running
+// node that answers sees them. It asks with a raw Metadata request on a
+// fresh client: kgo and kadm may answer from their cached metadata.
+func (c *chaosCluster) partitions() ([]kmsg.MetadataResponseTopicPartition, error) {
+	err := errors.New("no running node answered")
 	for _, id := range chaosNodes {
 		if !c.Alive(id) {
 			continue
@@ -106,16 +123,9 @@ func (c *chaosCluster) leaders() (leader, preferred map[int32]int32, err error) 
 			}
 			continue
 		}
-		leader, preferred = map[int32]int32{}, map[int32]int32{}
-		for _, p := range resp.Topics[0].Partitions {
-			leader[p.Partition] = p.Leader
-			if len(p.Replicas) > 0 {
-				preferred[p.Partition] = p.Replicas[0]
-			}
-		}
-		return leader, preferred, nil
+		return resp.Topics[0].Partitions, nil
 	}
-	return nil, nil, err
+	return nil, err
 }
 
 // activeController asks the quorum (DescribeQuorum, forwarded by brokers).
@@ -296,39 +306,17 @@ func TestChaosFollowerLosesItsPageCacheTail(t *testing.T) {
 }
 
 // isrs maps each partition of the chaos topic to its ISR, as the first
-// running node that answers sees it (a raw Metadata request, as leaders).
+// running node that answers sees it.
 func (c *chaosCluster) isrs() (map[int32][]int32, error) {
-	err := errors.New("no running node answered")
-	for _, id := range chaosNodes {
-		if !c.Alive(id) {
-			continue
-		}
-		var cl *kgo.Client
-		if cl, err = kgo.NewClient(kgo.SeedBrokers(c.Node(id).AdvertisedPlaintext), kgo.RequestRetries(0)); err != nil {
-			continue
-		}
-		req := kmsg.NewPtrMetadataRequest()
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(chaosTopic)
-		req.Topics = append(req.Topics, rt)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		var resp *kmsg.MetadataResponse
-		resp, err = req.RequestWith(ctx, cl)
-		cancel()
-		cl.Close()
-		if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
-			if err == nil {
-				err = fmt.Errorf("node %d: no metadata for %s", id, chaosTopic)
-			}
-			continue
-		}
-		out := map[int32][]int32{}
-		for _, p := range resp.Topics[0].Partitions {
-			out[p.Partition] = p.ISR
-		}
-		return out, nil
+	parts, err := c.partitions()
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	out := map[int32][]int32{}
+	for _, p := range parts {
+		out[p.Partition] = p.ISR
+	}
+	return out, nil
 }
 
 // TestControlledShutdownAndPreferredLeaders: SIGTERM is a controlled
