@@ -34,7 +34,6 @@ package broker
 //     which is what Kafka answers with that feature at 0.
 
 import (
-	"math"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -90,7 +89,7 @@ func (b *Broker) handleDescribeTopicPartitions(req *network.Request, m *kmsg.Des
 		})
 	}
 
-	limit := int(max(min(m.ResponsePartitionLimit, int32(min(b.cfg.MaxRequestPartitionSizeLimit, math.MaxInt32))), 1))
+	limit := max(min(int(m.ResponsePartitionLimit), b.cfg.MaxRequestPartitionSizeLimit), 1)
 	listener := req.Conn.Listener
 	for _, name := range names {
 		if limit == 0 {
