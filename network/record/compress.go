@@ -411,8 +411,9 @@ func decompressSnappy(dst, src []byte, maxSize int, progress progressFunc) ([]by
 // come, instead of golang/snappy's faster decoder, which fills the whole
 // output in one call: a bomb then costs validation the first steps of its
 // output, not its claimed length (up to the inflate bound). Producers'
-// blocks, a batch of at most max.message.bytes (1 MiB by default), decode
-// below it. A variable only so that tests can stream small blocks.
+// blocks, a compressed batch of at most max.message.bytes (1 MiB by
+// default), decode below it unless they compress more than 8:1. A
+// variable only so that tests can stream small blocks.
 var snappyStreamOver = 8 << 20
 
 // decodeSnappyStream appends the n bytes a raw snappy block decodes to
