@@ -2,7 +2,9 @@ package broker
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +13,8 @@ import (
 
 	"github.com/keelstream/keel/metadata"
 )
+
+var cursorForm = regexp.MustCompile(`^(.*?)-(-?[0-9]+)$`)
 
 // dtpPage is one DescribeTopicPartitions answer, flattened: its topics'
 // errors, the partitions described as "topic-partition", the cursor.
@@ -31,10 +35,14 @@ func describeTopicPartitions(t *testing.T, rc *rawClient, limit int32, cursor st
 		req.Topics = append(req.Topics, rt)
 	}
 	if cursor != "" {
+		// "topic-partition", the partition possibly negative ("b--1").
+		m := cursorForm.FindStringSubmatch(cursor)
+		if m == nil {
+			t.Fatalf("cursor %q is not topic-partition", cursor)
+		}
 		c := kmsg.NewDescribeTopicPartitionsRequestCursor()
-		i := strings.LastIndexByte(cursor, '-')
-		c.Topic = cursor[:i]
-		fmt.Sscan(cursor[i+1:], &c.Partition)
+		p, _ := strconv.Atoi(m[2])
+		c.Topic, c.Partition = m[1], int32(p)
 		req.Cursor = &c
 	}
 	resp := roundTrip[*kmsg.DescribeTopicPartitionsResponse](rc, req)
