@@ -3,6 +3,7 @@ package storage
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -134,6 +135,14 @@ type Manager struct {
 	// cleanerIORate is log.cleaner.io.max.bytes.per.second, as float64
 	// bits (SetCleanerIOMaxBytesPerSecond).
 	cleanerIORate atomic.Uint64
+
+	// previousBrokerEpoch is the broker epoch the clean-shutdown markers
+	// held at open: -1 unless every dir had one, all with the same epoch
+	// (PreviousBrokerEpoch). brokerEpoch is the one Close writes into
+	// them (SetBrokerEpoch).
+	previousBrokerEpoch int64
+	markerEpochs        []int64
+	brokerEpoch         atomic.Int64
 }
 
 // OpenManager locks every log dir and opens every partition in them,
@@ -188,6 +197,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	m.writeback = newWritebackQueue(m.stop)
 	m.deleter = newFileDeleter(m.stop, cfg.DeleteBytesPerSecond, m.logger)
 	m.writebackBytes.Store(cfg.WritebackBytes)
+	m.brokerEpoch.Store(-1)
 	m.cleanerIORate.Store(math.Float64bits(cfg.CleanerIOMaxBytesPerSecond))
 	for _, dir := range cfg.LogDirs {
 		m.dirs[dir] = &logDir{path: dir, failed: m.dirFailed}
@@ -205,6 +215,12 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 			}
 			m.unlock()
 			return nil, err
+		}
+	}
+	m.previousBrokerEpoch = m.markerEpochs[0]
+	for _, e := range m.markerEpochs {
+		if e != m.previousBrokerEpoch {
+			m.previousBrokerEpoch = -1
 		}
 	}
 	m.loadCleanerCheckpoints()
@@ -245,12 +261,44 @@ func (m *Manager) unlock() {
 	m.locks = nil
 }
 
+// cleanShutdownMarker is the clean-shutdown marker's content, as Kafka's
+// CleanShutdownFileHandler writes it: the broker epoch of the registration
+// that shut down cleanly, which the next registration reports as its
+// PreviousBrokerEpoch (KIP-966).
+type cleanShutdownMarker struct {
+	Version     int   `json:"version"`
+	BrokerEpoch int64 `json:"brokerEpoch"`
+}
+
+// markerBrokerEpoch is the broker epoch a dir's marker holds: -1 when
+// there is none, it is empty (written before markers held one) or it does
+// not parse.
+func markerBrokerEpoch(data []byte, exists bool) int64 {
+	var mk cleanShutdownMarker
+	if !exists || json.Unmarshal(data, &mk) != nil || mk.BrokerEpoch < 0 {
+		return -1
+	}
+	return mk.BrokerEpoch
+}
+
+// PreviousBrokerEpoch is the broker epoch of the registration whose clean
+// shutdown wrote every log dir's marker, or -1 after an unclean shutdown
+// (a dir without its marker) or on a new node. The broker sends it in its
+// BrokerRegistration, so the controller can tell a clean restart from a
+// crash that may have lost acknowledged records.
+func (m *Manager) PreviousBrokerEpoch() int64 { return m.previousBrokerEpoch }
+
+// SetBrokerEpoch records the broker epoch of the current registration, for
+// Close to write into the clean-shutdown markers.
+func (m *Manager) SetBrokerEpoch(epoch int64) { m.brokerEpoch.Store(epoch) }
+
 // loadDir opens every partition of one log dir.
 func (m *Manager) loadDir(dir string) error {
 	start := m.cfg.Now()
 	marker := filepath.Join(dir, cleanShutdownFileName)
-	_, err := os.Stat(marker)
+	markerData, err := os.ReadFile(marker)
 	clean := err == nil
+	m.markerEpochs = append(m.markerEpochs, markerBrokerEpoch(markerData, clean))
 	recovery, err := NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Read()
 	if err != nil {
 		m.logger.Warn("ignoring an unreadable checkpoint; recovering every partition fully", "dir", dir, "error", err)
@@ -647,7 +695,12 @@ func (m *Manager) Close() error {
 			errs = append(errs, fmt.Errorf("close log manager: log dir %s is offline: %w", dir, ErrStorage))
 			continue
 		}
-		if err := writeFileAtomic(filepath.Join(dir, cleanShutdownFileName), nil); err != nil {
+		marker, err := json.Marshal(cleanShutdownMarker{Version: 0, BrokerEpoch: m.brokerEpoch.Load()})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := writeFileAtomic(filepath.Join(dir, cleanShutdownFileName), marker); err != nil {
 			errs = append(errs, err)
 		}
 	}

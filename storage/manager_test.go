@@ -474,3 +474,69 @@ func TestHighWatermarkCheckpointInterval(t *testing.T) {
 		t.Fatalf("recovery points written before their hour-long interval: %v", rps)
 	}
 }
+
+// TestCleanShutdownMarkerCarriesTheBrokerEpoch: Close writes the broker
+// epoch into every dir's marker, as Kafka's CleanShutdownFileHandler does,
+// and the next open reports it as PreviousBrokerEpoch (KIP-966); -1 after
+// a crash (a dir without its marker), on a new node, for an empty marker
+// of an older Keel, and for markers that disagree.
+func TestCleanShutdownMarkerCarriesTheBrokerEpoch(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	reopen := func() *Manager {
+		t.Helper()
+		m, err := OpenManager(testManagerConfig(dirs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := reopen()
+	if e := m.PreviousBrokerEpoch(); e != -1 {
+		t.Fatalf("new node: previous broker epoch %d, want -1", e)
+	}
+	m.SetBrokerEpoch(42)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dirs[0], cleanShutdownFileName))
+	if err != nil || string(data) != `{"version":0,"brokerEpoch":42}` {
+		t.Fatalf("marker %q %v", data, err)
+	}
+	m = reopen()
+	if e := m.PreviousBrokerEpoch(); e != 42 {
+		t.Fatalf("after a clean shutdown: previous broker epoch %d, want 42", e)
+	}
+	m.SetBrokerEpoch(43)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, damage := range map[string]func() error{
+		"a dir without its marker (a crash)": func() error { return os.Remove(filepath.Join(dirs[1], cleanShutdownFileName)) },
+		"an empty marker (an older Keel)": func() error {
+			return os.WriteFile(filepath.Join(dirs[1], cleanShutdownFileName), nil, 0o644)
+		},
+		"markers that disagree": func() error {
+			return os.WriteFile(filepath.Join(dirs[1], cleanShutdownFileName), []byte(`{"version":0,"brokerEpoch":7}`), 0o644)
+		},
+		"a marker that does not parse": func() error {
+			return os.WriteFile(filepath.Join(dirs[1], cleanShutdownFileName), []byte(`{"brokerEpoch":`), 0o644)
+		},
+	} {
+		if err := damage(); err != nil {
+			t.Fatal(err)
+		}
+		m = reopen()
+		if e := m.PreviousBrokerEpoch(); e != -1 {
+			t.Errorf("%s: previous broker epoch %d, want -1", name, e)
+		}
+		m.SetBrokerEpoch(43)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m = reopen()
+	defer m.Close()
+	if e := m.PreviousBrokerEpoch(); e != 43 {
+		t.Fatalf("after clean shutdowns again: previous broker epoch %d, want 43", e)
+	}
+}
