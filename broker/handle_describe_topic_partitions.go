@@ -29,9 +29,9 @@ package broker
 //   - Partitions as Metadata v13 describes them (leader, leader epoch,
 //     replicas, ISR, offline replicas), except that a leader without an
 //     endpoint on the listener is leader -1 with no error code, as in
-//     Kafka. EligibleLeaderReplicas and LastKnownELR are empty: Keel does
-//     not track ELRs (eligible.leader.replicas.version is not advertised),
-//     which is what Kafka answers with that feature at 0.
+//     Kafka, and with the eligible leader replicas and last known ones
+//     (KIP-966), empty unless eligible.leader.replicas.version is 1 and the
+//     ISR is below min.insync.replicas.
 
 import (
 	"slices"
@@ -149,7 +149,8 @@ func describePartition(img *metadata.Image, p *metadata.Partition, id int32, lis
 	rp.Partition, rp.LeaderEpoch = id, p.LeaderEpoch
 	rp.Replicas, rp.ISR = p.Replicas, p.ISR
 	rp.OfflineReplicas = offlineReplicas(img, p, listener)
-	rp.EligibleLeaderReplicas, rp.LastKnownELR = []int32{}, []int32{}
+	rp.EligibleLeaderReplicas = append([]int32{}, p.ELR...)
+	rp.LastKnownELR = append([]int32{}, p.LastKnownELR...)
 	rp.LeaderID = -1
 	if leader, ok := img.Broker(p.Leader); ok && p.Leader >= 0 {
 		if _, ok := leader.Endpoint(listener); ok {

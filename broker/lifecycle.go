@@ -14,6 +14,7 @@ import (
 	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/raftlog"
+	"github.com/keelstream/keel/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -180,15 +181,19 @@ type brokerLifecycle struct {
 	// controller first reports this broker caught up with the metadata
 	// log, with the offset the heartbeat reported; nil for none.
 	onCaughtUp func(offset int64)
-	caughtUp   bool // run goroutine only
-	stop       chan struct{}
-	shutdown   chan chan struct{}
-	wg         sync.WaitGroup
+	// logs are the partition logs: their clean-shutdown markers hold the
+	// broker epoch of the last clean shutdown.
+	logs     *storage.Manager
+	caughtUp bool // run goroutine only
+	stop     chan struct{}
+	shutdown chan chan struct{}
+	wg       sync.WaitGroup
 }
 
-func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID, rack string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logger hclog.Logger) *brokerLifecycle {
+func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID, rack string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logs *storage.Manager, logger hclog.Logger) *brokerLifecycle {
 	l := &brokerLifecycle{
 		ch: ch, metadataOffset: metadataOffset, nodeID: nodeID, clusterID: clusterID, rack: rack, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
+		logs:      logs,
 		endpoints: endpoints, interval: interval, logger: logger.Named("lifecycle"),
 		registered: make(chan struct{}), stop: make(chan struct{}), shutdown: make(chan chan struct{}),
 	}
@@ -258,6 +263,9 @@ func (l *brokerLifecycle) register(ctx context.Context) error {
 		req.Listeners = append(req.Listeners, le)
 	}
 	req.Features = registrationFeatures()
+	// The epoch this node's last clean shutdown wrote (KIP-966): any other
+	// tells the controller this process may have lost acknowledged records.
+	req.PreviousBrokerEpoch = l.logs.PreviousBrokerEpoch()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := l.ch.send(rctx, req)
@@ -269,7 +277,8 @@ func (l *brokerLifecycle) register(ctx context.Context) error {
 		return fmt.Errorf("controller refused registration: %w", err)
 	}
 	l.epoch.Store(r.BrokerEpoch)
-	l.logger.Info("registered with the controller", "broker_epoch", r.BrokerEpoch)
+	l.logs.SetBrokerEpoch(r.BrokerEpoch)
+	l.logger.Info("registered with the controller", "broker_epoch", r.BrokerEpoch, "previous_broker_epoch", req.PreviousBrokerEpoch)
 	l.once.Do(func() { close(l.registered) })
 	return nil
 }

@@ -165,10 +165,9 @@ func (b *Broker) writeMetrics(w *promWriter) {
 	}
 }
 
-// underReplicated, underMinISR and atMinISR compare the ISR with the
-// replicas and with min.insync.replicas.
+// underReplicated and atMinISR compare the ISR with the replicas and with
+// min.insync.replicas (underMinISR: replicas.go).
 func (s *partitionState) underReplicated() bool { return len(s.isr) < len(s.replicas) }
-func (s *partitionState) underMinISR() bool     { return len(s.isr) < s.minISR }
 func (s *partitionState) atMinISR() bool        { return len(s.isr) == s.minISR }
 
 // countISRChange counts a committed ISR change from old to new.

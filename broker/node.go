@@ -396,7 +396,7 @@ func (n *Node) start() (err error) {
 			}
 		}
 		heartbeats := channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial))
-		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, cfg.BrokerRack, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, logger)
+		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, cfg.BrokerRack, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, n.logs, logger)
 	}
 	if cfg.MetricsAddress != "" {
 		// Last: a scrape reads the fields set above.

@@ -96,6 +96,15 @@ func (s *partitionState) onlyLeaderInISR() bool {
 	return len(s.isr) == 1 && s.isr[0] == s.leader
 }
 
+// underMinISR reports an ISR smaller than min.insync.replicas, capped by
+// the replica count (Kafka's Partition.isUnderMinIsr). The high watermark
+// then stays where it is (KIP-966's strict min ISR, Kafka since 3.7): a
+// replica that left the ISR meanwhile still holds every committed record,
+// which is what makes it an eligible leader replica.
+func (s *partitionState) underMinISR() bool {
+	return len(s.isr) < min(s.minISR, len(s.replicas))
+}
+
 // leaderErrorCode is Kafka's Partition.checkCurrentLeaderEpoch followed by
 // the leadership check (localLogWithEpochOrThrow): FENCED_LEADER_EPOCH when
 // the client's epoch is older than ours, UNKNOWN_LEADER_EPOCH when newer,
@@ -167,7 +176,7 @@ func (b *Broker) maybeAdvanceHighWatermark(p *partition) {
 // it moved.
 func (b *Broker) advanceHighWatermark(p *partition) bool {
 	st := p.state.Load()
-	if !st.isLeader {
+	if !st.isLeader || st.underMinISR() {
 		return false
 	}
 	p.hwMu.Lock()

@@ -158,21 +158,31 @@ func TestStoppedFollowerStaysOutOfTheISR(t *testing.T) {
 }
 
 // TestAcksAllWhenISRShrinksBelowMinimum: an acks=all batch appended while
-// the ISR met min.insync.replicas, whose ISR then shrank below it, answers
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND; the next one is refused before
-// appending with NOT_ENOUGH_REPLICAS (Kafka's checkEnoughReplicasReachOffset
-// and appendRecordsToLeader).
+// the ISR met min.insync.replicas, whose ISR then shrank below it, is never
+// committed: below the minimum the high watermark stays (KIP-966's strict
+// min ISR, Kafka since 3.7), so the produce times out, and an acks=1 batch
+// is not visible to consumers either. The next acks=all one is refused
+// before appending with NOT_ENOUGH_REPLICAS (Kafka's appendRecordsToLeader).
 func TestAcksAllWhenISRShrinksBelowMinimum(t *testing.T) {
 	c := newTestCluster(t, withConfig("replica.lag.time.max.ms=300", "replica.fetch.wait.max.ms=200", "min.insync.replicas=2"))
 	c.meta.registerBroker(2, "127.0.0.1", 1)
 	c.createAssigned("r", []int32{testNodeID, 2})
 	// The follower never fetches: it leaves the ISR after the lag.
-	r := c.produceRaw(t, "r", 0, -1, 10*time.Second, buildBatch(t, 1, 10))
-	if r.ErrorCode != kerr.NotEnoughReplicasAfterAppend.Code {
+	r := c.produceRaw(t, "r", 0, -1, 3*time.Second, buildBatch(t, 1, 10))
+	if r.ErrorCode != kerr.RequestTimedOut.Code {
 		t.Fatalf("acks=all across an ISR shrink: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	p := c.broker.lookup(tp("r", 0))
+	if st := p.state.Load(); len(st.isr) != 1 {
+		t.Fatalf("ISR %v, want the leader alone", st.isr)
+	}
+	if r := c.produceRaw(t, "r", 0, 1, 3*time.Second, buildBatch(t, 1, 10)); r.ErrorCode != 0 {
+		t.Fatalf("acks=1 below the minimum: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
 	leo := p.log.LogEndOffset()
+	if hw := p.log.HighWatermark(); hw != 0 || c.broker.advanceHighWatermark(p) {
+		t.Fatalf("high watermark %d below min.insync.replicas, want 0 (log end offset %d)", hw, leo)
+	}
 	r = c.produceRaw(t, "r", 0, -1, 10*time.Second, buildBatch(t, 1, 10))
 	if r.ErrorCode != kerr.NotEnoughReplicas.Code || p.log.LogEndOffset() != leo {
 		t.Fatalf("acks=all with ISR below the minimum: %v, log end offset %d → %d", kerr.ErrorForCode(r.ErrorCode), leo, p.log.LogEndOffset())

@@ -320,6 +320,7 @@ func activeBrokers(img *Image) []*BrokerRegistration {
 // BrokersToIsrs and imbalancedPartitions.
 type partitionIndex struct {
 	inISR      map[int32][]PartitionKey // in the ISR or the leader
+	inELR      map[int32][]PartitionKey // eligible leader replicas
 	leaderOf   map[int32]int
 	leaderless []PartitionKey
 	imbalanced []PartitionKey
@@ -335,12 +336,15 @@ func (c *ClusterControl) partitions() *partitionIndex {
 // buildPartitionIndex walks every partition in topic-name order, so the
 // lists are deterministic.
 func buildPartitionIndex(img *Image) *partitionIndex {
-	x := &partitionIndex{inISR: map[int32][]PartitionKey{}, leaderOf: map[int32]int{}}
+	x := &partitionIndex{inISR: map[int32][]PartitionKey{}, inELR: map[int32][]PartitionKey{}, leaderOf: map[int32]int{}}
 	for _, t := range img.Topics() {
 		for i, p := range t.Partitions {
 			k := PartitionKey{TopicID: t.ID, Partition: int32(i)}
 			for _, r := range p.ISR {
 				x.inISR[r] = append(x.inISR[r], k)
+			}
+			for _, r := range p.ELR {
+				x.inELR[r] = append(x.inELR[r], k)
 			}
 			if p.Leader >= 0 {
 				x.leaderOf[p.Leader]++

@@ -61,7 +61,15 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 			return nil, resp
 		}
 		epoch = max(epoch, old.Epoch+1)
-		out = c.leaderAndISRUpdates(img, old.ID, NoLeader, c.partitions().inISR[old.ID])
+		keys, unclean := c.partitions().inISR[old.ID], NoLeader
+		if ELREnabled(img) && req.PreviousBrokerEpoch != old.Epoch && old.IncarnationID != Uuid(req.IncarnationID) {
+			// A new process that did not shut down cleanly after its
+			// last registration (KIP-966): its log may miss records it
+			// acknowledged, so it leaves every ISR and ELR.
+			unclean = old.ID
+			keys = slices.Concat(keys, c.partitions().inELR[old.ID])
+		}
+		out = c.leaderAndISRUpdates(img, old.ID, NoLeader, unclean, keys)
 	}
 	if s := c.sessions[req.BrokerID]; s != nil {
 		epoch = max(epoch, s.epoch+1) // an earlier registration not yet committed
@@ -203,10 +211,10 @@ func (c *ClusterControl) Heartbeat(now time.Time, req *kmsg.BrokerHeartbeatReque
 			} else {
 				out = append(out, &UnfenceBrokerRecord{ID: b.ID, Epoch: b.Epoch})
 			}
-			out = append(out, c.leaderAndISRUpdates(img, NoLeader, b.ID, c.partitions().leaderless)...)
+			out = append(out, c.leaderAndISRUpdates(img, NoLeader, b.ID, NoLeader, c.partitions().leaderless)...)
 		case stateControlledShutdown:
 			out = append(out, &BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, InControlledShutdown: 1})
-			out = append(out, c.leaderAndISRUpdates(img, b.ID, NoLeader, c.partitions().inISR[b.ID])...)
+			out = append(out, c.leaderAndISRUpdates(img, b.ID, NoLeader, NoLeader, c.partitions().inISR[b.ID])...)
 			s.shutdownOffset = shutdownPending
 		}
 	}
@@ -254,7 +262,12 @@ func (c *ClusterControl) UnregisterBroker(req *kmsg.UnregisterBrokerRequest) ([]
 		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("broker %d is not registered", req.BrokerID))
 		return nil, resp
 	}
-	recs := c.leaderAndISRUpdates(c.img, b.ID, NoLeader, c.partitions().inISR[b.ID])
+	keys, gone := c.partitions().inISR[b.ID], NoLeader
+	if ELREnabled(c.img) {
+		// A decommissioned broker is no longer eligible to lead either.
+		keys, gone = slices.Concat(keys, c.partitions().inELR[b.ID]), b.ID
+	}
+	recs := c.leaderAndISRUpdates(c.img, b.ID, NoLeader, gone, keys)
 	return append(recs, &UnregisterBrokerRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch}), resp
 }
 
@@ -270,7 +283,7 @@ func (c *ClusterControl) fenceRecords(img *Image, b *BrokerRegistration) []Recor
 	} else {
 		keys = buildPartitionIndex(img).inISR[b.ID]
 	}
-	out := c.leaderAndISRUpdates(img, b.ID, NoLeader, keys)
+	out := c.leaderAndISRUpdates(img, b.ID, NoLeader, NoLeader, keys)
 	if b.InControlledShutdown {
 		// A fenced broker leaves controlled shutdown (Kafka's
 		// BrokerHeartbeatManager.touch): should it heartbeat again

@@ -201,7 +201,7 @@ func (c *ClusterControl) IncrementalAlterConfigs(req *kmsg.IncrementalAlterConfi
 		}
 		resp.Resources = append(resp.Resources, rr)
 	}
-	return out, resp
+	return append(out, c.elrConfigChanges(c.img, out)...), resp
 }
 
 func (c *ClusterControl) incrementalAlterResource(typ int8, name string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, dup map[ConfigResource]bool) ([]Record, int16, string) {
@@ -286,7 +286,7 @@ func (c *ClusterControl) AlterConfigs(req *kmsg.AlterConfigsRequest) ([]Record, 
 		}
 		resp.Resources = append(resp.Resources, rr)
 	}
-	return out, resp
+	return append(out, c.elrConfigChanges(c.img, out)...), resp
 }
 
 // alterResource is the legacy replace-all: every config given is SET and

@@ -3,6 +3,7 @@ package metadata
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,7 +34,9 @@ const (
 )
 
 // partitionChange computes one PartitionChangeRecord, following Kafka's
-// PartitionChangeBuilder with eligible leader replicas (KIP-966) disabled.
+// PartitionChangeBuilder, with eligible leader replicas (KIP-966 part 1)
+// when elr is set, and then the last known leader of Kafka's default
+// (useLastKnownLeaderInBalancedRecovery).
 type partitionChange struct {
 	key PartitionKey
 	p   *Partition
@@ -47,16 +50,45 @@ type partitionChange struct {
 	// replicas, adding and removing are the replica set and reassignment
 	// asked for; they start as the current ones.
 	replicas, adding, removing []int32
+	// elr says whether eligible leader replicas are on
+	// (eligible.leader.replicas.version 1); minISR is the topic's
+	// effective min.insync.replicas, capped by its replication factor.
+	elr    bool
+	minISR int
+	// targetELR starts as the current ELR.
+	targetELR []int32
+	// uncleanShutdown, if not NoLeader, is a broker that came back from an
+	// unclean shutdown: it may have lost records it acknowledged, so it
+	// may not stay an eligible leader replica.
+	uncleanShutdown int32
 }
 
-func newPartitionChange(img *Image, k PartitionKey, p *Partition) *partitionChange {
-	return &partitionChange{
+func (c *ClusterControl) newPartitionChange(img *Image, t *Topic, k PartitionKey, p *Partition) *partitionChange {
+	pc := &partitionChange{
 		key: k, p: p,
 		acceptable: func(id int32) bool { return isActive(img, id) },
 		targetISR:  p.ISR,
 		targetLRS:  p.LeaderRecoveryState,
 		replicas:   p.Replicas, adding: p.AddingReplicas, removing: p.RemovingReplicas,
+		targetELR:       p.ELR,
+		uncleanShutdown: NoLeader,
 	}
+	if ELREnabled(img) {
+		pc.elr, pc.minISR = true, c.effectiveMinISR(img, t.Name, len(p.Replicas))
+	}
+	return pc
+}
+
+// effectiveMinISR is a topic's min.insync.replicas, capped by its
+// replication factor (Kafka's getTopicEffectiveMinIsr): a partition with
+// fewer replicas than the minimum would otherwise always be below it.
+func (c *ClusterControl) effectiveMinISR(img *Image, topic string, replicas int) int {
+	v, _ := c.effectiveTopicConfig(img, topic, "min.insync.replicas")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		n = 1
+	}
+	return min(n, max(replicas, 1))
 }
 
 // completeReassignment finishes a reassignment whose adding replicas have
@@ -86,7 +118,8 @@ func (pc *partitionChange) completeReassignment() {
 // electLeader returns the new leader and whether the election is unclean.
 func (pc *partitionChange) electLeader() (int32, bool) {
 	valid := func(r int32) bool {
-		return slices.Contains(pc.targetISR, r) && slices.Contains(pc.replicas, r) && pc.acceptable(r)
+		eligible := slices.Contains(pc.targetISR, r) || (len(pc.targetISR) == 0 && slices.Contains(pc.targetELR, r))
+		return eligible && slices.Contains(pc.replicas, r) && pc.acceptable(r)
 	}
 	if pc.election == electPreferred && len(pc.replicas) > 0 && valid(pc.replicas[0]) {
 		return pc.replicas[0], false
@@ -99,6 +132,14 @@ func (pc *partitionChange) electLeader() (int32, bool) {
 			return r, false
 		}
 	}
+	if pc.elr && len(pc.targetISR) == 0 && len(pc.targetELR) == 0 && len(pc.p.LastKnownELR) == 1 {
+		// Kafka's canElectLastKnownLeader: with no one in the ISR or ELR
+		// left, the last leader leads again when it comes back, as before
+		// KIP-966, but as an unclean election: it may have lost records.
+		if r := pc.p.LastKnownELR[0]; slices.Contains(pc.replicas, r) && pc.acceptable(r) {
+			return r, true
+		}
+	}
 	if pc.election == electUnclean {
 		for _, r := range pc.replicas {
 			if pc.acceptable(r) {
@@ -109,11 +150,39 @@ func (pc *partitionChange) electLeader() (int32, bool) {
 	return NoLeader, false
 }
 
+// populateELR is Kafka's maybePopulateTargetElr. With the ISR at or above
+// min.insync.replicas the ELR is empty. Below it, the high watermark cannot
+// move, so every replica leaving the ISR (or already in the ELR) holds
+// every committed record and is in the ELR, unless it came back from an
+// unclean shutdown.
+func (pc *partitionChange) populateELR() {
+	if !pc.elr {
+		return
+	}
+	if len(pc.targetISR) >= pc.minISR {
+		pc.targetELR = []int32{}
+		return
+	}
+	pc.targetELR = slices.DeleteFunc(union(pc.targetELR, pc.p.ISR), func(r int32) bool {
+		return slices.Contains(pc.targetISR, r) || r == pc.uncleanShutdown
+	})
+}
+
+// union is a and b's members, sorted, each once.
+func union(a, b []int32) []int32 {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // build returns the change record, or false when nothing would change.
 //
 // Without eligible leader replicas the ISR never becomes empty: removing the
 // last ISR member leaves it in the ISR (and leaderless if it may not lead),
 // so that when it comes back it is known to hold every committed record.
+// With them (KIP-966) the ISR may become empty, as the ELR then keeps who
+// may lead; a leader elected from the ELR becomes the whole ISR and leaves
+// the ELR. An unclean election clears the ELR.
 // The leader epoch moves only with the leader (KAFKA-15021: since 3.6 an ISR
 // shrink does not bump it); the partition epoch moves with every change,
 // which Image.Apply does.
@@ -127,25 +196,60 @@ func (pc *partitionChange) build() (*PartitionChangeRecord, bool) {
 		rec.Replicas = slices.Clone(pc.replicas)
 		rec.AddingReplicas, rec.RemovingReplicas = slices.Clone(pc.adding), slices.Clone(pc.removing)
 	}
+	pc.populateELR()
 	lrs := pc.targetLRS
 	leader, unclean := pc.electLeader()
 	if leader != pc.p.Leader {
 		rec.Leader = leader
-		if unclean {
+		switch {
+		case slices.Contains(pc.targetELR, leader):
+			// Elected from the ELR: it holds every committed record, and
+			// is now the whole ISR.
+			pc.targetISR = []int32{leader}
+			pc.targetELR = slices.DeleteFunc(slices.Clone(pc.targetELR), func(r int32) bool { return r == leader })
+		case unclean:
 			// The new leader's log is all there is now: the ISR is just it,
 			// and it is recovering (KIP-704).
 			rec.ISR = []int32{leader}
 			lrs = LeaderRecovering
 		}
 	}
-	if rec.ISR == nil && len(pc.targetISR) > 0 && !slices.Equal(pc.targetISR, pc.p.ISR) {
-		rec.ISR = slices.Clone(pc.targetISR)
+	if pc.elr && !unclean {
+		if !slices.Equal(pc.targetELR, pc.p.ELR) {
+			rec.ELR = nonNil(pc.targetELR)
+		}
+	} else if len(pc.p.ELR) > 0 {
+		// ELR off, or an unclean election: nobody else is known to hold
+		// the committed records.
+		rec.ELR = []int32{}
+	}
+	if rec.ISR == nil && (len(pc.targetISR) > 0 || pc.elr) && !slices.Equal(pc.targetISR, pc.p.ISR) {
+		rec.ISR = nonNil(pc.targetISR)
+	}
+	// The last known leader (Kafka's maybeUpdateLastKnownLeader): set when
+	// the ISR first becomes empty, cleared once the partition has a leader.
+	switch {
+	case pc.elr && rec.ISR != nil && len(rec.ISR) == 0 && pc.p.Leader >= 0 &&
+		!(len(pc.p.LastKnownELR) == 1 && pc.p.LastKnownELR[0] == pc.p.Leader):
+		rec.LastKnownELR = []int32{pc.p.Leader}
+	case len(pc.p.LastKnownELR) > 0 && (!pc.elr || rec.Leader >= 0 || (pc.p.Leader >= 0 && rec.Leader != NoLeader)):
+		rec.LastKnownELR = []int32{}
 	}
 	rec.LeaderRecoveryState = lrs
-	if rec.Leader == NoLeaderChange && rec.ISR == nil && rec.Replicas == nil && lrs == pc.p.LeaderRecoveryState {
+	if rec.Leader == NoLeaderChange && rec.ISR == nil && rec.Replicas == nil && rec.ELR == nil && rec.LastKnownELR == nil &&
+		lrs == pc.p.LeaderRecoveryState {
 		return nil, false
 	}
 	return rec, true
+}
+
+// nonNil is s, or an empty slice for nil: in a PartitionChangeRecord nil
+// means "unchanged".
+func nonNil(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return slices.Clone(s)
 }
 
 // merge is the partition after rec, as Image.Apply computes it.
@@ -153,6 +257,12 @@ func merge(p *Partition, rec *PartitionChangeRecord) *Partition {
 	n := *p
 	if rec.ISR != nil {
 		n.ISR = rec.ISR
+	}
+	if rec.ELR != nil {
+		n.ELR = rec.ELR
+	}
+	if rec.LastKnownELR != nil {
+		n.LastKnownELR = rec.LastKnownELR
 	}
 	if rec.Replicas != nil {
 		n.Replicas, n.AddingReplicas, n.RemovingReplicas = rec.Replicas, rec.AddingReplicas, rec.RemovingReplicas
@@ -179,24 +289,28 @@ func (c *ClusterControl) uncleanElectionEnabled(img *Image, topic string) bool {
 // partition, remove brokerToRemove (if not NoLeader) from the ISR and from
 // leadership, and elect a leader among acceptable brokers, where
 // brokerToAdd (if not NoLeader) counts as acceptable although the image
-// still shows it fenced.
-func (c *ClusterControl) leaderAndISRUpdates(img *Image, brokerToRemove, brokerToAdd int32, keys []PartitionKey) []Record {
+// still shows it fenced. uncleanShutdown (if not NoLeader) is a broker back
+// from an unclean shutdown: with eligible leader replicas it leaves the
+// ISR, even as its last member, and the ELR.
+func (c *ClusterControl) leaderAndISRUpdates(img *Image, brokerToRemove, brokerToAdd, uncleanShutdown int32, keys []PartitionKey) []Record {
 	var out []Record
 	for _, k := range keys {
 		t, p, ok := partitionOf(img, k)
 		if !ok {
 			continue
 		}
-		pc := newPartitionChange(img, k, p)
+		pc := c.newPartitionChange(img, t, k, p)
 		pc.acceptable = func(r int32) bool {
 			return r != brokerToRemove && (r == brokerToAdd || isActive(img, r))
 		}
 		if c.uncleanElectionEnabled(img, t.Name) {
 			pc.election = electUnclean
 		}
-		if brokerToRemove != NoLeader && slices.Contains(p.ISR, brokerToRemove) {
-			pc.targetISR = slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == brokerToRemove })
+		leaving := func(r int32) bool { return r != NoLeader && (r == brokerToRemove || r == uncleanShutdown) }
+		if slices.ContainsFunc(p.ISR, leaving) {
+			pc.targetISR = slices.DeleteFunc(slices.Clone(p.ISR), leaving)
 		}
+		pc.uncleanShutdown = uncleanShutdown
 		if rec, ok := pc.build(); ok {
 			out = append(out, rec)
 		}
@@ -347,7 +461,7 @@ func (c *ClusterControl) alterPartition(img *Image, req *kmsg.AlterPartitionRequ
 			return nil, nil, kerr.OperationNotAttempted.Code
 		}
 	}
-	pc := newPartitionChange(img, k, p)
+	pc := c.newPartitionChange(img, t, k, p)
 	if c.uncleanElectionEnabled(img, t.Name) {
 		pc.election = electUnclean
 	}
@@ -461,7 +575,7 @@ func (c *ClusterControl) electLeader(img *Image, t *Topic, k PartitionKey, p *Pa
 	if (typ == ElectionPreferred && hasPreferred) || (typ == ElectionUnclean && p.Leader >= 0) {
 		return kerr.ElectionNotNeeded.Code
 	}
-	pc := newPartitionChange(img, k, p)
+	pc := c.newPartitionChange(img, t, k, p)
 	pc.election = electPreferred
 	if typ == ElectionUnclean {
 		pc.election = electUnclean
@@ -486,15 +600,91 @@ func (c *ClusterControl) preferredLeaderElections(img *Image, limit int) ([]Reco
 		if len(out) >= limit {
 			return out, true
 		}
-		_, p, ok := partitionOf(img, k)
+		t, p, ok := partitionOf(img, k)
 		if !ok {
 			continue
 		}
-		pc := newPartitionChange(img, k, p)
+		pc := c.newPartitionChange(img, t, k, p)
 		pc.election = electPreferred
 		if rec, ok := pc.build(); ok {
 			out = append(out, rec)
 		}
 	}
 	return out, false
+}
+
+// resetELR is the change that empties a partition's ELR and last known
+// ELR, or nil when both are empty. An empty ISR takes the ELR's members,
+// which hold every committed record, and the first of them that is active,
+// in replica order, leads.
+func resetELR(img *Image, t *Topic, partition int32) *PartitionChangeRecord {
+	p := t.Partitions[partition]
+	if len(p.ELR) == 0 && len(p.LastKnownELR) == 0 {
+		return nil
+	}
+	rec := &PartitionChangeRecord{
+		TopicID: t.ID, PartitionID: partition, Leader: NoLeaderChange, LeaderRecoveryState: p.LeaderRecoveryState,
+		ELR: []int32{}, LastKnownELR: []int32{},
+	}
+	if len(p.ISR) == 0 && len(p.ELR) > 0 {
+		rec.ISR = slices.Clone(p.ELR)
+		if p.Leader < 0 {
+			for _, r := range p.Replicas {
+				if slices.Contains(p.ELR, r) && isActive(img, r) {
+					rec.Leader = r
+					break
+				}
+			}
+		}
+	}
+	return rec
+}
+
+// clearELRs resets the ELR of every partition, for
+// eligible.leader.replicas.version going to 0.
+func (c *ClusterControl) clearELRs(img *Image) []Record {
+	var out []Record
+	for _, t := range img.Topics() {
+		for i := range t.Partitions {
+			if rec := resetELR(img, t, int32(i)); rec != nil {
+				out = append(out, rec)
+			}
+		}
+	}
+	return out
+}
+
+// elrConfigChanges resets the ELR of the partitions whose
+// min.insync.replicas a batch of config records changes (a topic's, or the
+// cluster-wide default, which may change every topic's): the ELR was
+// computed for the old minimum (Kafka's
+// getPartitionElrUpdatesForConfigChanges).
+func (c *ClusterControl) elrConfigChanges(img *Image, recs []Record) []Record {
+	if !ELREnabled(img) {
+		return nil
+	}
+	var topics []*Topic
+	for _, r := range recs {
+		cr, ok := r.(*ConfigRecord)
+		if !ok || cr.Name != "min.insync.replicas" {
+			continue
+		}
+		switch {
+		case cr.ResourceType == ConfigResourceBroker && cr.ResourceName == "":
+			topics = img.Topics()
+		case cr.ResourceType == ConfigResourceTopic:
+			if t, ok := img.Topic(cr.ResourceName); ok && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	var out []Record
+	for _, t := range topics {
+		for i := range t.Partitions {
+			if rec := resetELR(img, t, int32(i)); rec != nil {
+				out = append(out, rec)
+			}
+		}
+	}
+	return out
 }

@@ -77,7 +77,7 @@ func (c *ClusterControl) AlterPartitionReassignments(req *kmsg.AlterPartitionAss
 func (c *ClusterControl) reassign(img *Image, t *Topic, partition int32, target []int32, allowRFChange bool) (*PartitionChangeRecord, error) {
 	p := t.Partitions[partition]
 	k := PartitionKey{TopicID: t.ID, Partition: partition}
-	pc := newPartitionChange(img, k, p)
+	pc := c.newPartitionChange(img, t, k, p)
 	if c.uncleanElectionEnabled(img, t.Name) {
 		pc.election = electUnclean
 	}

@@ -22,6 +22,7 @@ func (h *harness) register(a args) string {
 		inc = fmt.Sprintf("i%d", id)
 	}
 	req.IncarnationID = h.incarnation(inc)
+	req.PreviousBrokerEpoch = h.int(a, "previous-epoch", -1)
 	if rack, ok := a.get("rack"); ok {
 		req.Rack = &rack
 	}
@@ -694,4 +695,25 @@ func (h *harness) authorizeAny(a args) string {
 	op, _ := a.get("op")
 	typ, _ := a.get("type")
 	return decision(h.authorizer(a).AuthorizeAny(h.img, principal, host, aclEnum(kmsg.ParseACLOperation, op), aclEnum(kmsg.ParseACLResourceType, typ)))
+}
+
+// updateFeatures sets feature levels (name=level ...), as kafka-features.sh
+// upgrade does; "downgrade" makes it a safe downgrade.
+func (h *harness) updateFeatures(a args) string {
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	req.Version = 1
+	for _, kv := range a {
+		if kv.k == "downgrade" {
+			continue
+		}
+		u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		u.Feature, u.MaxVersionLevel, u.UpgradeType = kv.k, int16(h.int(a, kv.k, 0)), 1
+		if a.has("downgrade") {
+			u.UpgradeType = 2
+		}
+		req.FeatureUpdates = append(req.FeatureUpdates, u)
+	}
+	recs, resp := h.controller().UpdateFeatures(req)
+	out := h.commit(recs)
+	return out + "\nresponse: " + errWithMessage(resp.ErrorCode, resp.ErrorMessage)
 }

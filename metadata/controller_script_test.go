@@ -298,6 +298,8 @@ func (h *harness) run(line string) string {
 		return h.alterConfigs(a)
 	case "image":
 		return h.describeImage()
+	case "update-features":
+		return h.updateFeatures(a)
 	}
 	h.t.Fatalf("unknown command %q", cmd)
 	return ""
@@ -434,6 +436,12 @@ func (h *harness) describeRecord(r Record) string {
 				s += " removing=" + ids(r.RemovingReplicas)
 			}
 		}
+		if r.ELR != nil {
+			s += " elr=" + ids(r.ELR)
+		}
+		if r.LastKnownELR != nil {
+			s += " last-known-elr=" + ids(r.LastKnownELR)
+		}
 		if _, p, ok := partitionOf(h.img, PartitionKey{r.TopicID, r.PartitionID}); ok && p.LeaderRecoveryState != r.LeaderRecoveryState {
 			s += fmt.Sprintf(" leader-recovery-state=%s", lrsName(r.LeaderRecoveryState))
 		}
@@ -455,6 +463,8 @@ func (h *harness) describeRecord(r Record) string {
 			return fmt.Sprintf("config %s %s deleted", res, r.Name)
 		}
 		return fmt.Sprintf("config %s %s=%s", res, r.Name, *r.Value)
+	case *FeatureLevelRecord:
+		return fmt.Sprintf("feature %s=%d", r.Name, r.FeatureLevel)
 	case *ProducerIdsRecord:
 		return fmt.Sprintf("producer-ids broker=%d epoch=%d next=%d", r.BrokerID, r.BrokerEpoch, r.NextProducerID)
 	}
@@ -523,6 +533,9 @@ func (h *harness) describeImage() string {
 				t.Name, i, ids(p.Replicas), ids(p.ISR), p.Leader, p.LeaderEpoch, p.PartitionEpoch)
 			if p.LeaderRecoveryState == LeaderRecovering {
 				s += " recovering"
+			}
+			if len(p.ELR) > 0 || len(p.LastKnownELR) > 0 {
+				s += " elr=" + ids(p.ELR) + " last-known-elr=" + ids(p.LastKnownELR)
 			}
 			lines = append(lines, s)
 			leaders[p.Leader]++

@@ -21,10 +21,13 @@ package metadata
 //     by UpdateFeatures, and is not a FeatureLevelRecord (in Kafka it lives
 //     in the Raft log's control records).
 //
-// Features Keel does not implement (group.version for KIP-848,
-// transaction.version 2 for KIP-890 part 2, eligible.leader.replicas.version,
-// share.version, streams.version) are not advertised: a supported range
-// whose maximum is 0 is left out, as Kafka leaves it out.
+//   - eligible.leader.replicas.version: 1 turns on eligible leader replicas
+//     (KIP-966 part 1; see EligibleLeaderReplicasFeature), as on a new
+//     Kafka 4.1 cluster.
+//
+// Features Keel does not implement (transaction.version 2 for KIP-890
+// part 2, share.version, streams.version) are not advertised: a supported
+// range whose maximum is 0 is left out, as Kafka leaves it out.
 
 import (
 	"fmt"
@@ -45,7 +48,29 @@ const (
 	// KIP-848 (ConsumerGroupHeartbeat); it needs metadata.version
 	// 4.0-IV0 (KIP-1022's dependency).
 	GroupVersionFeature = "group.version"
+	// EligibleLeaderReplicasFeature at 1 turns on eligible leader replicas
+	// (KIP-966 part 1): when the ISR falls below min.insync.replicas the
+	// replicas leaving it stay eligible to lead, the ISR may become empty,
+	// and a broker back from an unclean shutdown leaves every ISR and ELR.
+	// It needs metadata.version 4.0-IV1; a new cluster at 4.1-IV0 or later
+	// starts with it, as a new Kafka 4.1 cluster does. Lowering it to 0
+	// clears every partition's ELR (an empty ISR takes its ELR back).
+	EligibleLeaderReplicasFeature = "eligible.leader.replicas.version"
 )
+
+// ELRMinMetadataVersion is the metadata.version eligible leader replicas
+// need (4.0-IV1); ELRDefaultMetadataVersion the first at which a new
+// cluster starts with them (4.1-IV0).
+const (
+	ELRMinMetadataVersion     int16 = 23
+	ELRDefaultMetadataVersion int16 = 26
+)
+
+// ELREnabled says whether the image has eligible leader replicas on.
+func ELREnabled(img *Image) bool {
+	l, _ := img.FeatureLevel(EligibleLeaderReplicasFeature)
+	return l >= 1
+}
 
 // GroupVersionMinMetadataVersion is the metadata.version group.version 1
 // needs (4.0-IV0).
@@ -113,6 +138,8 @@ func SupportedFeatures() map[string]FeatureRange {
 		MetadataVersionFeature: {MinimumMetadataVersion, LatestMetadataVersion},
 		KRaftVersionFeature:    {0, 1},
 		GroupVersionFeature:    {0, 1},
+
+		EligibleLeaderReplicasFeature: {0, 1},
 	}
 }
 
@@ -134,7 +161,7 @@ func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
 	if _, ok := img.FeatureLevel(MetadataVersionFeature); ok {
 		return nil
 	}
-	mv, groupSet := int16(-1), false
+	mv, groupSet, elrSet := int16(-1), false, false
 	for _, r := range bootstrap {
 		if f, ok := r.(*FeatureLevelRecord); ok {
 			switch f.Name {
@@ -142,6 +169,8 @@ func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
 				mv = f.FeatureLevel
 			case GroupVersionFeature:
 				groupSet = true
+			case EligibleLeaderReplicasFeature:
+				elrSet = true
 			}
 		}
 	}
@@ -152,6 +181,9 @@ func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
 	}
 	if _, ok := img.FeatureLevel(GroupVersionFeature); !ok && !groupSet && mv >= GroupVersionMinMetadataVersion {
 		out = append(out, &FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 1})
+	}
+	if _, ok := img.FeatureLevel(EligibleLeaderReplicasFeature); !ok && !elrSet && mv >= ELRDefaultMetadataVersion {
+		out = append(out, &FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1})
 	}
 	return out
 }
@@ -228,6 +260,9 @@ func (c *ClusterControl) UpdateFeatures(req *kmsg.UpdateFeaturesRequest) ([]Reco
 		}
 		if rec != nil {
 			recs = append(recs, rec)
+			if rec.Name == EligibleLeaderReplicasFeature && rec.FeatureLevel == 0 {
+				recs = append(recs, c.clearELRs(c.img)...)
+			}
 		}
 	}
 	SetFeatureResults(resp, req.FeatureUpdates)
@@ -268,8 +303,8 @@ func SetFeatureResults(resp *kmsg.UpdateFeaturesResponse, updates []kmsg.UpdateF
 
 // updateFeature decides one feature update: the record to commit (nil if
 // the level does not change), or why it is refused.
-func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int8, proposedMV int16) (Record, string) {
-	invalid := func(why string) (Record, string) {
+func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int8, proposedMV int16) (*FeatureLevelRecord, string) {
+	invalid := func(why string) (*FeatureLevelRecord, string) {
 		return nil, fmt.Sprintf("Invalid update version %d for feature %s. %s", level, name, why)
 	}
 	if level < 0 {
@@ -313,6 +348,15 @@ func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int
 		if level >= 1 && mv < GroupVersionMinMetadataVersion {
 			return invalid(fmt.Sprintf("Feature group.version level %d requires metadata.version %s (%d) or higher; it is %d.",
 				level, MetadataVersionName(GroupVersionMinMetadataVersion), GroupVersionMinMetadataVersion, mv))
+		}
+	case EligibleLeaderReplicasFeature:
+		mv, _ := c.img.FeatureLevel(MetadataVersionFeature)
+		if proposedMV >= 0 {
+			mv = proposedMV
+		}
+		if level >= 1 && mv < ELRMinMetadataVersion {
+			return invalid(fmt.Sprintf("Feature eligible.leader.replicas.version level %d requires metadata.version %s (%d) or higher; it is %d.",
+				level, MetadataVersionName(ELRMinMetadataVersion), ELRMinMetadataVersion, mv))
 		}
 	case KRaftVersionFeature:
 		return invalid("Keel sets kraft.version when the quorum is formatted (1 with keel format --standalone or --initial-controllers, 0 with controller.quorum.voters); it cannot be changed.")

@@ -32,9 +32,30 @@ func TestParseMetadataVersion(t *testing.T) {
 func TestBootstrapFeatures(t *testing.T) {
 	img := EmptyImage()
 	recs := BootstrapFeatures(img, nil)
-	if len(recs) != 2 || *recs[0].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion}) ||
-		*recs[1].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 1}) {
+	if len(recs) != 3 || *recs[0].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion}) ||
+		*recs[1].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 1}) ||
+		*recs[2].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}) {
 		t.Fatalf("empty image: %v", recs)
+	}
+	// Eligible leader replicas are on from 4.1-IV0, as on a new Kafka 4.1
+	// cluster, unless the bootstrap sets them.
+	for mv, want := range map[int16]int{ELRDefaultMetadataVersion - 1: 0, ELRDefaultMetadataVersion: 1} {
+		boot := []Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: mv}}
+		n := 0
+		for _, r := range BootstrapFeatures(EmptyImage(), boot) {
+			if r.(*FeatureLevelRecord).Name == EligibleLeaderReplicasFeature {
+				n++
+			}
+		}
+		if n != want {
+			t.Errorf("metadata.version %d: %d eligible.leader.replicas.version records, want %d", mv, n, want)
+		}
+		boot = append(boot, &FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 0})
+		for _, r := range BootstrapFeatures(EmptyImage(), boot) {
+			if r.(*FeatureLevelRecord).Name == EligibleLeaderReplicasFeature {
+				t.Errorf("metadata.version %d: eligible.leader.replicas.version set over the bootstrap's 0", mv)
+			}
+		}
 	}
 	// A release before 4.0 has no group.version; 4.0 has 1, unless the
 	// bootstrap sets it.

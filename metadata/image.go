@@ -42,6 +42,15 @@ type Partition struct {
 	LeaderEpoch         int32
 	PartitionEpoch      int32
 	LeaderRecoveryState int8
+	// ELR are the eligible leader replicas (KIP-966): replicas out of the
+	// ISR that hold every record up to the high watermark, because they
+	// left it while it was smaller than min.insync.replicas, when the high
+	// watermark cannot move. One may lead when the ISR is empty.
+	// LastKnownELR is the last leader of a partition whose ISR became
+	// empty, while it has no leader (Kafka's last known leader): should
+	// the ELR become empty too, that replica leads again when it comes
+	// back, as before KIP-966, through an unclean election.
+	ELR, LastKnownELR []int32
 }
 
 // Topic is one topic: its id, name and partitions (indexed by partition id,
@@ -336,6 +345,7 @@ func (b *builder) replay(r Record) error {
 			RemovingReplicas: slices.Clone(r.RemovingReplicas), AddingReplicas: slices.Clone(r.AddingReplicas),
 			Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
 			LeaderRecoveryState: r.LeaderRecoveryState,
+			ELR:                 slices.Clone(r.ELR), LastKnownELR: slices.Clone(r.LastKnownELR),
 		}
 		if int(r.PartitionID) == len(t.Partitions) {
 			t.Partitions = append(t.Partitions, p)
@@ -359,6 +369,12 @@ func (b *builder) replay(r Record) error {
 			p.Replicas = slices.Clone(r.Replicas)
 			p.AddingReplicas = slices.Clone(r.AddingReplicas)
 			p.RemovingReplicas = slices.Clone(r.RemovingReplicas)
+		}
+		if r.ELR != nil {
+			p.ELR = slices.Clone(r.ELR)
+		}
+		if r.LastKnownELR != nil {
+			p.LastKnownELR = slices.Clone(r.LastKnownELR)
 		}
 		if r.Leader != NoLeaderChange {
 			p.Leader = r.Leader

@@ -84,6 +84,9 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 		&TopicRecord{Name: "t", TopicID: topicID},
 		&PartitionRecord{PartitionID: 0, TopicID: topicID, Replicas: []int32{2}, ISR: []int32{2}, Leader: 2},
 		&PartitionRecord{PartitionID: 1, TopicID: topicID, Replicas: []int32{2}, ISR: []int32{2}, Leader: 2},
+		&PartitionRecord{PartitionID: 2, TopicID: topicID, Replicas: []int32{2, 3, 4}, ISR: []int32{2, 3}, Leader: 2},
+		// An empty ISR (KIP-966) is a change, not "no change".
+		&PartitionChangeRecord{PartitionID: 2, TopicID: topicID, Leader: NoLeader, ISR: []int32{}, ELR: []int32{2, 3}, LastKnownELR: []int32{2}},
 		&ConfigRecord{ResourceType: ConfigResourceTopic, ResourceName: "t", Name: "retention.ms", Value: &v},
 		&ProducerIdsRecord{BrokerID: 2, BrokerEpoch: 3, NextProducerID: 1000},
 		&FeatureLevelRecord{Name: "metadata.version", FeatureLevel: 1},
@@ -116,6 +119,10 @@ func TestSnapshotRecordsRebuildTheImage(t *testing.T) {
 	enc2, _ := EncodeBatch(again.SnapshotRecords())
 	if !bytes.Equal(enc, enc2) {
 		t.Fatalf("snapshot round trip differs:\n%s\n%s", enc, enc2)
+	}
+	if t2, _ := again.Topic("t"); len(t2.Partitions) != 3 || len(t2.Partitions[2].ISR) != 0 || t2.Partitions[2].Leader != NoLeader ||
+		!slices.Equal(t2.Partitions[2].ELR, []int32{2, 3}) || !slices.Equal(t2.Partitions[2].LastKnownELR, []int32{2}) {
+		t.Fatalf("eligible leader replicas lost: %+v", t2.Partitions[2])
 	}
 	if again.Configs(ConfigResource{ConfigResourceTopic, "t"})["retention.ms"] != "1000" || again.NextProducerID() != 1000 {
 		t.Fatal("configs or producer ids lost")

@@ -149,23 +149,32 @@ type PartitionRecord struct {
 	// must carry it: a leader elected uncleanly stays RECOVERING across a
 	// snapshot. Omitted when 0, so older batches decode unchanged.
 	LeaderRecoveryState int8 `json:"leaderRecoveryState,omitempty"`
+	// ELR and LastKnownELR are the eligible leader replicas and the last
+	// known leader (KIP-966; Partition says when each is set).
+	ELR          []int32 `json:"eligibleLeaderReplicas,omitempty"`
+	LastKnownELR []int32 `json:"lastKnownElr,omitempty"`
 }
 
-// PartitionChangeRecord changes a partition's leader, ISR or replicas.
-// Nil slices and Leader == NoLeaderChange leave the field as it is, but a
-// record that sets Replicas sets the partition's whole reassignment state:
-// its AddingReplicas and RemovingReplicas (none when absent). Every change
-// bumps the partition epoch; a leader change also bumps the leader epoch.
+// PartitionChangeRecord changes a partition's leader, ISR, eligible leader
+// replicas or replicas. Nil slices and Leader == NoLeaderChange leave the
+// field as it is; an empty non-nil ISR, ELR or LastKnownELR sets it empty
+// (omitzero keeps the two apart on the wire). A record that sets Replicas
+// sets the partition's whole reassignment state: its AddingReplicas and
+// RemovingReplicas (none when absent). Every change bumps the partition
+// epoch; a leader change also bumps the leader epoch.
 type PartitionChangeRecord struct {
 	PartitionID      int32   `json:"partitionId"`
 	TopicID          Uuid    `json:"topicId"`
-	ISR              []int32 `json:"isr,omitempty"`
+	ISR              []int32 `json:"isr,omitzero"`
 	Leader           int32   `json:"leader"`
 	Replicas         []int32 `json:"replicas,omitempty"`
 	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
 	AddingReplicas   []int32 `json:"addingReplicas,omitempty"`
 	// LeaderRecoveryState: 0 recovered, 1 recovering (unclean election, KIP-704).
 	LeaderRecoveryState int8 `json:"leaderRecoveryState"`
+	// ELR and LastKnownELR (KIP-966), as in PartitionRecord.
+	ELR          []int32 `json:"eligibleLeaderReplicas,omitzero"`
+	LastKnownELR []int32 `json:"lastKnownElr,omitzero"`
 }
 
 // RemoveTopicRecord deletes a topic and all its partitions.

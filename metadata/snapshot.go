@@ -23,7 +23,7 @@ func (img *Image) SnapshotRecords() []Record {
 				PartitionID: int32(i), TopicID: t.ID, Replicas: p.Replicas, ISR: p.ISR,
 				RemovingReplicas: p.RemovingReplicas, AddingReplicas: p.AddingReplicas,
 				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
-				LeaderRecoveryState: p.LeaderRecoveryState,
+				LeaderRecoveryState: p.LeaderRecoveryState, ELR: p.ELR, LastKnownELR: p.LastKnownELR,
 			})
 		}
 	}
