@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,6 +150,14 @@ func TestLastISRMemberLosesItsTailUnderELR(t *testing.T) {
 			t.Fatalf("broker %d, back from a crash that cut its log, leads: %s", p.LeaderID, state(p))
 		}
 	}
+
+	// As kafka-topics.sh --describe shows it.
+	out := pc.Keel(t, ctx, "topics", "describe", "--bootstrap-server", pc.Node(leader).AdvertisedPlaintext, "--topic", topic)
+	if !strings.Contains(out, "\tLeader: none\t") ||
+		!strings.Contains(out, fmt.Sprintf("\tIsr: \tElr: %d\tLastKnownElr: %d", eligible, leader)) {
+		t.Fatalf("keel topics describe shows no ELR %d and last known leader %d:\n%s", eligible, leader, out)
+	}
+	t.Logf("keel topics describe:\n%s", out)
 
 	t.Logf("follower %d back: it leads, from the ELR", eligible)
 	pc.Start(eligible)

@@ -243,13 +243,11 @@ func featureUpdates(c *cli.Context, verb string) (map[string]int16, error) {
 		levels[metadata.MetadataVersionFeature] = l
 	}
 	// --release-version moves the release's other features too, to their
-	// defaults for it (kafka-features.sh: group.version 1 from 4.0).
+	// defaults for it (kafka-features.sh: group.version 1 from 4.0,
+	// eligible.leader.replicas.version 1 from 4.1).
 	var releaseDefaults map[string]int16
 	if c.String("release-version") != "" {
-		releaseDefaults = map[string]int16{metadata.GroupVersionFeature: 0}
-		if levels[metadata.MetadataVersionFeature] >= metadata.GroupVersionMinMetadataVersion {
-			releaseDefaults[metadata.GroupVersionFeature] = 1
-		}
+		releaseDefaults = releaseFeatures(levels[metadata.MetadataVersionFeature])
 	}
 	for _, f := range c.StringSlice("feature") {
 		name, value, ok := strings.Cut(f, "=")

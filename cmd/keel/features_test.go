@@ -24,6 +24,7 @@ func TestCLIFeatures(t *testing.T) {
 		return "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.1-IV1\tFinalizedVersionLevel: " + level + "\tEpoch: "
 	}
 	wantLines(t, "describe", ok(t, bs, "", "features", "describe"),
+		"Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: ",
 		"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: ",
 		"Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: ",
 		finalized("3.7-IV4"))
@@ -42,6 +43,13 @@ func TestCLIFeatures(t *testing.T) {
 		"metadata.version was upgraded to 4.0-IV3.", "group.version was upgraded to 1.")
 	wantLines(t, "describe after the upgrade", ok(t, bs, "", "features", "describe"), finalized("4.0-IV3"),
 		"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: ")
+	// Eligible leader replicas are 4.1's default, and 4.0-IV1's to turn on.
+	wantLines(t, "eligible leader replicas on", ok(t, bs, "", "features", "upgrade", "--feature", "eligible.leader.replicas.version=1"),
+		"eligible.leader.replicas.version was upgraded to 1.")
+	wantLines(t, "describe with eligible leader replicas", ok(t, bs, "", "features", "describe"),
+		"Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: ")
+	wantLines(t, "eligible leader replicas off", ok(t, bs, "", "features", "downgrade", "--feature", "eligible.leader.replicas.version=0"),
+		"eligible.leader.replicas.version was downgraded to 0.")
 
 	refused := []struct {
 		args []string

@@ -49,7 +49,7 @@ func formatCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "this controller joins a running quorum (keel metadata-quorum add-controller) (dynamic quorum)"},
 			&cli.BoolFlag{Name: "ignore-formatted", Aliases: []string{"g"}, Usage: "skip dirs that are already formatted instead of failing on them"},
 			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "the metadata.version the cluster starts at, as a release (3.7) or a level name (3.7-IV2); default the latest (controllers)"},
-			&cli.StringSliceFlag{Name: "feature", Aliases: []string{"f"}, Usage: "NAME=LEVEL: metadata.version (as --release-version); kraft.version, which must be what the quorum is (1 for --standalone/--initial-controllers/bootstrap servers, 0 for controller.quorum.voters); other features only at 0 (repeatable)"},
+			&cli.StringSliceFlag{Name: "feature", Aliases: []string{"f"}, Usage: "NAME=LEVEL: metadata.version (as --release-version); kraft.version, which must be what the quorum is (1 for --standalone/--initial-controllers/bootstrap servers, 0 for controller.quorum.voters); group.version and eligible.leader.replicas.version at 0 or 1 (default: the release's, 1 from 4.0 and from 4.1); other features only at 0 (repeatable)"},
 			&cli.StringSliceFlag{Name: "add-scram", Aliases: []string{"S"}, Usage: "a SCRAM credential the cluster starts with, 'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; controllers)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -149,11 +149,13 @@ func formatCommand() *cli.Command {
 // metadata.version from --release-version or --feature
 // metadata.version=V (as kafka-storage.sh format takes them, one or the
 // other), first; a --feature kraft.version must match the quorum's, which
-// Keel takes from the configuration, and another feature can only be 0
-// (not finalized), as Keel implements none.
+// Keel takes from the configuration; group.version and
+// eligible.leader.replicas.version take 0 or 1, else their release's
+// default (releaseFeatures); another feature can only be 0 (not
+// finalized), as Keel implements none.
 func formatFeatures(release string, features []string, cfg *broker.Config) ([]metadata.Record, error) {
 	var out []metadata.Record
-	group := int16(-1) // --feature group.version, -1 if not given
+	chosen := map[string]int16{} // --feature group.version and eligible.leader.replicas.version
 	for _, f := range features {
 		name, value, ok := strings.Cut(f, "=")
 		if !ok || name == "" || value == "" {
@@ -171,14 +173,12 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 				return nil, fmt.Errorf("--feature %s: this quorum is kraft.version %s (1 with controller.quorum.bootstrap.servers, 0 with controller.quorum.voters)", f, want)
 			}
 			continue
-		case metadata.GroupVersionFeature:
+		case metadata.GroupVersionFeature, metadata.EligibleLeaderReplicasFeature:
 			switch value {
-			case "0":
-				group = 0
-			case "1":
-				group = 1
+			case "0", "1":
+				chosen[name] = int16(value[0] - '0')
 			default:
-				return nil, fmt.Errorf("--feature %s: Keel supports group.version 0 and 1", f)
+				return nil, fmt.Errorf("--feature %s: Keel supports %s 0 and 1", f, name)
 			}
 			continue
 		}
@@ -186,33 +186,58 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 			return nil, fmt.Errorf("--feature %s: Keel does not implement %s, so it can only be 0", f, name)
 		}
 	}
-	if release == "" {
-		if group >= 0 {
-			// The cluster starts at the latest metadata.version.
-			out = append(out, &metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: group})
+	level := metadata.LatestMetadataVersion // the cluster starts at the latest
+	if release != "" {
+		var err error
+		if level, err = metadata.ParseMetadataVersion(release); err != nil {
+			return nil, err
 		}
-		return out, nil
+		if level < metadata.MinimumMetadataVersion || level > metadata.LatestMetadataVersion {
+			return nil, fmt.Errorf("metadata.version %s: Keel supports %s to %s", release,
+				metadata.MetadataVersionName(metadata.MinimumMetadataVersion), metadata.MetadataVersionName(metadata.LatestMetadataVersion))
+		}
+		out = append(out, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level})
 	}
-	level, err := metadata.ParseMetadataVersion(release)
-	if err != nil {
-		return nil, err
-	}
-	if level < metadata.MinimumMetadataVersion || level > metadata.LatestMetadataVersion {
-		return nil, fmt.Errorf("metadata.version %s: Keel supports %s to %s", release,
-			metadata.MetadataVersionName(metadata.MinimumMetadataVersion), metadata.MetadataVersionName(metadata.LatestMetadataVersion))
-	}
-	out = append(out, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level})
-	switch {
-	case group == 1 && level < metadata.GroupVersionMinMetadataVersion:
-		return nil, fmt.Errorf("--feature group.version=1 needs metadata.version %s or later, not %s",
-			metadata.MetadataVersionName(metadata.GroupVersionMinMetadataVersion), release)
-	case group >= 0:
-		out = append(out, &metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: group})
-	case level >= metadata.GroupVersionMinMetadataVersion:
-		// As kafka-storage.sh: a release's default feature levels.
-		out = append(out, &metadata.FeatureLevelRecord{Name: metadata.GroupVersionFeature, FeatureLevel: 1})
+	defaults := releaseFeatures(level)
+	for _, name := range []string{metadata.GroupVersionFeature, metadata.EligibleLeaderReplicasFeature} {
+		l, given := chosen[name]
+		if l == 1 && level < minMetadataVersion[name] {
+			return nil, fmt.Errorf("--feature %s=1 needs metadata.version %s or later, not %s", name,
+				metadata.MetadataVersionName(minMetadataVersion[name]), metadata.MetadataVersionName(level))
+		}
+		if !given && release == "" {
+			continue // the first active controller gives the latest release's defaults
+		}
+		if !given {
+			l = defaults[name] // as kafka-storage.sh: a release's default feature levels
+		}
+		if l > 0 || given {
+			out = append(out, &metadata.FeatureLevelRecord{Name: name, FeatureLevel: l})
+		}
 	}
 	return out, nil
+}
+
+// minMetadataVersion is the metadata.version each optional feature's level
+// 1 needs.
+var minMetadataVersion = map[string]int16{
+	metadata.GroupVersionFeature:           metadata.GroupVersionMinMetadataVersion,
+	metadata.EligibleLeaderReplicasFeature: metadata.ELRMinMetadataVersion,
+}
+
+// releaseFeatures are the optional features' default levels at a
+// metadata.version, as kafka-storage.sh and kafka-features.sh
+// --release-version set them: group.version 1 from 4.0,
+// eligible.leader.replicas.version 1 from 4.1.
+func releaseFeatures(mv int16) map[string]int16 {
+	out := map[string]int16{metadata.GroupVersionFeature: 0, metadata.EligibleLeaderReplicasFeature: 0}
+	if mv >= metadata.GroupVersionMinMetadataVersion {
+		out[metadata.GroupVersionFeature] = 1
+	}
+	if mv >= metadata.ELRDefaultMetadataVersion {
+		out[metadata.EligibleLeaderReplicasFeature] = 1
+	}
+	return out
 }
 
 // bootMetadataVersion reports whether boot's first record is the

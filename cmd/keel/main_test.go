@@ -308,8 +308,24 @@ func TestFormatFeatureRecords(t *testing.T) {
 		}
 		return out
 	}
-	if got := levels("4.1"); len(got) != 2 || got[metadata.GroupVersionFeature] != 1 || got[metadata.MetadataVersionFeature] != 27 {
+	if got := levels("4.1"); len(got) != 3 || got[metadata.GroupVersionFeature] != 1 || got[metadata.MetadataVersionFeature] != 27 ||
+		got[metadata.EligibleLeaderReplicasFeature] != 1 {
 		t.Errorf("4.1: %v", got)
+	}
+	// Eligible leader replicas from 4.1 (4.1-IV0), as in Kafka; 4.0 can
+	// have them, when asked.
+	if got := levels("4.0"); len(got) != 2 || got[metadata.GroupVersionFeature] != 1 {
+		t.Errorf("4.0: %v", got)
+	}
+	if got := levels("4.0", "eligible.leader.replicas.version=1"); len(got) != 3 || got[metadata.EligibleLeaderReplicasFeature] != 1 {
+		t.Errorf("4.0 with eligible.leader.replicas.version=1: %v", got)
+	}
+	if got := levels("", "eligible.leader.replicas.version=0"); len(got) != 1 || got[metadata.EligibleLeaderReplicasFeature] != 0 {
+		t.Errorf("eligible.leader.replicas.version=0 alone: %v", got)
+	}
+	if _, err := formatFeatures("3.9", []string{"eligible.leader.replicas.version=1"}, cfg); err == nil ||
+		!strings.Contains(err.Error(), "needs metadata.version 4.0-IV1 or later, not 3.9-IV0") {
+		t.Errorf("eligible.leader.replicas.version=1 at 3.9: %v", err)
 	}
 	if got := levels("3.9"); len(got) != 1 || got[metadata.MetadataVersionFeature] != 21 {
 		t.Errorf("3.9: %v", got)

@@ -188,7 +188,11 @@ type partitionJSON struct {
 	Replicas        []int32 `json:"replicas"`
 	ISR             []int32 `json:"isr"`
 	OfflineReplicas []int32 `json:"offlineReplicas"`
-	Error           string  `json:"error,omitempty"`
+	// ELR and LastKnownELR are the eligible leader replicas and the last
+	// known leader (KIP-966), when the broker serves DescribeTopicPartitions.
+	ELR          []int32 `json:"elr,omitempty"`
+	LastKnownELR []int32 `json:"lastKnownElr,omitempty"`
+	Error        string  `json:"error,omitempty"`
 }
 
 func topicsDescribe(c *cli.Context) error {
@@ -217,6 +221,19 @@ func topicsDescribe(c *cli.Context) error {
 		}
 	}
 	configs, minISR, err := topicConfigs(ctx, adm, found)
+	if err != nil {
+		return err
+	}
+	// Eligible leader replicas, as kafka-topics.sh shows them from a broker
+	// that serves DescribeTopicPartitions (Kafka 3.8+); none from another.
+	names := make([]string, len(found))
+	for i, tm := range found {
+		names[i] = tm.Topic
+	}
+	elrs, err := adm.EligibleLeaderReplicas(ctx, names...)
+	if errors.Is(err, client.ErrUnsupportedRequest) {
+		elrs, err = nil, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -258,6 +275,9 @@ func topicsDescribe(c *cli.Context) error {
 				}
 				pj := partitionJSON{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 					Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), OfflineReplicas: nonNil(p.OfflineReplicas)}
+				if e, ok := elrs[client.TopicPartition{Topic: tm.Topic, Partition: p.Partition}]; ok {
+					pj.ELR, pj.LastKnownELR = e.ELR, e.LastKnownELR
+				}
 				if p.Err != nil {
 					pj.Error = p.Err.Error()
 				}
@@ -278,20 +298,25 @@ func topicsDescribe(c *cli.Context) error {
 		}
 		for _, p := range tm.Partitions {
 			if keep(tm.Topic, p) {
-				printPartition(w, tm.Topic, p)
+				e, ok := elrs[client.TopicPartition{Topic: tm.Topic, Partition: p.Partition}]
+				printPartition(w, tm.Topic, p, e, ok)
 			}
 		}
 	}
 	return nil
 }
 
-// printPartition prints one kafka-topics.sh --describe partition line.
-func printPartition(w io.Writer, topic string, p client.PartitionMetadata) {
+// printPartition prints one kafka-topics.sh --describe partition line, with
+// its Elr and LastKnownElr when known (hasELR).
+func printPartition(w io.Writer, topic string, p client.PartitionMetadata, e client.EligibleLeaders, hasELR bool) {
 	leader := "none"
 	if p.Leader >= 0 {
 		leader = fmt.Sprint(p.Leader)
 	}
 	line := fmt.Sprintf("\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", topic, p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR))
+	if hasELR {
+		line += "\tElr: " + joinIDs(e.ELR) + "\tLastKnownElr: " + joinIDs(e.LastKnownELR)
+	}
 	if len(p.OfflineReplicas) > 0 {
 		line += "\tOffline: " + joinIDs(p.OfflineReplicas)
 	}
