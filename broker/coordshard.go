@@ -323,7 +323,7 @@ func (s *coordShard) appendBatch(batch []byte, check txnAppendCheck) (required i
 	switch {
 	case !s.leads():
 		return 0, kerr.NotCoordinator.Code, nil
-	case len(st.isr) < st.minISR:
+	case st.underMinISR():
 		return 0, kerr.CoordinatorNotAvailable.Code, nil
 	}
 	// The durable mode group-commits, as for produce (durable.go): the

@@ -332,7 +332,7 @@ func (b *Broker) appendToPartition(m *kmsg.ProduceRequest, j *produceJob) (*part
 		return nil, 0
 	}
 	idempotent := hasProducerID(in.Records)
-	if m.Acks == -1 && len(st.isr) < st.minISR {
+	if m.Acks == -1 && st.underMinISR() {
 		rp.ErrorCode = kerr.NotEnoughReplicas.Code
 		if m.Version >= 8 {
 			rp.ErrorMessage = kmsg.StringPtr("the in-sync replicas are fewer than min.insync.replicas")
@@ -483,7 +483,7 @@ func produceReady(pp *producePending) (code int16, settled bool) {
 		return 0, pp.p.log.DurableOffset() >= pp.requiredOffset
 	}
 	if pp.p.log.HighWatermark() >= pp.requiredOffset {
-		if len(st.isr) < st.minISR {
+		if st.underMinISR() {
 			return kerr.NotEnoughReplicasAfterAppend.Code, true
 		}
 		return 0, true

@@ -94,7 +94,7 @@ func (b *Broker) appendMarker(topic string, part int32, mk *kmsg.WriteTxnMarkers
 	switch {
 	case !st.isLeader:
 		return nil, 0, kerr.NotLeaderForPartition.Code
-	case len(st.isr) < st.minISR:
+	case st.underMinISR():
 		return nil, 0, kerr.NotEnoughReplicas.Code
 	}
 	typ := record.ControlAbort

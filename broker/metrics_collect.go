@@ -168,7 +168,7 @@ func (b *Broker) writeMetrics(w *promWriter) {
 // underReplicated and atMinISR compare the ISR with the replicas and with
 // min.insync.replicas (underMinISR: replicas.go).
 func (s *partitionState) underReplicated() bool { return len(s.isr) < len(s.replicas) }
-func (s *partitionState) atMinISR() bool        { return len(s.isr) == s.minISR }
+func (s *partitionState) atMinISR() bool        { return len(s.isr) == min(s.minISR, len(s.replicas)) }
 
 // countISRChange counts a committed ISR change from old to new.
 func (m *brokerMetrics) countISRChange(old, new []int32) {
