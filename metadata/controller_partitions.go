@@ -154,7 +154,7 @@ func (pc *partitionChange) electLeader() (int32, bool) {
 // min.insync.replicas the ELR is empty. Below it, the high watermark cannot
 // move, so every replica leaving the ISR (or already in the ELR) holds
 // every committed record and is in the ELR, unless it came back from an
-// unclean shutdown.
+// unclean shutdown or a reassignment removed it.
 func (pc *partitionChange) populateELR() {
 	if !pc.elr {
 		return
@@ -164,7 +164,7 @@ func (pc *partitionChange) populateELR() {
 		return
 	}
 	pc.targetELR = slices.DeleteFunc(union(pc.targetELR, pc.p.ISR), func(r int32) bool {
-		return slices.Contains(pc.targetISR, r) || r == pc.uncleanShutdown
+		return slices.Contains(pc.targetISR, r) || r == pc.uncleanShutdown || !slices.Contains(pc.replicas, r)
 	})
 }
 

@@ -91,9 +91,22 @@ func (c *ClusterControl) reassign(img *Image, t *Topic, partition int32, target 
 		pc.adding, pc.removing = nil, nil
 		pc.targetISR = slices.DeleteFunc(slices.Clone(p.ISR), added)
 		if len(pc.targetISR) == 0 {
-			// Only adding replicas were in sync: what is left may have
-			// fallen behind, as after an unclean election.
-			pc.targetISR, pc.election = slices.Clone(pc.replicas), electUnclean
+			// Only adding replicas were in sync (or, with eligible leader
+			// replicas, none): what is left may have fallen behind, so
+			// this is an unclean election, which the topic must allow
+			// (Kafka's cancelPartitionReassignment).
+			if pc.election != electUnclean {
+				return nil, fmt.Errorf("%w: Unable to revert partition assignment for %s:%d because it would require an unclean leader election.",
+					kerr.InvalidReplicaAssignment, t.Name, partition)
+			}
+			// The leader is elected uncleanly among what is left, and is
+			// the ISR (recovering, KIP-704); with no one to elect, the ISR
+			// is what is left (Kafka's PartitionReassignmentRevert), or,
+			// with eligible leader replicas, empty.
+			pc.targetISR = []int32{}
+			if !pc.elr && !slices.ContainsFunc(pc.replicas, pc.acceptable) {
+				pc.targetISR = slices.Clone(pc.replicas)
+			}
 		}
 		rec, _ := pc.build()
 		return rec, nil

@@ -206,8 +206,21 @@ func checkInvariants(t testing.TB, img *Image) {
 	for _, tp := range img.Topics() {
 		for i, p := range tp.Partitions {
 			where := fmt.Sprintf("%s-%d %+v", tp.Name, i, *p)
-			if len(p.ISR) == 0 || !validISR(p.Replicas, p.ISR) {
+			if (len(p.ISR) == 0 && !ELREnabled(img)) || !validISR(p.Replicas, p.ISR) {
 				t.Fatalf("%s: bad ISR", where)
+			}
+			// Eligible leader replicas (KIP-966): replicas outside the ISR,
+			// each once, only with the feature on; one last known leader.
+			if (len(p.ELR) > 0 || len(p.LastKnownELR) > 0) && !ELREnabled(img) {
+				t.Fatalf("%s: ELR without eligible.leader.replicas.version", where)
+			}
+			for i, r := range p.ELR {
+				if !slices.Contains(p.Replicas, r) || slices.Contains(p.ISR, r) || slices.Contains(p.ELR[:i], r) {
+					t.Fatalf("%s: ELR member %d not a replica, in the ISR, or twice", where, r)
+				}
+			}
+			if len(p.LastKnownELR) > 1 {
+				t.Fatalf("%s: more than one last known leader", where)
 			}
 			if p.Leader != NoLeader && (!slices.Contains(p.ISR, p.Leader) || !isActive(img, p.Leader)) {
 				t.Fatalf("%s: leader not an active ISR member", where)
@@ -219,7 +232,9 @@ func checkInvariants(t testing.TB, img *Image) {
 					}
 				}
 			}
-			if p.LeaderRecoveryState == LeaderRecovering && len(p.ISR) != 1 {
+			// A recovering leader is the whole ISR; with eligible leader
+			// replicas, fenced, it may leave an empty one.
+			if p.LeaderRecoveryState == LeaderRecovering && len(p.ISR) != 1 && !(len(p.ISR) == 0 && ELREnabled(img)) {
 				t.Fatalf("%s: recovering with ISR %v", where, p.ISR)
 			}
 			for i, r := range p.Replicas {
@@ -253,11 +268,20 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 		steps = 500
 	}
 	started, finished := 0, 0 // reassignments
-	for seed := uint64(1); seed <= 3; seed++ {
+	elrElections := 0         // leaders elected with an empty ISR, from the ELR
+	// Seeds 4-6 run with eligible leader replicas on (KIP-966), topics
+	// with a min.insync.replicas of up to 3 and clean and unclean
+	// restarts.
+	for seed := uint64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		cfg := DefaultControllerConfig()
 		cfg.LeaderImbalanceCheckInterval = 5 * time.Second
 		c := newCluster(t, cfg, 4)
+		elr := seed > 3
+		if elr {
+			c.commit([]Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion},
+				&FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}})
+		}
 		incarnation := map[int32]byte{}
 		var lastOp string
 		defer func() {
@@ -283,6 +307,9 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 					incarnation[id]++
 				}
 				req.IncarnationID = [16]byte{byte(id), incarnation[id]}
+				if elr && rng.IntN(2) == 0 {
+					req.PreviousBrokerEpoch = epoch // a clean restart
+				}
 				if rng.IntN(2) == 0 {
 					req.Rack = strp(string(rune('a' + id%2)))
 				}
@@ -305,6 +332,11 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				if rng.IntN(4) == 0 {
 					cfg := kmsg.NewCreateTopicsRequestTopicConfig()
 					cfg.Name, cfg.Value = "unclean.leader.election.enable", strp("true")
+					tp.Configs = append(tp.Configs, cfg)
+				}
+				if elr && rng.IntN(2) == 0 {
+					cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+					cfg.Name, cfg.Value = "min.insync.replicas", strp(fmt.Sprint(rng.IntN(3)+1))
 					tp.Configs = append(tp.Configs, cfg)
 				}
 				req.Topics = append(req.Topics, tp)
@@ -346,6 +378,11 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				recs, _ = c.cc.AlterPartitionReassignments(req)
 			}
 			for _, r := range recs {
+				if pc, ok := r.(*PartitionChangeRecord); ok && pc.Leader >= 0 {
+					if _, p, ok := partitionOf(c.img, PartitionKey{pc.TopicID, pc.PartitionID}); ok && len(p.ISR) == 0 && slices.Contains(p.ELR, pc.Leader) {
+						elrElections++
+					}
+				}
 				if pc, ok := r.(*PartitionChangeRecord); ok && pc.Replicas != nil {
 					if len(pc.AddingReplicas) > 0 {
 						started++
@@ -364,6 +401,10 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 	if started == 0 || finished == 0 {
 		t.Errorf("%d reassignments started, %d finished: the sequences exercised none", started, finished)
 	}
+	if elrElections == 0 {
+		t.Errorf("no leader elected from an ELR: the sequences exercised none")
+	}
+	t.Logf("%d reassignments started, %d finished, %d leaders elected from an ELR", started, finished, elrElections)
 }
 
 // randomAlterPartition is a leader proposing a plausible ISR change.
@@ -575,8 +616,11 @@ func FuzzControllerRequests(f *testing.F) {
 				t.Fatalf("refused (%d) with %d records", resp.ErrorCode, len(recs))
 			}
 			for _, rec := range recs {
-				f := rec.(*FeatureLevelRecord)
-				if r := SupportedFeatures()[f.Name]; f.Name != MetadataVersionFeature || f.FeatureLevel < r.Min || f.FeatureLevel > r.Max {
+				f, ok := rec.(*FeatureLevelRecord)
+				if !ok {
+					continue // an ELR downgrade's partition changes
+				}
+				if r, known := SupportedFeatures()[f.Name]; !known || f.FeatureLevel < r.Min || f.FeatureLevel > r.Max {
 					t.Fatalf("committed %s at %d", f.Name, f.FeatureLevel)
 				}
 			}
