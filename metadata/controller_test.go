@@ -524,10 +524,23 @@ func FuzzControllerRequests(f *testing.F) {
 		uf.FeatureUpdates = append(uf.FeatureUpdates, fu)
 	}
 	seed(15, 1, uf)
+	// With eligible leader replicas on (api&64): a fencing heartbeat, a
+	// re-registration without a clean shutdown, a shrinking AlterPartition.
+	fence := kmsg.NewPtrBrokerHeartbeatRequest()
+	fence.BrokerID, fence.WantFence = 1, true
+	seed(64+9, 1, fence)
+	rereg := kmsg.NewPtrBrokerRegistrationRequest()
+	rereg.BrokerID, rereg.IncarnationID = 2, [16]byte{9}
+	seed(64+8, 3, rereg)
+	seed(64+5, 3, kmsg.NewPtrAlterPartitionRequest())
 
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
 		cfg := DefaultControllerConfig()
 		c := newCluster(t, cfg, 3)
+		if api&64 != 0 { // eligible leader replicas on (KIP-966)
+			c.commit([]Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion},
+				&FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}})
+		}
 		ct := kmsg.NewPtrCreateTopicsRequest()
 		for _, name := range []string{"a", "b.c"} {
 			tp := kmsg.NewCreateTopicsRequestTopic()
