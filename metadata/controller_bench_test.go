@@ -64,3 +64,63 @@ func BenchmarkCreateTopics(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFenceBroker measures a broker's fencing (Kafka's
+// handleBrokerFenced) on 10,000 partitions of replication factor 3 and
+// min.insync.replicas 2, each led by the broker fenced second, with
+// eligible leader replicas off and on: the first fencing shrinks every ISR
+// to the minimum, the second moves every leadership and, with ELR on,
+// fills every ELR. Reported: the second fencing's decision per partition.
+func BenchmarkFenceBroker(b *testing.B) {
+	const topics, partitions = 1000, 10
+	for _, elr := range []bool{false, true} {
+		b.Run(fmt.Sprintf("elr=%t", elr), func(b *testing.B) {
+			var decide time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				c := newCluster(b, DefaultControllerConfig(), 3)
+				if elr {
+					c.commit([]Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion},
+						&FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}})
+				}
+				for first := 0; first < topics; first += 100 {
+					req := kmsg.NewPtrCreateTopicsRequest()
+					for i := first; i < first+100; i++ {
+						t := kmsg.NewCreateTopicsRequestTopic()
+						t.Topic = fmt.Sprintf("topic-%04d", i)
+						for p := range int32(partitions) {
+							a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+							a.Partition, a.Replicas = p, []int32{1, 2, 3}
+							t.ReplicaAssignment = append(t.ReplicaAssignment, a)
+						}
+						t.NumPartitions, t.ReplicationFactor = -1, -1
+						cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+						cfg.Name, cfg.Value = "min.insync.replicas", strp("2")
+						t.Configs = append(t.Configs, cfg)
+						req.Topics = append(req.Topics, t)
+					}
+					recs, _ := c.cc.CreateTopics(req, false)
+					c.commit(recs)
+				}
+				fence := func(id int32) []Record {
+					br, _ := c.img.Broker(id)
+					return c.cc.fenceRecords(c.img, br)
+				}
+				c.commit(fence(3))
+				b.StartTimer()
+				t0 := time.Now()
+				recs := fence(1)
+				decide += time.Since(t0)
+				b.StopTimer()
+				if len(recs) != topics*partitions+1 {
+					b.Fatalf("%d records", len(recs))
+				}
+				if pc := recs[0].(*PartitionChangeRecord); pc.Leader != 2 || (elr && len(pc.ELR) != 1) {
+					b.Fatalf("change %+v", pc)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(decide.Nanoseconds())/float64(b.N*topics*partitions), "ns/partition")
+		})
+	}
+}
