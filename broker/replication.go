@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/storage"
 )
 
@@ -273,9 +274,11 @@ func (b *Broker) alterPartition(p *partition, st *partitionState, isr []int32, e
 	rt.Topic, rt.TopicID = p.tp.Topic, p.topicID
 	rp := kmsg.NewAlterPartitionRequestTopicPartition()
 	rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = p.tp.Partition, st.leaderEpoch, st.partitionEpoch
-	if t, ok := img.TopicByID(p.topicID); ok && int(p.tp.Partition) < len(t.Partitions) {
-		rp.LeaderRecoveryState = t.Partitions[p.tp.Partition].LeaderRecoveryState
-	}
+	// A leader elected uncleanly is RECOVERING (KIP-704) until its first
+	// ISR change, which declares it RECOVERED, as Kafka's
+	// prepareIsrExpand/prepareIsrShrink do: Keel's leader has no state to
+	// rebuild once it leads, and a RECOVERING partition's ISR cannot grow.
+	rp.LeaderRecoveryState = metadata.LeaderRecovered
 	for _, id := range isr {
 		m := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
 		m.BrokerID, m.BrokerEpoch = id, epochs[id]

@@ -427,6 +427,22 @@ func (c *chaosCluster) restartAll(w *Workload, what string) {
 	for _, id := range chaosNodes {
 		c.WaitReady(id)
 	}
+	// Every node came back from an unclean shutdown: with eligible
+	// leader replicas each left every ISR and ELR, and each partition's
+	// last known leader was elected uncleanly (RECOVERING). Its first ISR
+	// change declares it recovered, and the ISR grows back whole.
+	waitFor(c.t, 60*time.Second, "every ISR whole again", func() bool {
+		isr, err := c.isrs()
+		if err != nil || len(isr) != chaosPartitions {
+			return false
+		}
+		for _, members := range isr {
+			if len(members) != len(chaosNodes) {
+				return false
+			}
+		}
+		return true
+	})
 	c.finish(w, what)
 }
 
