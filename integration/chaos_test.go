@@ -99,33 +99,47 @@ func (c *chaosCluster) leaders() (leader, preferred map[int32]int32, err error) 
 // node that answers sees them. It asks with a raw Metadata request on a
 // fresh client: kgo and kadm may answer from their cached metadata.
 func (c *chaosCluster) partitions() ([]kmsg.MetadataResponseTopicPartition, error) {
-	err := errors.New("no running node answered")
-	for _, id := range chaosNodes {
-		if !c.Alive(id) {
-			continue
-		}
-		var cl *kgo.Client
-		if cl, err = kgo.NewClient(kgo.SeedBrokers(c.Node(id).AdvertisedPlaintext), kgo.RequestRetries(0)); err != nil {
-			continue
-		}
+	var out []kmsg.MetadataResponseTopicPartition
+	err := askRunning(c.ProcessCluster, chaosNodes, func(ctx context.Context, id int32, cl *kgo.Client) error {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(chaosTopic)
 		req.Topics = append(req.Topics, rt)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		var resp *kmsg.MetadataResponse
-		resp, err = req.RequestWith(ctx, cl)
-		cancel()
-		cl.Close()
-		if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
-			if err == nil {
-				err = fmt.Errorf("node %d: no metadata for %s", id, chaosTopic)
-			}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+			return fmt.Errorf("node %d: no metadata for %s", id, chaosTopic)
+		}
+		out = resp.Topics[0].Partitions
+		return nil
+	})
+	return out, err
+}
+
+// askRunning asks the running nodes of ids in turn, each on a fresh client
+// (no cached metadata, no retries) with 3 s to answer, until ask succeeds;
+// it returns the last error when none does.
+func askRunning(pc *ProcessCluster, ids []int32, ask func(ctx context.Context, id int32, cl *kgo.Client) error) error {
+	err := errors.New("no running node answered")
+	for _, id := range ids {
+		if !pc.Alive(id) {
 			continue
 		}
-		return resp.Topics[0].Partitions, nil
+		var cl *kgo.Client
+		if cl, err = kgo.NewClient(kgo.SeedBrokers(pc.Node(id).AdvertisedPlaintext), kgo.RequestRetries(0)); err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = ask(ctx, id, cl)
+		cancel()
+		cl.Close()
+		if err == nil {
+			return nil
+		}
 	}
-	return nil, err
+	return err
 }
 
 // activeController asks the quorum (DescribeQuorum, forwarded by brokers).
@@ -256,20 +270,7 @@ func TestChaosFollowerLosesItsPageCacheTail(t *testing.T) {
 	t.Logf("kill -9 follower %d, then cut its logs' tails", follower)
 	c.Kill(follower)
 	for p := range chaosPartitions {
-		segments, err := filepath.Glob(filepath.Join(c.Node(follower).Dir, fmt.Sprintf("%s-%d", chaosTopic, p), "*.log"))
-		if err != nil || len(segments) == 0 {
-			t.Fatalf("partition %d's segments on node %d: %v %v", p, follower, segments, err)
-		}
-		slices.Sort(segments) // zero-padded base offsets: the last is the active one
-		active := segments[len(segments)-1]
-		fi, err := os.Stat(active)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(active, fi.Size()/2); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("partition %d: %s cut from %d to %d bytes", p, filepath.Base(active), fi.Size(), fi.Size()/2)
+		cutActiveSegment(t, c.ProcessCluster, follower, fmt.Sprintf("%s-%d", chaosTopic, p))
 	}
 	w.WaitEachPartition(chaosPartitions, 50, 60*time.Second, "with the follower dead")
 	c.Start(follower)
@@ -303,6 +304,27 @@ func TestChaosFollowerLosesItsPageCacheTail(t *testing.T) {
 	throttle(kadm.DeleteConfig)
 	w.WaitEachPartition(chaosPartitions, 50, 90*time.Second, "after the leader's death")
 	c.finish(w, "a follower losing its tail, then the leader dying")
+}
+
+// cutActiveSegment halves a stopped node's active segment of a partition
+// (its directory name, "topic-N"), mid-batch: the acknowledged records a
+// power cut would take from its page cache.
+func cutActiveSegment(t *testing.T, pc *ProcessCluster, node int32, partitionDir string) {
+	t.Helper()
+	segments, err := filepath.Glob(filepath.Join(pc.Node(node).Dir, partitionDir, "*.log"))
+	if err != nil || len(segments) == 0 {
+		t.Fatalf("%s's segments on node %d: %v %v", partitionDir, node, segments, err)
+	}
+	slices.Sort(segments) // zero-padded base offsets: the last is the active one
+	active := segments[len(segments)-1]
+	fi, err := os.Stat(active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(active, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node %d: %s/%s cut from %d to %d bytes", node, partitionDir, filepath.Base(active), fi.Size(), fi.Size()/2)
 }
 
 // isrs maps each partition of the chaos topic to its ISR, as the first

@@ -2,10 +2,7 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -58,32 +55,23 @@ func TestLastISRMemberLosesItsTailUnderELR(t *testing.T) {
 	// describe asks a running broker with DescribeTopicPartitions, which
 	// carries the ELR.
 	describe := func() (kmsg.DescribeTopicPartitionsResponseTopicPartition, error) {
-		err := errors.New("no running broker answered")
-		for _, id := range brokers {
-			if !pc.Alive(id) {
-				continue
-			}
-			var c *kgo.Client
-			if c, err = kgo.NewClient(kgo.SeedBrokers(pc.Node(id).AdvertisedPlaintext), kgo.RequestRetries(0)); err != nil {
-				continue
-			}
+		var out kmsg.DescribeTopicPartitionsResponseTopicPartition
+		err := askRunning(pc, brokers, func(ctx context.Context, id int32, c *kgo.Client) error {
 			req := kmsg.NewPtrDescribeTopicPartitionsRequest()
 			rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
 			rt.Topic = topic
 			req.Topics = append(req.Topics, rt)
-			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-			var r *kmsg.DescribeTopicPartitionsResponse
-			r, err = req.RequestWith(rctx, c)
-			rcancel()
-			c.Close()
-			if err == nil && (len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 || len(r.Topics[0].Partitions) != 1) {
-				err = fmt.Errorf("broker %d: no description of %s: %+v", id, topic, r.Topics)
+			r, err := req.RequestWith(ctx, c)
+			if err != nil {
+				return err
 			}
-			if err == nil {
-				return r.Topics[0].Partitions[0], nil
+			if len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 || len(r.Topics[0].Partitions) != 1 {
+				return fmt.Errorf("broker %d: no description of %s: %+v", id, topic, r.Topics)
 			}
-		}
-		return kmsg.DescribeTopicPartitionsResponseTopicPartition{}, err
+			out = r.Topics[0].Partitions[0]
+			return nil
+		})
+		return out, err
 	}
 	state := func(p kmsg.DescribeTopicPartitionsResponseTopicPartition) string {
 		return fmt.Sprintf("leader %d, ISR %v, ELR %v, last known leader %v", p.LeaderID, p.ISR, p.EligibleLeaderReplicas, p.LastKnownELR)
@@ -120,20 +108,7 @@ func TestLastISRMemberLosesItsTailUnderELR(t *testing.T) {
 
 	t.Logf("kill -9 leader %d, then cut its active segment's tail", leader)
 	pc.Kill(leader)
-	segments, err := filepath.Glob(filepath.Join(pc.Node(leader).Dir, topic+"-0", "*.log"))
-	if err != nil || len(segments) == 0 {
-		t.Fatalf("segments on node %d: %v %v", leader, segments, err)
-	}
-	slices.Sort(segments)
-	active := segments[len(segments)-1]
-	fi, err := os.Stat(active)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(active, fi.Size()/2); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s cut from %d to %d bytes", filepath.Base(active), fi.Size(), fi.Size()/2)
+	cutActiveSegment(t, pc, leader, topic+"-0")
 	pc.Start(leader)
 	pc.WaitReady(leader)
 	waitState("the crashed leader out of the ELR, the partition leaderless", func(p kmsg.DescribeTopicPartitionsResponseTopicPartition) bool {

@@ -58,6 +58,13 @@ const (
 	EligibleLeaderReplicasFeature = "eligible.leader.replicas.version"
 )
 
+// FeatureMinMetadataVersion is the metadata.version level 1 of each
+// feature that depends on it needs (Kafka's FeatureVersion dependencies).
+var FeatureMinMetadataVersion = map[string]int16{
+	GroupVersionFeature:           GroupVersionMinMetadataVersion,
+	EligibleLeaderReplicasFeature: ELRMinMetadataVersion,
+}
+
 // ELRMinMetadataVersion is the metadata.version eligible leader replicas
 // need (4.0-IV1); ELRDefaultMetadataVersion the first at which a new
 // cluster starts with them (4.1-IV0).
@@ -340,23 +347,14 @@ func (c *ClusterControl) updateFeature(name string, level int16, upgradeType int
 		}
 	}
 	switch name {
-	case GroupVersionFeature:
+	case GroupVersionFeature, EligibleLeaderReplicasFeature:
 		mv, _ := c.img.FeatureLevel(MetadataVersionFeature)
 		if proposedMV >= 0 {
 			mv = proposedMV
 		}
-		if level >= 1 && mv < GroupVersionMinMetadataVersion {
-			return invalid(fmt.Sprintf("Feature group.version level %d requires metadata.version %s (%d) or higher; it is %d.",
-				level, MetadataVersionName(GroupVersionMinMetadataVersion), GroupVersionMinMetadataVersion, mv))
-		}
-	case EligibleLeaderReplicasFeature:
-		mv, _ := c.img.FeatureLevel(MetadataVersionFeature)
-		if proposedMV >= 0 {
-			mv = proposedMV
-		}
-		if level >= 1 && mv < ELRMinMetadataVersion {
-			return invalid(fmt.Sprintf("Feature eligible.leader.replicas.version level %d requires metadata.version %s (%d) or higher; it is %d.",
-				level, MetadataVersionName(ELRMinMetadataVersion), ELRMinMetadataVersion, mv))
+		if need := FeatureMinMetadataVersion[name]; level >= 1 && mv < need {
+			return invalid(fmt.Sprintf("Feature %s level %d requires metadata.version %s (%d) or higher; it is %d.",
+				name, level, MetadataVersionName(need), need, mv))
 		}
 	case KRaftVersionFeature:
 		return invalid("Keel sets kraft.version when the quorum is formatted (1 with keel format --standalone or --initial-controllers, 0 with controller.quorum.voters); it cannot be changed.")

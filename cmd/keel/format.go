@@ -201,9 +201,9 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 	defaults := releaseFeatures(level)
 	for _, name := range []string{metadata.GroupVersionFeature, metadata.EligibleLeaderReplicasFeature} {
 		l, given := chosen[name]
-		if l == 1 && level < minMetadataVersion[name] {
+		if l == 1 && level < metadata.FeatureMinMetadataVersion[name] {
 			return nil, fmt.Errorf("--feature %s=1 needs metadata.version %s or later, not %s", name,
-				metadata.MetadataVersionName(minMetadataVersion[name]), metadata.MetadataVersionName(level))
+				metadata.MetadataVersionName(metadata.FeatureMinMetadataVersion[name]), metadata.MetadataVersionName(level))
 		}
 		if !given && release == "" {
 			continue // the first active controller gives the latest release's defaults
@@ -216,13 +216,6 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 		}
 	}
 	return out, nil
-}
-
-// minMetadataVersion is the metadata.version each optional feature's level
-// 1 needs.
-var minMetadataVersion = map[string]int16{
-	metadata.GroupVersionFeature:           metadata.GroupVersionMinMetadataVersion,
-	metadata.EligibleLeaderReplicasFeature: metadata.ELRMinMetadataVersion,
 }
 
 // releaseFeatures are the optional features' default levels at a
