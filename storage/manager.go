@@ -141,7 +141,6 @@ type Manager struct {
 	// (PreviousBrokerEpoch). brokerEpoch is the one Close writes into
 	// them (SetBrokerEpoch).
 	previousBrokerEpoch int64
-	markerEpochs        []int64
 	brokerEpoch         atomic.Int64
 }
 
@@ -208,18 +207,20 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 			return nil, err
 		}
 	}
-	for _, dir := range cfg.LogDirs {
-		if err := m.loadDir(dir); err != nil {
+	for i, dir := range cfg.LogDirs {
+		epoch, err := m.loadDir(dir)
+		if err != nil {
 			for _, l := range m.logs {
 				l.Close()
 			}
 			m.unlock()
 			return nil, err
 		}
-	}
-	m.previousBrokerEpoch = m.markerEpochs[0]
-	for _, e := range m.markerEpochs {
-		if e != m.previousBrokerEpoch {
+		// Every dir must hold the same epoch, or the shutdown was not
+		// clean for all of them.
+		if i == 0 {
+			m.previousBrokerEpoch = epoch
+		} else if epoch != m.previousBrokerEpoch {
 			m.previousBrokerEpoch = -1
 		}
 	}
@@ -292,13 +293,14 @@ func (m *Manager) PreviousBrokerEpoch() int64 { return m.previousBrokerEpoch }
 // Close to write into the clean-shutdown markers.
 func (m *Manager) SetBrokerEpoch(epoch int64) { m.brokerEpoch.Store(epoch) }
 
-// loadDir opens every partition of one log dir.
-func (m *Manager) loadDir(dir string) error {
+// loadDir opens every partition of one log dir and returns the broker epoch
+// its clean-shutdown marker held (markerBrokerEpoch).
+func (m *Manager) loadDir(dir string) (int64, error) {
 	start := m.cfg.Now()
 	marker := filepath.Join(dir, cleanShutdownFileName)
 	markerData, err := os.ReadFile(marker)
 	clean := err == nil
-	m.markerEpochs = append(m.markerEpochs, markerBrokerEpoch(markerData, clean))
+	epoch := markerBrokerEpoch(markerData, clean)
 	recovery, err := NewOffsetCheckpointFile(filepath.Join(dir, recoveryPointCheckpoint)).Read()
 	if err != nil {
 		m.logger.Warn("ignoring an unreadable checkpoint; recovering every partition fully", "dir", dir, "error", err)
@@ -316,7 +318,7 @@ func (m *Manager) loadDir(dir string) error {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("list log dir %s: %w", dir, err)
+		return 0, fmt.Errorf("list log dir %s: %w", dir, err)
 	}
 	var tps []TopicPartition
 	for _, e := range entries {
@@ -395,17 +397,17 @@ func (m *Manager) loadDir(dir string) error {
 		m.mu.Unlock()
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("load log dir %s: %w", dir, err)
+		return 0, fmt.Errorf("load log dir %s: %w", dir, err)
 	}
 	// From here on a crash is an unclean shutdown.
 	if clean {
 		if err := os.Remove(marker); err != nil {
-			return fmt.Errorf("remove clean shutdown marker %s: %w", marker, err)
+			return 0, fmt.Errorf("remove clean shutdown marker %s: %w", marker, err)
 		}
 	}
 	m.logger.Info("loaded log dir", "dir", dir, "partitions", len(tps), "clean_shutdown", clean,
 		"duration", m.cfg.Now().Sub(start))
-	return nil
+	return epoch, nil
 }
 
 func (m *Manager) configFor(tp TopicPartition) LogConfig {
@@ -690,14 +692,14 @@ func (m *Manager) Close() error {
 		m.unlock()
 		return fmt.Errorf("close log manager: %w", err)
 	}
+	marker, err := json.Marshal(cleanShutdownMarker{Version: 0, BrokerEpoch: m.brokerEpoch.Load()})
+	if err != nil {
+		m.unlock()
+		return fmt.Errorf("close log manager: clean shutdown marker: %w", err)
+	}
 	for _, dir := range m.cfg.LogDirs {
 		if m.dirs[dir].isOffline() {
 			errs = append(errs, fmt.Errorf("close log manager: log dir %s is offline: %w", dir, ErrStorage))
-			continue
-		}
-		marker, err := json.Marshal(cleanShutdownMarker{Version: 0, BrokerEpoch: m.brokerEpoch.Load()})
-		if err != nil {
-			errs = append(errs, err)
 			continue
 		}
 		if err := writeFileAtomic(filepath.Join(dir, cleanShutdownFileName), marker); err != nil {
