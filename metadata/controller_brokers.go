@@ -61,15 +61,10 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 			return nil, resp
 		}
 		epoch = max(epoch, old.Epoch+1)
-		keys, unclean := c.partitions().inISR[old.ID], NoLeader
-		if ELREnabled(img) && req.PreviousBrokerEpoch != old.Epoch && old.IncarnationID != Uuid(req.IncarnationID) {
-			// A new process that did not shut down cleanly after its
-			// last registration (KIP-966): its log may miss records it
-			// acknowledged, so it leaves every ISR and ELR.
-			unclean = old.ID
-			keys = slices.Concat(keys, c.partitions().inELR[old.ID])
-		}
-		out = c.leaderAndISRUpdates(img, old.ID, NoLeader, unclean, keys)
+		// A new process that did not shut down cleanly after its last
+		// registration (KIP-966) may miss records it acknowledged.
+		unclean := req.PreviousBrokerEpoch != old.Epoch && old.IncarnationID != Uuid(req.IncarnationID)
+		out = c.removeBroker(img, old.ID, unclean)
 	}
 	if s := c.sessions[req.BrokerID]; s != nil {
 		epoch = max(epoch, s.epoch+1) // an earlier registration not yet committed
@@ -262,13 +257,21 @@ func (c *ClusterControl) UnregisterBroker(req *kmsg.UnregisterBrokerRequest) ([]
 		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("broker %d is not registered", req.BrokerID))
 		return nil, resp
 	}
-	keys, gone := c.partitions().inISR[b.ID], NoLeader
-	if ELREnabled(c.img) {
-		// A decommissioned broker is no longer eligible to lead either.
-		keys, gone = slices.Concat(keys, c.partitions().inELR[b.ID]), b.ID
-	}
-	recs := c.leaderAndISRUpdates(c.img, b.ID, NoLeader, gone, keys)
+	recs := c.removeBroker(c.img, b.ID, true) // decommissioned: no longer eligible either
 	return append(recs, &UnregisterBrokerRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch}), resp
+}
+
+// removeBroker takes broker id, about to be registered anew or
+// unregistered, out of every ISR it is not the last member of and out of
+// its leaderships. With eligible leader replicas and gone (an unclean
+// shutdown, or an unregistration), it also leaves the ISRs it is the last
+// member of and every ELR.
+func (c *ClusterControl) removeBroker(img *Image, id int32, gone bool) []Record {
+	keys := c.partitions().inISR[id]
+	if !gone || !ELREnabled(img) {
+		return c.leaderAndISRUpdates(img, id, NoLeader, NoLeader, keys)
+	}
+	return c.leaderAndISRUpdates(img, id, NoLeader, id, slices.Concat(keys, c.partitions().inELR[id]))
 }
 
 // fenceRecords is Kafka's handleBrokerFenced: the broker leaves every ISR

@@ -643,8 +643,13 @@ func resetELR(img *Image, t *Topic, partition int32) *PartitionChangeRecord {
 // clearELRs resets the ELR of every partition, for
 // eligible.leader.replicas.version going to 0.
 func (c *ClusterControl) clearELRs(img *Image) []Record {
+	return resetTopicsELR(img, img.Topics())
+}
+
+// resetTopicsELR is resetELR for every partition of topics.
+func resetTopicsELR(img *Image, topics []*Topic) []Record {
 	var out []Record
-	for _, t := range img.Topics() {
+	for _, t := range topics {
 		for i := range t.Partitions {
 			if rec := resetELR(img, t, int32(i)); rec != nil {
 				out = append(out, rec)
@@ -671,20 +676,12 @@ func (c *ClusterControl) elrConfigChanges(img *Image, recs []Record) []Record {
 		}
 		switch {
 		case cr.ResourceType == ConfigResourceBroker && cr.ResourceName == "":
-			topics = img.Topics()
+			return resetTopicsELR(img, img.Topics())
 		case cr.ResourceType == ConfigResourceTopic:
 			if t, ok := img.Topic(cr.ResourceName); ok && !slices.Contains(topics, t) {
 				topics = append(topics, t)
 			}
 		}
 	}
-	var out []Record
-	for _, t := range topics {
-		for i := range t.Partitions {
-			if rec := resetELR(img, t, int32(i)); rec != nil {
-				out = append(out, rec)
-			}
-		}
-	}
-	return out
+	return resetTopicsELR(img, topics)
 }
