@@ -99,9 +99,10 @@ func (s *partitionState) onlyLeaderInISR() bool {
 // underMinISR reports an ISR smaller than min.insync.replicas, capped by
 // the replica count (Kafka's Partition.isUnderMinIsr, which also refuses
 // acks=all produces): a topic with fewer replicas than the minimum is not
-// always below it. The high watermark then stays where it is (KIP-966's strict min ISR, Kafka since 3.7): a
-// replica that left the ISR meanwhile still holds every committed record,
-// which is what makes it an eligible leader replica.
+// always below it. The high watermark then stays where it is (KIP-966's
+// strict min ISR, Kafka since 3.7): a replica that left the ISR meanwhile
+// still holds every committed record, which is what makes it an eligible
+// leader replica.
 func (s *partitionState) underMinISR() bool {
 	return len(s.isr) < min(s.minISR, len(s.replicas))
 }

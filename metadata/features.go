@@ -160,25 +160,22 @@ func (img *Image) Features() map[string]int16 { return maps.Clone(img.features) 
 // bootstrap, the records it was formatted with and commits first, if any
 // sets it, else the latest.
 //
-// With it, group.version 1 when that level allows it and bootstrap does
-// not set group.version: a new cluster serves the consumer group protocol,
-// as a new Kafka 4 cluster does. A cluster that had a metadata.version
-// before keeps its group.version (kafka-features.sh upgrade changes it).
+// With it, the release's default level of each optional feature the
+// bootstrap does not set (ReleaseFeatures): a new cluster serves the
+// consumer group protocol, as a new Kafka 4 cluster does, and has eligible
+// leader replicas from 4.1. A cluster that had a metadata.version before
+// keeps its levels (kafka-features.sh upgrade changes them).
 func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
 	if _, ok := img.FeatureLevel(MetadataVersionFeature); ok {
 		return nil
 	}
-	mv, groupSet, elrSet := int16(-1), false, false
+	mv, set := int16(-1), map[string]bool{}
 	for _, r := range bootstrap {
 		if f, ok := r.(*FeatureLevelRecord); ok {
-			switch f.Name {
-			case MetadataVersionFeature:
+			if f.Name == MetadataVersionFeature {
 				mv = f.FeatureLevel
-			case GroupVersionFeature:
-				groupSet = true
-			case EligibleLeaderReplicasFeature:
-				elrSet = true
 			}
+			set[f.Name] = true
 		}
 	}
 	var out []Record
@@ -186,11 +183,31 @@ func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
 		mv = LatestMetadataVersion
 		out = append(out, &FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: mv})
 	}
-	if _, ok := img.FeatureLevel(GroupVersionFeature); !ok && !groupSet && mv >= GroupVersionMinMetadataVersion {
-		out = append(out, &FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 1})
+	defaults := ReleaseFeatures(mv)
+	for _, name := range OptionalFeatures {
+		if _, ok := img.FeatureLevel(name); !ok && !set[name] && defaults[name] > 0 {
+			out = append(out, &FeatureLevelRecord{Name: name, FeatureLevel: defaults[name]})
+		}
 	}
-	if _, ok := img.FeatureLevel(EligibleLeaderReplicasFeature); !ok && !elrSet && mv >= ELRDefaultMetadataVersion {
-		out = append(out, &FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1})
+	return out
+}
+
+// OptionalFeatures are the features besides metadata.version and
+// kraft.version that a release turns on by default, in the order their
+// records are written.
+var OptionalFeatures = []string{GroupVersionFeature, EligibleLeaderReplicasFeature}
+
+// ReleaseFeatures are the optional features' default levels at a
+// metadata.version, as a new cluster gets them and kafka-storage.sh and
+// kafka-features.sh --release-version set them: group.version 1 from 4.0,
+// eligible.leader.replicas.version 1 from 4.1.
+func ReleaseFeatures(mv int16) map[string]int16 {
+	out := map[string]int16{GroupVersionFeature: 0, EligibleLeaderReplicasFeature: 0}
+	if mv >= GroupVersionMinMetadataVersion {
+		out[GroupVersionFeature] = 1
+	}
+	if mv >= ELRDefaultMetadataVersion {
+		out[EligibleLeaderReplicasFeature] = 1
 	}
 	return out
 }

@@ -247,7 +247,7 @@ func featureUpdates(c *cli.Context, verb string) (map[string]int16, error) {
 	// eligible.leader.replicas.version 1 from 4.1).
 	var releaseDefaults map[string]int16
 	if c.String("release-version") != "" {
-		releaseDefaults = releaseFeatures(levels[metadata.MetadataVersionFeature])
+		releaseDefaults = metadata.ReleaseFeatures(levels[metadata.MetadataVersionFeature])
 	}
 	for _, f := range c.StringSlice("feature") {
 		name, value, ok := strings.Cut(f, "=")

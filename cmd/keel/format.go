@@ -151,7 +151,7 @@ func formatCommand() *cli.Command {
 // other), first; a --feature kraft.version must match the quorum's, which
 // Keel takes from the configuration; group.version and
 // eligible.leader.replicas.version take 0 or 1, else their release's
-// default (releaseFeatures); another feature can only be 0 (not
+// default (metadata.ReleaseFeatures); another feature can only be 0 (not
 // finalized), as Keel implements none.
 func formatFeatures(release string, features []string, cfg *broker.Config) ([]metadata.Record, error) {
 	var out []metadata.Record
@@ -198,8 +198,8 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 		}
 		out = append(out, &metadata.FeatureLevelRecord{Name: metadata.MetadataVersionFeature, FeatureLevel: level})
 	}
-	defaults := releaseFeatures(level)
-	for _, name := range []string{metadata.GroupVersionFeature, metadata.EligibleLeaderReplicasFeature} {
+	defaults := metadata.ReleaseFeatures(level)
+	for _, name := range metadata.OptionalFeatures {
 		l, given := chosen[name]
 		if l == 1 && level < metadata.FeatureMinMetadataVersion[name] {
 			return nil, fmt.Errorf("--feature %s=1 needs metadata.version %s or later, not %s", name,
@@ -216,21 +216,6 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 		}
 	}
 	return out, nil
-}
-
-// releaseFeatures are the optional features' default levels at a
-// metadata.version, as kafka-storage.sh and kafka-features.sh
-// --release-version set them: group.version 1 from 4.0,
-// eligible.leader.replicas.version 1 from 4.1.
-func releaseFeatures(mv int16) map[string]int16 {
-	out := map[string]int16{metadata.GroupVersionFeature: 0, metadata.EligibleLeaderReplicasFeature: 0}
-	if mv >= metadata.GroupVersionMinMetadataVersion {
-		out[metadata.GroupVersionFeature] = 1
-	}
-	if mv >= metadata.ELRDefaultMetadataVersion {
-		out[metadata.EligibleLeaderReplicasFeature] = 1
-	}
-	return out
 }
 
 // bootMetadataVersion reports whether boot's first record is the
