@@ -312,7 +312,7 @@ func (l *Log) cleanGroup(p *cleanPlan, group []cleanSegment, f *batchFilter, sto
 	for _, cs := range group {
 		before += cs.size
 	}
-	cleaned, err := createCleanedSegment(l.dir, group[0].base, p.cfg, p.now)
+	cleaned, err := createCleanedSegment(l.path(), group[0].base, p.cfg, p.now)
 	if err != nil {
 		return before, 0, err
 	}
@@ -521,7 +521,7 @@ func (l *Log) replaceSegments(p *cleanPlan, group []cleanSegment, cleaned *segme
 		if err := renameCleaned(cleaned, cleanedSuffix, swapSuffix); err != nil {
 			return err
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.path()); err != nil {
 			return err
 		}
 	}
@@ -534,7 +534,7 @@ func (l *Log) replaceSegments(p *cleanPlan, group []cleanSegment, cleaned *segme
 	if cleaned != nil {
 		errs = append(errs, renameCleaned(cleaned, swapSuffix, ""))
 	}
-	errs = append(errs, syncDir(l.dir))
+	errs = append(errs, syncDir(l.path()))
 	rest := append([]*segment(nil), l.segments[i+len(group):]...)
 	l.segments = l.segments[:i]
 	if cleaned != nil {

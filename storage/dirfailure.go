@@ -83,18 +83,21 @@ func isIOError(err error) bool {
 // offlineErr is ErrLogDirOffline when the log's dir is offline, nil
 // otherwise.
 func (l *Log) offlineErr() error {
-	if l.logDir.isOffline() {
-		return fmt.Errorf("%s in %s: %w", l.tp, l.logDir.path, ErrLogDirOffline)
+	if l.dirState().isOffline() {
+		return fmt.Errorf("%s in %s: %w", l.tp, l.dirState().path, ErrLogDirOffline)
 	}
 	return nil
 }
 
 // Offline reports whether the log's dir went offline after an I/O error.
-func (l *Log) Offline() bool { return l.logDir.isOffline() }
+func (l *Log) Offline() bool { return l.dirState().isOffline() }
 
 // checkIO is logDir.check for the log's dir. Every method that changes the
 // log's files passes its error through it.
-func (l *Log) checkIO(err error) error { return l.logDir.check(err) }
+func (l *Log) checkIO(err error) error { return l.dirState().check(err) }
+
+// dirState is the failure state of the log dir holding the log now.
+func (l *Log) dirState() *logDir { return l.logDir.Load() }
 
 // guardIO is checkIO for a method's named error result: defer
 // l.guardIO(&err) before taking any lock.

@@ -130,7 +130,28 @@ func assignEpoch(entries []EpochEntry, e EpochEntry) []EpochEntry {
 // Path returns the checkpoint file's path.
 //
 // Safe to call from any goroutine.
-func (c *LeaderEpochCache) Path() string { return c.path }
+func (c *LeaderEpochCache) Path() string {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	return c.path
+}
+
+// moveTo makes path the cache's checkpoint file, and writes the entries
+// there: the log moved to another log dir (logdir_move.go).
+func (c *LeaderEpochCache) moveTo(path string) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	c.path = path
+	c.mu.RLock()
+	entries, version := c.entries, c.version
+	c.mu.RUnlock()
+	if err := c.writeFileLocked(entries, version); err != nil {
+		return fmt.Errorf("move leader epoch cache to %s: %w", path, err)
+	}
+	return nil
+}
 
 // update applies change to the current entries under writeMu, persists the
 // result and only then publishes it. change returns the new slice (never
@@ -241,7 +262,7 @@ func (c *LeaderEpochCache) Close() error {
 func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) error {
 	e := EpochEntry{Epoch: epoch, StartOffset: startOffset}
 	if epoch < 0 || startOffset < 0 {
-		return fmt.Errorf("leader epoch cache %s: assign invalid entry (epoch %d, start offset %d)", c.path, epoch, startOffset)
+		return fmt.Errorf("leader epoch cache %s: assign invalid entry (epoch %d, start offset %d)", c.Path(), epoch, startOffset)
 	}
 	c.mu.RLock()
 	needed := epochUpdateNeeded(c.entries, e)

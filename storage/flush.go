@@ -81,11 +81,11 @@ func (l *Log) flushRolled() {
 		for _, off := range snapshots {
 			// A snapshot deleted meanwhile (a truncation) is not missed;
 			// one that cannot be made durable is only a slower recovery.
-			if err := syncFile(producerSnapshotPath(l.dir, off)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := syncFile(producerSnapshotPath(l.path(), off)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				l.logger.Warn("fsync of a producer state snapshot failed", "offset", off, "error", err)
 			}
 		}
-		dirErr := syncDir(l.dir)
+		dirErr := syncDir(l.path())
 		<-rollFlushSlots
 
 		l.mu.Lock()
@@ -121,7 +121,7 @@ func (l *Log) syncDirIfNeeded(created uint64) error {
 	if l.dirSynced >= created {
 		return nil
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.path()); err != nil {
 		return fmt.Errorf("flush %s: %w: %w", l.tp, ErrStorage, err)
 	}
 	l.dirSynced = created

@@ -87,7 +87,7 @@ func TestRollFlushesInTheBackground(t *testing.T) {
 		t.Fatalf("recovery point %d before the rolled segment was flushed", rp)
 	}
 	// The rolls' producer snapshots are written (fsynced by the flush).
-	if _, err := os.Stat(producerSnapshotPath(l.dir, base)); err != nil {
+	if _, err := os.Stat(producerSnapshotPath(l.path(), base)); err != nil {
 		t.Fatalf("no producer snapshot at the roll: %v", err)
 	}
 	release()

@@ -137,14 +137,16 @@ type pendingDelete struct {
 // share it and return file regions that stay readable after it is released
 // (deleted segments are closed only after file.delete.delay.ms).
 type Log struct {
-	dir    string
+	// dir is the partition's directory and logDir the failure state of
+	// the log dir holding it (dirfailure.go; nil outside a Manager). Both
+	// change only when a move between log dirs completes (logdir_move.go),
+	// under mu; read them through path and dirState from any goroutine.
+	dir    atomic.Pointer[string]
+	logDir atomic.Pointer[logDir]
 	tp     TopicPartition
 	logger hclog.Logger
 	now    func() time.Time
 	epochs *LeaderEpochCache
-	// logDir is the failure state of the log's dir (dirfailure.go); nil
-	// outside a Manager.
-	logDir *logDir
 	// writebackBytes is OpenOptions.WritebackBytes, or the setting the
 	// Manager's logs share; writebackQueue the Manager's (nil: hand-overs
 	// run in the appender).
@@ -226,7 +228,7 @@ var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); retu
 // must be "<topic>-<partition>". It recovers the log as described in
 // OpenOptions. The caller owns the returned Log and must Close it.
 func OpenLog(dir string, opts OpenOptions) (*Log, error) {
-	tp, err := ParseTopicPartitionDir(filepath.Base(dir))
+	tp, err := partitionOfDir(filepath.Base(dir))
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -240,7 +242,6 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{
-		dir:            dir,
 		tp:             tp,
 		logger:         opts.Logger.With("partition", tp.String()),
 		now:            opts.Now,
@@ -248,11 +249,12 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		lastFlush:      opts.Now(),
 		producers:      producerStateMap{},
 		txns:           newTxnState(),
-		logDir:         opts.logDir,
 		writebackBytes: opts.writebackEvery,
 		writebackQueue: opts.writebackQueue,
 		deleter:        opts.deleter,
 	}
+	l.dir.Store(&dir)
+	l.logDir.Store(opts.logDir)
 	if l.writebackBytes == nil {
 		l.writebackBytes = new(atomic.Int64)
 		l.writebackBytes.Store(opts.WritebackBytes)
@@ -269,16 +271,16 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 
 // load lists the directory, opens the segments and recovers them.
 func (l *Log) load(opts OpenOptions) error {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := os.ReadDir(l.path())
 	if err != nil {
 		return err
 	}
 	// Compaction leftovers first: a committed swap replaces segments.
-	if l.swapRecovered, err = completeInterruptedSwaps(l.dir, entries); err != nil {
+	if l.swapRecovered, err = completeInterruptedSwaps(l.path(), entries); err != nil {
 		return err
 	}
 	if len(l.swapRecovered) > 0 {
-		if entries, err = os.ReadDir(l.dir); err != nil {
+		if entries, err = os.ReadDir(l.path()); err != nil {
 			return err
 		}
 	}
@@ -289,7 +291,7 @@ func (l *Log) load(opts OpenOptions) error {
 		switch {
 		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, ".tmp"):
 			// A deletion or checkpoint write that a crash interrupted.
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			if err := os.Remove(filepath.Join(l.path(), name)); err != nil {
 				return err
 			}
 		case strings.HasSuffix(name, logSuffix):
@@ -304,7 +306,7 @@ func (l *Log) load(opts OpenOptions) error {
 		name := e.Name()
 		if strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix) || strings.HasSuffix(name, txnIndexSuffix) {
 			if base, ok := parseSegmentBase(name); ok && !logs[base] {
-				if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				if err := os.Remove(filepath.Join(l.path(), name)); err != nil {
 					return err
 				}
 			}
@@ -313,7 +315,7 @@ func (l *Log) load(opts OpenOptions) error {
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	now := l.now()
 	for _, base := range bases {
-		s, err := openSegment(l.dir, base, l.cfg, now)
+		s, err := openSegment(l.path(), base, l.cfg, now)
 		if err != nil {
 			return err
 		}
@@ -324,7 +326,7 @@ func (l *Log) load(opts OpenOptions) error {
 	}
 	if len(l.segments) == 0 {
 		start := max(opts.LogStartOffset, 0)
-		s, err := createSegment(l.dir, start, l.cfg, now)
+		s, err := createSegment(l.path(), start, l.cfg, now)
 		if err != nil {
 			return err
 		}
@@ -350,7 +352,7 @@ func (l *Log) load(opts OpenOptions) error {
 			return err
 		}
 	}
-	l.epochs, err = OpenLeaderEpochCache(filepath.Join(l.dir, leaderEpochCheckpointFile))
+	l.epochs, err = OpenLeaderEpochCache(filepath.Join(l.path(), leaderEpochCheckpointFile))
 	if err != nil {
 		return err
 	}
@@ -450,7 +452,10 @@ func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 func (l *Log) TopicPartition() TopicPartition { return l.tp }
 
 // Dir is the partition's directory.
-func (l *Log) Dir() string { return l.dir }
+func (l *Log) Dir() string { return l.path() }
+
+// path is the partition's directory now.
+func (l *Log) path() string { return *l.dir.Load() }
 
 // Config returns the log's configuration.
 func (l *Log) Config() LogConfig {
@@ -873,7 +878,7 @@ func (l *Log) Roll() (err error) {
 func (l *Log) rollLocked(base int64) error {
 	old := l.active()
 	base = max(base, old.nextOffset)
-	s, err := createSegment(l.dir, base, l.cfg, l.now())
+	s, err := createSegment(l.path(), base, l.cfg, l.now())
 	if err != nil {
 		return err
 	}
@@ -964,6 +969,11 @@ func (l *Log) Read(startOffset int64, maxBytes int, upperBound int64, minOneBatc
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	return l.readLocked(startOffset, maxBytes, upperBound, minOneBatch)
+}
+
+// readLocked is Read with l.mu held (read or write).
+func (l *Log) readLocked(startOffset int64, maxBytes int, upperBound int64, minOneBatch bool) (ReadInfo, error) {
 	info := ReadInfo{LogStartOffset: l.logStartOffset, LogEndOffset: l.active().nextOffset, HighWatermark: l.highWatermark,
 		LastStableOffset: l.lastStableOffsetLocked()}
 	if l.closed {
@@ -1041,6 +1051,11 @@ func (l *Log) ReadBytes(startOffset int64, maxBytes int, upperBound int64) ([]by
 	if err != nil {
 		return nil, err
 	}
+	return l.regionBytes(info)
+}
+
+// regionBytes copies a read's regions into memory.
+func (l *Log) regionBytes(info ReadInfo) ([]byte, error) {
 	out := make([]byte, 0, info.Bytes)
 	for _, r := range info.Regions {
 		b := make([]byte, r.Length)

@@ -220,7 +220,7 @@ func (l *Log) truncateFullyAndStartAtLocked(offset int64) error {
 			}
 		}
 	}
-	s, err := createSegment(l.dir, offset, l.cfg, l.now())
+	s, err := createSegment(l.path(), offset, l.cfg, l.now())
 	if err != nil {
 		return err
 	}

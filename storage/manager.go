@@ -142,6 +142,19 @@ type Manager struct {
 	// them (SetBrokerEpoch).
 	previousBrokerEpoch int64
 	brokerEpoch         atomic.Int64
+
+	// futures are the replicas being moved to another log dir and
+	// preferredDir the dirs that replicas not hosted yet are to be created
+	// in (AlterLogDir, logdir_move.go); both guarded by mu. moveWake wakes
+	// the mover, moveRate is its bound in bytes a second, and retired
+	// (guarded by moveMu) the segments completed moves left behind.
+	futures      map[TopicPartition]*futureLog
+	completing   map[TopicPartition]bool // moves past their claim (completeMove)
+	preferredDir map[TopicPartition]string
+	moveWake     chan struct{}
+	moveRate     atomic.Int64
+	moveMu       sync.Mutex
+	retired      []retiredSegments
 }
 
 // OpenManager locks every log dir and opens every partition in them,
@@ -192,6 +205,11 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		dirOf:  map[TopicPartition]string{},
 		stop:   make(chan struct{}),
 		dirs:   map[string]*logDir{},
+
+		futures:      map[TopicPartition]*futureLog{},
+		completing:   map[TopicPartition]bool{},
+		preferredDir: map[TopicPartition]string{},
+		moveWake:     make(chan struct{}, 1),
 	}
 	m.writeback = newWritebackQueue(m.stop)
 	m.deleter = newFileDeleter(m.stop, cfg.DeleteBytesPerSecond, m.logger)
@@ -207,14 +225,21 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 			return nil, err
 		}
 	}
+	// fail closes what was opened before err.
+	fail := func(err error) (*Manager, error) {
+		for _, l := range m.logs {
+			l.Close()
+		}
+		for _, f := range m.futures {
+			f.log.Close()
+		}
+		m.unlock()
+		return nil, err
+	}
 	for i, dir := range cfg.LogDirs {
 		epoch, err := m.loadDir(dir)
 		if err != nil {
-			for _, l := range m.logs {
-				l.Close()
-			}
-			m.unlock()
-			return nil, err
+			return fail(err)
 		}
 		// Every dir must hold the same epoch, or the shutdown was not
 		// clean for all of them.
@@ -224,9 +249,13 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 			m.previousBrokerEpoch = -1
 		}
 	}
+	if err := m.settleFutures(); err != nil {
+		return fail(err)
+	}
 	m.loadCleanerCheckpoints()
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.backgroundLoop()
+	go m.moveLoop()
 	m.wg.Go(m.writeback.run)
 	m.wg.Go(m.deleter.run)
 	m.SetCleanerThreads(cfg.CleanerThreads)
@@ -321,6 +350,7 @@ func (m *Manager) loadDir(dir string) (int64, error) {
 		return 0, fmt.Errorf("list log dir %s: %w", dir, err)
 	}
 	var tps []TopicPartition
+	futures := map[TopicPartition]string{}
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -328,6 +358,16 @@ func (m *Manager) loadDir(dir string) (int64, error) {
 		name := e.Name()
 		if strings.HasSuffix(name, deleteDirSuffix) {
 			m.removeInBackground(filepath.Join(dir, name))
+			continue
+		}
+		if tp, ok := parseFutureDirName(name); ok {
+			if other, dup := futures[tp]; dup {
+				// Only one can be the move's; neither is the partition's.
+				m.logger.Warn("removing a second future log of a partition", "dir", filepath.Join(dir, name), "other", other)
+				m.removeInBackground(filepath.Join(dir, name))
+				continue
+			}
+			futures[tp] = name
 			continue
 		}
 		tp, err := ParseTopicPartitionDir(name)
@@ -348,6 +388,21 @@ func (m *Manager) loadDir(dir string) (int64, error) {
 		log *Log
 		err error
 	}
+	open := func(tp TopicPartition, name string) (*Log, error) {
+		return OpenLog(filepath.Join(dir, name), OpenOptions{
+			Config:         m.configFor(tp),
+			RecoveryPoint:  recovery[tp],
+			LogStartOffset: starts[tp],
+			HighWatermark:  hws[tp],
+			CleanShutdown:  clean,
+			writebackQueue: m.writeback,
+			writebackEvery: &m.writebackBytes,
+			deleter:        m.deleter,
+			Logger:         m.cfg.Logger,
+			Now:            m.cfg.Now,
+			logDir:         m.dirs[dir],
+		})
+	}
 	work := make(chan TopicPartition)
 	results := make(chan result)
 	var wg sync.WaitGroup
@@ -356,19 +411,7 @@ func (m *Manager) loadDir(dir string) (int64, error) {
 		go func() {
 			defer wg.Done()
 			for tp := range work {
-				l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{
-					Config:         m.configFor(tp),
-					RecoveryPoint:  recovery[tp],
-					LogStartOffset: starts[tp],
-					HighWatermark:  hws[tp],
-					CleanShutdown:  clean,
-					writebackQueue: m.writeback,
-					writebackEvery: &m.writebackBytes,
-					deleter:        m.deleter,
-					Logger:         m.cfg.Logger,
-					Now:            m.cfg.Now,
-					logDir:         m.dirs[dir],
-				})
+				l, err := open(tp, tp.DirName())
 				results <- result{tp, l, err}
 			}
 		}()
@@ -396,6 +439,27 @@ func (m *Manager) loadDir(dir string) (int64, error) {
 		}
 		m.mu.Unlock()
 	}
+	// Future logs (a move into this dir, logdir_move.go): the checkpoints'
+	// entries for their partitions are theirs, since a partition's current
+	// log is never in the dir its future log is in.
+	for tp, name := range futures {
+		if _, here := m.logs[tp]; here && m.dirOf[tp] == dir {
+			m.logger.Warn("removing a future log beside its partition's log", "dir", filepath.Join(dir, name))
+			m.removeInBackground(filepath.Join(dir, name))
+			continue
+		}
+		if other := m.futures[tp]; other != nil {
+			m.logger.Warn("removing a second future log of a partition", "dir", filepath.Join(dir, name), "other", other.dir)
+			m.removeInBackground(filepath.Join(dir, name))
+			continue
+		}
+		l, err := open(tp, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.futures[tp] = &futureLog{log: l, dir: dir}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, fmt.Errorf("load log dir %s: %w", dir, err)
 	}
@@ -405,7 +469,7 @@ func (m *Manager) loadDir(dir string) (int64, error) {
 			return 0, fmt.Errorf("remove clean shutdown marker %s: %w", marker, err)
 		}
 	}
-	m.logger.Info("loaded log dir", "dir", dir, "partitions", len(tps), "clean_shutdown", clean,
+	m.logger.Info("loaded log dir", "dir", dir, "partitions", len(tps), "future_logs", len(futures), "clean_shutdown", clean,
 		"duration", m.cfg.Now().Sub(start))
 	return epoch, nil
 }
@@ -469,6 +533,14 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 			dir = d
 		}
 	}
+	// A dir AlterLogDir named for the replica before it existed, as
+	// Kafka's preferredLogDirs.
+	if d, ok := m.preferredDir[tp]; ok {
+		delete(m.preferredDir, tp)
+		if !m.dirs[d].isOffline() {
+			dir = d
+		}
+	}
 	if dir == "" {
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, ErrStorage)
 	}
@@ -492,9 +564,10 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 func (m *Manager) DeleteLog(tp TopicPartition) error {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
-	dir := m.dirOf[tp]
 	delete(m.logs, tp)
 	delete(m.dirOf, tp)
+	delete(m.preferredDir, tp)
+	m.abandonFutureLocked(tp, "the partition's replica is deleted")
 	m.mu.Unlock()
 	if !ok {
 		return nil
@@ -504,7 +577,10 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	if err := l.Close(); err != nil {
 		m.logger.Warn("closing a deleted log failed", "partition", tp, "error", err)
 	}
-	if m.dirs[dir].isOffline() {
+	// The dir holding the log now: a move may have completed since.
+	ld := l.dirState()
+	dir := ld.path
+	if ld.isOffline() {
 		// Nothing is written to a failed dir: the next start finds the
 		// partition there, a stray the broker deletes then.
 		return nil
@@ -535,8 +611,14 @@ func (m *Manager) CheckpointHighWatermarks() error { return m.checkpoint(true) }
 func (m *Manager) checkpoint(hwOnly bool) error {
 	m.mu.RLock()
 	byDir := map[string][]*Log{}
-	for tp, l := range m.logs {
-		byDir[m.dirOf[tp]] = append(byDir[m.dirOf[tp]], l)
+	for _, l := range m.logs {
+		// The dir holding the log now, which a completing move changes
+		// before dirOf.
+		d := l.dirState().path
+		byDir[d] = append(byDir[d], l)
+	}
+	for _, f := range m.futures {
+		byDir[f.dir] = append(byDir[f.dir], f.log)
 	}
 	m.mu.RUnlock()
 	var errs []error
@@ -684,10 +766,25 @@ func (m *Manager) Close() error {
 			errs = append(errs, l.Flush())
 		}
 	}
+	m.mu.RLock()
+	futures := make([]*Log, 0, len(m.futures))
+	for _, f := range m.futures {
+		futures = append(futures, f.log)
+	}
+	m.mu.RUnlock()
+	for _, l := range futures {
+		if !l.Offline() {
+			errs = append(errs, l.Flush())
+		}
+	}
 	errs = append(errs, m.CheckpointOffsets())
 	for _, l := range logs {
 		errs = append(errs, l.Close())
 	}
+	for _, l := range futures {
+		errs = append(errs, l.Close())
+	}
+	m.closeRetired(true)
 	if err := errors.Join(errs...); err != nil {
 		m.unlock()
 		return fmt.Errorf("close log manager: %w", err)

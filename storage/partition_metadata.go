@@ -47,7 +47,7 @@ func (l *Log) SetTopicID(id [16]byte) error {
 	if l.hasTopicID && l.topicID == id {
 		return nil
 	}
-	path := filepath.Join(l.dir, PartitionMetadataFile)
+	path := filepath.Join(l.path(), PartitionMetadataFile)
 	data := fmt.Sprintf("version: 0\ntopic_id: %s\n", base64.RawURLEncoding.EncodeToString(id[:]))
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
@@ -64,7 +64,7 @@ func (l *Log) SetTopicID(id [16]byte) error {
 // loadTopicID reads the partition metadata file of a log being opened. A
 // missing file is no id; an unreadable one is logged and treated the same.
 func (l *Log) loadTopicID() {
-	path := filepath.Join(l.dir, PartitionMetadataFile)
+	path := filepath.Join(l.path(), PartitionMetadataFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return

@@ -284,7 +284,7 @@ func listProducerSnapshots(dir string) ([]int64, error) {
 // rebuilds the state from the newest usable one. l.mu is held or the log
 // is being opened.
 func (l *Log) loadProducerStateLocked() error {
-	offsets, err := listProducerSnapshots(l.dir)
+	offsets, err := listProducerSnapshots(l.path())
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func (l *Log) loadProducerStateLocked() error {
 	leo := l.active().nextOffset
 	// Durably, as on a truncation: the log may grow past these again.
 	if l.deleteProducerSnapshotsLocked(func(off int64) bool { return off > leo }) {
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.path()); err != nil {
 			return err
 		}
 	}
@@ -333,7 +333,7 @@ func (l *Log) rebuildProducerStateLocked(txnIndexFrom int64) error {
 		if off > leo || off > txnIndexFrom || off < l.logStartOffset {
 			continue
 		}
-		b, err := os.ReadFile(producerSnapshotPath(l.dir, off))
+		b, err := os.ReadFile(producerSnapshotPath(l.path(), off))
 		if err == nil {
 			var loaded producerSnapshot
 			if loaded, err = decodeProducerSnapshot(b, off); err == nil {
@@ -396,7 +396,7 @@ func (l *Log) takeProducerSnapshotLocked(offset int64, durable bool) {
 	if !durable {
 		write = writeFileNoSync
 	}
-	if err := write(producerSnapshotPath(l.dir, offset), encodeProducerSnapshot(offset, l.snapshotOf())); err != nil {
+	if err := write(producerSnapshotPath(l.path(), offset), encodeProducerSnapshot(offset, l.snapshotOf())); err != nil {
 		l.logger.Warn("writing a producer state snapshot failed", "offset", offset, "error", err)
 		return
 	}
@@ -417,7 +417,7 @@ func (l *Log) deleteProducerSnapshotsLocked(match func(offset int64) bool) bool 
 			kept = append(kept, off)
 			continue
 		}
-		if err := os.Remove(producerSnapshotPath(l.dir, off)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(producerSnapshotPath(l.path(), off)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("removing a producer state snapshot failed", "offset", off, "error", err)
 		}
 		removed = true
@@ -435,7 +435,7 @@ func (l *Log) deleteProducerSnapshotsLocked(match func(offset int64) bool) bool 
 func (l *Log) truncateProducerStateLocked() error {
 	leo := l.active().nextOffset
 	if l.deleteProducerSnapshotsLocked(func(off int64) bool { return off > leo }) {
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.path()); err != nil {
 			return err
 		}
 	}
@@ -450,7 +450,7 @@ func (l *Log) truncateProducerStateLocked() error {
 func (l *Log) clearProducerStateLocked() error {
 	l.producers, l.txns = producerStateMap{}, newTxnState()
 	if l.deleteProducerSnapshotsLocked(func(int64) bool { return true }) {
-		return syncDir(l.dir)
+		return syncDir(l.path())
 	}
 	return nil
 }

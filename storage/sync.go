@@ -74,7 +74,7 @@ func (l *Log) syncOnce() (again bool, err error) {
 	// must be durable too, or a crash loses the file with what it holds.
 	var dirErr error
 	if needDir {
-		dirErr = syncDir(l.dir)
+		dirErr = syncDir(l.path())
 	}
 
 	l.mu.Lock()
