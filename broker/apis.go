@@ -51,6 +51,7 @@ var apiTable = func() []apiSpec {
 		{31, 0, 3}, // DeleteAcls (likewise)
 		{32, 0, 4}, // DescribeConfigs
 		{33, 0, 2}, // AlterConfigs (forwarded)
+		{34, 0, 2}, // AlterReplicaLogDirs
 		{35, 0, 5}, // DescribeLogDirs
 		{37, 0, 3}, // CreatePartitions (forwarded)
 		{42, 0, 2}, // DeleteGroups

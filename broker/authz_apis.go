@@ -40,8 +40,9 @@ package broker
 //     ListPartitionReassignments; DESCRIBE_CONFIGS for
 //     DescribeClientQuotas; ALTER_CONFIGS for AlterClientQuotas; ALTER for
 //     CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders,
-//     AlterPartitionReassignments, UnregisterBroker, UpdateFeatures,
-//     AddRaftVoter and RemoveRaftVoter (CLUSTER_AUTHORIZATION_FAILED).
+//     AlterPartitionReassignments, AlterReplicaLogDirs, UnregisterBroker,
+//     UpdateFeatures, AddRaftVoter and RemoveRaftVoter
+//     (CLUSTER_AUTHORIZATION_FAILED).
 //   - ApiVersions and DescribeCluster need nothing.
 
 import (
@@ -51,6 +52,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/network"
+	"github.com/keelstream/keel/storage"
 )
 
 // ACL operations, by Kafka's names.
@@ -134,6 +136,10 @@ func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Res
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return authorizeIncrementalAlterConfigs(z, m)
 
+	case *kmsg.AlterReplicaLogDirsRequest:
+		if !z.cluster(opAlter) {
+			return alterReplicaLogDirsAnswer(m, func(string, storage.TopicPartition) int16 { return codeClusterDenied }), nil
+		}
 	case *kmsg.DescribeLogDirsRequest:
 		if !z.cluster(opDescribe) {
 			resp := m.ResponseKind().(*kmsg.DescribeLogDirsResponse)

@@ -244,6 +244,23 @@ func TestAuthorizationPerAPI(t *testing.T) {
 	if resp := roundTrip[*kmsg.UpdateFeaturesResponse](rc, uf); resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("update features: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
+	// AlterReplicaLogDirs needs ALTER on the cluster: every partition is
+	// refused, and none moves.
+	alter := kadm.AlterReplicaLogDirsReq{}
+	alter.Add(c.dir, kadm.TopicsSet{"open": {0: {}}, "closed": {0: {}}})
+	moved, err := adm.AlterBrokerReplicaLogDirs(ctx, testNodeID, alter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	moved.Each(func(r kadm.AlterReplicaLogDirsResponse) {
+		if r.Err == kerr.ClusterAuthorizationFailed {
+			refused++
+		}
+	})
+	if refused != 2 {
+		t.Errorf("alter replica log dirs: %+v", moved)
+	}
 }
 
 // Without an authorizer the ACL APIs answer SECURITY_DISABLED, as Kafka's.

@@ -413,6 +413,8 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 		return b.handleAlterConfigs(ctx, m)
 	case *kmsg.DescribeLogDirsRequest:
 		return respond(b.handleDescribeLogDirs(m))
+	case *kmsg.AlterReplicaLogDirsRequest:
+		return respond(b.handleAlterReplicaLogDirs(m))
 	case *kmsg.CreatePartitionsRequest:
 		return b.handleCreatePartitions(ctx, req, m)
 	case *kmsg.IncrementalAlterConfigsRequest:

@@ -2,9 +2,10 @@ package broker
 
 // DescribeLogDirs (key 35), v0–v5 (KIP-113): every log.dirs directory with
 // the partitions it holds (all, or the requested ones), each with its size
-// on disk and offset lag (max(high watermark − log end offset, 0): always 0
-// on the leader; there are no future replicas, KIP-113's IsFuture is
-// false). v4+: TotalBytes and UsableBytes of the directory's filesystem.
+// on disk and offset lag: max(high watermark − log end offset, 0), always 0
+// on the leader; for a future replica (IsFuture: a replica being moved into
+// the dir, AlterReplicaLogDirs) the current replica's log end offset less
+// its own, as in Kafka. v4+: TotalBytes and UsableBytes of the directory's filesystem.
 // v5: IsCordoned is false (no cordoning yet). A directory that cannot be
 // stat'ed, or that an I/O error took offline, reports KAFKA_STORAGE_ERROR
 // (an offline one without its partitions). ErrorCode (v3+) is 0.
@@ -32,10 +33,10 @@ func (b *Broker) handleDescribeLogDirs(m *kmsg.DescribeLogDirsRequest) kmsg.Resp
 		}
 	}
 	byDir := map[string]map[string][]kmsg.DescribeLogDirsResponseDirTopicPartition{}
-	for _, l := range b.logs.Logs() {
+	add := func(l *storage.Log, lag int64, future bool) {
 		tp := l.TopicPartition()
 		if want != nil && !want[tp] {
-			continue
+			return
 		}
 		dir := absDir(filepath.Dir(l.Dir()))
 		if byDir[dir] == nil {
@@ -44,8 +45,17 @@ func (b *Broker) handleDescribeLogDirs(m *kmsg.DescribeLogDirsRequest) kmsg.Resp
 		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 		dp.Partition = tp.Partition
 		dp.Size = l.Size()
-		dp.OffsetLag = max(l.HighWatermark()-l.LogEndOffset(), 0)
+		dp.OffsetLag = lag
+		dp.IsFuture = future
 		byDir[dir][tp.Topic] = append(byDir[dir][tp.Topic], dp)
+	}
+	for _, l := range b.logs.Logs() {
+		add(l, max(l.HighWatermark()-l.LogEndOffset(), 0), false)
+	}
+	for _, f := range b.logs.FutureLogs() {
+		if cur, ok := b.logs.Log(f.TopicPartition()); ok {
+			add(f, max(cur.LogEndOffset()-f.LogEndOffset(), 0), true)
+		}
 	}
 	offline := b.logs.OfflineDirs()
 	for _, d := range b.cfg.LogDirs {

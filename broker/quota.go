@@ -119,6 +119,20 @@ func (b *Broker) updateReplicationQuotas(img *metadata.Image) {
 			b.log.Info("replication throttle", "config", name, "bytes_per_second", limit)
 		}
 	}
+	// The copy of replicas moving between this broker's log dirs
+	// (AlterReplicaLogDirs), kafka-reassign-partitions.sh's
+	// --replica-alter-log-dirs-throttle.
+	limit := b.dynamicBrokerInt(img, "replica.alter.log.dirs.io.max.bytes.per.second", math.MaxInt64, 0)
+	switch limit {
+	case math.MaxInt64:
+		limit = 0 // unbounded, for the log manager
+	case 0:
+		limit = 1 // Kafka's quota of 0 holds the copy still
+	}
+	if b.logs.AlterLogDirsBytesPerSecond() != limit {
+		b.logs.SetAlterLogDirsBytesPerSecond(limit)
+		b.log.Info("log dir move throttle", "config", "replica.alter.log.dirs.io.max.bytes.per.second", "bytes_per_second", limit)
+	}
 }
 
 // throttledReplica reports whether a throttled-replicas topic config

@@ -246,6 +246,7 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 		{Name: "keel.log.delete.max.bytes.per.second", Type: ConfigLong, Default: "536870912", check: atLeast(0)},
 		{Name: "keel.log.writeback.bytes", Type: ConfigLong, Default: "1048576", check: atLeast(0)},
 		{Name: "leader.replication.throttled.rate", Type: ConfigLong, Default: maxLong, check: atLeast(0)},
+		{Name: "replica.alter.log.dirs.io.max.bytes.per.second", Type: ConfigLong, Default: maxLong, check: atLeast(0)},
 		{Name: "log.cleaner.io.max.bytes.per.second", Type: ConfigDouble, Default: "1.7976931348623157E308", check: func(v any) error {
 			if v.(float64) <= 0 {
 				return fmt.Errorf("Value must be greater than 0.0")
