@@ -34,6 +34,7 @@ func newApp() *cli.App {
 			featuresCommand(),
 			dumpLogCommand(),
 			topicsCommand(),
+			logDirsCommand(),
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),
@@ -55,6 +56,8 @@ var kafkaActions = map[string]map[string]string{
 	"users":   {"--describe": "describe", "--alter": "alter"},
 	"configs": {"--describe": "describe", "--alter": "alter"},
 	"acls":    {"--add": "add", "--list": "list", "--remove": "remove"},
+	// kafka-log-dirs.sh has --describe alone.
+	"log-dirs": {"--describe": "describe"},
 }
 
 // kafkaStyleArgs lets an operator type the Kafka scripts' form: `keel
