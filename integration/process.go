@@ -170,6 +170,9 @@ type ProcessOptions struct {
 	// FormatArgs are more arguments for every node's keel format (e.g.
 	// --add-scram).
 	FormatArgs []string
+	// ExtraLogDirs gives every node that many more log.dirs
+	// (Process.LogDirs), formatted with the first.
+	ExtraLogDirs int
 }
 
 // ProcessCluster is a cluster of keel server processes on loopback.
@@ -194,13 +197,14 @@ type ProcessCluster struct {
 // runs, its OS process.
 type Process struct {
 	ID             int32
-	Dir            string // log.dirs (the metadata log lives here too)
-	ConfigPath     string // the generated server.properties
-	LogPath        string // stdout and stderr of every run, appended
-	PlaintextPort  int    // 0 for a controller-only node
-	ControllerPort int    // 0 for a broker-only node
-	SSLPort        int    // with ProcessOptions.SSL: the SSL listener (never proxied)
-	InternalPort   int    // with ProcessOptions.InternalSSL or InternalSASL: the inter-broker listener
+	Dir            string   // the first of log.dirs (the metadata log lives here too)
+	LogDirs        []string // all of log.dirs: Dir, then ProcessOptions.ExtraLogDirs more
+	ConfigPath     string   // the generated server.properties
+	LogPath        string   // stdout and stderr of every run, appended
+	PlaintextPort  int      // 0 for a controller-only node
+	ControllerPort int      // 0 for a broker-only node
+	SSLPort        int      // with ProcessOptions.SSL: the SSL listener (never proxied)
+	InternalPort   int      // with ProcessOptions.InternalSSL or InternalSASL: the inter-broker listener
 	// SASLPlaintextPort and SASLSSLPort are the SASL listeners
 	// (ProcessOptions.SASL).
 	SASLPlaintextPort, SASLSSLPort int
@@ -251,6 +255,10 @@ func StartProcessCluster(t testing.TB, specs []NodeSpec, opts ProcessOptions) *P
 	var voters, bootstrap, initial []string
 	for _, s := range specs {
 		p := &Process{ID: s.ID, Dir: filepath.Join(root, fmt.Sprintf("n%d", s.ID))}
+		p.LogDirs = []string{p.Dir}
+		for i := range opts.ExtraLogDirs {
+			p.LogDirs = append(p.LogDirs, filepath.Join(root, fmt.Sprintf("n%d-%d", s.ID, i+2)))
+		}
 		p.ConfigPath = filepath.Join(root, fmt.Sprintf("n%d.properties", s.ID))
 		p.LogPath = filepath.Join(root, fmt.Sprintf("n%d.log", s.ID))
 		if strings.Contains(s.Roles, "broker") {
@@ -350,7 +358,7 @@ func processProperties(s NodeSpec, p *Process, quorum [2]string, offsetsRF strin
 		{"listeners", strings.Join(listeners, ",")},
 		{"listener.security.protocol.map", protocols},
 		{"inter.broker.listener.name", interBroker},
-		{"log.dirs", p.Dir},
+		{"log.dirs", strings.Join(p.LogDirs, ",")},
 		{"broker.heartbeat.interval.ms", "500"},
 		{"broker.session.timeout.ms", "3000"},
 		{"offsets.topic.replication.factor", offsetsRF},
