@@ -170,8 +170,9 @@ func (m *Manager) AlterLogDir(tp TopicPartition, dir string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.logs[tp] != cur || m.futures[tp] != nil {
-		// Deleted, closed or moved by a concurrent call meanwhile.
+	if m.closed || m.logs[tp] != cur || m.futures[tp] != nil || m.dirOf[tp] == d {
+		// Deleted, closed, being moved by a concurrent call, or moved
+		// there by a move that was completing, meanwhile.
 		m.removeLog(fut, d)
 		return nil
 	}
