@@ -350,6 +350,7 @@ func (n *Node) start() (err error) {
 			CleanerIOMaxBytesPerSecond:      cfg.LogCleanerIOMaxBytesPerSec,
 			WritebackBytes:                  cfg.LogWritebackBytes,
 			DeleteBytesPerSecond:            deleteBytesPerSecond(cfg.LogDeleteBytesPerSecond),
+			DeferMoves:                      true, // until reconcileStrayLogsLocked
 			OnLogDirFailure:                 n.logDirFailed,
 			Logger:                          logger,
 		})

@@ -437,6 +437,10 @@ func (b *Broker) reconcileStrayLogsLocked() {
 	if strays > 0 {
 		b.applyLocked(img, fullChanges(img))
 	}
+	// The moves between log dirs a restart found resume now, at the
+	// replica.alter.log.dirs.io.max.bytes.per.second of the caught-up
+	// image, with the strays' gone.
+	b.logs.StartMoves()
 }
 
 // replaceStrayLog deletes tp's log of topic id old and creates an empty one.

@@ -23,7 +23,8 @@ import (
 //
 //  1. With replica.alter.log.dirs.io.max.bytes.per.second low (the tool's
 //     --replica-alter-log-dirs-throttle), DescribeLogDirs shows the moves
-//     under way: future replicas in the destination, lagging.
+//     under way: future replicas in the destination. The broker is killed
+//     with -9 and restarted mid-move: the moves resume.
 //  2. The throttle lifted, the moves complete: each partition is in its
 //     destination alone, and its old directory goes.
 //  3. The broker is killed with -9 and restarted: the partitions are where
@@ -126,19 +127,29 @@ func TestMoveReplicasBetweenLogDirs(t *testing.T) {
 			t.Errorf("move of %s-%d to %s: %v", r.Topic, r.Partition, r.Dir, r.Err)
 		}
 	})
-	waitForState(t, 30*time.Second, "future replicas in the destinations", func() (bool, string) {
-		now := where()
-		for p := range int32(2) {
-			found := false
-			for _, c := range now[p] {
-				found = found || (c.future && c.dir == dest[p])
+	underWay := func(what string) {
+		t.Helper()
+		waitForState(t, 30*time.Second, what, func() (bool, string) {
+			now := where()
+			for p := range int32(2) {
+				found := false
+				for _, c := range now[p] {
+					found = found || (c.future && c.dir == dest[p])
+				}
+				if !found {
+					return false, fmt.Sprintf("%+v", now)
+				}
 			}
-			if !found {
-				return false, fmt.Sprintf("%+v", now)
-			}
-		}
-		return true, ""
-	})
+			return true, ""
+		})
+	}
+	underWay("future replicas in the destinations")
+	// A kill -9 mid-move: the moves resume from the future replicas the
+	// restarted broker finds.
+	pc.Kill(1)
+	pc.Start(1)
+	pc.WaitReady(1)
+	underWay("the moves resumed after a kill -9")
 
 	// The refusals.
 	bad := kadm.AlterReplicaLogDirsReq{}

@@ -248,6 +248,10 @@ func (m *Manager) wakeMover() {
 	}
 }
 
+// StartMoves lets the mover run (ManagerConfig.DeferMoves); later calls do
+// nothing.
+func (m *Manager) StartMoves() { m.startMoves.Do(func() { close(m.movesStart) }) }
+
 // AlterLogDirsBytesPerSecond is the mover's current bound.
 func (m *Manager) AlterLogDirsBytesPerSecond() int64 { return m.moveRate.Load() }
 
@@ -351,6 +355,11 @@ func (m *Manager) openOptions(dir string, cfg LogConfig, o OpenOptions) OpenOpti
 // it also closes the segments of completed moves once they are due.
 func (m *Manager) moveLoop() {
 	defer m.wg.Done()
+	select {
+	case <-m.stop:
+		return
+	case <-m.movesStart:
+	}
 	timer := time.NewTimer(movePoll)
 	defer timer.Stop()
 	for {

@@ -94,6 +94,11 @@ type ManagerConfig struct {
 	// together (0: unthrottled; Kafka's default, Double.MAX_VALUE, too),
 	// until SetCleanerIOMaxBytesPerSecond changes it.
 	CleanerIOMaxBytesPerSecond float64
+	// DeferMoves holds the moves between log dirs found at open (future
+	// logs, logdir_move.go) until StartMoves: the broker starts them once
+	// it has read replica.alter.log.dirs.io.max.bytes.per.second from the
+	// metadata, so that a throttled move does not resume unthrottled.
+	DeferMoves bool
 	// OnLogDirFailure is called once per log dir, with the first I/O error
 	// that took it offline (dirfailure.go). It runs on the goroutine that
 	// met the error and must not block or call into the Manager.
@@ -152,6 +157,8 @@ type Manager struct {
 	completing   map[TopicPartition]bool // moves past their claim (completeMove)
 	preferredDir map[TopicPartition]string
 	moveWake     chan struct{}
+	movesStart   chan struct{} // closed by StartMoves
+	startMoves   sync.Once
 	moveRate     atomic.Int64
 	moveMu       sync.Mutex
 	retired      []retiredSegments
@@ -210,6 +217,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		completing:   map[TopicPartition]bool{},
 		preferredDir: map[TopicPartition]string{},
 		moveWake:     make(chan struct{}, 1),
+		movesStart:   make(chan struct{}),
 	}
 	m.writeback = newWritebackQueue(m.stop)
 	m.deleter = newFileDeleter(m.stop, cfg.DeleteBytesPerSecond, m.logger)
@@ -259,6 +267,9 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	m.wg.Go(m.writeback.run)
 	m.wg.Go(m.deleter.run)
 	m.SetCleanerThreads(cfg.CleanerThreads)
+	if !cfg.DeferMoves {
+		m.StartMoves()
+	}
 	return m, nil
 }
 
