@@ -400,19 +400,12 @@ func (m *Manager) loadDir(dir string) (int64, error) {
 		err error
 	}
 	open := func(tp TopicPartition, name string) (*Log, error) {
-		return OpenLog(filepath.Join(dir, name), OpenOptions{
-			Config:         m.configFor(tp),
+		return OpenLog(filepath.Join(dir, name), m.openOptions(dir, m.configFor(tp), OpenOptions{
 			RecoveryPoint:  recovery[tp],
 			LogStartOffset: starts[tp],
 			HighWatermark:  hws[tp],
 			CleanShutdown:  clean,
-			writebackQueue: m.writeback,
-			writebackEvery: &m.writebackBytes,
-			deleter:        m.deleter,
-			Logger:         m.cfg.Logger,
-			Now:            m.cfg.Now,
-			logDir:         m.dirs[dir],
-		})
+		}))
 	}
 	work := make(chan TopicPartition)
 	results := make(chan result)
@@ -556,7 +549,7 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, ErrStorage)
 	}
 	ld := m.dirs[dir]
-	l, err := OpenLog(filepath.Join(dir, tp.DirName()), OpenOptions{Config: cfg, CleanShutdown: true, writebackQueue: m.writeback, writebackEvery: &m.writebackBytes, deleter: m.deleter, Logger: m.cfg.Logger, Now: m.cfg.Now, logDir: ld})
+	l, err := OpenLog(filepath.Join(dir, tp.DirName()), m.openOptions(dir, cfg, OpenOptions{CleanShutdown: true}))
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", tp, ld.check(err))
 	}
