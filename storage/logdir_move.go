@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -76,9 +75,7 @@ type retiredSegments struct {
 
 // futureDirName is a new future log's directory name.
 func futureDirName(tp TopicPartition) string {
-	var id [16]byte
-	rand.Read(id[:])
-	return tp.DirName() + "." + hex.EncodeToString(id[:]) + futureDirSuffix
+	return tp.DirName() + "." + randomHex() + futureDirSuffix
 }
 
 // parseFutureDirName parses a future log's directory name.
@@ -165,7 +162,7 @@ func (m *Manager) AlterLogDir(tp TopicPartition, dir string) error {
 		err = syncDir(d)
 	}
 	if err != nil {
-		m.removeLog(fut, d)
+		m.dropFuture(fut)
 		return fmt.Errorf("move %s to %s: %w", tp, dir, ld.check(err))
 	}
 	m.mu.Lock()
@@ -173,7 +170,7 @@ func (m *Manager) AlterLogDir(tp TopicPartition, dir string) error {
 	if m.closed || m.logs[tp] != cur || m.futures[tp] != nil || m.dirOf[tp] == d {
 		// Deleted, closed, being moved by a concurrent call, or moved
 		// there by a move that was completing, meanwhile.
-		m.removeLog(fut, d)
+		m.dropFuture(fut)
 		return nil
 	}
 	m.futures[tp] = &futureLog{log: fut, dir: d}
@@ -225,10 +222,7 @@ func (m *Manager) FutureLogs() []*Log {
 		out = append(out, f.log)
 	}
 	m.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].tp, out[j].tp
-		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
-	})
+	sortByPartition(out)
 	return out
 }
 
@@ -264,46 +258,30 @@ func (m *Manager) abandonFutureLocked(tp TopicPartition, why string) {
 	}
 	delete(m.futures, tp)
 	m.logger.Info("abandoning a replica's move to another log dir", "partition", tp, "to", f.dir, "reason", why)
-	m.removeLog(f.log, f.dir)
+	m.dropFuture(f.log)
 }
 
-// removeLog closes a log nobody else holds (a future log) and has its
-// directory removed, renamed "-delete" first as DeleteLog does.
-func (m *Manager) removeLog(l *Log, dir string) {
-	if err := l.Close(); err != nil {
-		m.logger.Warn("closing a log to remove failed", "dir", l.Dir(), "error", err)
+// dropFuture removes a future log nobody else holds any more; a failure to
+// rename it away takes its dir offline.
+func (m *Manager) dropFuture(l *Log) {
+	if err := m.removeLog(l); err != nil {
+		m.logger.Error("removing a future log failed", "dir", l.Dir(), "error", l.dirState().check(err))
 	}
-	if m.dirs[dir].isOffline() {
-		return
-	}
-	target := filepath.Join(dir, l.tp.DirName()+"."+randomHex()+deleteDirSuffix)
-	if err := os.Rename(l.Dir(), target); err != nil {
-		m.logger.Error("renaming a log to remove failed", "dir", l.Dir(), "error", m.dirs[dir].check(err))
-		return
-	}
-	m.removeInBackground(target)
-}
-
-func randomHex() string {
-	var id [16]byte
-	rand.Read(id[:])
-	return hex.EncodeToString(id[:])
 }
 
 // settleFutures decides, once every log dir is loaded, what each future log
-// found on disk is: the continuation of a move when its partition's
-// current log is elsewhere; the partition's log when there is no current
-// one (a crash between the two renames of a completed move); garbage when
-// the current log is in the same dir.
+// found on disk is: the continuation of a move when its partition has a
+// current log (elsewhere: loadDir dropped those beside theirs); the
+// partition's log when there is none (a crash between the two renames of a
+// completed move).
 func (m *Manager) settleFutures() error {
 	var errs []error
 	for tp, f := range m.futures {
 		dir, hosted := m.dirOf[tp]
 		switch {
-		case hosted && dir != f.dir:
-			m.logger.Info("resuming a replica's move to another log dir", "partition", tp, "from", dir, "to", f.dir)
 		case hosted:
-			m.abandonFutureLocked(tp, "the replica is in that log dir already")
+			// loadDir dropped any future log beside its current one.
+			m.logger.Info("resuming a replica's move to another log dir", "partition", tp, "from", dir, "to", f.dir)
 		default:
 			delete(m.futures, tp)
 			l, err := m.promoteOnLoad(tp, f)
@@ -661,7 +639,7 @@ func (m *Manager) completeMove(tp TopicPartition, cur *Log, f *futureLog) (bool,
 		m.mu.Unlock()
 	}()
 	if err := errors.Join(fut.Flush(), fut.Close()); err != nil {
-		m.removeLog(fut, f.dir)
+		m.dropFuture(fut)
 		return false, err
 	}
 	oldPath, oldDir := cur.path(), cur.dirState()
@@ -671,7 +649,7 @@ func (m *Manager) completeMove(tp TopicPartition, cur *Log, f *futureLog) (bool,
 	// complete future log alone, which the next start takes as the
 	// partition's (settleFutures); never two logs of one partition.
 	if err := os.Rename(oldPath, retiredPath); err != nil {
-		m.removeLog(fut, f.dir)
+		m.dropFuture(fut)
 		return false, oldDir.check(fmt.Errorf("move %s: %w", tp, err))
 	}
 	if err := syncDir(oldDir.path); err != nil {

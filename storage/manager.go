@@ -509,11 +509,16 @@ func (m *Manager) Logs() []*Log {
 	for _, l := range m.logs {
 		out = append(out, l)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].tp, out[j].tp
+	sortByPartition(out)
+	return out
+}
+
+// sortByPartition sorts logs by topic and partition.
+func sortByPartition(logs []*Log) {
+	sort.Slice(logs, func(i, j int) bool {
+		a, b := logs[i].tp, logs[j].tp
 		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
 	})
-	return out
 }
 
 // GetOrCreateLog returns the partition's log, creating it with cfg in the
@@ -576,30 +581,46 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	if !ok {
 		return nil
 	}
+	if err := m.removeLog(l); err != nil {
+		return fmt.Errorf("delete log %s: %w", tp, err)
+	}
+	return nil
+}
+
+// removeLog closes a log nobody else holds (a deleted partition's, an
+// abandoned future log) and removes its directory, Kafka-style: renamed
+// "<topic>-<partition>.<id>-delete" at once (so a restart never resurrects
+// it) and removed in the background.
+func (m *Manager) removeLog(l *Log) error {
 	// Closed before the rename: closing trims the indexes by path. A
 	// fetch still sending from the log fails cleanly (sendfile.go).
 	if err := l.Close(); err != nil {
-		m.logger.Warn("closing a deleted log failed", "partition", tp, "error", err)
+		m.logger.Warn("closing a log to remove failed", "partition", l.tp, "dir", l.Dir(), "error", err)
 	}
 	// The dir holding the log now: a move may have completed since.
 	ld := l.dirState()
-	dir := ld.path
 	if ld.isOffline() {
 		// Nothing is written to a failed dir: the next start finds the
 		// partition there, a stray the broker deletes then.
 		return nil
 	}
-	var id [16]byte
-	rand.Read(id[:])
-	target := filepath.Join(dir, tp.DirName()+"."+hex.EncodeToString(id[:])+deleteDirSuffix)
+	target := filepath.Join(ld.path, l.tp.DirName()+"."+randomHex()+deleteDirSuffix)
 	if err := os.Rename(l.Dir(), target); err != nil {
-		return fmt.Errorf("delete log %s: %w", tp, err)
+		return err
 	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("delete log %s: %w", tp, err)
+	if err := syncDir(ld.path); err != nil {
+		return err
 	}
 	m.removeInBackground(target)
 	return nil
+}
+
+// randomHex is 32 random hex digits, the unique part of Kafka's "-delete"
+// and "-future" directory names.
+func randomHex() string {
+	var id [16]byte
+	rand.Read(id[:])
+	return hex.EncodeToString(id[:])
 }
 
 // CheckpointOffsets writes each dir's recovery-point, high-watermark and
