@@ -393,8 +393,11 @@ func (m *Manager) moveOnce() (busy, more bool) {
 
 // moveStep copies up to moveStepBytes of one partition into its future
 // log, at the bound of replica.alter.log.dirs.io.max.bytes.per.second, and
-// completes the move once nothing was left to copy. It reports whether it
-// stopped at its budget, with more to copy.
+// completes the move once the copy has reached the log end offset the
+// step started at: what was appended since is copied under the log's lock
+// (completeMove), so that a partition appended to all the time still
+// completes. It reports whether it stopped at its budget, with more to
+// copy.
 func (m *Manager) moveStep(tp TopicPartition) bool {
 	m.mu.RLock()
 	cur, f := m.logs[tp], m.futures[tp]
@@ -402,8 +405,9 @@ func (m *Manager) moveStep(tp TopicPartition) bool {
 	if cur == nil || f == nil {
 		return false
 	}
+	target := cur.LogEndOffset()
 	copied := 0
-	for copied < moveStepBytes {
+	for copied < moveStepBytes && f.log.LogEndOffset() < target {
 		// Under a bound, reads of a tenth of a second's bytes keep the
 		// copy smooth (a read returns one batch at least).
 		chunk := moveChunkBytes
