@@ -58,7 +58,9 @@ func (l *Log) flushRolled() {
 			l.mu.Unlock()
 			return
 		}
-		version, created := l.structureVersion, l.segmentsCreated
+		// dir is taken with the version: a completed move between log
+		// dirs (logdir_move.go) renames it away and changes both.
+		version, created, dir := l.structureVersion, l.segmentsCreated, l.path()
 		var dirty []*segment
 		for _, s := range l.segments {
 			if s != l.active() && s.baseOffset < target && s.nextOffset > l.recoveryPoint {
@@ -81,16 +83,16 @@ func (l *Log) flushRolled() {
 		for _, off := range snapshots {
 			// A snapshot deleted meanwhile (a truncation) is not missed;
 			// one that cannot be made durable is only a slower recovery.
-			if err := syncFile(producerSnapshotPath(l.path(), off)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := syncFile(producerSnapshotPath(dir, off)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				l.logger.Warn("fsync of a producer state snapshot failed", "offset", off, "error", err)
 			}
 		}
-		dirErr := syncDir(l.path())
+		dirErr := syncDir(dir)
 		<-rollFlushSlots
 
 		l.mu.Lock()
 		err := l.liveFlushErrorLocked(dirty, errs)
-		if dirErr != nil {
+		if dirErr != nil && dir == l.path() { // else moved meanwhile: the next pass syncs the new dir
 			err = errors.Join(err, fmt.Errorf("flush rolled segments of %s: %w: %w", l.tp, ErrStorage, dirErr))
 		}
 		switch {

@@ -518,3 +518,65 @@ func BenchmarkMoveReplica(b *testing.B) {
 	b.ReportMetric(mbps(copyTime), "copy-MB/s")
 	b.ReportMetric(mbps(moveTime)/mbps(copyTime), "move/copy")
 }
+
+// TestMoveUnderABackgroundFlush completes a move while the background
+// flush of a rolled segment is between taking the log's dir and syncing
+// it: the dir it syncs is gone (renamed "-delete"), which is not a failure
+// of the log's new dir, and the flush goes on there.
+func TestMoveUnderABackgroundFlush(t *testing.T) {
+	noGoroutineLeak(t)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	m := openTestManager(t, moveTestConfig(dirs...))
+	tp := TopicPartition{"t", 0}
+	if err := m.AlterLogDir(tp, dirs[0]); !errors.Is(err, ErrReplicaNotAvailable) {
+		t.Fatal(err)
+	}
+	l, err := m.GetOrCreateLog(tp, LogConfig{SegmentBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillLog(t, l, 5)
+	// The mover copies one batch and pauses for good.
+	m.SetAlterLogDirsBytesPerSecond(1)
+	if err := m.AlterLogDir(tp, dirs[1]); err != nil {
+		t.Fatal(err)
+	}
+	fut, _, _ := m.FutureLog(tp)
+	m.mu.RLock()
+	f := m.futures[tp]
+	m.mu.RUnlock()
+	var once sync.Once
+	var moveErr error
+	moved := make(chan struct{})
+	l.rollFlushHook = func() {
+		once.Do(func() {
+			defer close(moved)
+			for {
+				n, err := copyToFuture(l, fut, 1<<20, false)
+				if err != nil || n == 0 {
+					moveErr = err
+					break
+				}
+			}
+			if moveErr == nil {
+				var done bool
+				if done, moveErr = m.completeMove(tp, l, f); !done && moveErr == nil {
+					moveErr = errors.New("the move did not complete")
+				}
+			}
+		})
+	}
+	fillLog(t, l, 40) // rolls: the background flush runs the hook
+	<-moved
+	if moveErr != nil {
+		t.Fatal(moveErr)
+	}
+	l.rollFlushes.Wait() // the flush that ran the hook, done
+	if l.Offline() || m.dirs[dirs[1]].isOffline() {
+		t.Fatalf("the move under a background flush took a log dir offline: %v", m.OfflineDirs())
+	}
+	fillLog(t, l, 40)
+	if filepath.Dir(l.Dir()) != dirs[1] {
+		t.Fatalf("log in %s", l.Dir())
+	}
+}

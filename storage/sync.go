@@ -66,7 +66,9 @@ func (l *Log) syncOnce() (again bool, err error) {
 		}
 	}
 	created, needDir := l.segmentsCreated, l.dirSynced < l.segmentsCreated
-	version := l.structureVersion
+	// dir is taken with the version: a completed move between log dirs
+	// (logdir_move.go) renames it away and changes both.
+	version, dir := l.structureVersion, l.path()
 	l.mu.RUnlock()
 
 	errs := flushSegments(dirty, (*segment).syncRecords)
@@ -74,7 +76,7 @@ func (l *Log) syncOnce() (again bool, err error) {
 	// must be durable too, or a crash loses the file with what it holds.
 	var dirErr error
 	if needDir {
-		dirErr = syncDir(l.path())
+		dirErr = syncDir(dir)
 	}
 
 	l.mu.Lock()
@@ -85,7 +87,7 @@ func (l *Log) syncOnce() (again bool, err error) {
 	if err := l.liveFlushErrorLocked(dirty, errs); err != nil {
 		return false, err
 	}
-	if dirErr != nil {
+	if dirErr != nil && dir == l.path() { // else moved meanwhile: the next pass syncs the new dir
 		return false, fmt.Errorf("sync %s: %w: %w", l.tp, ErrStorage, dirErr)
 	}
 	l.dirSynced = max(l.dirSynced, created)
