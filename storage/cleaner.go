@@ -225,13 +225,33 @@ func (l *Log) planClean(checkpoint int64) (*cleanPlan, bool) {
 // more keys, only a prefix of it, in whole segments, is cleaned, and the
 // returned EndOffset says where it ends. stop aborts the pass between
 // segments. It returns errCleanAborted (wrapped) when the log changed under
-// it: the group being rewritten is left as it was (groups swapped before
+// it, whatever failed then: the group being rewritten is left as it was (groups swapped before
 // stay cleaned, which is correct), and the caller keeps the old
 // checkpoint, so the next pass covers everything again.
 //
 // Concurrency: one pass per log at a time (the manager's one cleaner
 // goroutine); appends, reads, retention and truncation run concurrently.
 func (l *Log) clean(p *cleanPlan, maxKeys int, stop <-chan struct{}) (cleanStats, error) {
+	stats, err := l.cleanPass(p, maxKeys, stop)
+	if err != nil && !errors.Is(err, errCleanAborted) && l.changedSince(p.version) {
+		// Whatever failed, the log changed under the pass: a move of the
+		// replica that completed may have renamed the directory the pass
+		// was creating its cleaned segment in. Not a corrupt log: the next
+		// pass plans afresh.
+		return stats, fmt.Errorf("log changed while cleaning (%w): %w", err, errCleanAborted)
+	}
+	return stats, err
+}
+
+// changedSince reports whether the log's segments changed, other than by a
+// cleaning pass's own swaps, since its structureVersion was version.
+func (l *Log) changedSince(version uint64) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.structureVersion != version
+}
+
+func (l *Log) cleanPass(p *cleanPlan, maxKeys int, stop <-chan struct{}) (cleanStats, error) {
 	start := time.Now()
 	stats := cleanStats{SegmentsBefore: len(p.segments)}
 	maxUncompressed := max(64<<20, 16*p.cfg.MaxMessageBytes)
@@ -312,7 +332,11 @@ func (l *Log) cleanGroup(p *cleanPlan, group []cleanSegment, f *batchFilter, sto
 	for _, cs := range group {
 		before += cs.size
 	}
-	cleaned, err := createCleanedSegment(l.path(), group[0].base, p.cfg, p.now)
+	dir := l.path()
+	if l.cleanGroupHook != nil {
+		l.cleanGroupHook()
+	}
+	cleaned, err := createCleanedSegment(dir, group[0].base, p.cfg, p.now)
 	if err != nil {
 		return before, 0, err
 	}

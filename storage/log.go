@@ -196,6 +196,9 @@ type Log struct {
 	// rollFlushHook, when set (tests), runs in the background flush
 	// between choosing what to flush and flushing it.
 	rollFlushHook func()
+	// cleanGroupHook, when set (tests), runs in a cleaning pass between
+	// taking the log's directory and creating the cleaned segment there.
+	cleanGroupHook func()
 
 	// syncMu serialises Sync's fsyncs (group commit, sync.go); taken
 	// before mu, never while holding it.

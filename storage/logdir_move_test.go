@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -579,4 +580,96 @@ func TestMoveUnderABackgroundFlush(t *testing.T) {
 	if filepath.Dir(l.Dir()) != dirs[1] {
 		t.Fatalf("log in %s", l.Dir())
 	}
+}
+
+// A cleaning pass spanning a move is aborted, not taken for a corrupt log:
+// one whose read of the segments the move retired fails once they are
+// closed, and one that creates its cleaned segment in the directory the
+// move renamed away. The log stays cleanable, and the next pass cleans it
+// in its new dir.
+func TestCleaningSpanningAMoveIsAborted(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	mcfg := moveTestConfig(dirs...)
+	mcfg.DisableLogCleaner = true // the test runs the passes
+	m := openTestManager(t, mcfg)
+	tp := TopicPartition{"compacted", 0}
+	l, err := m.GetOrCreateLog(tp, compactConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := overwriteLog(t, l, record.CompressionNone, rand.New(rand.NewSource(5)), 100, 5, 10, newFakeClock())
+	l.SetHighWatermark(l.LogEndOffset())
+	want := readRecords(t, l)
+	other := func() string {
+		if filepath.Dir(l.Dir()) == dirs[0] {
+			return dirs[1]
+		}
+		return dirs[0]
+	}
+	aborted := func(what string, p *cleanPlan) {
+		t.Helper()
+		if ok, err := m.cleanClaimed(&cleanCandidate{log: l, plan: p}, nil); ok || err != nil {
+			t.Fatalf("%s: cleaned %v, error %v; want an aborted pass", what, ok, err)
+		}
+		m.cleaner.mu.Lock()
+		uncleanable := m.cleaner.uncleanable[tp]
+		m.cleaner.mu.Unlock()
+		if uncleanable {
+			t.Fatalf("%s: the log was marked uncleanable", what)
+		}
+		if got := readRecords(t, l); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the aborted pass changed the log", what)
+		}
+		for _, d := range dirs {
+			matches, _ := filepath.Glob(filepath.Join(d, "*", "*"+cleanedSuffix))
+			if len(matches) > 0 {
+				t.Fatalf("%s: the aborted pass left %v", what, matches)
+			}
+		}
+	}
+
+	// The pass reads segments the move retired and closed.
+	p, ok := l.planClean(0)
+	if !ok {
+		t.Fatal("nothing cleanable")
+	}
+	to := other()
+	if err := m.AlterLogDir(tp, to); err != nil {
+		t.Fatal(err)
+	}
+	waitMoved(t, m, tp, to)
+	m.closeRetired(true)
+	aborted("reading retired segments", p)
+
+	// The move completes between the pass taking the log's directory and
+	// creating its cleaned segment there.
+	if err := l.Roll(); err != nil { // the move copied into segments of segment.bytes
+		t.Fatal(err)
+	}
+	if p, ok = l.planClean(0); !ok {
+		t.Fatal("nothing cleanable after the move")
+	}
+	to = other()
+	l.cleanGroupHook = func() {
+		l.cleanGroupHook = nil
+		if err := m.AlterLogDir(tp, to); err != nil {
+			t.Error(err)
+		}
+		waitMoved(t, m, tp, to)
+	}
+	aborted("creating the cleaned segment in a renamed directory", p)
+
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok = l.planClean(0); !ok {
+		t.Fatal("nothing cleanable after the second move")
+	}
+	if ok, err := m.cleanClaimed(&cleanCandidate{log: l, plan: p}, nil); !ok || err != nil {
+		t.Fatalf("cleaning in the new dir: cleaned %v, error %v", ok, err)
+	}
+	if got, want := readRecords(t, l), compacted(written, p.endOffset, false); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after cleaning:\n got  %v\n want %v", got, want)
+	}
+	checkLogInvariants(t, l)
 }
