@@ -73,6 +73,7 @@ var apiTable = func() []apiSpec {
 		{66, 0, 2}, // ListTransactions
 		{68, 0, 1}, // ConsumerGroupHeartbeat (KIP-848; advertised at group.version 1+)
 		{69, 0, 1}, // ConsumerGroupDescribe (KIP-848; advertised at group.version 1+)
+		{74, 0, 1}, // ListConfigResources (KIP-1142; no client metrics)
 		{75, 0, 0}, // DescribeTopicPartitions (KIP-966; no ELRs)
 		{80, 0, 1}, // AddRaftVoter (forwarded)
 		{81, 0, 0}, // RemoveRaftVoter (forwarded)

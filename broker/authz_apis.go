@@ -38,7 +38,7 @@ package broker
 //   - Cluster administration: DESCRIBE on the cluster for DescribeLogDirs,
 //     DescribeAcls, DescribeUserScramCredentials, DescribeQuorum and
 //     ListPartitionReassignments; DESCRIBE_CONFIGS for
-//     DescribeClientQuotas; ALTER_CONFIGS for AlterClientQuotas; ALTER for
+//     DescribeClientQuotas and ListConfigResources; ALTER_CONFIGS for AlterClientQuotas; ALTER for
 //     CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders,
 //     AlterPartitionReassignments, AlterReplicaLogDirs, UnregisterBroker,
 //     UpdateFeatures, AddRaftVoter and RemoveRaftVoter
@@ -150,7 +150,7 @@ func (b *Broker) authorize(req *network.Request, z *requestAuthz) (deny kmsg.Res
 		if !z.cluster(opDescribe) {
 			return clusterDenied(m.(kmsg.Request)), nil
 		}
-	case *kmsg.DescribeClientQuotasRequest:
+	case *kmsg.DescribeClientQuotasRequest, *kmsg.ListConfigResourcesRequest:
 		if !z.cluster(opDescribeConfigs) {
 			return clusterDenied(m), nil
 		}
@@ -383,6 +383,8 @@ func setTopLevelError(resp kmsg.Response, code int16) {
 	case *kmsg.DescribeUserSCRAMCredentialsResponse:
 		r.ErrorCode = code
 	case *kmsg.DescribeClientQuotasResponse:
+		r.ErrorCode = code
+	case *kmsg.ListConfigResourcesResponse:
 		r.ErrorCode = code
 	case *kmsg.ListPartitionReassignmentsResponse:
 		r.ErrorCode = code

@@ -261,6 +261,10 @@ func TestAuthorizationPerAPI(t *testing.T) {
 	if refused != 2 {
 		t.Errorf("alter replica log dirs: %+v", moved)
 	}
+	// ListConfigResources needs DESCRIBE_CONFIGS on the cluster.
+	if _, err := adm.ListConfigResources(ctx); code(err) != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("list config resources: %v", err)
+	}
 }
 
 // Without an authorizer the ACL APIs answer SECURITY_DISABLED, as Kafka's.

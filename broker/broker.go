@@ -423,6 +423,8 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 		return respond(b.handleDescribeCluster(req, m))
 	case *kmsg.DescribeTopicPartitionsRequest:
 		return respond(b.handleDescribeTopicPartitions(req, m))
+	case *kmsg.ListConfigResourcesRequest:
+		return respond(b.handleListConfigResources(req, m))
 	case *kmsg.InitProducerIDRequest:
 		return b.handleInitProducerID(ctx, req, m)
 	case *kmsg.AddPartitionsToTxnRequest:

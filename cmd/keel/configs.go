@@ -286,6 +286,9 @@ func configsDescribe(c *cli.Context) error {
 				return err
 			}
 		case client.GroupConfig:
+			// The groups the coordinators know and the groups with
+			// dynamic configs (which may have no members or offsets),
+			// as Kafka 4.1's kafka-configs.sh lists them.
 			groups, err := adm.ListGroups(ctx)
 			if err != nil {
 				return err
@@ -293,7 +296,15 @@ func configsDescribe(c *cli.Context) error {
 			for _, g := range groups {
 				names = append(names, g.Group)
 			}
+			configured, err := adm.ListConfigResources(ctx, client.GroupConfig)
+			if err != nil && !errors.Is(err, client.ErrUnsupportedRequest) {
+				return err
+			}
+			for _, r := range configured {
+				names = append(names, r.Name)
+			}
 			slices.Sort(names)
+			names = slices.Compact(names)
 		default:
 			cluster, err := adm.DescribeCluster(ctx)
 			if err != nil {

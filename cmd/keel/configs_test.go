@@ -104,6 +104,12 @@ func TestCLIConfigs(t *testing.T) {
 		"  consumer.session.timeout.ms=50000 sensitive=false synonyms={GROUP_CONFIG:consumer.session.timeout.ms=50000}\n" {
 		t.Errorf("describe group app printed %q", out)
 	}
+	// Every group: app has no members or offsets, only configs
+	// (ListConfigResources lists it).
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "groups"); out != "Dynamic configs for group app are:\n"+
+		"  consumer.session.timeout.ms=50000 sensitive=false synonyms={GROUP_CONFIG:consumer.session.timeout.ms=50000}\n" {
+		t.Errorf("describe every group printed %q", out)
+	}
 	if out := keel(t, bs, "", "configs", "alter", "--group", "app", "--add-config", "consumer.heartbeat.interval.ms=1"); out.exit == 0 ||
 		!strings.Contains(out.stderr, "consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms") {
 		t.Errorf("a heartbeat interval below the bound: %+v", out)
