@@ -527,7 +527,9 @@ func BenchmarkMoveReplica(b *testing.B) {
 func TestMoveUnderABackgroundFlush(t *testing.T) {
 	noGoroutineLeak(t)
 	dirs := []string{t.TempDir(), t.TempDir()}
-	m := openTestManager(t, moveTestConfig(dirs...))
+	cfg := moveTestConfig(dirs...)
+	cfg.DeferMoves = true // the test copies and completes the move itself
+	m := openTestManager(t, cfg)
 	tp := TopicPartition{"t", 0}
 	if err := m.AlterLogDir(tp, dirs[0]); !errors.Is(err, ErrReplicaNotAvailable) {
 		t.Fatal(err)
@@ -537,8 +539,6 @@ func TestMoveUnderABackgroundFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	fillLog(t, l, 5)
-	// The mover copies one batch and pauses for good.
-	m.SetAlterLogDirsBytesPerSecond(1)
 	if err := m.AlterLogDir(tp, dirs[1]); err != nil {
 		t.Fatal(err)
 	}
