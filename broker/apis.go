@@ -58,7 +58,7 @@ var apiTable = func() []apiSpec {
 		{43, 0, 2}, // ElectLeaders (forwarded)
 		{44, 0, 1}, // IncrementalAlterConfigs (forwarded)
 		{45, 0, 1}, // AlterPartitionReassignments (forwarded)
-		{46, 0, 0}, // ListPartitionReassignments
+		{46, 0, 0}, // ListPartitionReassignments (forwarded)
 		{47, 0, 0}, // OffsetDelete
 		{48, 0, 1}, // DescribeClientQuotas
 		{49, 0, 1}, // AlterClientQuotas (forwarded)

@@ -466,7 +466,7 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 	case *kmsg.AlterPartitionAssignmentsRequest:
 		return b.handleAlterPartitionReassignments(ctx, m)
 	case *kmsg.ListPartitionReassignmentsRequest:
-		return respond(b.handleListPartitionReassignments(m))
+		return b.handleListPartitionReassignments(ctx, m)
 	case *kmsg.DescribeQuorumRequest:
 		return b.handleDescribeQuorum(ctx, m)
 	case *kmsg.AddRaftVoterRequest:

@@ -9,16 +9,18 @@ package broker
 // and the partitions complete on their own. Transport errors: as
 // CreateTopics, with the code in the top-level error and every partition.
 //
-// ListPartitionReassignments (key 46), v0: answered from this broker's
-// image (metadata.ListPartitionReassignments), which a forwarded change has
-// reached before its answer.
+// ListPartitionReassignments (key 46), v0: forwarded to the active
+// controller, which answers from its image
+// (metadata.ListPartitionReassignments), as a KRaft broker forwards it: an
+// admin client that started a reassignment through one broker and lists
+// them through another sees it, where another broker's image may not have
+// it yet.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/keelstream/keel/metadata"
 	"github.com/keelstream/keel/network"
 )
 
@@ -43,6 +45,10 @@ func (b *Broker) handleAlterPartitionReassignments(ctx context.Context, m *kmsg.
 	})
 }
 
-func (b *Broker) handleListPartitionReassignments(m *kmsg.ListPartitionReassignmentsRequest) kmsg.Response {
-	return metadata.ListPartitionReassignments(b.currentImage(), m)
+func (b *Broker) handleListPartitionReassignments(ctx context.Context, m *kmsg.ListPartitionReassignmentsRequest) network.Result {
+	return b.forward(ctx, m, millis(m.TimeoutMillis), func(code int16, msg string) kmsg.Response {
+		resp := m.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+		return resp
+	})
 }
