@@ -77,6 +77,10 @@ var (
 	// ErrUnknownTopicOrPartition (3): the topic or partition does not exist
 	// (yet). Retriable: metadata may still be propagating.
 	ErrUnknownTopicOrPartition = codeError(3)
+	// ErrReplicaNotAvailable (9): the broker does not host the replica
+	// (yet), say one AlterReplicaLogDirs names before a reassignment
+	// created it.
+	ErrReplicaNotAvailable = codeError(9)
 	// ErrNotLeaderOrFollower (6): the broker no longer leads the partition;
 	// the client refreshes its metadata and retries.
 	ErrNotLeaderOrFollower = codeError(6)

@@ -1,0 +1,126 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// PartitionReassignment is a reassignment under way (KIP-455): Replicas
+// is the partition's whole replica set meanwhile, the adding and the
+// removing replicas included.
+type PartitionReassignment struct {
+	Replicas, Adding, Removing []int32
+}
+
+// AlterPartitionReassignments starts reassigning partitions to the given
+// replicas, the first of which is the preferred leader; a nil replica list
+// cancels the partition's reassignment under way
+// (AlterPartitionReassignments, KIP-455; what kafka-reassign-partitions.sh
+// --execute and --cancel send). It returns each partition's error, nil for
+// one accepted.
+func (a *Admin) AlterPartitionReassignments(ctx context.Context, targets map[TopicPartition][]int32) (map[TopicPartition]error, error) {
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.TimeoutMillis = int32(a.timeout / time.Millisecond)
+	for _, tps := range groupByTopic(targets) {
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic = tps[0].Topic
+		for _, tp := range tps {
+			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			rp.Partition, rp.Replicas = tp.Partition, targets[tp]
+			if rp.Replicas != nil {
+				rp.Replicas = append([]int32{}, rp.Replicas...) // non-nil even when empty: only nil cancels
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	out := map[TopicPartition]error{}
+	err := a.retry(ctx, func() error {
+		kresp, err := a.cl.Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		resp := kresp.(*kmsg.AlterPartitionAssignmentsResponse)
+		if err := errorWithMessage(resp.ErrorCode, resp.ErrorMessage); err != nil {
+			return err
+		}
+		clear(out)
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				out[TopicPartition{t.Topic, p.Partition}] = errorWithMessage(p.ErrorCode, p.ErrorMessage)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("alter partition reassignments: %w", err)
+	}
+	return out, nil
+}
+
+// ListPartitionReassignments lists the reassignments under way of the
+// given partitions, or of every partition when none is given
+// (ListPartitionReassignments, KIP-455; kafka-reassign-partitions.sh
+// --list). A partition not being reassigned is not in the result.
+func (a *Admin) ListPartitionReassignments(ctx context.Context, parts ...TopicPartition) (map[TopicPartition]PartitionReassignment, error) {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = int32(a.timeout / time.Millisecond)
+	byTopic := map[TopicPartition][]int32{}
+	for _, tp := range parts {
+		byTopic[tp] = nil
+	}
+	for _, tps := range groupByTopic(byTopic) {
+		rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+		rt.Topic = tps[0].Topic
+		for _, tp := range tps {
+			rt.Partitions = append(rt.Partitions, tp.Partition)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	out := map[TopicPartition]PartitionReassignment{}
+	err := a.retry(ctx, func() error {
+		kresp, err := a.cl.Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		resp := kresp.(*kmsg.ListPartitionReassignmentsResponse)
+		if err := errorWithMessage(resp.ErrorCode, resp.ErrorMessage); err != nil {
+			return err
+		}
+		clear(out)
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				out[TopicPartition{t.Topic, p.Partition}] = PartitionReassignment{Replicas: p.Replicas, Adding: p.AddingReplicas, Removing: p.RemovingReplicas}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list partition reassignments: %w", err)
+	}
+	return out, nil
+}
+
+// groupByTopic returns the keys of m grouped by topic, topics and
+// partitions sorted.
+func groupByTopic[V any](m map[TopicPartition]V) [][]TopicPartition {
+	tps := make([]TopicPartition, 0, len(m))
+	for tp := range m {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
+	})
+	var out [][]TopicPartition
+	for i, tp := range tps {
+		if i == 0 || tp.Topic != tps[i-1].Topic {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], tp)
+	}
+	return out
+}
