@@ -37,6 +37,7 @@ type Cluster struct {
 	voters    string
 	overrides []string
 	sink      *logSink
+	logDirs   int // log.dirs a node (StartJBODCluster)
 }
 
 // handedOut are the ports FreePort returned in this process: the kernel
@@ -112,8 +113,20 @@ func StartCluster(t testing.TB, specs []NodeSpec, overrides ...string) *Cluster 
 // the first active controller commits.
 func StartClusterWith(t testing.TB, specs []NodeSpec, bootstrap []metadata.Record, overrides ...string) *Cluster {
 	t.Helper()
+	return startCluster(t, specs, bootstrap, 1, overrides)
+}
+
+// StartJBODCluster is StartCluster with logDirs log.dirs a node (JBOD):
+// the node's directory, then siblings named after it ("n1.1", "n1.2").
+func StartJBODCluster(t testing.TB, specs []NodeSpec, logDirs int, overrides ...string) *Cluster {
+	t.Helper()
+	return startCluster(t, specs, nil, logDirs, overrides)
+}
+
+func startCluster(t testing.TB, specs []NodeSpec, bootstrap []metadata.Record, logDirs int, overrides []string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, ClusterID: raftlog.NewClusterID(), Specs: specs, Nodes: map[int32]*broker.Node{},
-		dirs: map[int32]string{}, ports: map[int32][2]int{}, overrides: overrides, sink: &logSink{t: t}}
+		dirs: map[int32]string{}, ports: map[int32][2]int{}, overrides: overrides, sink: &logSink{t: t}, logDirs: logDirs}
 	var voters []string
 	for _, s := range specs {
 		c.dirs[s.ID] = filepath.Join(t.TempDir(), fmt.Sprintf("n%d", s.ID))
@@ -192,7 +205,7 @@ func (c *Cluster) configAt(s NodeSpec, dir string, p [2]int) *broker.Config {
 		"controller.listener.names":        "CONTROLLER",
 		"listeners":                        strings.Join(listeners, ","),
 		"listener.security.protocol.map":   "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"log.dirs":                         dir,
+		"log.dirs":                         c.logDirsAt(dir),
 		"broker.heartbeat.interval.ms":     "500",
 		"broker.session.timeout.ms":        "3000",
 		"offsets.topic.replication.factor": offsetsReplication(c.Specs),
@@ -206,6 +219,15 @@ func (c *Cluster) configAt(s NodeSpec, dir string, p [2]int) *broker.Config {
 		c.t.Fatal(err)
 	}
 	return cfg
+}
+
+// logDirsAt is log.dirs for a node in dir.
+func (c *Cluster) logDirsAt(dir string) string {
+	dirs := []string{dir}
+	for i := 1; i < c.logDirs; i++ {
+		dirs = append(dirs, fmt.Sprintf("%s.%d", dir, i))
+	}
+	return strings.Join(dirs, ",")
 }
 
 // Start starts (or restarts) node id from its directory.

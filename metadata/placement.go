@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -149,4 +150,31 @@ func rackAlternatedBrokers(brokers []*BrokerRegistration) []int32 {
 		}
 	}
 	return out
+}
+
+// BrokerRack is a broker as AssignReplicas places replicas on it.
+type BrokerRack struct {
+	ID   int32
+	Rack string // "" for none
+}
+
+// AssignReplicas proposes replicas for a topic of nPartitions partitions
+// with rf replicas each on brokers, as CreateTopics places a new topic's
+// (placeReplicas; kafka-reassign-partitions.sh --generate runs the same
+// AdminUtils.assignReplicasToBrokers): a random start, leaders spread over
+// the brokers, racks alternated when the brokers have them. Partition p's
+// replicas are the result's p-th list, its preferred leader first.
+func AssignReplicas(brokers []BrokerRack, nPartitions, rf int, rng *rand.Rand) ([][]int32, error) {
+	if rf <= 0 {
+		return nil, fmt.Errorf("replication factor must be larger than 0")
+	}
+	if rf > len(brokers) {
+		return nil, fmt.Errorf("replication factor: %d larger than available brokers: %d", rf, len(brokers))
+	}
+	regs := make([]*BrokerRegistration, len(brokers))
+	for i, b := range brokers {
+		regs[i] = &BrokerRegistration{ID: b.ID, Rack: b.Rack}
+	}
+	sort.Slice(regs, func(i, j int) bool { return regs[i].ID < regs[j].ID })
+	return placeReplicas(regs, nPartitions, rf, -1, 0, rng), nil
 }

@@ -35,6 +35,7 @@ func newApp() *cli.App {
 			dumpLogCommand(),
 			topicsCommand(),
 			logDirsCommand(),
+			reassignCommand(),
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),
@@ -57,7 +58,8 @@ var kafkaActions = map[string]map[string]string{
 	"configs": {"--describe": "describe", "--alter": "alter"},
 	"acls":    {"--add": "add", "--list": "list", "--remove": "remove"},
 	// kafka-log-dirs.sh has --describe alone.
-	"log-dirs": {"--describe": "describe"},
+	"log-dirs":            {"--describe": "describe"},
+	"reassign-partitions": {"--generate": "generate", "--execute": "execute", "--verify": "verify", "--cancel": "cancel", "--list": "list"},
 }
 
 // kafkaStyleArgs lets an operator type the Kafka scripts' form: `keel
