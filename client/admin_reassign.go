@@ -124,3 +124,71 @@ func groupByTopic[V any](m map[TopicPartition]V) [][]TopicPartition {
 	}
 	return out
 }
+
+// ElectionType is the kind of leader election ElectLeaders asks for.
+type ElectionType int8
+
+const (
+	// PreferredElection moves a partition's leadership to its preferred
+	// replica, the first of its replicas, if that is in the ISR and does
+	// not lead it already.
+	PreferredElection ElectionType = 0
+	// UncleanElection elects a replica out of the ISR for a partition
+	// without a leader, losing what only the ISR had.
+	UncleanElection ElectionType = 1
+)
+
+func (t ElectionType) String() string {
+	switch t {
+	case PreferredElection:
+		return "PREFERRED"
+	case UncleanElection:
+		return "UNCLEAN"
+	}
+	return fmt.Sprintf("ElectionType(%d)", int8(t))
+}
+
+// ElectLeaders runs leader elections for partitions, or for every
+// partition that needs one when none is given (ElectLeaders, KIP-460;
+// kafka-leader-election.sh). It returns each partition's outcome: nil for
+// an election done, ELECTION_NOT_NEEDED where the right replica leads
+// already, another error where none could be elected.
+func (a *Admin) ElectLeaders(ctx context.Context, typ ElectionType, parts ...TopicPartition) (map[TopicPartition]error, error) {
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.ElectionType = int8(typ)
+	req.TimeoutMillis = int32(a.timeout / time.Millisecond)
+	set := map[TopicPartition]struct{}{}
+	for _, tp := range parts {
+		set[tp] = struct{}{}
+	}
+	for _, tps := range groupByTopic(set) {
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic = tps[0].Topic
+		for _, tp := range tps {
+			rt.Partitions = append(rt.Partitions, tp.Partition)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	out := map[TopicPartition]error{}
+	err := a.retry(ctx, func() error {
+		kresp, err := a.cl.Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		resp := kresp.(*kmsg.ElectLeadersResponse)
+		if err := errorWithMessage(resp.ErrorCode, nil); err != nil {
+			return err
+		}
+		clear(out)
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				out[TopicPartition{t.Topic, p.Partition}] = errorWithMessage(p.ErrorCode, p.ErrorMessage)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("elect leaders: %w", err)
+	}
+	return out, nil
+}

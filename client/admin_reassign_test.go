@@ -39,3 +39,26 @@ func TestAdminPartitionReassignments(t *testing.T) {
 		}
 	}
 }
+
+// ElectLeaders against franz-go's reference broker: a partition whose
+// preferred replica leads is fine (kfake answers success, Kafka
+// ELECTION_NOT_NEEDED); an unknown one is refused.
+func TestAdminElectLeaders(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
+	ctx := testCtx(t)
+	adm, err := NewAdmin(ctx, SeedBrokers(fake.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	res, err := adm.ElectLeaders(ctx, PreferredElection, TopicPartition{"a", 0}, TopicPartition{"nope", 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res[TopicPartition{"a", 0}]; len(res) != 2 || e != nil && !errors.Is(e, ErrElectionNotNeeded) || !errors.Is(res[TopicPartition{"nope", 0}], ErrUnknownTopicOrPartition) {
+		t.Fatalf("elect: %v", res)
+	}
+	if PreferredElection.String() != "PREFERRED" || UncleanElection.String() != "UNCLEAN" {
+		t.Fatal("election type names")
+	}
+}

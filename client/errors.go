@@ -81,6 +81,9 @@ var (
 	// (yet), say one AlterReplicaLogDirs names before a reassignment
 	// created it.
 	ErrReplicaNotAvailable = codeError(9)
+	// ErrElectionNotNeeded (84): ElectLeaders found the right replica
+	// leading already.
+	ErrElectionNotNeeded = codeError(84)
 	// ErrNotLeaderOrFollower (6): the broker no longer leads the partition;
 	// the client refreshes its metadata and retries.
 	ErrNotLeaderOrFollower = codeError(6)

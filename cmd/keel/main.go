@@ -36,6 +36,7 @@ func newApp() *cli.App {
 			topicsCommand(),
 			logDirsCommand(),
 			reassignCommand(),
+			leaderElectionCommand(),
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),

@@ -19,9 +19,10 @@ import (
 // against three brokers with two log dirs each: generate a plan, execute it
 // throttled (a replica moved to another broker, another moved to its
 // broker's other log dir), verify until done (which clears the
-// throttles), then a reassignment held back by a 1 B/s throttle is listed,
-// refused a second execute without --additional, and cancelled. Every
-// record stays readable throughout.
+// throttles); a reordering of replicas and kafka-leader-election.sh's
+// preferred election after it; then a reassignment held back by a 1 B/s
+// throttle is listed, refused a second execute without --additional, and
+// cancelled. Every record stays readable throughout.
 func TestCLIReassignPartitions(t *testing.T) {
 	nodes := []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}}
 	// Small replica fetches, so that a throttled new replica cannot copy
@@ -183,6 +184,48 @@ func TestCLIReassignPartitions(t *testing.T) {
 	}
 	if d := ok(t, bs, "", "reassign-partitions", "list"); d != "No partition reassignments found.\n" {
 		t.Errorf("list printed %q", d)
+	}
+
+	// orders-1's replicas reordered: the same replicas, whose leader is
+	// not the new preferred one; a preferred leader election moves it
+	// (kafka-leader-election.sh).
+	reordered := []int32{before[1][1], before[1][0]}
+	ok(t, bs, "", "reassign-partitions", "execute", "--reassignment-json-file",
+		write("reorder.json", formatPlan(map[client.TopicPartition][]int32{{Topic: "orders", Partition: 1}: reordered}, nil)))
+	eventually(t, "orders-1's replicas reordered", func() bool { return slices.Equal(assignment()[1], reordered) })
+	leader := func(p int32) int32 {
+		mds, err := adm.DescribeTopics(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mds[0].Partitions[p].Leader
+	}
+	if l := leader(1); l != before[1][0] {
+		t.Fatalf("orders-1 is led by %d, want %d still", l, before[1][0])
+	}
+	if out := ok(t, bs, "", "leader-election", "--election-type", "preferred", "--topic", "orders", "--partition", "1"); out != "Successfully completed leader election (PREFERRED) for partitions orders-1\n" {
+		t.Errorf("preferred election printed %q", out)
+	}
+	eventually(t, "orders-1 led by its preferred replica", func() bool { return leader(1) == reordered[0] })
+	elections := write("elections.json", `{"partitions":[{"topic":"orders","partition":1},{"topic":"orders","partition":0}]}`)
+	if out := ok(t, bs, "", "leader-election", "--election-type", "PREFERRED", "--path-to-json-file", elections); out != "Valid replica already elected for partitions orders-0, orders-1\n" {
+		t.Errorf("preferred election of preferred leaders printed %q", out)
+	}
+	ok(t, bs, "", "leader-election", "--election-type", "preferred", "--all-topic-partitions")
+	for _, args := range [][]string{
+		{"--election-type", "preferred"},
+		{"--election-type", "preferred", "--all-topic-partitions", "--topic", "orders", "--partition", "0"},
+		{"--election-type", "preferred", "--topic", "orders"},
+		{"--election-type", "dirty", "--all-topic-partitions"},
+	} {
+		if r := keel(t, bs, "", append([]string{"leader-election"}, args...)...); r.exit == 0 {
+			t.Errorf("leader-election %v: exit 0", args)
+		}
+	}
+	if r := keel(t, bs, "", "leader-election", "--election-type", "preferred", "--topic", "nope", "--partition", "0"); r.exit == 0 ||
+		!strings.Contains(r.stdout, "Error completing leader election (PREFERRED) for partition: nope-0: UNKNOWN_TOPIC_OR_PARTITION") ||
+		!strings.Contains(r.stderr, "1 replica(s) could not be elected") {
+		t.Errorf("election of an unknown partition: %+v", r)
 	}
 
 	// A reassignment held back: orders-2 gets a third replica, throttled to
