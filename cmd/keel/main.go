@@ -37,6 +37,8 @@ func newApp() *cli.App {
 			logDirsCommand(),
 			reassignCommand(),
 			leaderElectionCommand(),
+			getOffsetsCommand(),
+			deleteRecordsCommand(),
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),
