@@ -39,6 +39,7 @@ func newApp() *cli.App {
 			leaderElectionCommand(),
 			getOffsetsCommand(),
 			deleteRecordsCommand(),
+			clusterCommand(),
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),

@@ -12,11 +12,12 @@ import (
 	"github.com/keelstream/keel/integration"
 )
 
-// TestCLIGetOffsetsAndDeleteRecords: kafka-get-offsets.sh's offsets at
-// latest, earliest, a timestamp and max-timestamp, for topic regexes,
-// partition lists and topic-partition patterns; kafka-delete-records.sh's
-// plan moving log start offsets, with an error for an unknown partition.
-func TestCLIGetOffsetsAndDeleteRecords(t *testing.T) {
+// TestCLIGetOffsetsDeleteRecordsAndCluster: kafka-get-offsets.sh's
+// offsets at latest, earliest, a timestamp and max-timestamp, for topic
+// regexes, partition lists and topic-partition patterns;
+// kafka-delete-records.sh's plan moving log start offsets, with an error
+// for an unknown partition; kafka-cluster.sh's cluster-id and unregister.
+func TestCLIGetOffsetsDeleteRecordsAndCluster(t *testing.T) {
 	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}})
 	c.WaitReady(30 * time.Second)
 	bs := c.BootstrapServers()[0]
@@ -95,5 +96,12 @@ func TestCLIGetOffsetsAndDeleteRecords(t *testing.T) {
 	}
 	if _, m := offsets(ok(t, bs, "", "get-offsets", "--topic", "events", "--time", "earliest")); m["events:0"] != 2 || m["events:1"] != latest["events:1"] || m["events:2"] != 0 {
 		t.Errorf("earliest offsets after deleting records: %v", m)
+	}
+
+	if out := ok(t, bs, "", "cluster", "cluster-id"); out != "Cluster ID: "+c.ClusterID+"\n" {
+		t.Errorf("cluster-id printed %q, want the cluster's id %s", out, c.ClusterID)
+	}
+	if r := keel(t, bs, "", "cluster", "unregister", "--id", "9"); r.exit == 0 || !strings.Contains(r.stderr, "BROKER_ID_NOT_REGISTERED") {
+		t.Errorf("unregister an unknown broker: %+v", r)
 	}
 }
