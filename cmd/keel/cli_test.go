@@ -310,6 +310,27 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 			t.Fatalf("after --shift-by -1: %+v", r)
 		}
 	}
+	// --by-duration (every record is younger than an hour: the log
+	// starts) with --export's CSV, read back by --from-file.
+	plan := ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders", "--by-duration", "PT1H", "--export")
+	if plan != "orders,0,0\norders,1,0\norders,2,0\n" {
+		t.Fatalf("--by-duration PT1H --export printed %q", plan)
+	}
+	csv := filepath.Join(t.TempDir(), "plan.csv")
+	if err := os.WriteFile(csv, []byte("orders,0,1\nother-group,orders,1,5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--from-file", csv, "--execute", "--export"); out != "orders,0,1\n" {
+		t.Fatalf("--from-file printed %q", out)
+	}
+	for _, r := range describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "billing")) {
+		if r.partition == 0 && r.current != "1" {
+			t.Fatalf("after --from-file: %+v", r)
+		}
+	}
+	if r := keel(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders", "--by-duration", "1h"); r.exit == 0 || !strings.Contains(r.stderr, "PnDTnHnMnS") {
+		t.Fatalf("--by-duration 1h: %+v", r)
+	}
 
 	// Partition 0's committed offset deleted (kafka-consumer-groups.sh's
 	// form): its row has no current offset any more.

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/keelstream/keel/client"
 	"github.com/urfave/cli/v2"
@@ -88,7 +91,9 @@ func groupsCommand() *cli.Command {
 					"  keel groups reset-offsets --group billing --topic orders --to-earliest            # dry run\n" +
 					"  keel groups reset-offsets --group billing --topic orders --to-earliest --execute\n" +
 					"  keel groups reset-offsets --group billing --all-topics --to-datetime 2026-11-29T12:00:00.000 --execute\n" +
-					"  keel groups reset-offsets --group billing --topic orders:0 --shift-by -10 --execute",
+					"  keel groups reset-offsets --group billing --topic orders:0 --shift-by -10 --execute\n" +
+					"  keel groups reset-offsets --group billing --all-topics --by-duration PT1H --export > plan.csv\n" +
+					"  keel groups reset-offsets --group billing --from-file plan.csv --execute",
 				Flags: adminFlags(
 					&cli.StringFlag{Name: "group", Required: true},
 					&cli.StringSliceFlag{Name: "topic", Usage: "TOPIC or TOPIC:P1,P2 (repeatable)"},
@@ -99,6 +104,9 @@ func groupsCommand() *cli.Command {
 					&cli.StringFlag{Name: "to-offset", Usage: "reset to this offset"},
 					&cli.StringFlag{Name: "shift-by", Usage: "move the committed offset by this many (may be negative)"},
 					&cli.StringFlag{Name: "to-datetime", Usage: "reset to the first offset at or after YYYY-MM-DDTHH:mm:SS.sss (or Unix ms)"},
+					&cli.StringFlag{Name: "by-duration", Usage: "reset to the first offset at or after this long ago, as Java's Duration: PnDTnHnMnS (P1DT2H, PT30M)"},
+					&cli.StringFlag{Name: "from-file", Usage: "reset to the offsets of a CSV `FILE` of topic,partition,offset lines (--export's output)"},
+					&cli.BoolFlag{Name: "export", Usage: "print the new offsets as CSV, topic,partition,offset, for --from-file"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "only print the new offsets (the default)"},
 					&cli.BoolFlag{Name: "execute", Usage: "commit the new offsets"},
 					outputFlag(),
@@ -553,8 +561,19 @@ func parseResetSpec(c *cli.Context) (resetSpec, error) {
 		}
 		specs = append(specs, resetSpec{"to-datetime", ts})
 	}
+	if c.IsSet("by-duration") {
+		d, err := parseJavaDuration(c.String("by-duration"))
+		if err != nil {
+			return resetSpec{}, fmt.Errorf("--by-duration: %w", err)
+		}
+		// A time, as --to-datetime: the first offset at or after it.
+		specs = append(specs, resetSpec{"to-datetime", time.Now().Add(-d).UnixMilli()})
+	}
+	if c.IsSet("from-file") {
+		specs = append(specs, resetSpec{name: "from-file"})
+	}
 	if len(specs) != 1 {
-		return resetSpec{}, fmt.Errorf("give exactly one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime")
+		return resetSpec{}, fmt.Errorf("give exactly one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, --by-duration, --from-file")
 	}
 	return specs[0], nil
 }
@@ -645,8 +664,14 @@ func groupsResetOffsets(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tps, err := resetPartitions(ctx, c, adm, committed)
-	if err != nil {
+	var fromFile map[client.TopicPartition]int64
+	var tps []client.TopicPartition
+	if spec.name == "from-file" {
+		if fromFile, err = readResetFile(c.String("from-file"), group); err != nil {
+			return err
+		}
+		tps = sortedTPs(fromFile)
+	} else if tps, err = resetPartitions(ctx, c, adm, committed); err != nil {
 		return err
 	}
 	if len(tps) == 0 {
@@ -713,6 +738,8 @@ func groupsResetOffsets(c *cli.Context) error {
 			if o < 0 {
 				o = latest[tp]
 			}
+		case "from-file":
+			o = clamp(tp, fromFile[tp])
 		}
 		newOffsets[tp] = o
 		rows = append(rows, resetJSON{group, tp.Topic, tp.Partition, o})
@@ -733,11 +760,79 @@ func groupsResetOffsets(c *cli.Context) error {
 			}
 		}
 	}
-	if asJSON {
+	switch {
+	case c.Bool("export"):
+		// kafka-consumer-groups.sh --export: what --from-file reads.
+		for _, r := range rows {
+			fmt.Fprintf(c.App.Writer, "%s,%d,%d\n", r.Topic, r.Partition, r.NewOffset)
+		}
+		return nil
+	case asJSON:
 		return writeJSON(c.App.Writer, rows)
 	}
 	return printResetRows(c.App.Writer, rows)
 }
+
+// readResetFile reads --from-file: kafka-consumer-groups.sh --export's CSV,
+// topic,partition,offset lines, or group,topic,partition,offset ones of
+// several groups (only group's are taken).
+func readResetFile(path, group string) (map[client.TopicPartition]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[client.TopicPartition]int64{}
+	for i, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		f := strings.Split(line, ",")
+		if len(f) == 4 {
+			if f[0] != group {
+				continue
+			}
+			f = f[1:]
+		}
+		if len(f) != 3 {
+			return nil, fmt.Errorf("%s:%d: %q is not topic,partition,offset", path, i+1, line)
+		}
+		p, perr := strconv.ParseInt(f[1], 10, 32)
+		o, oerr := strconv.ParseInt(f[2], 10, 64)
+		if perr != nil || oerr != nil || p < 0 || o < 0 {
+			return nil, fmt.Errorf("%s:%d: %q is not topic,partition,offset", path, i+1, line)
+		}
+		out[client.TopicPartition{Topic: f[0], Partition: int32(p)}] = o
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s has no offsets for group %s", path, group)
+	}
+	return out, nil
+}
+
+// parseJavaDuration parses Java's Duration.parse format, PnDTnHnMn.nS (a
+// leading - negates), which kafka-consumer-groups.sh --by-duration takes.
+func parseJavaDuration(s string) (time.Duration, error) {
+	m := javaDuration.FindStringSubmatch(strings.ToUpper(s))
+	if m == nil || m[2] == "" && m[3] == "" && m[4] == "" && m[5] == "" || strings.HasSuffix(strings.ToUpper(s), "T") {
+		return 0, fmt.Errorf("%q is not a duration like PnDTnHnMnS (P1DT2H, PT30M, PT0.5S)", s)
+	}
+	var d time.Duration
+	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute, time.Second} {
+		if v := m[2+i]; v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%q: %w", s, err)
+			}
+			d += time.Duration(f * float64(unit))
+		}
+	}
+	if m[1] == "-" {
+		d = -d
+	}
+	return d, nil
+}
+
+var javaDuration = regexp.MustCompile(`^([-+]?)P(?:([-+]?[0-9]+)D)?(?:T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+(?:[.,][0-9]{0,9})?)S)?)?$`)
 
 func printResetRows(w io.Writer, rows []resetJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

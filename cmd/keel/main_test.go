@@ -340,3 +340,19 @@ func TestFormatFeatureRecords(t *testing.T) {
 		t.Errorf("nothing: %v", got)
 	}
 }
+
+func TestParseJavaDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"P1DT2H": 26 * time.Hour, "PT30M": 30 * time.Minute, "PT0.5S": 500 * time.Millisecond, "-PT1H": -time.Hour,
+		"P2D": 48 * time.Hour, "pt1h2m3s": time.Hour + 2*time.Minute + 3*time.Second, "PT-5M": -5 * time.Minute,
+	} {
+		if got, err := parseJavaDuration(in); err != nil || got != want {
+			t.Errorf("parseJavaDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "P", "PT", "1h", "PT1.5H", "P1H", "P1DT"} {
+		if d, err := parseJavaDuration(bad); err == nil {
+			t.Errorf("parseJavaDuration(%q) = %v, want an error", bad, d)
+		}
+	}
+}
