@@ -724,12 +724,18 @@ func printLogDirStates(w io.Writer, moves map[replicaRef]string, states map[repl
 	return ongoing
 }
 
-func reassignVerify(c *cli.Context) error {
+// openPlan reads the command's plan and connects its Admin; done closes it.
+func openPlan(c *cli.Context) (*parsedPlan, context.Context, *client.Admin, func(), error) {
 	plan, err := readPlan(c.String("reassignment-json-file"))
 	if err != nil {
-		return err
+		return nil, nil, nil, nil, err
 	}
 	ctx, adm, done, err := openAdmin(c)
+	return plan, ctx, adm, done, err
+}
+
+func reassignVerify(c *cli.Context) error {
+	plan, ctx, adm, done, err := openPlan(c)
 	if err != nil {
 		return err
 	}
@@ -834,11 +840,7 @@ func clearThrottles(ctx context.Context, adm *client.Admin, w io.Writer, plan *p
 }
 
 func reassignCancel(c *cli.Context) error {
-	plan, err := readPlan(c.String("reassignment-json-file"))
-	if err != nil {
-		return err
-	}
-	ctx, adm, done, err := openAdmin(c)
+	plan, ctx, adm, done, err := openPlan(c)
 	if err != nil {
 		return err
 	}
