@@ -296,8 +296,11 @@ func configsDescribe(c *cli.Context) error {
 			for _, g := range groups {
 				names = append(names, g.Group)
 			}
+			// A broker before Kafka 4.1, or a principal without
+			// DESCRIBE_CONFIGS on the cluster, lists the groups alone.
 			configured, err := adm.ListConfigResources(ctx, client.GroupConfig)
-			if err != nil && !errors.Is(err, client.ErrUnsupportedRequest) {
+			var ke *client.Error
+			if err != nil && !errors.Is(err, client.ErrUnsupportedRequest) && !(errors.As(err, &ke) && ke.Code == kerr.ClusterAuthorizationFailed.Code) {
 				return err
 			}
 			for _, r := range configured {
