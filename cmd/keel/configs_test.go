@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelstream/keel/broker"
 	"github.com/keelstream/keel/integration"
 )
 
@@ -330,5 +331,31 @@ func TestCLIConfigsThroughController(t *testing.T) {
 		if r.exit == 0 || !strings.Contains(r.stderr, bad.msg) {
 			t.Errorf("describe %v: exit %d, stderr %q; want %q", bad.args, r.exit, r.stderr, bad.msg)
 		}
+	}
+}
+
+// kafka-configs.sh --describe --entity-type groups by a principal allowed
+// the groups' configs but not DESCRIBE_CONFIGS on the cluster, which
+// ListConfigResources needs: the groups ListGroups knows are described,
+// where the command failed before.
+func TestCLIConfigsGroupsWithoutClusterDescribeConfigs(t *testing.T) {
+	c := integration.StartCluster(t, []integration.NodeSpec{{ID: 1, Roles: "broker,controller"}},
+		"authorizer.class.name="+broker.StandardAuthorizerClass, "allow.everyone.if.no.acl.found=true")
+	c.WaitReady(30 * time.Second)
+	bs := c.BootstrapServers()[0]
+	ok(t, bs, "", "topics", "create", "--topic", "t")
+	ok(t, bs, "", "consume", "--topic", "t", "--group", "app", "--from-beginning", "--timeout-ms", "500")
+	ok(t, bs, "", "configs", "alter", "--group", "app", "--add-config", "consumer.session.timeout.ms=50000")
+	// Everything on the cluster for every connection (the node's own
+	// included: PLAINTEXT is User:ANONYMOUS), but DESCRIBE_CONFIGS.
+	ok(t, bs, "", "acls", "add", "--allow-principal", "User:ANONYMOUS", "--operation", "All", "--cluster")
+	ok(t, bs, "", "acls", "add", "--deny-principal", "User:ANONYMOUS", "--operation", "DescribeConfigs", "--cluster")
+	want := "Dynamic configs for group app are:\n" +
+		"  consumer.session.timeout.ms=50000 sensitive=false synonyms={GROUP_CONFIG:consumer.session.timeout.ms=50000}\n"
+	eventually(t, "the deny ACL in force", func() bool {
+		return keel(t, bs, "", "configs", "describe", "--broker", "1").exit != 0
+	})
+	if out := ok(t, bs, "", "configs", "describe", "--entity-type", "groups"); out != want {
+		t.Errorf("describe every group printed %q, want %q", out, want)
 	}
 }
