@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,17 +25,18 @@ type PartitionReassignment struct {
 func (a *Admin) AlterPartitionReassignments(ctx context.Context, targets map[TopicPartition][]int32) (map[TopicPartition]error, error) {
 	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 	req.TimeoutMillis = int32(a.timeout / time.Millisecond)
-	for _, tps := range groupByTopic(targets) {
-		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
-		rt.Topic = tps[0].Topic
-		for _, tp := range tps {
-			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
-			rp.Partition, rp.Replicas = tp.Partition, targets[tp]
-			if rp.Replicas != nil {
-				rp.Replicas = append([]int32{}, rp.Replicas...) // non-nil even when empty: only nil cancels
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+	byTopic := map[string][]kmsg.AlterPartitionAssignmentsRequestTopicPartition{}
+	for tp, replicas := range targets {
+		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		rp.Partition = tp.Partition
+		if replicas != nil {
+			rp.Replicas = append([]int32{}, replicas...) // non-nil even when empty: only nil cancels
 		}
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], rp)
+	}
+	for _, t := range sortedTopics(byTopic) {
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic, rt.Partitions = t, byTopic[t]
 		req.Topics = append(req.Topics, rt)
 	}
 	out := map[TopicPartition]error{}
@@ -69,16 +70,10 @@ func (a *Admin) AlterPartitionReassignments(ctx context.Context, targets map[Top
 func (a *Admin) ListPartitionReassignments(ctx context.Context, parts ...TopicPartition) (map[TopicPartition]PartitionReassignment, error) {
 	req := kmsg.NewPtrListPartitionReassignmentsRequest()
 	req.TimeoutMillis = int32(a.timeout / time.Millisecond)
-	byTopic := map[TopicPartition][]int32{}
-	for _, tp := range parts {
-		byTopic[tp] = nil
-	}
-	for _, tps := range groupByTopic(byTopic) {
+	byTopic := partitionsByTopic(parts)
+	for _, t := range sortedTopics(byTopic) {
 		rt := kmsg.NewListPartitionReassignmentsRequestTopic()
-		rt.Topic = tps[0].Topic
-		for _, tp := range tps {
-			rt.Partitions = append(rt.Partitions, tp.Partition)
-		}
+		rt.Topic, rt.Partitions = t, byTopic[t]
 		req.Topics = append(req.Topics, rt)
 	}
 	out := map[TopicPartition]PartitionReassignment{}
@@ -105,22 +100,17 @@ func (a *Admin) ListPartitionReassignments(ctx context.Context, parts ...TopicPa
 	return out, nil
 }
 
-// groupByTopic returns the keys of m grouped by topic, topics and
-// partitions sorted.
-func groupByTopic[V any](m map[TopicPartition]V) [][]TopicPartition {
-	tps := make([]TopicPartition, 0, len(m))
-	for tp := range m {
-		tps = append(tps, tp)
-	}
-	sort.Slice(tps, func(i, j int) bool {
-		return tps[i].Topic < tps[j].Topic || tps[i].Topic == tps[j].Topic && tps[i].Partition < tps[j].Partition
-	})
-	var out [][]TopicPartition
-	for i, tp := range tps {
-		if i == 0 || tp.Topic != tps[i-1].Topic {
-			out = append(out, nil)
+// partitionsByTopic groups partitions by topic, each topic's sorted and
+// without repeats.
+func partitionsByTopic(parts []TopicPartition) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, tp := range parts {
+		if !slices.Contains(out[tp.Topic], tp.Partition) {
+			out[tp.Topic] = append(out[tp.Topic], tp.Partition)
 		}
-		out[len(out)-1] = append(out[len(out)-1], tp)
+	}
+	for _, ps := range out {
+		slices.Sort(ps)
 	}
 	return out
 }
@@ -157,16 +147,10 @@ func (a *Admin) ElectLeaders(ctx context.Context, typ ElectionType, parts ...Top
 	req := kmsg.NewPtrElectLeadersRequest()
 	req.ElectionType = int8(typ)
 	req.TimeoutMillis = int32(a.timeout / time.Millisecond)
-	set := map[TopicPartition]struct{}{}
-	for _, tp := range parts {
-		set[tp] = struct{}{}
-	}
-	for _, tps := range groupByTopic(set) {
+	byTopic := partitionsByTopic(parts)
+	for _, t := range sortedTopics(byTopic) {
 		rt := kmsg.NewElectLeadersRequestTopic()
-		rt.Topic = tps[0].Topic
-		for _, tp := range tps {
-			rt.Partitions = append(rt.Partitions, tp.Partition)
-		}
+		rt.Topic, rt.Partitions = t, byTopic[t]
 		req.Topics = append(req.Topics, rt)
 	}
 	out := map[TopicPartition]error{}
