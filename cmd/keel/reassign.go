@@ -467,15 +467,9 @@ func reassignExecute(c *cli.Context) error {
 			fmt.Fprintf(w, "The replica-alter-dir throttle limit was set to %d B/s\n", dirThrottle)
 		}
 	}
-	res, err := adm.AlterPartitionReassignments(ctx, plan.targets)
+	failed, err := alterReassignments(ctx, adm, plan.targets)
 	if err != nil {
 		return err
-	}
-	var failed []string
-	for _, tp := range sortedTPs(res) {
-		if e := res[tp]; e != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", tpString(tp), e))
-		}
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("error reassigning partition(s):\n%s", strings.Join(failed, "\n"))
@@ -489,6 +483,22 @@ func reassignExecute(c *cli.Context) error {
 		return startLogDirMoves(ctx, adm, w, plan.dirs, time.Duration(c.Int64("timeout"))*time.Millisecond)
 	}
 	return nil
+}
+
+// alterReassignments starts (or, nil, cancels) reassignments and returns
+// the partitions refused, as "topic-partition: error" lines.
+func alterReassignments(ctx context.Context, adm *client.Admin, targets map[client.TopicPartition][]int32) ([]string, error) {
+	res, err := adm.AlterPartitionReassignments(ctx, targets)
+	if err != nil {
+		return nil, err
+	}
+	var failed []string
+	for _, tp := range sortedTPs(res) {
+		if e := res[tp]; e != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", tpString(tp), e))
+		}
+	}
+	return failed, nil
 }
 
 func sortedTPs[V any](m map[client.TopicPartition]V) []client.TopicPartition {
@@ -857,15 +867,9 @@ func reassignCancel(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if len(cancel) > 0 {
-		res, err := adm.AlterPartitionReassignments(ctx, cancel)
+		failed, err := alterReassignments(ctx, adm, cancel)
 		if err != nil {
 			return err
-		}
-		var failed []string
-		for _, tp := range sortedTPs(res) {
-			if e := res[tp]; e != nil {
-				failed = append(failed, fmt.Sprintf("%s: %v", tpString(tp), e))
-			}
 		}
 		if len(failed) > 0 {
 			return fmt.Errorf("error cancelling partition reassignment%s for:\n%s", plural(len(failed)), strings.Join(failed, "\n"))
