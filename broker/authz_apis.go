@@ -37,8 +37,8 @@ package broker
 //     WriteTxnMarkers CLUSTER_ACTION.
 //   - Cluster administration: DESCRIBE on the cluster for DescribeLogDirs,
 //     DescribeAcls, DescribeUserScramCredentials, DescribeQuorum and
-//     ListPartitionReassignments; DESCRIBE_CONFIGS for
-//     DescribeClientQuotas and ListConfigResources; ALTER_CONFIGS for AlterClientQuotas; ALTER for
+//     ListPartitionReassignments; DESCRIBE_CONFIGS for DescribeClientQuotas
+//     and ListConfigResources; ALTER_CONFIGS for AlterClientQuotas; ALTER for
 //     CreateAcls, DeleteAcls, AlterUserScramCredentials, ElectLeaders,
 //     AlterPartitionReassignments, AlterReplicaLogDirs, UnregisterBroker,
 //     UpdateFeatures, AddRaftVoter and RemoveRaftVoter

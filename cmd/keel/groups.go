@@ -819,7 +819,7 @@ func parseJavaDuration(s string) (time.Duration, error) {
 	var d time.Duration
 	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute, time.Second} {
 		if v := m[2+i]; v != "" {
-			f, err := strconv.ParseFloat(v, 64)
+			f, err := strconv.ParseFloat(strings.Replace(v, ",", ".", 1), 64) // Java takes either
 			if err != nil {
 				return 0, fmt.Errorf("%q: %w", s, err)
 			}

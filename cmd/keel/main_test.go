@@ -343,7 +343,7 @@ func TestFormatFeatureRecords(t *testing.T) {
 
 func TestParseJavaDuration(t *testing.T) {
 	for in, want := range map[string]time.Duration{
-		"P1DT2H": 26 * time.Hour, "PT30M": 30 * time.Minute, "PT0.5S": 500 * time.Millisecond, "-PT1H": -time.Hour,
+		"P1DT2H": 26 * time.Hour, "PT30M": 30 * time.Minute, "PT0.5S": 500 * time.Millisecond, "PT1,5S": 1500 * time.Millisecond, "-PT1H": -time.Hour,
 		"P2D": 48 * time.Hour, "pt1h2m3s": time.Hour + 2*time.Minute + 3*time.Second, "PT-5M": -5 * time.Minute,
 	} {
 		if got, err := parseJavaDuration(in); err != nil || got != want {
