@@ -34,6 +34,23 @@ func waitMoved(t *testing.T, m *Manager, tp TopicPartition, dir string) *Log {
 	return l
 }
 
+// createLogIn creates tp's log in dir, one of m's log dirs: the dir a
+// replica not hosted yet is moved to is where it is created.
+func createLogIn(t testing.TB, m *Manager, tp TopicPartition, dir string, cfg LogConfig) *Log {
+	t.Helper()
+	if err := m.AlterLogDir(tp, dir); !errors.Is(err, ErrReplicaNotAvailable) {
+		t.Fatalf("AlterLogDir of a replica not hosted: %v, want ErrReplicaNotAvailable", err)
+	}
+	l, err := m.GetOrCreateLog(tp, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := filepath.Dir(l.Dir()); got != dir {
+		t.Fatalf("%s created in %s, want %s", tp, got, dir)
+	}
+	return l
+}
+
 // logState is what a move must keep of a log.
 type logState struct {
 	start, end, hw int64
@@ -186,13 +203,7 @@ func TestMoveFollowsTruncationAndLogStart(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir()}
 	m := openTestManager(t, moveTestConfig(dirs...))
 	tp := TopicPartition{"t", 0}
-	if err := m.AlterLogDir(tp, dirs[0]); !errors.Is(err, ErrReplicaNotAvailable) {
-		t.Fatal(err)
-	}
-	l, err := m.GetOrCreateLog(tp, LogConfig{SegmentBytes: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := createLogIn(t, m, tp, dirs[0], LogConfig{SegmentBytes: 4096})
 	for i := range 40 {
 		appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(t0+int64(i), 2), 40), 1)
 	}
@@ -391,13 +402,7 @@ func TestMoveSurvivesRestarts(t *testing.T) {
 	cfg := moveTestConfig(dirs...)
 	m := openTestManager(t, cfg)
 	tp := TopicPartition{"t", 0}
-	if err := m.AlterLogDir(tp, dirs[0]); !errors.Is(err, ErrReplicaNotAvailable) {
-		t.Fatal(err)
-	}
-	l, err := m.GetOrCreateLog(tp, LogConfig{SegmentBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := createLogIn(t, m, tp, dirs[0], LogConfig{SegmentBytes: 1024})
 	fillLog(t, l, 30)
 	l.SetHighWatermark(l.LogEndOffset())
 	want := stateOf(t, l)
@@ -469,13 +474,7 @@ func BenchmarkMoveReplica(b *testing.B) {
 	}
 	defer m.Close()
 	tp := TopicPartition{"bench", 0}
-	if err := m.AlterLogDir(tp, dirs[0]); !errors.Is(err, ErrReplicaNotAvailable) {
-		b.Fatal(err)
-	}
-	l, err := m.GetOrCreateLog(tp, LogConfig{SegmentBytes: 8 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := createLogIn(b, m, tp, dirs[0], LogConfig{SegmentBytes: 8 << 20})
 	batch := buildBatch(b, record.CompressionNone, tsRange(t0, 8), 120)
 	for l.Size() < total {
 		if _, err := l.AppendAsLeader(append([]byte(nil), batch...), AppendOptions{LeaderEpoch: 1}); err != nil {
@@ -531,13 +530,7 @@ func TestMoveUnderABackgroundFlush(t *testing.T) {
 	cfg.DeferMoves = true // the test copies and completes the move itself
 	m := openTestManager(t, cfg)
 	tp := TopicPartition{"t", 0}
-	if err := m.AlterLogDir(tp, dirs[0]); !errors.Is(err, ErrReplicaNotAvailable) {
-		t.Fatal(err)
-	}
-	l, err := m.GetOrCreateLog(tp, LogConfig{SegmentBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := createLogIn(t, m, tp, dirs[0], LogConfig{SegmentBytes: 1024})
 	fillLog(t, l, 5)
 	if err := m.AlterLogDir(tp, dirs[1]); err != nil {
 		t.Fatal(err)
