@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/keelstream/keel/network/record"
@@ -82,3 +83,7 @@ type TopicPartition struct {
 	Topic     string
 	Partition int32
 }
+
+// String is "topic-partition", as Kafka's TopicPartition.toString, which
+// its tools print.
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }

@@ -84,11 +84,11 @@ func leaderElection(c *cli.Context) error {
 	for _, tp := range sortedTPs(res) {
 		switch e := res[tp]; {
 		case e == nil:
-			elected = append(elected, tpString(tp))
+			elected = append(elected, tp.String())
 		case errors.Is(e, client.ErrElectionNotNeeded):
-			noop = append(noop, tpString(tp))
+			noop = append(noop, tp.String())
 		default:
-			failed = append(failed, fmt.Sprintf("Error completing leader election (%s) for partition: %s: %v", typ, tpString(tp), e))
+			failed = append(failed, fmt.Sprintf("Error completing leader election (%s) for partition: %s: %v", typ, tp.String(), e))
 		}
 	}
 	w := c.App.Writer
@@ -132,7 +132,7 @@ func readElectionPartitions(path string) ([]client.TopicPartition, error) {
 		}
 		tp := client.TopicPartition{Topic: *p.Topic, Partition: *p.Partition}
 		if slices.Contains(parts, tp) {
-			dup = append(dup, tpString(tp))
+			dup = append(dup, tp.String())
 		}
 		parts = append(parts, tp)
 	}

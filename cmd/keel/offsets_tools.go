@@ -169,12 +169,12 @@ func getOffsets(c *cli.Context) error {
 		return err
 	}
 	// Kafka's order: by "topic-partition" as a string.
-	slices.SortFunc(parts, func(a, b client.TopicPartition) int { return strings.Compare(tpString(a), tpString(b)) })
+	slices.SortFunc(parts, func(a, b client.TopicPartition) int { return strings.Compare(a.String(), b.String()) })
 	for _, tp := range parts {
 		o := offsets[tp]
 		switch {
 		case o.Err != nil:
-			fmt.Fprintf(c.App.ErrWriter, "Skip getting offsets for topic-partition %s due to error: %v\n", tpString(tp), o.Err)
+			fmt.Fprintf(c.App.ErrWriter, "Skip getting offsets for topic-partition %s due to error: %v\n", tp.String(), o.Err)
 		case o.Offset >= 0:
 			fmt.Fprintf(c.App.Writer, "%s:%d:%d\n", tp.Topic, tp.Partition, o.Offset)
 		}
@@ -229,7 +229,7 @@ func deleteRecords(c *cli.Context) error {
 		}
 		tp := client.TopicPartition{Topic: *p.Topic, Partition: *p.Partition}
 		if _, seen := before[tp]; seen {
-			dup = append(dup, tpString(tp))
+			dup = append(dup, tp.String())
 		}
 		before[tp] = *p.Offset
 	}
@@ -252,9 +252,9 @@ func deleteRecords(c *cli.Context) error {
 	for _, tp := range sortedTPs(res) {
 		if r := res[tp]; r.Err != nil {
 			failed++
-			fmt.Fprintf(w, "partition: %s\terror: %v\n", tpString(tp), r.Err)
+			fmt.Fprintf(w, "partition: %s\terror: %v\n", tp.String(), r.Err)
 		} else {
-			fmt.Fprintf(w, "partition: %s\tlow_watermark: %d\n", tpString(tp), r.LowWatermark)
+			fmt.Fprintf(w, "partition: %s\tlow_watermark: %d\n", tp.String(), r.LowWatermark)
 		}
 	}
 	if failed > 0 {

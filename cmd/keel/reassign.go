@@ -133,9 +133,7 @@ type replicaRef struct {
 	broker int32
 }
 
-func (r replicaRef) String() string { return fmt.Sprintf("%s-%d", tpString(r.tp), r.broker) }
-
-func tpString(tp client.TopicPartition) string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+func (r replicaRef) String() string { return fmt.Sprintf("%s-%d", r.tp.String(), r.broker) }
 
 // compareTPs orders partitions by topic, then partition.
 func compareTPs(a, b client.TopicPartition) int {
@@ -197,10 +195,10 @@ func readPlan(path string) (*parsedPlan, error) {
 			dirs = *e.LogDirs
 		}
 		if len(dirs) != len(replicas) {
-			return nil, fmt.Errorf("size of replicas list %v is different from size of log dirs list %v for partition %s", replicas, dirs, tpString(tp))
+			return nil, fmt.Errorf("size of replicas list %v is different from size of log dirs list %v for partition %s", replicas, dirs, tp.String())
 		}
 		if _, seen := p.targets[tp]; seen {
-			dup = append(dup, tpString(tp))
+			dup = append(dup, tp.String())
 		}
 		p.parts = append(p.parts, tp)
 		p.targets[tp] = replicas
@@ -272,7 +270,7 @@ func currentAssignment(ctx context.Context, adm *client.Admin, parts []client.To
 	var missing []string
 	for _, tp := range parts {
 		if _, ok := out[tp]; !ok {
-			missing = append(missing, tpString(tp))
+			missing = append(missing, tp.String())
 		}
 	}
 	if len(missing) > 0 {
@@ -397,7 +395,7 @@ func reassignExecute(c *cli.Context) error {
 			return errors.New("partition replica list cannot be empty")
 		}
 		if d := duplicates(plan.targets[tp]); len(d) > 0 {
-			dupMsgs = append(dupMsgs, fmt.Sprintf("%s contains multiple entries for %s", tpString(tp), joinIDs(d)))
+			dupMsgs = append(dupMsgs, fmt.Sprintf("%s contains multiple entries for %s", tp.String(), joinIDs(d)))
 		}
 	}
 	if len(dupMsgs) > 0 {
@@ -476,7 +474,7 @@ func reassignExecute(c *cli.Context) error {
 	}
 	names := make([]string, 0, len(plan.targets))
 	for _, tp := range sortedTPs(plan.targets) {
-		names = append(names, tpString(tp))
+		names = append(names, tp.String())
 	}
 	fmt.Fprintf(w, "Successfully started partition reassignment%s for %s\n", plural(len(names)), strings.Join(names, ","))
 	if len(plan.dirs) > 0 {
@@ -495,7 +493,7 @@ func alterReassignments(ctx context.Context, adm *client.Admin, targets map[clie
 	var failed []string
 	for _, tp := range sortedTPs(res) {
 		if e := res[tp]; e != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", tpString(tp), e))
+			failed = append(failed, fmt.Sprintf("%s: %v", tp.String(), e))
 		}
 	}
 	return failed, nil
@@ -601,7 +599,7 @@ func startLogDirMoves(ctx context.Context, adm *client.Admin, w io.Writer, moves
 		}
 		slices.SortFunc(started, compareReplicas)
 		for _, r := range started {
-			fmt.Fprintf(w, "Successfully started moving log directory to %s for replica %s with broker %d\n", pending[r], tpString(r.tp), r.broker)
+			fmt.Fprintf(w, "Successfully started moving log directory to %s for replica %s with broker %d\n", pending[r], r.tp.String(), r.broker)
 			delete(pending, r)
 		}
 		if len(pending) == 0 {
@@ -652,7 +650,7 @@ func alterLogDirs(ctx context.Context, adm *client.Admin, moves map[replicaRef]s
 				started = append(started, replicaRef{tp, k.broker})
 			case errors.Is(e, client.ErrReplicaNotAvailable):
 			default:
-				return nil, fmt.Errorf("move %s-%d to %s: %w", tpString(tp), k.broker, k.dir, e)
+				return nil, fmt.Errorf("move %s-%d to %s: %w", tp.String(), k.broker, k.dir, e)
 			}
 		}
 	}
@@ -709,7 +707,7 @@ func printLogDirStates(w io.Writer, moves map[replicaRef]string, states map[repl
 	ongoing := false // as Kafka's tool: a move under way, or one it cannot find
 	for _, r := range refs {
 		s, target := states[r], moves[r]
-		name := tpString(r.tp)
+		name := r.tp.String()
 		switch {
 		case !s.found:
 			ongoing = true
@@ -779,12 +777,12 @@ func reassignVerify(c *cli.Context) error {
 		_, reassigning := ongoing[tp]
 		switch {
 		case reassigning:
-			lines = append(lines, fmt.Sprintf("Reassignment of partition %s is still in progress.", tpString(tp)))
+			lines = append(lines, fmt.Sprintf("Reassignment of partition %s is still in progress.", tp.String()))
 		case slices.Equal(cur, target):
-			lines = append(lines, fmt.Sprintf("Reassignment of partition %s is completed.", tpString(tp)))
+			lines = append(lines, fmt.Sprintf("Reassignment of partition %s is completed.", tp.String()))
 		default:
 			lines = append(lines, fmt.Sprintf("There is no active reassignment of partition %s, but replica set is %s rather than %s.",
-				tpString(tp), joinIDs(cur), joinIDs(target)))
+				tp.String(), joinIDs(cur), joinIDs(target)))
 		}
 	}
 	fmt.Fprintln(w, strings.Join(lines, "\n"))
@@ -876,7 +874,7 @@ func reassignCancel(c *cli.Context) error {
 		}
 		var names []string
 		for _, tp := range sortedTPs(cancel) {
-			names = append(names, tpString(tp))
+			names = append(names, tp.String())
 		}
 		fmt.Fprintf(w, "Successfully cancelled partition reassignment%s for: %s\n", plural(len(names)), strings.Join(names, ","))
 	} else {
@@ -921,7 +919,7 @@ func reassignList(c *cli.Context) error {
 	fmt.Fprintln(w, "Current partition reassignments:")
 	for _, tp := range sortedTPs(ongoing) {
 		r := ongoing[tp]
-		line := fmt.Sprintf("%s: replicas: %s.", tpString(tp), joinIDs(r.Replicas))
+		line := fmt.Sprintf("%s: replicas: %s.", tp.String(), joinIDs(r.Replicas))
 		if len(r.Adding) > 0 {
 			line += fmt.Sprintf(" adding: %s.", joinIDs(r.Adding))
 		}

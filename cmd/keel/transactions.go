@@ -296,7 +296,7 @@ func transactionsDescribe(c *cli.Context) error {
 	}
 	parts := make([]string, 0, len(d.Partitions))
 	for _, tp := range d.Partitions {
-		parts = append(parts, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)) // Kafka's TopicPartition.toString
+		parts = append(parts, tp.String())
 	}
 	row := []string{strconv.Itoa(int(d.Coordinator)), d.TransactionalID, strconv.FormatInt(d.ProducerID, 10),
 		strconv.Itoa(int(d.ProducerEpoch)), d.State, strconv.Itoa(int(d.TransactionTimeoutMs)),
