@@ -9,7 +9,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -613,12 +612,7 @@ func resetPartitions(ctx context.Context, c *cli.Context, adm *client.Admin, com
 			out = append(out, client.TopicPartition{Topic: name, Partition: int32(p)})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	slices.SortFunc(out, compareTPs)
 	return out, nil
 }
 
