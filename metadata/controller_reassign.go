@@ -101,11 +101,12 @@ func (c *ClusterControl) reassign(img *Image, t *Topic, partition int32, target 
 			}
 			// The leader is elected uncleanly among what is left, and is
 			// the ISR (recovering, KIP-704); with no one to elect, the ISR
-			// is what is left (Kafka's PartitionReassignmentRevert), or,
-			// with eligible leader replicas, empty.
+			// is the first replica left (Kafka's
+			// PartitionReassignmentRevert), or, with eligible leader
+			// replicas, empty.
 			pc.targetISR = []int32{}
 			if !pc.elr && !slices.ContainsFunc(pc.replicas, pc.acceptable) {
-				pc.targetISR = slices.Clone(pc.replicas)
+				pc.targetISR = slices.Clone(pc.replicas[:1])
 			}
 		}
 		rec, _ := pc.build()
