@@ -79,6 +79,14 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 	for _, l := range req.Listeners {
 		rec.Endpoints = append(rec.Endpoints, Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: l.SecurityProtocol})
 	}
+	if msg := c.invalidLogDirs(img, req); msg != "" {
+		resp.ErrorCode = kerr.InvalidRegistration.Code
+		return nil, resp
+	}
+	for _, d := range req.LogDirs {
+		rec.LogDirs = append(rec.LogDirs, Uuid(d))
+	}
+	rec.LogDirs = sortedDirs(rec.LogDirs)
 	for _, f := range req.Features {
 		if rec.Features == nil {
 			rec.Features = map[string]FeatureRange{}
@@ -99,6 +107,30 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 	}
 	resp.BrokerEpoch = epoch
 	return out, resp
+}
+
+// invalidLogDirs is why a registration's log dirs are invalid (Kafka's
+// ClusterControlManager.registerBroker): a reserved or repeated directory
+// id, or one another broker registered with (a dir copied between
+// brokers); "" when they are valid.
+func (c *ClusterControl) invalidLogDirs(img *Image, req *kmsg.BrokerRegistrationRequest) string {
+	seen := map[Uuid]bool{}
+	for _, raw := range req.LogDirs {
+		d := Uuid(raw)
+		switch {
+		case reservedDir(d):
+			return fmt.Sprintf("reserved directory id %s", d)
+		case seen[d]:
+			return fmt.Sprintf("duplicate directory id %s", d)
+		}
+		seen[d] = true
+		for _, b := range img.brokers {
+			if b.ID != req.BrokerID && slices.Contains(b.LogDirs, d) {
+				return fmt.Sprintf("broker %d is already registered with directory %s", b.ID, d)
+			}
+		}
+	}
+	return ""
 }
 
 // brokerState is the broker's state in Kafka's BrokerHeartbeatManager.
@@ -213,6 +245,10 @@ func (c *ClusterControl) Heartbeat(now time.Time, req *kmsg.BrokerHeartbeatReque
 			s.shutdownOffset = shutdownPending
 		}
 	}
+	if len(req.OfflineLogDirs) > 0 {
+		work, staged := stage(img, out)
+		out = append(staged, c.dirsOffline(work, b.ID, req.OfflineLogDirs)...)
+	}
 	resp.IsCaughtUp = caughtUp
 	resp.IsFenced = next == stateFenced || next == stateShutdownNow
 	resp.ShouldShutdown = next == stateShutdownNow
@@ -223,6 +259,125 @@ func (c *ClusterControl) Heartbeat(now time.Time, req *kmsg.BrokerHeartbeatReque
 		// broker.session.timeout.ms as DUPLICATE_BROKER_REGISTRATION. After
 		// a crash there was no such goodbye, and the wait stays.
 		s.lastContact = time.Time{}
+	}
+	return out, resp
+}
+
+// dirsOffline is Kafka's handleDirectoriesOffline: of the log dirs a
+// broker's heartbeat reports offline (KIP-858), those its registration
+// still has online leave it (BrokerRegistrationChangeRecord), and its
+// replicas there leave the ISR and their leaderships, as a fenced broker's
+// do. A replica whose dir failed has lost what it held as far as anyone
+// can tell, so, as after an unclean shutdown, it leaves the eligible
+// leader replicas too and may leave the ISR as its last member (where
+// eligible leader replicas are on). Dirs reported again are ignored.
+func (c *ClusterControl) dirsOffline(img *Image, id int32, reported [][16]byte) []Record {
+	b, ok := img.Broker(id)
+	if !ok {
+		return nil
+	}
+	var failed []Uuid
+	for _, d := range reported {
+		if slices.Contains(b.LogDirs, Uuid(d)) && !slices.Contains(failed, Uuid(d)) {
+			failed = append(failed, Uuid(d))
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	var keys []PartitionKey
+	for _, t := range img.Topics() {
+		for i, p := range t.Partitions {
+			if slices.Contains(failed, p.Directory(id)) {
+				keys = append(keys, PartitionKey{TopicID: t.ID, Partition: int32(i)})
+			}
+		}
+	}
+	online := slices.DeleteFunc(slices.Clone(b.LogDirs), func(d Uuid) bool { return slices.Contains(failed, d) })
+	change := &BrokerRegistrationChangeRecord{BrokerID: id, BrokerEpoch: b.Epoch, LogDirs: nonNilDirs(online)}
+	// The registration first, so that the elections see the dirs offline.
+	work, recs := stage(img, []Record{change})
+	uncleanShutdown := NoLeader
+	if ELREnabled(img) {
+		uncleanShutdown = id
+	}
+	return append(recs, c.leaderAndISRUpdates(work, id, NoLeader, uncleanShutdown, keys)...)
+}
+
+// nonNilDirs is dirs, or an empty slice for nil: in a
+// BrokerRegistrationChangeRecord nil LogDirs means "unchanged".
+func nonNilDirs(dirs []Uuid) []Uuid {
+	if dirs == nil {
+		return []Uuid{}
+	}
+	return dirs
+}
+
+// AssignReplicasToDirs handles AssignReplicasToDirs (API 73, KIP-858): a
+// broker reports the log dir each of its replicas is in, after creating a
+// replica in a dir of its choosing or moving one between dirs
+// (AlterReplicaLogDirs). Each assignment is a PartitionChangeRecord of the
+// replica's directory; one into a dir the broker's registration has
+// offline also takes the replica out of the ISR and its leadership, as
+// Kafka's handleAssignReplicasToDirs does. An unknown topic is
+// UNKNOWN_TOPIC_ID, an unknown partition UNKNOWN_TOPIC_OR_PARTITION, a
+// partition the broker is not a replica of NOT_LEADER_OR_FOLLOWER; the
+// whole request fails with BROKER_ID_NOT_REGISTERED or STALE_BROKER_EPOCH.
+// Concurrency: see ClusterControl.
+func (c *ClusterControl) AssignReplicasToDirs(req *kmsg.AssignReplicasToDirsRequest) ([]Record, *kmsg.AssignReplicasToDirsResponse) {
+	resp := req.ResponseKind().(*kmsg.AssignReplicasToDirsResponse)
+	img := c.img
+	b, ok := img.Broker(req.BrokerID)
+	switch {
+	case !ok:
+		resp.ErrorCode = kerr.BrokerIDNotRegistered.Code
+		return nil, resp
+	case b.Epoch != req.BrokerEpoch:
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		return nil, resp
+	}
+	work := img
+	var out []Record
+	var offline []PartitionKey
+	for _, rd := range req.Directories {
+		dir := Uuid(rd.ID)
+		dr := kmsg.NewAssignReplicasToDirsResponseDirectory()
+		dr.ID = rd.ID
+		for _, rt := range rd.Topics {
+			tr := kmsg.NewAssignReplicasToDirsResponseDirectoryTopic()
+			tr.TopicID = rt.TopicID
+			t, known := work.TopicByID(Uuid(rt.TopicID))
+			for _, rp := range rt.Partitions {
+				pr := kmsg.NewAssignReplicasToDirsResponseDirectoryTopicPartition()
+				pr.Partition = rp.Partition
+				k := PartitionKey{TopicID: Uuid(rt.TopicID), Partition: rp.Partition}
+				switch {
+				case !known:
+					pr.ErrorCode = kerr.UnknownTopicID.Code
+				case rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+					pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				case !slices.Contains(t.Partitions[rp.Partition].Replicas, b.ID):
+					pr.ErrorCode = kerr.NotLeaderForPartition.Code
+				default:
+					pc := c.newPartitionChange(work, t, k, t.Partitions[rp.Partition])
+					pc.setDirs = map[int32]Uuid{b.ID: dir}
+					if rec, changed := pc.build(); changed {
+						var recs []Record
+						work, recs = stage(work, []Record{rec})
+						out = append(out, recs...)
+					}
+					if !b.HasOnlineDir(dir) {
+						offline = append(offline, k)
+					}
+				}
+				tr.Partitions = append(tr.Partitions, pr)
+			}
+			dr.Topics = append(dr.Topics, tr)
+		}
+		resp.Directories = append(resp.Directories, dr)
+	}
+	if len(offline) > 0 {
+		out = append(out, c.leaderAndISRUpdates(work, b.ID, NoLeader, NoLeader, offline)...)
 	}
 	return out, resp
 }

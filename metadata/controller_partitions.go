@@ -61,22 +61,76 @@ type partitionChange struct {
 	// unclean shutdown: it may have lost records it acknowledged, so it
 	// may not stay an eligible leader replica.
 	uncleanShutdown int32
+	// defaultDir is the log dir a replica new to the partition starts in
+	// (defaultDir); setDirs are replicas' dirs a broker reported
+	// (AssignReplicasToDirs).
+	defaultDir func(int32) Uuid
+	setDirs    map[int32]Uuid
 }
 
 func (c *ClusterControl) newPartitionChange(img *Image, t *Topic, k PartitionKey, p *Partition) *partitionChange {
 	pc := &partitionChange{
 		key: k, p: p,
-		acceptable: func(id int32) bool { return isActive(img, id) },
+		acceptable: func(id int32) bool { return isActive(img, id) && replicaOnline(img, p, id) },
 		targetISR:  p.ISR,
 		targetLRS:  p.LeaderRecoveryState,
 		replicas:   p.Replicas, adding: p.AddingReplicas, removing: p.RemovingReplicas,
 		targetELR:       p.ELR,
 		uncleanShutdown: NoLeader,
+		defaultDir:      func(id int32) Uuid { return defaultDir(img, id) },
 	}
 	if ELREnabled(img) {
 		pc.elr, pc.minISR = true, c.effectiveMinISR(img, t.Name, len(p.Replicas))
 	}
 	return pc
+}
+
+// replicaOnline reports whether broker id's replica of p is in a log dir
+// that is online (Kafka's LeaderAcceptor asks the same of a leader): a
+// replica in a failed dir may neither lead nor join the ISR.
+func replicaOnline(img *Image, p *Partition, id int32) bool {
+	b, ok := img.Broker(id)
+	return ok && b.HasOnlineDir(p.Directory(id))
+}
+
+// defaultDir is the log dir a new replica on broker id is placed in
+// (Kafka's ClusterDescriber.defaultDir): the broker's only dir, else
+// DirUnassigned until the broker reports where it created the replica, or
+// DirMigrating for a broker that reports no dirs.
+func defaultDir(img *Image, id int32) Uuid {
+	b, ok := img.Broker(id)
+	switch {
+	case !ok:
+		return DirUnassigned
+	case len(b.LogDirs) == 0:
+		return DirMigrating
+	case len(b.LogDirs) == 1:
+		return b.LogDirs[0]
+	}
+	return DirUnassigned
+}
+
+// directories are the replicas' log dirs after the change, and whether
+// they differ from the partition's: a reported dir, else the dir the
+// replica had, else (a replica new to the partition) the default. The
+// dirs of a partition from before directory assignment stay unknown while
+// its replicas do not change.
+func (pc *partitionChange) directories() ([]Uuid, bool) {
+	if slices.Equal(pc.replicas, pc.p.Replicas) && len(pc.setDirs) == 0 {
+		return nil, false
+	}
+	out := make([]Uuid, len(pc.replicas))
+	for i, r := range pc.replicas {
+		switch d, ok := pc.setDirs[r]; {
+		case ok:
+			out[i] = d
+		case slices.Contains(pc.p.Replicas, r):
+			out[i] = pc.p.Directory(r)
+		default:
+			out[i] = pc.defaultDir(r)
+		}
+	}
+	return out, !slices.Equal(pc.replicas, pc.p.Replicas) || !slices.Equal(out, pc.p.Directories)
 }
 
 // effectiveMinISR is a topic's min.insync.replicas, capped by its
@@ -196,6 +250,9 @@ func (pc *partitionChange) build() (*PartitionChangeRecord, bool) {
 		rec.Replicas = slices.Clone(pc.replicas)
 		rec.AddingReplicas, rec.RemovingReplicas = slices.Clone(pc.adding), slices.Clone(pc.removing)
 	}
+	if dirs, changed := pc.directories(); changed || rec.Replicas != nil {
+		rec.Directories = dirs
+	}
 	pc.populateELR()
 	lrs := pc.targetLRS
 	leader, unclean := pc.electLeader()
@@ -237,7 +294,7 @@ func (pc *partitionChange) build() (*PartitionChangeRecord, bool) {
 	}
 	rec.LeaderRecoveryState = lrs
 	if rec.Leader == NoLeaderChange && rec.ISR == nil && rec.Replicas == nil && rec.ELR == nil && rec.LastKnownELR == nil &&
-		lrs == pc.p.LeaderRecoveryState {
+		rec.Directories == nil && lrs == pc.p.LeaderRecoveryState {
 		return nil, false
 	}
 	return rec, true
@@ -266,6 +323,10 @@ func merge(p *Partition, rec *PartitionChangeRecord) *Partition {
 	}
 	if rec.Replicas != nil {
 		n.Replicas, n.AddingReplicas, n.RemovingReplicas = rec.Replicas, rec.AddingReplicas, rec.RemovingReplicas
+		n.Directories = nil
+	}
+	if rec.Directories != nil {
+		n.Directories = rec.Directories
 	}
 	if rec.Leader != NoLeaderChange {
 		n.Leader = rec.Leader
@@ -301,7 +362,7 @@ func (c *ClusterControl) leaderAndISRUpdates(img *Image, brokerToRemove, brokerT
 		}
 		pc := c.newPartitionChange(img, t, k, p)
 		pc.acceptable = func(r int32) bool {
-			return r != brokerToRemove && (r == brokerToAdd || isActive(img, r))
+			return r != brokerToRemove && (r == brokerToAdd || isActive(img, r)) && replicaOnline(img, p, r)
 		}
 		if c.uncleanElectionEnabled(img, t.Name) {
 			pc.election = electUnclean
@@ -334,8 +395,9 @@ func (c *ClusterControl) leaderAndISRUpdates(img *Image, brokerToRemove, brokerT
 //     more than the leader while RECOVERING, or RECOVERED → RECOVERING:
 //     INVALID_REQUEST;
 //   - an ISR member that is unregistered, fenced, in controlled shutdown or
-//     (v3+) of another broker epoch: INELIGIBLE_REPLICA (v2+) or
-//     OPERATION_NOT_ATTEMPTED (v0-1).
+//     (v3+) of another broker epoch, or a new member whose replica is in a
+//     log dir its broker reported offline (KIP-858): INELIGIBLE_REPLICA
+//     (v2+) or OPERATION_NOT_ATTEMPTED (v0-1).
 //
 // A valid change answers with the partition as it will be once the record
 // commits: partition epoch + 1 and the new ISR. A request that changes
@@ -454,7 +516,10 @@ func (c *ClusterControl) alterPartition(img *Image, req *kmsg.AlterPartitionRequ
 	}
 	for _, m := range isr {
 		b, ok := img.Broker(m.id)
-		if !ok || b.InControlledShutdown || b.Fenced || (m.epoch != -1 && m.epoch != b.Epoch) {
+		// A replica joining the ISR from a failed log dir is not caught
+		// up, whatever its leader thinks (KIP-858).
+		offline := ok && !slices.Contains(p.ISR, m.id) && !b.HasOnlineDir(p.Directory(m.id))
+		if !ok || b.InControlledShutdown || b.Fenced || (m.epoch != -1 && m.epoch != b.Epoch) || offline {
 			if req.Version >= 2 {
 				return nil, nil, kerr.IneligibleReplica.Code
 			}

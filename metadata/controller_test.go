@@ -173,6 +173,7 @@ func newCluster(t testing.TB, cfg ControllerConfig, brokers int) *cluster {
 		req := kmsg.NewPtrBrokerRegistrationRequest()
 		req.BrokerID = id
 		req.IncarnationID = [16]byte{byte(id)}
+		req.LogDirs = [][16]byte{testLogDir(id, 0), testLogDir(id, 1)}
 		recs, resp := c.cc.RegisterBroker(c.now, req)
 		if resp.ErrorCode != 0 {
 			t.Fatalf("register %d: %d", id, resp.ErrorCode)
@@ -225,6 +226,12 @@ func checkInvariants(t testing.TB, img *Image) {
 			if p.Leader != NoLeader && (!slices.Contains(p.ISR, p.Leader) || !isActive(img, p.Leader)) {
 				t.Fatalf("%s: leader not an active ISR member", where)
 			}
+			if p.Leader != NoLeader && !replicaOnline(img, p, p.Leader) {
+				t.Fatalf("%s: leader's replica in an offline log dir", where)
+			}
+			if len(p.Directories) != 0 && len(p.Directories) != len(p.Replicas) {
+				t.Fatalf("%s: %d directories for %d replicas", where, len(p.Directories), len(p.Replicas))
+			}
 			if len(p.ISR) > 1 {
 				for _, r := range p.ISR {
 					if !isActive(img, r) {
@@ -267,8 +274,9 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 	if testing.Short() {
 		steps = 500
 	}
-	started, finished := 0, 0 // reassignments
-	elrElections := 0         // leaders elected with an empty ISR, from the ELR
+	started, finished := 0, 0     // reassignments
+	elrElections := 0             // leaders elected with an empty ISR, from the ELR
+	dirsOffline, assigned := 0, 0 // log dirs reported offline, replicas assigned to dirs
 	// Seeds 4-6 run with eligible leader replicas on (KIP-966), topics
 	// with a min.insync.replicas of up to 3 and clean and unclean
 	// restarts.
@@ -297,7 +305,7 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				epoch = b.Epoch
 			}
 			var recs []Record
-			op := rng.IntN(13)
+			op := rng.IntN(14)
 			lastOp = fmt.Sprintf("step %d op %d broker %d", step, op, id)
 			switch op {
 			case 0:
@@ -313,6 +321,15 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					req.Rack = strp(string(rune('a' + id%2)))
 				}
+				// Its log dirs (KIP-858): now and then the first was
+				// replaced by a new disk, or is gone.
+				req.LogDirs = [][16]byte{testLogDir(id, 0), testLogDir(id, 1)}
+				switch rng.IntN(6) {
+				case 0:
+					req.LogDirs[0] = testLogDir(id, 2+rng.IntN(3))
+				case 1:
+					req.LogDirs = req.LogDirs[1:]
+				}
 				recs, _ = c.cc.RegisterBroker(c.now, req)
 			case 1, 2, 3:
 				req := kmsg.NewPtrBrokerHeartbeatRequest()
@@ -320,6 +337,9 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				req.CurrentMetadataOffset = c.img.Offset() - int64(rng.IntN(2))
 				req.WantFence = rng.IntN(15) == 0
 				req.WantShutdown = rng.IntN(15) == 0
+				if rng.IntN(20) == 0 {
+					req.OfflineLogDirs = [][16]byte{testLogDir(id, rng.IntN(5))}
+				}
 				recs, _ = c.cc.Heartbeat(c.now, req)
 			case 4:
 				recs = c.cc.Tick(c.now)
@@ -376,8 +396,32 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 				rt.Partitions = append(rt.Partitions, rp)
 				req.Topics = append(req.Topics, rt)
 				recs, _ = c.cc.AlterPartitionReassignments(req)
+			case 13:
+				// A broker reports where it created a replica.
+				req := kmsg.NewPtrAssignReplicasToDirsRequest()
+				req.BrokerID, req.BrokerEpoch = id, epoch
+				if t, ok := c.img.Topic(fmt.Sprintf("t%d", rng.IntN(30))); ok {
+					d := kmsg.NewAssignReplicasToDirsRequestDirectory()
+					d.ID = testLogDir(id, rng.IntN(5))
+					rt := kmsg.NewAssignReplicasToDirsRequestDirectoryTopic()
+					rt.TopicID = t.ID
+					rt.Partitions = []kmsg.AssignReplicasToDirsRequestDirectoryTopicPartition{{Partition: int32(rng.IntN(3))}}
+					d.Topics = append(d.Topics, rt)
+					req.Directories = append(req.Directories, d)
+					recs, _ = c.cc.AssignReplicasToDirs(req)
+				}
 			}
 			for _, r := range recs {
+				switch r := r.(type) {
+				case *BrokerRegistrationChangeRecord:
+					if r.LogDirs != nil {
+						dirsOffline++
+					}
+				case *PartitionChangeRecord:
+					if r.Directories != nil && r.Replicas == nil {
+						assigned++
+					}
+				}
 				if pc, ok := r.(*PartitionChangeRecord); ok && pc.Leader >= 0 {
 					if _, p, ok := partitionOf(c.img, PartitionKey{pc.TopicID, pc.PartitionID}); ok && len(p.ISR) == 0 && slices.Contains(p.ELR, pc.Leader) {
 						elrElections++
@@ -404,7 +448,11 @@ func TestRandomOperationsKeepInvariants(t *testing.T) {
 	if elrElections == 0 {
 		t.Errorf("no leader elected from an ELR: the sequences exercised none")
 	}
-	t.Logf("%d reassignments started, %d finished, %d leaders elected from an ELR", started, finished, elrElections)
+	if dirsOffline == 0 || assigned == 0 {
+		t.Errorf("%d log dirs reported offline, %d replicas assigned: the sequences exercised too little", dirsOffline, assigned)
+	}
+	t.Logf("%d reassignments started, %d finished, %d leaders elected from an ELR, %d log dirs offline, %d replicas assigned",
+		started, finished, elrElections, dirsOffline, assigned)
 }
 
 // randomAlterPartition is a leader proposing a plausible ISR change.
@@ -534,33 +582,27 @@ func FuzzControllerRequests(f *testing.F) {
 	seed(64+8, 3, rereg)
 	seed(64+5, 3, kmsg.NewPtrAlterPartitionRequest())
 
+	// Log dirs (KIP-858): broker 1 reports its first dir offline, and
+	// assigns a replica of topic "a" to its second.
+	base := fuzzCluster(f, 0)
+	b1, _ := base.img.Broker(1)
+	ta, _ := base.img.Topic("a")
+	offline := kmsg.NewPtrBrokerHeartbeatRequest()
+	offline.BrokerID, offline.BrokerEpoch, offline.OfflineLogDirs = 1, b1.Epoch, [][16]byte{testLogDir(1, 0)}
+	seed(9, 1, offline)
+	assign := kmsg.NewPtrAssignReplicasToDirsRequest()
+	assign.BrokerID, assign.BrokerEpoch = 1, b1.Epoch
+	ad := kmsg.NewAssignReplicasToDirsRequestDirectory()
+	ad.ID = testLogDir(1, 1)
+	at := kmsg.NewAssignReplicasToDirsRequestDirectoryTopic()
+	at.TopicID = ta.ID
+	at.Partitions = []kmsg.AssignReplicasToDirsRequestDirectoryTopicPartition{{Partition: 0}, {Partition: 2}}
+	ad.Topics = append(ad.Topics, at)
+	assign.Directories = append(assign.Directories, ad)
+	seed(16, 0, assign)
+
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
-		cfg := DefaultControllerConfig()
-		c := newCluster(t, cfg, 3)
-		if api&64 != 0 { // eligible leader replicas on (KIP-966)
-			c.commit([]Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion},
-				&FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}})
-		}
-		ct := kmsg.NewPtrCreateTopicsRequest()
-		for _, name := range []string{"a", "b.c"} {
-			tp := kmsg.NewCreateTopicsRequestTopic()
-			tp.Topic, tp.NumPartitions, tp.ReplicationFactor = name, 3, 3
-			ct.Topics = append(ct.Topics, tp)
-		}
-		recs, _ := c.cc.CreateTopics(ct, false)
-		c.commit(recs)
-		// Some ACLs for DeleteAcls to match and CreateAcls to duplicate.
-		acls := kmsg.NewPtrCreateACLsRequest()
-		acls.Version = 3
-		for i, name := range []string{"a", "b.", "*"} {
-			cr := kmsg.NewCreateACLsRequestCreation()
-			cr.ResourceType, cr.ResourceName = kmsg.ACLResourceTypeTopic, name
-			cr.ResourcePatternType = kmsg.ACLResourcePatternType(3 + i%2)
-			cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:u", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
-			acls.Creations = append(acls.Creations, cr)
-		}
-		recs, _ = c.cc.CreateAcls(acls)
-		c.commit(recs)
+		c := fuzzCluster(t, api)
 
 		reqs := []kmsg.Request{
 			kmsg.NewPtrCreateTopicsRequest(), kmsg.NewPtrDeleteTopicsRequest(),
@@ -571,6 +613,7 @@ func FuzzControllerRequests(f *testing.F) {
 			kmsg.NewPtrAlterPartitionAssignmentsRequest(), kmsg.NewPtrAlterClientQuotasRequest(),
 			kmsg.NewPtrAlterUserSCRAMCredentialsRequest(), kmsg.NewPtrCreateACLsRequest(),
 			kmsg.NewPtrDeleteACLsRequest(), kmsg.NewPtrUpdateFeaturesRequest(),
+			kmsg.NewPtrAssignReplicasToDirsRequest(),
 		}
 		req := reqs[int(api)%len(reqs)]
 		if version < 0 || version > req.MaxVersion() {
@@ -580,6 +623,7 @@ func FuzzControllerRequests(f *testing.F) {
 		if err := req.ReadFrom(data); err != nil {
 			return
 		}
+		var recs []Record
 		switch r := req.(type) {
 		case *kmsg.CreateTopicsRequest:
 			recs, _ = c.cc.CreateTopics(r, api >= 128)
@@ -603,6 +647,8 @@ func FuzzControllerRequests(f *testing.F) {
 			recs, _ = c.cc.Heartbeat(c.now, r)
 		case *kmsg.AlterPartitionAssignmentsRequest:
 			recs, _ = c.cc.AlterPartitionReassignments(r)
+		case *kmsg.AssignReplicasToDirsRequest:
+			recs, _ = c.cc.AssignReplicasToDirs(r)
 		case *kmsg.AlterClientQuotasRequest:
 			recs, _ = c.cc.AlterClientQuotas(r)
 		case *kmsg.AlterUserSCRAMCredentialsRequest:
@@ -649,6 +695,40 @@ func FuzzControllerRequests(f *testing.F) {
 		checkInvariants(t, c.img)
 		checkACLInvariants(t, c.img)
 	})
+}
+
+// testLogDir is the id of broker's log dir i in newCluster's clusters.
+func testLogDir(broker int32, i int) Uuid { return Uuid{0: 1, 1: byte(broker), 15: byte(i)} }
+
+// fuzzCluster is FuzzControllerRequests' cluster: three brokers, eligible
+// leader replicas on when api&64, topics "a" and "b.c", some ACLs.
+func fuzzCluster(t testing.TB, api byte) *cluster {
+	c := newCluster(t, DefaultControllerConfig(), 3)
+	if api&64 != 0 { // eligible leader replicas on (KIP-966)
+		c.commit([]Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion},
+			&FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}})
+	}
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"a", "b.c"} {
+		tp := kmsg.NewCreateTopicsRequestTopic()
+		tp.Topic, tp.NumPartitions, tp.ReplicationFactor = name, 3, 3
+		ct.Topics = append(ct.Topics, tp)
+	}
+	recs, _ := c.cc.CreateTopics(ct, false)
+	c.commit(recs)
+	// Some ACLs for DeleteAcls to match and CreateAcls to duplicate.
+	acls := kmsg.NewPtrCreateACLsRequest()
+	acls.Version = 3
+	for i, name := range []string{"a", "b.", "*"} {
+		cr := kmsg.NewCreateACLsRequestCreation()
+		cr.ResourceType, cr.ResourceName = kmsg.ACLResourceTypeTopic, name
+		cr.ResourcePatternType = kmsg.ACLResourcePatternType(3 + i%2)
+		cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:u", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+		acls.Creations = append(acls.Creations, cr)
+	}
+	recs, _ = c.cc.CreateAcls(acls)
+	c.commit(recs)
+	return c
 }
 
 // checkACLInvariants checks the ACLs of an image: every one valid as

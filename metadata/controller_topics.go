@@ -252,7 +252,8 @@ func (c *ClusterControl) createTopic(t kmsg.CreateTopicsRequestTopic, internal b
 }
 
 // newPartitionRecord is a new partition: the ISR is its active replicas,
-// the first of them leads (Kafka's buildPartitionRegistration).
+// the first of them leads (Kafka's buildPartitionRegistration); each
+// replica is in its broker's default dir (defaultDir).
 func newPartitionRecord(img *Image, topicID Uuid, partition int32, replicas []int32) *PartitionRecord {
 	var isr []int32
 	for _, r := range replicas {
@@ -261,6 +262,9 @@ func newPartitionRecord(img *Image, topicID Uuid, partition int32, replicas []in
 		}
 	}
 	rec := &PartitionRecord{PartitionID: partition, TopicID: topicID, Replicas: slices.Clone(replicas), ISR: isr, Leader: NoLeader}
+	for _, r := range replicas {
+		rec.Directories = append(rec.Directories, defaultDir(img, r))
+	}
 	if len(isr) == 0 {
 		rec.ISR = slices.Clone(replicas) // callers rule this out; never an empty ISR
 	} else {

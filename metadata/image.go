@@ -20,6 +20,25 @@ type BrokerRegistration struct {
 	// Features are the feature ranges the broker registered with
 	// (none from a Keel before features).
 	Features map[string]FeatureRange
+	// LogDirs are the directory ids of the broker's online log dirs,
+	// sorted (KIP-858); none from a Keel before directory assignment.
+	LogDirs []Uuid
+}
+
+// HasOnlineDir reports whether a replica the metadata places in log dir
+// dir of this broker is online, Kafka's BrokerRegistration.hasOnlineDir:
+// DirMigrating and DirUnassigned are (the broker has the replica in some
+// dir of its own), DirLost is not, and any other id is when it is among
+// the broker's online dirs, or when the broker reports none (a Keel before
+// directory assignment).
+func (b *BrokerRegistration) HasOnlineDir(dir Uuid) bool {
+	switch {
+	case dir == DirMigrating || dir == DirUnassigned:
+		return true
+	case dir == DirLost:
+		return false
+	}
+	return len(b.LogDirs) == 0 || slices.Contains(b.LogDirs, dir)
 }
 
 // Endpoint returns the broker's endpoint for a listener name.
@@ -51,6 +70,20 @@ type Partition struct {
 	// the ELR become empty too, that replica leads again when it comes
 	// back, as before KIP-966, through an unclean election.
 	ELR, LastKnownELR []int32
+	// Directories are the log dir of each replica, in Replicas' order
+	// (KIP-858), or nil when unknown (a partition from before directory
+	// assignment): Directory is the way to read them.
+	Directories []Uuid
+}
+
+// Directory is the log dir the metadata places broker's replica in:
+// DirMigrating when the partition's dirs are unknown or the broker is not
+// a replica.
+func (p *Partition) Directory(broker int32) Uuid {
+	if i := slices.Index(p.Replicas, broker); i >= 0 && len(p.Directories) == len(p.Replicas) {
+		return p.Directories[i]
+	}
+	return DirMigrating
 }
 
 // Topic is one topic: its id, name and partitions (indexed by partition id,
@@ -289,6 +322,7 @@ func (b *builder) replay(r Record) error {
 			ID: r.BrokerID, Epoch: r.BrokerEpoch, IncarnationID: r.IncarnationID,
 			Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced,
 			InControlledShutdown: r.InControlledShutdown, Features: maps.Clone(r.Features),
+			LogDirs: sortedDirs(r.LogDirs),
 		}
 		b.changes.Brokers = append(b.changes.Brokers, r.BrokerID)
 	case *UnregisterBrokerRecord:
@@ -320,6 +354,9 @@ func (b *builder) replay(r Record) error {
 		if r.InControlledShutdown != 0 {
 			br.InControlledShutdown = r.InControlledShutdown > 0
 		}
+		if r.LogDirs != nil {
+			br.LogDirs = sortedDirs(r.LogDirs)
+		}
 	case *TopicRecord:
 		if _, dup := b.img.topicsByName.get(r.Name); dup {
 			return fmt.Errorf("topic %q exists", r.Name)
@@ -347,6 +384,9 @@ func (b *builder) replay(r Record) error {
 			LeaderRecoveryState: r.LeaderRecoveryState,
 			ELR:                 slices.Clone(r.ELR), LastKnownELR: slices.Clone(r.LastKnownELR),
 		}
+		if len(r.Directories) == len(r.Replicas) {
+			p.Directories = slices.Clone(r.Directories)
+		}
 		if int(r.PartitionID) == len(t.Partitions) {
 			t.Partitions = append(t.Partitions, p)
 		} else {
@@ -369,6 +409,13 @@ func (b *builder) replay(r Record) error {
 			p.Replicas = slices.Clone(r.Replicas)
 			p.AddingReplicas = slices.Clone(r.AddingReplicas)
 			p.RemovingReplicas = slices.Clone(r.RemovingReplicas)
+			p.Directories = nil // unknown, unless the record sets them
+		}
+		if r.Directories != nil {
+			if len(r.Directories) != len(p.Replicas) {
+				return fmt.Errorf("partition %d of %s: %d directories for %d replicas", r.PartitionID, t.Name, len(r.Directories), len(p.Replicas))
+			}
+			p.Directories = slices.Clone(r.Directories)
 		}
 		if r.ELR != nil {
 			p.ELR = slices.Clone(r.ELR)

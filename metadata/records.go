@@ -98,6 +98,9 @@ type RegisterBrokerRecord struct {
 	InControlledShutdown bool       `json:"inControlledShutdown"`
 	// Features are the broker's supported feature ranges (KIP-584).
 	Features map[string]FeatureRange `json:"features,omitempty"`
+	// LogDirs are the directory ids of the broker's online log dirs
+	// (KIP-858), sorted; none from a Keel before directory assignment.
+	LogDirs []Uuid `json:"logDirs,omitempty"`
 }
 
 // UnregisterBrokerRecord removes a broker's registration.
@@ -126,6 +129,9 @@ type BrokerRegistrationChangeRecord struct {
 	BrokerEpoch          int64 `json:"brokerEpoch"`
 	Fenced               int8  `json:"fenced"`
 	InControlledShutdown int8  `json:"inControlledShutdown"`
+	// LogDirs, when not nil, are the broker's online log dirs from now on
+	// (KIP-858: the dirs it reported offline are gone from it).
+	LogDirs []Uuid `json:"logDirs,omitzero"`
 }
 
 // TopicRecord creates a topic.
@@ -153,6 +159,9 @@ type PartitionRecord struct {
 	// known leader (KIP-966; Partition says when each is set).
 	ELR          []int32 `json:"eligibleLeaderReplicas,omitempty"`
 	LastKnownELR []int32 `json:"lastKnownElr,omitempty"`
+	// Directories are the log dir of each replica, in Replicas' order
+	// (KIP-858; Partition.Directory).
+	Directories []Uuid `json:"directories,omitempty"`
 }
 
 // PartitionChangeRecord changes a partition's leader, ISR, eligible leader
@@ -175,6 +184,10 @@ type PartitionChangeRecord struct {
 	// ELR and LastKnownELR (KIP-966), as in PartitionRecord.
 	ELR          []int32 `json:"eligibleLeaderReplicas,omitzero"`
 	LastKnownELR []int32 `json:"lastKnownElr,omitzero"`
+	// Directories, when not nil, are the replicas' log dirs, in the order
+	// of the replicas after this record. A record that sets Replicas sets
+	// them too (a record of a Keel before KIP-858 leaves them unknown).
+	Directories []Uuid `json:"directories,omitzero"`
 }
 
 // RemoveTopicRecord deletes a topic and all its partitions.

@@ -13,7 +13,7 @@ func (img *Image) SnapshotRecords() []Record {
 		out = append(out, &RegisterBrokerRecord{
 			BrokerID: b.ID, IncarnationID: b.IncarnationID, BrokerEpoch: b.Epoch,
 			Endpoints: b.Endpoints, Rack: b.Rack, Fenced: b.Fenced, InControlledShutdown: b.InControlledShutdown,
-			Features: b.Features,
+			Features: b.Features, LogDirs: b.LogDirs,
 		})
 	}
 	for _, t := range img.Topics() {
@@ -24,6 +24,7 @@ func (img *Image) SnapshotRecords() []Record {
 				RemovingReplicas: p.RemovingReplicas, AddingReplicas: p.AddingReplicas,
 				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
 				LeaderRecoveryState: p.LeaderRecoveryState, ELR: p.ELR, LastKnownELR: p.LastKnownELR,
+				Directories: p.Directories,
 			})
 		}
 	}
