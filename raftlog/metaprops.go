@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -200,4 +201,67 @@ func parseProperties(data []byte) (map[string]string, error) {
 		out[strings.TrimSpace(s[:i])] = strings.TrimSpace(s[i+1:])
 	}
 	return out, sc.Err()
+}
+
+// FormatEmptyLogDirs formats each of dirs that has no meta.properties and
+// is empty (a disk replaced after it failed, or a log dir added to
+// log.dirs) as a log dir of formatted dir from's cluster and node, with a
+// new directory id, as a Kafka broker formats new empty log dirs at start
+// (KIP-858). A dir that is missing is created; a "lost+found" (what mkfs
+// leaves) does not count against empty. A dir that is not empty is left
+// alone: EnsureMetaProperties then refuses it, as a dir that may hold
+// another node's data. It returns the dirs it formatted.
+func FormatEmptyLogDirs(from string, dirs []string) ([]string, error) {
+	src, err := ReadMetaProperties(from)
+	if err != nil {
+		return nil, err
+	}
+	var formatted []string
+	for _, dir := range dirs {
+		if _, err := ReadMetaProperties(dir); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return formatted, fmt.Errorf("format new log dir %s: %w", dir, err)
+		}
+		if slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() != "lost+found" }) {
+			continue
+		}
+		mp := MetaProperties{Version: 1, ClusterID: src.ClusterID, NodeID: src.NodeID, DirectoryID: metadata.NewUuid()}
+		if err := WriteMetaProperties(dir, mp); err != nil {
+			return formatted, err
+		}
+		formatted = append(formatted, dir)
+	}
+	return formatted, nil
+}
+
+// LogDirIDs returns the directory id of each formatted log dir (KIP-858),
+// by path as given. A dir formatted without one (by a Keel before
+// directory ids) is given one, written to its meta.properties, as Kafka
+// does at start. Two dirs with the same id (one copied from the other)
+// are an error: the controller could not tell their replicas apart.
+func LogDirIDs(dirs []string) (map[string]metadata.Uuid, error) {
+	ids := map[string]metadata.Uuid{}
+	owner := map[metadata.Uuid]string{}
+	for _, dir := range dirs {
+		mp, err := ReadMetaProperties(dir)
+		if err != nil {
+			return nil, err
+		}
+		if mp.DirectoryID == metadata.ZeroUuid {
+			mp.DirectoryID = metadata.NewUuid()
+			if err := WriteMetaProperties(dir, mp); err != nil {
+				return nil, err
+			}
+		}
+		if other, dup := owner[mp.DirectoryID]; dup {
+			return nil, fmt.Errorf("log dirs %s and %s have the same directory.id %s: one was copied from the other; give the copy a new directory.id in its %s (or, if it holds nothing, delete its %s to have it formatted afresh)",
+				other, dir, mp.DirectoryID, MetaPropertiesFile, MetaPropertiesFile)
+		}
+		owner[mp.DirectoryID] = dir
+		ids[dir] = mp.DirectoryID
+	}
+	return ids, nil
 }

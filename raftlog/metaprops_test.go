@@ -104,3 +104,69 @@ func TestMetaPropertiesDevDefaultAndBadInput(t *testing.T) {
 		t.Fatalf("ZooKeeper-era meta.properties: %v", err)
 	}
 }
+
+// TestFormatEmptyLogDirsAndDirectoryIDs: a new empty log dir (a replaced
+// disk) is formatted like the formatted ones with an id of its own; a dir
+// with data is left alone; a dir formatted without a directory.id is given
+// one; two dirs with one id are refused (KIP-858).
+func TestFormatEmptyLogDirsAndDirectoryIDs(t *testing.T) {
+	base := t.TempDir()
+	meta, empty, mkfs, data, missing := filepath.Join(base, "meta"), filepath.Join(base, "empty"),
+		filepath.Join(base, "mkfs"), filepath.Join(base, "data"), filepath.Join(base, "missing")
+	cluster := NewClusterID()
+	if _, err := EnsureMetaProperties([]string{meta}, cluster, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{empty, filepath.Join(mkfs, "lost+found"), filepath.Join(data, "orders-0")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	formatted, err := FormatEmptyLogDirs(meta, []string{meta, empty, mkfs, data, missing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{empty, mkfs, missing}; strings.Join(formatted, ",") != strings.Join(want, ",") {
+		t.Fatalf("formatted %v, want %v", formatted, want)
+	}
+	if _, err := ReadMetaProperties(data); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a dir with data was formatted: %v", err)
+	}
+	if _, err := EnsureMetaProperties([]string{meta, empty, mkfs, missing}, "", 4, false); err != nil {
+		t.Fatalf("the formatted dirs do not check out: %v", err)
+	}
+	ids, err := LogDirIDs([]string{meta, empty, mkfs, missing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[metadata.Uuid]bool{}
+	for d, id := range ids {
+		if id == metadata.ZeroUuid || seen[id] {
+			t.Fatalf("dir %s: id %s zero or repeated (%v)", d, id, ids)
+		}
+		seen[id] = true
+	}
+
+	// A dir formatted before directory ids is given one, kept from then on.
+	mp, _ := ReadMetaProperties(empty)
+	mp.DirectoryID = metadata.ZeroUuid
+	if err := WriteMetaProperties(empty, mp); err != nil {
+		t.Fatal(err)
+	}
+	again, err := LogDirIDs([]string{empty})
+	if err != nil || again[empty] == metadata.ZeroUuid {
+		t.Fatalf("no id given: %v %v", again, err)
+	}
+	if mp, _ := ReadMetaProperties(empty); mp.DirectoryID != again[empty] {
+		t.Fatalf("the id given was not written: %s, %s", mp.DirectoryID, again[empty])
+	}
+
+	// A dir copied from another has its id: refused.
+	mp, _ = ReadMetaProperties(meta)
+	if err := WriteMetaProperties(mkfs, mp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LogDirIDs([]string{meta, mkfs}); err == nil || !strings.Contains(err.Error(), "same directory.id") {
+		t.Fatalf("two dirs with one id: %v", err)
+	}
+}
