@@ -84,6 +84,10 @@ type Options struct {
 	// limits (listener.name.<listener>.max.connections) the broker
 	// applies.
 	ListenerNames []string
+	// LogDirIDs are the directory ids of Logs' log dirs, by path as in
+	// log.dirs (KIP-858): the broker reports to the controller which dir
+	// each of its replicas is in (dir_assignments.go). None: it does not.
+	LogDirIDs map[string]metadata.Uuid
 	// Logger receives the broker's logs; nil discards them.
 	Logger hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
@@ -179,6 +183,8 @@ type Broker struct {
 	metrics *brokerMetrics
 	// isrNudge asks isrLoop for an ISR check now.
 	isrNudge chan struct{}
+	// dirAssign reports replicas' log dirs (dir_assignments.go).
+	dirAssign *dirAssigner
 	// appliedMu guards applied, closed and replaced after every
 	// ApplyMetadata, so that forwarded requests can wait for their records.
 	appliedMu sync.Mutex
@@ -276,6 +282,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)
+	b.dirAssign = newDirAssigner(opts.LogDirIDs)
 	b.groups = newGroupCoordinator(b)
 	b.txns = newTxnCoordinator(b)
 	for _, l := range cfg.ControllerListenerNames {

@@ -228,6 +228,8 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		}
 	case *kmsg.BrokerHeartbeatRequest:
 		recs, resp = control.Heartbeat(now, r)
+	case *kmsg.AssignReplicasToDirsRequest:
+		recs, resp = control.AssignReplicasToDirs(r)
 	case *kmsg.CreateTopicsRequest:
 		recs, resp = control.CreateTopics(r, false)
 	case *internalCreateTopics:
@@ -450,6 +452,8 @@ func errorFields(resp kmsg.Response) []*int16 {
 	case *kmsg.BrokerHeartbeatResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.AlterPartitionResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.AssignReplicasToDirsResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.AllocateProducerIDsResponse:
 		out = append(out, &r.ErrorCode)

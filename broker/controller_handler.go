@@ -19,7 +19,8 @@ import (
 )
 
 // controllerAPIs are the APIs a controller listener serves: the broker
-// lifecycle (KIP-631), partition changes from leaders, producer id blocks,
+// lifecycle (KIP-631), partition changes from leaders, the log dirs of
+// brokers' replicas (KIP-858), producer id blocks,
 // metadata changes forwarded by brokers or sent by admin clients with
 // --bootstrap-controller, the reads such clients make (DescribeCluster,
 // DescribeConfigs, DescribeAcls, ListPartitionReassignments, as Kafka's
@@ -32,6 +33,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
 	kmsg.AlterUserSCRAMCredentials, kmsg.CreateACLs, kmsg.DeleteACLs, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
 	kmsg.DescribeConfigs, kmsg.DescribeACLs, kmsg.ListPartitionReassignments, kmsg.UpdateFeatures,
+	kmsg.AssignReplicasToDirs,
 }
 
 // controllerHandler serves the controller listener (network.Handler).

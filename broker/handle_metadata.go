@@ -194,12 +194,13 @@ func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic, m *kmsg.M
 }
 
 // offlineReplicas are p's replicas on brokers that are not registered, are
-// fenced or have no endpoint on the listener (Kafka's getOfflineReplicas).
+// fenced or have no endpoint on the listener, or in a log dir their broker
+// reported offline (Kafka's getOfflineReplicas).
 func offlineReplicas(img *metadata.Image, p *metadata.Partition, listener string) []int32 {
 	var out []int32
 	for _, r := range p.Replicas {
 		online := false
-		if br, ok := img.Broker(r); ok && !br.Fenced {
+		if br, ok := img.Broker(r); ok && !br.Fenced && br.HasOnlineDir(p.Directory(r)) {
 			_, online = br.Endpoint(listener)
 		}
 		if !online {

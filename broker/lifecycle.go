@@ -183,17 +183,22 @@ type brokerLifecycle struct {
 	onCaughtUp func(offset int64)
 	// logs are the partition logs: their clean-shutdown markers hold the
 	// broker epoch of the last clean shutdown.
-	logs     *storage.Manager
-	caughtUp bool // run goroutine only
-	stop     chan struct{}
-	shutdown chan chan struct{}
-	wg       sync.WaitGroup
+	logs *storage.Manager
+	// dirIDs are the directory ids of the log dirs, by path (KIP-858):
+	// the registration names the online ones, every heartbeat the offline
+	// ones. dirFailed wakes the loop to report a failed dir at once.
+	dirIDs    map[string]metadata.Uuid
+	dirFailed <-chan struct{}
+	caughtUp  bool // run goroutine only
+	stop      chan struct{}
+	shutdown  chan chan struct{}
+	wg        sync.WaitGroup
 }
 
-func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID, rack string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logs *storage.Manager, logger hclog.Logger) *brokerLifecycle {
+func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID, rack string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logs *storage.Manager, dirIDs map[string]metadata.Uuid, dirFailed <-chan struct{}, logger hclog.Logger) *brokerLifecycle {
 	l := &brokerLifecycle{
 		ch: ch, metadataOffset: metadataOffset, nodeID: nodeID, clusterID: clusterID, rack: rack, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
-		logs:      logs,
+		logs: logs, dirIDs: dirIDs, dirFailed: dirFailed,
 		endpoints: endpoints, interval: interval, logger: logger.Named("lifecycle"),
 		registered: make(chan struct{}), stop: make(chan struct{}), shutdown: make(chan chan struct{}),
 	}
@@ -244,6 +249,7 @@ func (l *brokerLifecycle) run() {
 			return
 		case c := <-l.shutdown:
 			shuttingDown = c
+		case <-l.dirFailed:
 		case <-time.After(wait):
 		}
 	}
@@ -263,6 +269,10 @@ func (l *brokerLifecycle) register(ctx context.Context) error {
 		req.Listeners = append(req.Listeners, le)
 	}
 	req.Features = registrationFeatures()
+	online, _ := l.logDirs()
+	for _, id := range online {
+		req.LogDirs = append(req.LogDirs, id)
+	}
 	// The epoch this node's last clean shutdown wrote (KIP-966): any other
 	// tells the controller this process may have lost acknowledged records.
 	req.PreviousBrokerEpoch = l.logs.PreviousBrokerEpoch()
@@ -290,6 +300,10 @@ func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool
 	req.BrokerID, req.BrokerEpoch = l.nodeID, l.epoch.Load()
 	req.CurrentMetadataOffset = l.metadataOffset()
 	req.WantShutdown = wantShutdown
+	_, offline := l.logDirs()
+	for _, id := range offline {
+		req.OfflineLogDirs = append(req.OfflineLogDirs, id)
+	}
 	hctx, cancel := context.WithTimeout(ctx, max(l.interval, 2*time.Second))
 	defer cancel()
 	resp, err := l.ch.send(hctx, req)
@@ -320,6 +334,19 @@ func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool
 		l.logger.Info("unfenced: serving as a broker", "broker_epoch", req.BrokerEpoch)
 	}
 	return r.ShouldShutdown
+}
+
+// logDirs are the directory ids of the online and the offline log dirs.
+func (l *brokerLifecycle) logDirs() (online, offline []metadata.Uuid) {
+	failed := l.logs.OfflineDirs()
+	for dir, id := range l.dirIDs {
+		if slices.Contains(failed, dir) {
+			offline = append(offline, id)
+		} else {
+			online = append(online, id)
+		}
+	}
+	return online, offline
 }
 
 // controlledShutdown asks the controller to move this broker's leaderships

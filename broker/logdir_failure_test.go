@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -47,5 +49,49 @@ func TestLogDirFailureAnswersStorageError(t *testing.T) {
 	}
 	if got := c.logs.OfflineDirs(); len(got) != 1 || got[0] != c.dir {
 		t.Fatalf("offline dirs %v", got)
+	}
+}
+
+// TestLogDirFailureStopsTheNodeOnlyWhenItMust: a failed log dir stops the
+// node (Failed) only when it holds the metadata log or was the last one
+// online; otherwise the node goes on and its heartbeat is woken to report
+// the dir (KIP-858).
+func TestLogDirFailureStopsTheNodeOnlyWhenItMust(t *testing.T) {
+	newNode := func(meta string, dirs ...string) *Node {
+		return &Node{cfg: &Config{LogDirs: dirs, MetadataLogDir: meta}, logger: hclog.NewNullLogger(),
+			failed: make(chan error, 1), dirFailed: make(chan struct{}, 1)}
+	}
+	stopped := func(n *Node) bool { return received(n.Failed()) }
+	woken := func(n *Node) bool { return received(n.dirFailed) }
+	ioErr := errors.New("input/output error")
+
+	n := newNode("/d/a", "/d/a", "/d/b", "/d/c")
+	n.logDirFailed("/d/b", ioErr)
+	if stopped(n) || !woken(n) {
+		t.Fatal("one dir of three failed: the node must go on and report it")
+	}
+	n.logDirFailed("/d/a/", ioErr)
+	if !stopped(n) {
+		t.Fatal("the dir holding the metadata log failed: the node must stop")
+	}
+
+	n = newNode("/meta", "/d/a", "/d/b")
+	n.logDirFailed("/d/a", ioErr)
+	if stopped(n) || !woken(n) {
+		t.Fatal("one dir of two failed: the node must go on")
+	}
+	n.logDirFailed("/d/b", ioErr)
+	if !stopped(n) {
+		t.Fatal("the last dir online failed: the node must stop")
+	}
+}
+
+// received reports whether ch has a value waiting, taking it.
+func received[T any](ch <-chan T) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,10 @@ type Node struct {
 	closeOnce sync.Once
 	// failed receives the first disk failure (Failed).
 	failed chan error
+	// offlineDirs counts the log dirs an I/O error took offline;
+	// dirFailed tells the lifecycle to report them at once.
+	offlineDirs atomic.Int32
+	dirFailed   chan struct{}
 
 	started  time.Time
 	requests *RequestMetrics
@@ -70,7 +75,7 @@ func StartNode(cfg *Config, logger hclog.Logger) (*Node, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 1), started: time.Now(), requests: NewRequestMetrics()}
+	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 1), dirFailed: make(chan struct{}, 1), started: time.Now(), requests: NewRequestMetrics()}
 	if err := n.start(); err != nil {
 		n.Abort() // release whatever was opened
 		return nil, err
@@ -140,9 +145,26 @@ func (n *Node) start() (err error) {
 	}
 	_, onlyVoter := voters[cfg.NodeID]
 	devDefault := isController && onlyVoter && len(voters) == 1
+	if _, err := raftlog.ReadMetaProperties(cfg.MetadataLogDir); err == nil {
+		// A disk replaced after it failed comes back empty: it is
+		// formatted as a new log dir of this node (KIP-858).
+		formatted, err := raftlog.FormatEmptyLogDirs(cfg.MetadataLogDir, cfg.LogDirs)
+		if err != nil {
+			return err
+		}
+		for _, d := range formatted {
+			logger.Info("formatted a new empty log dir", "dir", d)
+		}
+	}
 	n.clusterID, err = raftlog.EnsureMetaProperties(dirs, "", cfg.NodeID, devDefault)
 	if err != nil {
 		return fmt.Errorf("%w (format the log dirs first: keel format --cluster-id ID --config ...)", err)
+	}
+	var dirIDs map[string]metadata.Uuid
+	if isBroker {
+		if dirIDs, err = raftlog.LogDirIDs(cfg.LogDirs); err != nil {
+			return err
+		}
 	}
 
 	// SCRAM reads the credentials from the metadata image once the broker
@@ -369,6 +391,7 @@ func (n *Node) start() (err error) {
 			SetIPConnectionRates: n.server.SetIPConnectionCreationRates,
 			ListenerNames:        listenerNames(listeners),
 			Controller:           &controllerForwarder{ch: channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial)), raft: n.raft},
+			LogDirIDs:            dirIDs,
 			Logger:               logger,
 		})
 		if err != nil {
@@ -397,7 +420,7 @@ func (n *Node) start() (err error) {
 			}
 		}
 		heartbeats := channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial))
-		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, cfg.BrokerRack, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, n.logs, logger)
+		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, cfg.BrokerRack, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, n.logs, dirIDs, n.dirFailed, logger)
 	}
 	if cfg.MetricsAddress != "" {
 		// Last: a scrape reads the fields set above.
@@ -621,9 +644,27 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
-// logDirFailed is the log manager's OnLogDirFailure.
+// logDirFailed is the log manager's OnLogDirFailure. As a Kafka broker
+// since 3.7 (KIP-858), the broker goes on with its other log dirs: its
+// heartbeat reports the dir offline at once, and the controller moves the
+// leaderships and ISR places of the replicas there to other brokers. It
+// stops (Failed) when the dir holds the metadata log, or was the last one
+// online. It runs on the goroutine that met the error, maybe under the
+// manager's locks: it only counts and signals.
 func (n *Node) logDirFailed(dir string, err error) {
-	n.fail(fmt.Errorf("log dir %s failed: %w", dir, err))
+	switch {
+	case filepath.Clean(dir) == filepath.Clean(n.cfg.MetadataLogDir):
+		n.fail(fmt.Errorf("log dir %s failed, and the metadata log is in it: %w", dir, err))
+	case int(n.offlineDirs.Add(1)) >= len(n.cfg.LogDirs):
+		n.fail(fmt.Errorf("log dir %s failed, and no other log dir is online: %w", dir, err))
+	default:
+		n.logger.Warn("a log dir failed: its replicas are offline and their leaderships move to other brokers; this broker goes on serving the partitions in its other log dirs",
+			"dir", dir, "error", err)
+		select {
+		case n.dirFailed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // fail passes the first failure to Failed; later ones were logged where
@@ -635,11 +676,12 @@ func (n *Node) fail(err error) {
 	}
 }
 
-// Failed receives an error when a disk failed under the node: an I/O error
-// took one of the broker's log dirs offline (storage/dirfailure.go: its
-// partitions there answer KAFKA_STORAGE_ERROR from then on), or a write to
-// the metadata log failed. The node's owner should Close it, as Kafka halts
-// a KRaft node whose log dir or metadata log dir failed; the controlled
+// Failed receives an error when a disk failed under the node so that it
+// cannot go on: an I/O error took offline the log dir holding the metadata
+// log or the broker's last log dir online (storage/dirfailure.go: its
+// partitions there answer KAFKA_STORAGE_ERROR from then on;
+// logDirFailed), or a write to the metadata log failed. The node's owner
+// should Close it, as Kafka halts such a KRaft node; the controlled
 // shutdown of Close then moves its leaderships to in-sync replicas
 // elsewhere at once instead of after the broker session times out. keel
 // server does so and exits with status 1.
@@ -710,7 +752,16 @@ func (n *Node) close(graceful bool) error {
 			errs = append(errs, n.mux.Close())
 		}
 		if n.logs != nil {
-			errs = append(errs, n.logs.Close())
+			err := n.logs.Close()
+			if offline := n.logs.OfflineDirs(); err != nil && len(offline) > 0 && errors.Is(err, storage.ErrStorage) {
+				// Every I/O error takes its dir offline and was reported
+				// then (logDirFailed); the dirs still online closed
+				// cleanly. A node that went on without a failed dir
+				// shuts down cleanly.
+				n.logger.Warn("partition logs closed with log dirs offline; their partitions are recovered at the next start", "offline_dirs", fmt.Sprint(offline), "error", err)
+				err = nil
+			}
+			errs = append(errs, err)
 		}
 	})
 	return errors.Join(errs...)

@@ -223,6 +223,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		b.isrStarted = b.spawn(b.isrLoop)
 		if b.isrStarted {
 			b.spawn(b.producerExpiryLoop)
+			b.spawn(b.dirAssignmentLoop)
 		}
 	}
 	old := b.partitions.Load().byTP
@@ -366,6 +367,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 	}
 	b.image.Store(img)
 	b.signalApplied()
+	b.dirAssign.nudge()
 	for _, p := range woken {
 		b.maybeAdvanceHighWatermark(p)
 		p.fetchWatch.wakeAll()

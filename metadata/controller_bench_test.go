@@ -83,25 +83,7 @@ func BenchmarkFenceBroker(b *testing.B) {
 					c.commit([]Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion},
 						&FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}})
 				}
-				for first := 0; first < topics; first += 100 {
-					req := kmsg.NewPtrCreateTopicsRequest()
-					for i := first; i < first+100; i++ {
-						t := kmsg.NewCreateTopicsRequestTopic()
-						t.Topic = fmt.Sprintf("topic-%04d", i)
-						for p := range int32(partitions) {
-							a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-							a.Partition, a.Replicas = p, []int32{1, 2, 3}
-							t.ReplicaAssignment = append(t.ReplicaAssignment, a)
-						}
-						t.NumPartitions, t.ReplicationFactor = -1, -1
-						cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-						cfg.Name, cfg.Value = "min.insync.replicas", strp("2")
-						t.Configs = append(t.Configs, cfg)
-						req.Topics = append(req.Topics, t)
-					}
-					recs, _ := c.cc.CreateTopics(req, false)
-					c.commit(recs)
-				}
+				createBenchTopics(c, topics, partitions)
 				fence := func(id int32) []Record {
 					br, _ := c.img.Broker(id)
 					return c.cc.fenceRecords(c.img, br)
@@ -123,4 +105,74 @@ func BenchmarkFenceBroker(b *testing.B) {
 			b.ReportMetric(float64(decide.Nanoseconds())/float64(b.N*topics*partitions), "ns/partition")
 		})
 	}
+}
+
+// createBenchTopics creates topics topic-0000... of partitions partitions
+// each, on brokers 1, 2 and 3, with min.insync.replicas 2.
+func createBenchTopics(c *cluster, topics, partitions int) {
+	for first := 0; first < topics; first += 100 {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		for i := first; i < min(first+100, topics); i++ {
+			t := kmsg.NewCreateTopicsRequestTopic()
+			t.Topic = fmt.Sprintf("topic-%04d", i)
+			for p := range int32(partitions) {
+				a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+				a.Partition, a.Replicas = p, []int32{1, 2, 3}
+				t.ReplicaAssignment = append(t.ReplicaAssignment, a)
+			}
+			t.NumPartitions, t.ReplicationFactor = -1, -1
+			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+			cfg.Name, cfg.Value = "min.insync.replicas", strp("2")
+			t.Configs = append(t.Configs, cfg)
+			req.Topics = append(req.Topics, t)
+		}
+		recs, _ := c.cc.CreateTopics(req, false)
+		c.commit(recs)
+	}
+}
+
+// BenchmarkLogDirOffline measures a heartbeat reporting a log dir offline
+// (KIP-858, dirsOffline) on the 10,000 partitions of BenchmarkFenceBroker,
+// broker 1 holding half its replicas in each of its two dirs and leading
+// them all: the decision moves 5,000 leaderships. Reported per partition
+// of the cluster, next to BenchmarkFenceBroker's per partition fenced.
+func BenchmarkLogDirOffline(b *testing.B) {
+	const topics, partitions = 1000, 10
+	var decide time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		c := newCluster(b, DefaultControllerConfig(), 3)
+		createBenchTopics(c, topics, partitions)
+		br, _ := c.img.Broker(1)
+		for _, t := range c.img.Topics() {
+			req := kmsg.NewPtrAssignReplicasToDirsRequest()
+			req.BrokerID, req.BrokerEpoch = 1, br.Epoch
+			for d := range 2 {
+				dir := kmsg.NewAssignReplicasToDirsRequestDirectory()
+				dir.ID = testLogDir(1, d)
+				rt := kmsg.NewAssignReplicasToDirsRequestDirectoryTopic()
+				rt.TopicID = t.ID
+				for p := d; p < partitions; p += 2 {
+					rt.Partitions = append(rt.Partitions, kmsg.AssignReplicasToDirsRequestDirectoryTopicPartition{Partition: int32(p)})
+				}
+				dir.Topics = append(dir.Topics, rt)
+				req.Directories = append(req.Directories, dir)
+			}
+			recs, _ := c.cc.AssignReplicasToDirs(req)
+			c.commit(recs)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		recs := c.cc.dirsOffline(c.img, 1, [][16]byte{testLogDir(1, 0)})
+		decide += time.Since(t0)
+		b.StopTimer()
+		if len(recs) != topics*partitions/2+1 {
+			b.Fatalf("%d records", len(recs))
+		}
+		if pc := recs[1].(*PartitionChangeRecord); pc.Leader != 2 {
+			b.Fatalf("change %+v", pc)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(decide.Nanoseconds())/float64(b.N*topics*partitions), "ns/partition")
 }

@@ -25,8 +25,12 @@ func serverCommand() *cli.Command {
 			"or itself alone when it is the only bootstrap server; a broker asks a bootstrap\n" +
 			"controller for them. Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
 			"it shuts down cleanly, moving leaderships away first. If a write to a log dir fails\n" +
-			"(a full or failing disk), that dir goes offline and the server shuts down the same\n" +
-			"way, then exits with status 1, as a Kafka broker halts: fix the disk and start it again.\n\n" +
+			"(a full or failing disk), that dir goes offline. With other log.dirs online the broker\n" +
+			"goes on without it, as Kafka 3.7+ does (KIP-858): its replicas there move to other\n" +
+			"brokers; replace the disk (an empty dir is formatted at start) and restart to get them\n" +
+			"back. If the dir holds the metadata log or was the last one online, the server shuts\n" +
+			"down the same way, then exits with status 1, as a Kafka broker halts: fix the disk and\n" +
+			"start it again.\n\n" +
 			"Memory: the Go garbage collector's heap goal is kept at 64 MiB or more (a broker's live heap\n" +
 			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.\n\n" +
 			"Page cache: each partition's appended data is handed to the kernel's writeback every MiB\n" +
@@ -124,7 +128,9 @@ func serverCommand() *cli.Command {
 			case s := <-sig:
 				logger.Info("shutting down: moving leaderships away first (a second signal exits at once)", "signal", s.String())
 			case failure = <-node.Failed():
-				// Kafka halts a KRaft broker whose log dir failed; a
+				// Kafka halts a KRaft broker whose metadata log dir,
+				// or last log dir online, failed (with another dir
+				// online, the node goes on without the failed one); a
 				// controlled shutdown moves its leaderships first.
 				logger.Error("shutting down: a log dir failed (fix or replace the disk, then start again; the dir is recovered like after a crash)",
 					"error", failure)
