@@ -448,7 +448,8 @@ func (f *replicaFetcher) idle(next time.Time) bool {
 }
 
 // ready returns the partitions that may be fetched now, and when the next
-// backed-off one may.
+// backed-off one may. A replica in a failed log dir is never fetched again
+// (Kafka removes its fetcher): it could not append what it got.
 func (f *replicaFetcher) ready() ([]*followerFetch, time.Time) {
 	now := time.Now()
 	var out []*followerFetch
@@ -456,7 +457,7 @@ func (f *replicaFetcher) ready() ([]*followerFetch, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, ff := range f.parts {
-		if ff.p.removed.Load() {
+		if ff.p.removed.Load() || ff.p.log.Offline() {
 			continue
 		}
 		if ff.retryAt.After(now) {

@@ -79,9 +79,12 @@ func (b *Broker) writeMetrics(w *promWriter) {
 		}
 		return int(x.tp.Partition - y.tp.Partition)
 	})
-	var leaders, under, underMin, atMin int
+	var leaders, under, underMin, atMin, offline int
 	var maxLag int64
 	for _, p := range parts {
+		if p.log.Offline() {
+			offline++
+		}
 		st := p.state.Load()
 		if st == nil {
 			continue
@@ -97,6 +100,7 @@ func (b *Broker) writeMetrics(w *promWriter) {
 	}
 	w.gauge("kafka_server_replicamanager_partitioncount", "Partitions this node hosts a replica of.", float64(len(parts)))
 	w.gauge("kafka_server_replicamanager_leadercount", "Partitions this node leads.", float64(leaders))
+	w.gauge("kafka_server_replicamanager_offlinereplicacount", "Replicas this node hosts in a log dir that failed (OfflineReplicaCount).", float64(offline))
 	w.gauge("kafka_server_replicamanager_underreplicatedpartitions", "Partitions this node leads whose ISR is smaller than their replicas.", float64(under))
 	w.gauge("kafka_server_replicamanager_underminisrpartitioncount", "Partitions this node leads whose ISR is smaller than min.insync.replicas: acks=all produces fail.", float64(underMin))
 	w.gauge("kafka_server_replicamanager_atminisrpartitioncount", "Partitions this node leads whose ISR is exactly min.insync.replicas.", float64(atMin))

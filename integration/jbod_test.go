@@ -30,8 +30,9 @@ import (
 //     the dir offline in its heartbeat, and the controller takes its
 //     replicas there out of the ISR and their leaderships. Metadata lists
 //     them as offline replicas, DescribeLogDirs the dir as
-//     KAFKA_STORAGE_ERROR. Its replicas in its first dir stay in the ISR,
-//     and every partition takes acks=all writes.
+//     KAFKA_STORAGE_ERROR, its metrics the dir and the replicas offline.
+//     Its replicas in its first dir stay in the ISR, and every partition
+//     takes acks=all writes.
 //  3. The disk is replaced: node 1 restarts with that dir empty. The broker
 //     formats it as a new log dir, creates the lost replicas afresh, and
 //     they catch up and rejoin every ISR.
@@ -45,7 +46,7 @@ func TestLogDirFailureKeepsTheBrokerServing(t *testing.T) {
 	)
 	brokers := []int32{1, 2, 3}
 	pc := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
-		ProcessOptions{ExtraLogDirs: 1, Overrides: []string{"replica.lag.time.max.ms=5000"}})
+		ProcessOptions{ExtraLogDirs: 1, Overrides: []string{"replica.lag.time.max.ms=5000", "keel.metrics.address=127.0.0.1:0"}})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(pc.BootstrapServers()...), kgo.RetryTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +157,13 @@ func TestLogDirFailureKeepsTheBrokerServing(t *testing.T) {
 		t.Fatalf("DescribeLogDirs after the failure: dirs %v, errors %v", after, errs)
 	}
 	w.WaitEachPartition(parts, 200, 60*time.Second, "with node 1's dir failed")
+	// Its metrics count the dir and the replicas in it (Kafka's
+	// OfflineLogDirectoryCount and OfflineReplicaCount).
+	m := scrape(t, pc, 1)
+	if dirs, replicas := sumSeries(m, "kafka_log_logmanager_offlinelogdirectorycount"),
+		sumSeries(m, "kafka_server_replicamanager_offlinereplicacount"); dirs != 1 || replicas < float64(len(inBad)) {
+		t.Fatalf("offline log dirs %v, offline replicas %v; want 1 and at least %d", dirs, replicas, len(inBad))
+	}
 
 	// 3. The disk is replaced: empty, and node 1 restarts.
 	pc.Stop(1)
@@ -179,6 +187,11 @@ func TestLogDirFailureKeepsTheBrokerServing(t *testing.T) {
 	slices.Sort(all)
 	if !slices.Equal(all, []int32{0, 1, 2, 3, 4, 5}) {
 		t.Fatalf("node 1's replicas after the restart: %v", final)
+	}
+	m = scrape(t, pc, 1)
+	if dirs, replicas := sumSeries(m, "kafka_log_logmanager_offlinelogdirectorycount"),
+		sumSeries(m, "kafka_server_replicamanager_offlinereplicacount"); dirs != 0 || replicas != 0 {
+		t.Fatalf("after the restart: offline log dirs %v, offline replicas %v", dirs, replicas)
 	}
 	w.WaitEachPartition(parts, 200, 60*time.Second, "after the disk was replaced")
 	w.Stop()
