@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +66,17 @@ func (a *dirAssigner) nudge() {
 	}
 }
 
+// tracksLogDirs reports whether the controller knows this broker's log
+// dirs: its registration in the image has them (a controller from before
+// KIP-858 records none). False on a nil Broker.
+func (b *Broker) tracksLogDirs() bool {
+	if b == nil {
+		return false
+	}
+	self, ok := b.currentImage().Broker(b.nodeID)
+	return ok && len(self.LogDirs) > 0
+}
+
 // dirAssignmentLoop reports replicas' log dirs to the controller: after
 // every image (nudge), and every dirAssignInterval.
 func (b *Broker) dirAssignmentLoop() {
@@ -111,7 +123,10 @@ func (b *Broker) assignDirs() {
 		if p.removed.Load() {
 			continue
 		}
-		dir, ok := a.ids[filepath.Dir(filepath.Clean(p.log.Dir()))]
+		// The log's directory is filepath.Join(log dir, name): its
+		// parent, cut without allocating, is the cleaned log dir.
+		path := p.log.Dir()
+		dir, ok := a.ids[path[:max(strings.LastIndexByte(path, filepath.Separator), 0)]]
 		if !ok {
 			continue
 		}

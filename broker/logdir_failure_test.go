@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/keelstream/keel/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -55,11 +56,22 @@ func TestLogDirFailureAnswersStorageError(t *testing.T) {
 // TestLogDirFailureStopsTheNodeOnlyWhenItMust: a failed log dir stops the
 // node (Failed) only when it holds the metadata log or was the last one
 // online; otherwise the node goes on and its heartbeat is woken to report
-// the dir (KIP-858).
+// the dir (KIP-858); also when the controller does not track log dirs.
 func TestLogDirFailureStopsTheNodeOnlyWhenItMust(t *testing.T) {
+	// The broker's image: registered with its log dirs, as a controller
+	// that tracks them records it.
+	img, _, err := metadata.EmptyImage().Apply(1, []metadata.Record{&metadata.RegisterBrokerRecord{
+		BrokerID: 1, BrokerEpoch: 1, LogDirs: []metadata.Uuid{metadata.NewUuid(), metadata.NewUuid()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Broker{nodeID: 1}
+	b.image.Store(img)
 	newNode := func(meta string, dirs ...string) *Node {
-		return &Node{cfg: &Config{LogDirs: dirs, MetadataLogDir: meta}, logger: hclog.NewNullLogger(),
+		n := &Node{cfg: &Config{LogDirs: dirs, MetadataLogDir: meta}, logger: hclog.NewNullLogger(),
 			failed: make(chan error, 1), dirFailed: make(chan struct{}, 1)}
+		n.dirsTracked.Store(b)
+		return n
 	}
 	stopped := func(n *Node) bool { return received(n.Failed()) }
 	woken := func(n *Node) bool { return received(n.dirFailed) }
@@ -83,6 +95,20 @@ func TestLogDirFailureStopsTheNodeOnlyWhenItMust(t *testing.T) {
 	n.logDirFailed("/d/b", ioErr)
 	if !stopped(n) {
 		t.Fatal("the last dir online failed: the node must stop")
+	}
+
+	// A controller that does not track log dirs (no LogDirs in the
+	// registration), or no broker yet: the node stops.
+	for _, tracked := range []*Broker{{nodeID: 2}, nil} {
+		if tracked != nil {
+			tracked.image.Store(img)
+		}
+		n = newNode("/meta", "/d/a", "/d/b")
+		n.dirsTracked.Store(tracked)
+		n.logDirFailed("/d/a", ioErr)
+		if !stopped(n) {
+			t.Fatalf("a dir failed with its log dirs untracked (broker %v): the node must stop", tracked)
+		}
 	}
 }
 

@@ -61,6 +61,8 @@ type Node struct {
 	// dirFailed tells the lifecycle to report them at once.
 	offlineDirs atomic.Int32
 	dirFailed   chan struct{}
+	// dirsTracked is the broker once it exists, for logDirFailed.
+	dirsTracked atomic.Pointer[Broker]
 
 	started  time.Time
 	requests *RequestMetrics
@@ -398,6 +400,7 @@ func (n *Node) start() (err error) {
 			return err
 		}
 		router.broker = n.broker
+		n.dirsTracked.Store(n.broker)
 		updates, cancel := n.raft.Subscribe()
 		n.subStop, n.subDone = cancel, make(chan struct{})
 		go n.applyMetadata(updates)
@@ -649,7 +652,9 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // heartbeat reports the dir offline at once, and the controller moves the
 // leaderships and ISR places of the replicas there to other brokers. It
 // stops (Failed) when the dir holds the metadata log, or was the last one
-// online. It runs on the goroutine that met the error, maybe under the
+// online, or the controller does not track log dirs (a controller from
+// before KIP-858 would leave the replicas there leading: Kafka halts then
+// too). It runs on the goroutine that met the error, maybe under the
 // manager's locks: it only counts and signals.
 func (n *Node) logDirFailed(dir string, err error) {
 	switch {
@@ -657,6 +662,8 @@ func (n *Node) logDirFailed(dir string, err error) {
 		n.fail(fmt.Errorf("log dir %s failed, and the metadata log is in it: %w", dir, err))
 	case int(n.offlineDirs.Add(1)) >= len(n.cfg.LogDirs):
 		n.fail(fmt.Errorf("log dir %s failed, and no other log dir is online: %w", dir, err))
+	case !n.dirsTracked.Load().tracksLogDirs():
+		n.fail(fmt.Errorf("log dir %s failed, and the controller does not track this broker's log dirs: %w", dir, err))
 	default:
 		n.logger.Warn("a log dir failed: its replicas are offline and their leaderships move to other brokers; this broker goes on serving the partitions in its other log dirs",
 			"dir", dir, "error", err)
