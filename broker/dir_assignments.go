@@ -116,6 +116,11 @@ func (b *Broker) assignDirs() {
 	}
 	var todo []assignment
 	a.mu.Lock()
+	for tp, s := range a.sent {
+		if now.Sub(s.at) >= dirAssignResend {
+			delete(a.sent, tp) // due again, or its replica gone
+		}
+	}
 	for tp, p := range b.partitions.Load().byTP {
 		// A replica in a failed dir is reported too: the controller then
 		// knows it is offline even if the dir failed before its
@@ -138,7 +143,7 @@ func (b *Broker) assignDirs() {
 			delete(a.sent, tp)
 			continue
 		}
-		if s, ok := a.sent[tp]; ok && s.dir == dir && now.Sub(s.at) < dirAssignResend {
+		if s, ok := a.sent[tp]; ok && s.dir == dir {
 			continue
 		}
 		if len(todo) < dirAssignBatch {
