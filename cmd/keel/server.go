@@ -26,11 +26,11 @@ func serverCommand() *cli.Command {
 			"controller for them. Stop it with Ctrl-C (SIGINT/SIGTERM):\n" +
 			"it shuts down cleanly, moving leaderships away first. If a write to a log dir fails\n" +
 			"(a full or failing disk), that dir goes offline. With other log.dirs online the broker\n" +
-			"goes on without it, as Kafka 3.7+ does (KIP-858): its replicas there move to other\n" +
-			"brokers; replace the disk (an empty dir is formatted at start) and restart to get them\n" +
-			"back. If the dir holds the metadata log or was the last one online, the server shuts\n" +
-			"down the same way, then exits with status 1, as a Kafka broker halts: fix the disk and\n" +
-			"start it again.\n\n" +
+			"goes on without it, as Kafka 3.7+ does (KIP-858): its replicas there leave their ISRs\n" +
+			"and their leaderships move to in-sync replicas on other brokers; replace the disk (an\n" +
+			"empty dir is formatted at start) and restart to get them back. If the dir holds the\n" +
+			"metadata log or was the last one online, the server shuts down the same way, then\n" +
+			"exits with status 1, as a Kafka broker halts: fix the disk and start it again.\n\n" +
 			"Memory: the Go garbage collector's heap goal is kept at 64 MiB or more (a broker's live heap\n" +
 			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.\n\n" +
 			"Page cache: each partition's appended data is handed to the kernel's writeback every MiB\n" +
