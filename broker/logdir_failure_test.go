@@ -70,7 +70,7 @@ func TestLogDirFailureStopsTheNodeOnlyWhenItMust(t *testing.T) {
 	newNode := func(meta string, dirs ...string) *Node {
 		n := &Node{cfg: &Config{LogDirs: dirs, MetadataLogDir: meta}, logger: hclog.NewNullLogger(),
 			failed: make(chan error, 1), dirFailed: make(chan struct{}, 1)}
-		n.dirsTracked.Store(b)
+		n.liveBroker.Store(b)
 		return n
 	}
 	stopped := func(n *Node) bool { return received(n.Failed()) }
@@ -104,7 +104,7 @@ func TestLogDirFailureStopsTheNodeOnlyWhenItMust(t *testing.T) {
 			tracked.image.Store(img)
 		}
 		n = newNode("/meta", "/d/a", "/d/b")
-		n.dirsTracked.Store(tracked)
+		n.liveBroker.Store(tracked)
 		n.logDirFailed("/d/a", ioErr)
 		if !stopped(n) {
 			t.Fatalf("a dir failed with its log dirs untracked (broker %v): the node must stop", tracked)

@@ -61,8 +61,8 @@ type Node struct {
 	// dirFailed tells the lifecycle to report them at once.
 	offlineDirs atomic.Int32
 	dirFailed   chan struct{}
-	// dirsTracked is the broker once it exists, for logDirFailed.
-	dirsTracked atomic.Pointer[Broker]
+	// liveBroker is the broker once it exists, for logDirFailed.
+	liveBroker atomic.Pointer[Broker]
 
 	started  time.Time
 	requests *RequestMetrics
@@ -400,7 +400,7 @@ func (n *Node) start() (err error) {
 			return err
 		}
 		router.broker = n.broker
-		n.dirsTracked.Store(n.broker)
+		n.liveBroker.Store(n.broker)
 		updates, cancel := n.raft.Subscribe()
 		n.subStop, n.subDone = cancel, make(chan struct{})
 		go n.applyMetadata(updates)
@@ -662,7 +662,7 @@ func (n *Node) logDirFailed(dir string, err error) {
 		n.fail(fmt.Errorf("log dir %s failed, and the metadata log is in it: %w", dir, err))
 	case int(n.offlineDirs.Add(1)) >= len(n.cfg.LogDirs):
 		n.fail(fmt.Errorf("log dir %s failed, and no other log dir is online: %w", dir, err))
-	case !n.dirsTracked.Load().tracksLogDirs():
+	case !n.liveBroker.Load().tracksLogDirs():
 		n.fail(fmt.Errorf("log dir %s failed, and the controller does not track this broker's log dirs: %w", dir, err))
 	default:
 		n.logger.Warn("a log dir failed: its replicas are offline and their leaderships move to other brokers; this broker goes on serving the partitions in its other log dirs",

@@ -79,7 +79,7 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 	for _, l := range req.Listeners {
 		rec.Endpoints = append(rec.Endpoints, Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: l.SecurityProtocol})
 	}
-	if msg := c.invalidLogDirs(img, req); msg != "" {
+	if !validLogDirs(img, req) {
 		resp.ErrorCode = kerr.InvalidRegistration.Code
 		return nil, resp
 	}
@@ -109,28 +109,25 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 	return out, resp
 }
 
-// invalidLogDirs is why a registration's log dirs are invalid (Kafka's
-// ClusterControlManager.registerBroker): a reserved or repeated directory
-// id, or one another broker registered with (a dir copied between
-// brokers); "" when they are valid.
-func (c *ClusterControl) invalidLogDirs(img *Image, req *kmsg.BrokerRegistrationRequest) string {
+// validLogDirs reports whether a registration's log dirs are valid
+// (Kafka's ClusterControlManager.registerBroker): none reserved, none
+// repeated, none another broker registered with (a dir copied between
+// brokers). BrokerRegistrationResponse has no message to say which.
+func validLogDirs(img *Image, req *kmsg.BrokerRegistrationRequest) bool {
 	seen := map[Uuid]bool{}
 	for _, raw := range req.LogDirs {
 		d := Uuid(raw)
-		switch {
-		case reservedDir(d):
-			return fmt.Sprintf("reserved directory id %s", d)
-		case seen[d]:
-			return fmt.Sprintf("duplicate directory id %s", d)
+		if reservedDir(d) || seen[d] {
+			return false
 		}
 		seen[d] = true
 		for _, b := range img.brokers {
 			if b.ID != req.BrokerID && slices.Contains(b.LogDirs, d) {
-				return fmt.Sprintf("broker %d is already registered with directory %s", b.ID, d)
+				return false
 			}
 		}
 	}
-	return ""
+	return true
 }
 
 // brokerState is the broker's state in Kafka's BrokerHeartbeatManager.
@@ -294,7 +291,7 @@ func (c *ClusterControl) dirsOffline(img *Image, id int32, reported [][16]byte) 
 		}
 	}
 	online := slices.DeleteFunc(slices.Clone(b.LogDirs), func(d Uuid) bool { return slices.Contains(failed, d) })
-	change := &BrokerRegistrationChangeRecord{BrokerID: id, BrokerEpoch: b.Epoch, LogDirs: nonNilDirs(online)}
+	change := &BrokerRegistrationChangeRecord{BrokerID: id, BrokerEpoch: b.Epoch, LogDirs: nonNil(online)}
 	// The registration first, so that the elections see the dirs offline.
 	work, recs := stage(img, []Record{change})
 	uncleanShutdown := NoLeader
@@ -302,15 +299,6 @@ func (c *ClusterControl) dirsOffline(img *Image, id int32, reported [][16]byte) 
 		uncleanShutdown = id
 	}
 	return append(recs, c.leaderAndISRUpdates(work, id, NoLeader, uncleanShutdown, keys)...)
-}
-
-// nonNilDirs is dirs, or an empty slice for nil: in a
-// BrokerRegistrationChangeRecord nil LogDirs means "unchanged".
-func nonNilDirs(dirs []Uuid) []Uuid {
-	if dirs == nil {
-		return []Uuid{}
-	}
-	return dirs
 }
 
 // AssignReplicasToDirs handles AssignReplicasToDirs (API 73, KIP-858): a

@@ -305,7 +305,7 @@ func TestOfflineLogDir(t *testing.T) {
 func offlineOf(img *Image, p *Partition) []int32 {
 	var out []int32
 	for _, r := range p.Replicas {
-		if b, ok := img.Broker(r); ok && !b.HasOnlineDir(p.Directory(r)) {
+		if !replicaOnline(img, p, r) {
 			out = append(out, r)
 		}
 	}

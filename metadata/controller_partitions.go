@@ -61,11 +61,11 @@ type partitionChange struct {
 	// unclean shutdown: it may have lost records it acknowledged, so it
 	// may not stay an eligible leader replica.
 	uncleanShutdown int32
-	// defaultDir is the log dir a replica new to the partition starts in
-	// (defaultDir); setDirs are replicas' dirs a broker reported
-	// (AssignReplicasToDirs).
-	defaultDir func(int32) Uuid
-	setDirs    map[int32]Uuid
+	// img is the image the change is decided on: a replica new to the
+	// partition starts in its broker's defaultDir there. setDirs are
+	// replicas' dirs a broker reported (AssignReplicasToDirs).
+	img     *Image
+	setDirs map[int32]Uuid
 }
 
 func (c *ClusterControl) newPartitionChange(img *Image, t *Topic, k PartitionKey, p *Partition) *partitionChange {
@@ -77,7 +77,7 @@ func (c *ClusterControl) newPartitionChange(img *Image, t *Topic, k PartitionKey
 		replicas:   p.Replicas, adding: p.AddingReplicas, removing: p.RemovingReplicas,
 		targetELR:       p.ELR,
 		uncleanShutdown: NoLeader,
-		defaultDir:      func(id int32) Uuid { return defaultDir(img, id) },
+		img:             img,
 	}
 	if ELREnabled(img) {
 		pc.elr, pc.minISR = true, c.effectiveMinISR(img, t.Name, len(p.Replicas))
@@ -127,7 +127,7 @@ func (pc *partitionChange) directories() ([]Uuid, bool) {
 		case slices.Contains(pc.p.Replicas, r):
 			out[i] = pc.p.Directory(r)
 		default:
-			out[i] = pc.defaultDir(r)
+			out[i] = defaultDir(pc.img, r)
 		}
 	}
 	return out, !slices.Equal(pc.replicas, pc.p.Replicas) || !slices.Equal(out, pc.p.Directories)
@@ -300,11 +300,12 @@ func (pc *partitionChange) build() (*PartitionChangeRecord, bool) {
 	return rec, true
 }
 
-// nonNil is s, or an empty slice for nil: in a PartitionChangeRecord nil
-// means "unchanged".
-func nonNil(s []int32) []int32 {
+// nonNil is a copy of s, or an empty slice for nil: in a
+// PartitionChangeRecord or BrokerRegistrationChangeRecord nil means
+// "unchanged".
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []int32{}
+		return []T{}
 	}
 	return slices.Clone(s)
 }
@@ -518,7 +519,7 @@ func (c *ClusterControl) alterPartition(img *Image, req *kmsg.AlterPartitionRequ
 		b, ok := img.Broker(m.id)
 		// A replica joining the ISR from a failed log dir is not caught
 		// up, whatever its leader thinks (KIP-858).
-		offline := ok && !slices.Contains(p.ISR, m.id) && !b.HasOnlineDir(p.Directory(m.id))
+		offline := !slices.Contains(p.ISR, m.id) && !replicaOnline(img, p, m.id)
 		if !ok || b.InControlledShutdown || b.Fenced || (m.epoch != -1 && m.epoch != b.Epoch) || offline {
 			if req.Version >= 2 {
 				return nil, nil, kerr.IneligibleReplica.Code
