@@ -82,6 +82,9 @@ func (m *Manager) loadCleanerCheckpoints() {
 	m.cleaner.backoff.Store(int64(m.cfg.CleanerBackoff))
 	m.cleaner.dedupe.Store(m.cfg.CleanerDedupeBufferSize)
 	for _, dir := range m.cfg.LogDirs {
+		if m.dirs[dir].isOffline() {
+			continue
+		}
 		cps, err := NewOffsetCheckpointFile(filepath.Join(dir, cleanerCheckpointFile)).Read()
 		if err != nil {
 			m.logger.Warn("ignoring an unreadable cleaner checkpoint; compacted logs there are cleaned from their start", "dir", dir, "error", err)

@@ -2,8 +2,10 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -195,5 +197,133 @@ func TestFailedFsyncIsNotRetried(t *testing.T) {
 	}
 	if err := m.Close(); !errors.Is(err, ErrStorage) {
 		t.Fatalf("Close: %v", err)
+	}
+}
+
+// TestLogDirsOfflineFromTheStart: a log dir that cannot be used at start
+// (one the node found unreadable, one that cannot be created, one where a
+// partition fails to load with an I/O error) is offline from the start,
+// as Kafka's LogManager leaves such dirs out: the Manager opens without
+// it, loads nothing from it, writes nothing to it, creates new partitions
+// elsewhere, and reports no clean shutdown (PreviousBrokerEpoch -1). With
+// every dir offline it does not open; a dir another process holds is still
+// refused.
+func TestLogDirsOfflineFromTheStart(t *testing.T) {
+	noGoroutineLeak(t)
+	a, b := t.TempDir(), t.TempDir()
+	// Partitions 0 and 2 in a, 1 and 3 in b, shut down cleanly.
+	m := openTestManager(t, testManagerConfig(a, b))
+	for p := range int32(4) {
+		l, err := m.GetOrCreateLog(TopicPartition{"t", p}, LogConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillLog(t, l, 3)
+	}
+	m.SetBrokerEpoch(7)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	loaded := func(m *Manager) []int32 {
+		var ps []int32
+		for _, l := range m.Logs() {
+			ps = append(ps, l.TopicPartition().Partition)
+		}
+		return ps
+	}
+	reported := 0
+	cfg := testManagerConfig(a, b)
+	cfg.OnLogDirFailure = func(string, error) { reported++ }
+
+	// a could not be read at start.
+	cfg.InitialOfflineDirs = []string{a}
+	m, err := OpenManager(cfg)
+	if err != nil {
+		t.Fatalf("open with a dir offline: %v", err)
+	}
+	if got := m.OfflineDirs(); len(got) != 1 || got[0] != a {
+		t.Fatalf("OfflineDirs %v, want [%s]", got, a)
+	}
+	if got := loaded(m); fmt.Sprint(got) != "[1 3]" {
+		t.Fatalf("partitions loaded %v, want b's [1 3]", got)
+	}
+	if m.PreviousBrokerEpoch() != -1 {
+		t.Fatalf("PreviousBrokerEpoch %d with a dir offline, want -1", m.PreviousBrokerEpoch())
+	}
+	l, err := m.GetOrCreateLog(TopicPartition{"t", 0}, LogConfig{})
+	if err != nil || filepath.Dir(l.Dir()) != b {
+		t.Fatalf("a new log with a offline: %v in %s", err, l.Dir())
+	}
+	if err := m.AlterLogDir(TopicPartition{"t", 1}, a); !errors.Is(err, ErrLogDirOffline) {
+		t.Fatalf("a move into the offline dir: %v", err)
+	}
+	if err := m.Close(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Close with a dir offline: %v, want ErrStorage", err)
+	}
+	// Nothing was read or written there: its clean-shutdown marker (which
+	// a load removes) is still in place.
+	if _, err := os.Stat(filepath.Join(a, cleanShutdownFileName)); err != nil {
+		t.Fatalf("the offline dir was touched: %v", err)
+	}
+
+	// A partition of b fails to load with an I/O error (its segment file
+	// cannot be opened): b is offline, a serves on. (The t-0 created in b
+	// above goes first: a's copy is the one to load.)
+	if err := os.RemoveAll(filepath.Join(b, "t-0")); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(b, "t-1", "00000000000000000000.log")
+	if err := os.Remove(seg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(seg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.InitialOfflineDirs = nil
+	m, err = OpenManager(cfg)
+	if err != nil {
+		t.Fatalf("open with a partition that cannot be loaded: %v", err)
+	}
+	if got := m.OfflineDirs(); len(got) != 1 || got[0] != b {
+		t.Fatalf("OfflineDirs %v, want [%s]", got, b)
+	}
+	if got := loaded(m); fmt.Sprint(got) != "[0 2]" {
+		t.Fatalf("partitions loaded %v, want a's [0 2]", got)
+	}
+	if _, ok := m.Log(TopicPartition{"t", 3}); ok {
+		t.Fatal("a partition of the offline dir is open")
+	}
+	if m.PreviousBrokerEpoch() != -1 {
+		t.Fatalf("PreviousBrokerEpoch %d with a dir offline, want -1", m.PreviousBrokerEpoch())
+	}
+	if err := m.Close(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Close: %v", err)
+	}
+	if reported != 0 {
+		t.Fatalf("%d failures reported through OnLogDirFailure, which is for failures after the start", reported)
+	}
+
+	// b cannot be created (a file is in its place), and a is offline too:
+	// nothing to serve from.
+	if err := os.RemoveAll(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.InitialOfflineDirs = []string{a}
+	if _, err := OpenManager(cfg); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "every log dir is offline") {
+		t.Fatalf("open with every dir offline: %v", err)
+	}
+	// With a back, b alone is offline.
+	cfg.InitialOfflineDirs = nil
+	m = openTestManager(t, cfg)
+	if got := m.OfflineDirs(); len(got) != 1 || got[0] != b {
+		t.Fatalf("OfflineDirs %v, want [%s]", got, b)
+	}
+	// A dir locked by another process is not a failed disk: refused.
+	other := testManagerConfig(a)
+	if _, err := OpenManager(other); !errors.Is(err, ErrLogDirLocked) {
+		t.Fatalf("open of a locked dir: %v", err)
 	}
 }

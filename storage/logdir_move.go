@@ -282,6 +282,13 @@ func (m *Manager) settleFutures() error {
 		case hosted:
 			// loadDir dropped any future log beside its current one.
 			m.logger.Info("resuming a replica's move to another log dir", "partition", tp, "from", dir, "to", f.dir)
+		case len(m.OfflineDirs()) > 0:
+			// The partition's log may be in a dir offline, and the
+			// future log a copy still incomplete: left on disk until
+			// the dir is back (KAFKA-16082).
+			m.logger.Warn("leaving a future log alone: its partition's log may be in a log dir offline", "partition", tp, "dir", f.dir)
+			f.log.Close()
+			delete(m.futures, tp)
 		default:
 			delete(m.futures, tp)
 			l, err := m.promoteOnLoad(tp, f)

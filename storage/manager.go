@@ -99,9 +99,16 @@ type ManagerConfig struct {
 	// it has read replica.alter.log.dirs.io.max.bytes.per.second from the
 	// metadata, so that a throttled move does not resume unthrottled.
 	DeferMoves bool
+	// InitialOfflineDirs are log dirs the node could not use at start
+	// (Kafka's initialOfflineDirs: their meta.properties could not be
+	// read). They are offline from the start: nothing in them is opened,
+	// locked or written.
+	InitialOfflineDirs []string
 	// OnLogDirFailure is called once per log dir, with the first I/O error
-	// that took it offline (dirfailure.go). It runs on the goroutine that
-	// met the error and must not block or call into the Manager.
+	// that took it offline (dirfailure.go), after OpenManager returned: a
+	// dir that fails while it opens is offline from the start
+	// (OfflineDirs) and not reported. It runs on the goroutine that met
+	// the error and must not block or call into the Manager.
 	OnLogDirFailure func(dir string, err error)
 	Logger          hclog.Logger
 	Now             func() time.Time
@@ -227,10 +234,9 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	for _, dir := range cfg.LogDirs {
 		m.dirs[dir] = &logDir{path: dir, failed: m.dirFailed}
 	}
-	for _, dir := range cfg.LogDirs {
-		if err := m.lockDir(dir); err != nil {
-			m.unlock()
-			return nil, err
+	for _, dir := range cfg.InitialOfflineDirs {
+		if d := m.dirs[dir]; d != nil {
+			d.offline.Store(true)
 		}
 	}
 	// fail closes what was opened before err.
@@ -244,18 +250,40 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		m.unlock()
 		return nil, err
 	}
-	for i, dir := range cfg.LogDirs {
-		epoch, err := m.loadDir(dir)
-		if err != nil {
-			return fail(err)
+	for _, dir := range cfg.LogDirs {
+		if m.dirs[dir].isOffline() {
+			continue
 		}
-		// Every dir must hold the same epoch, or the shutdown was not
-		// clean for all of them.
+		if err := m.lockDir(dir); err != nil {
+			if !isIOError(err) {
+				return fail(err)
+			}
+			m.offlineAtStart(dir, err)
+		}
+	}
+	// Every dir must hold the same epoch, or the shutdown was not clean
+	// for all of them; a dir offline holds none.
+	for i, dir := range cfg.LogDirs {
+		epoch := int64(-1)
+		if !m.dirs[dir].isOffline() {
+			var err error
+			if epoch, err = m.loadDir(dir); err != nil {
+				if !isIOError(err) {
+					return fail(err)
+				}
+				m.dropDir(dir)
+				m.offlineAtStart(dir, err)
+				epoch = -1
+			}
+		}
 		if i == 0 {
 			m.previousBrokerEpoch = epoch
 		} else if epoch != m.previousBrokerEpoch {
 			m.previousBrokerEpoch = -1
 		}
+	}
+	if len(m.OfflineDirs()) == len(cfg.LogDirs) {
+		return fail(fmt.Errorf("open log manager: every log dir is offline (%s): %w", strings.Join(cfg.LogDirs, ", "), ErrStorage))
 	}
 	if err := m.settleFutures(); err != nil {
 		return fail(err)
@@ -292,6 +320,35 @@ func (m *Manager) lockDir(dir string) error {
 	}
 	m.locks = append(m.locks, f)
 	return nil
+}
+
+// offlineAtStart takes a log dir that failed while the Manager opened
+// offline, as Kafka's LogManager leaves out a dir it cannot create, read
+// or load: the node starts without its replicas (and does not report it
+// through OnLogDirFailure, which is for failures after the start).
+func (m *Manager) offlineAtStart(dir string, err error) {
+	m.dirs[dir].offline.Store(true)
+	m.logger.Error("log dir offline from the start: its partitions are not opened, and nothing is written there", "dir", dir, "error", err)
+}
+
+// dropDir closes and forgets the logs and future logs a failed loadDir
+// opened in dir.
+func (m *Manager) dropDir(dir string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for tp, d := range m.dirOf {
+		if d == dir {
+			m.logs[tp].Close()
+			delete(m.logs, tp)
+			delete(m.dirOf, tp)
+		}
+	}
+	for tp, f := range m.futures {
+		if f.dir == dir {
+			f.log.Close()
+			delete(m.futures, tp)
+		}
+	}
 }
 
 func (m *Manager) unlock() {
