@@ -185,6 +185,11 @@ type Broker struct {
 	isrNudge chan struct{}
 	// dirAssign reports replicas' log dirs (dir_assignments.go).
 	dirAssign *dirAssigner
+	// unplaced are the replicas the metadata places here whose log may be
+	// in a log dir offline, so that none is created (mayCreateLog);
+	// guarded by applyMu, counted for /metrics by unplacedCount.
+	unplaced      map[storage.TopicPartition]bool
+	unplacedCount atomic.Int64
 	// appliedMu guards applied, closed and replaced after every
 	// ApplyMetadata, so that forwarded requests can wait for their records.
 	appliedMu sync.Mutex
@@ -283,6 +288,7 @@ func New(opts Options) (*Broker, error) {
 	b.fetchers = newReplicaFetchers(b)
 	b.flusher = newFlusher(b)
 	b.dirAssign = newDirAssigner(opts.LogDirIDs)
+	b.unplaced = map[storage.TopicPartition]bool{}
 	b.groups = newGroupCoordinator(b)
 	b.txns = newTxnCoordinator(b)
 	for _, l := range cfg.ControllerListenerNames {

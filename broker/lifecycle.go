@@ -195,9 +195,9 @@ type brokerLifecycle struct {
 	wg        sync.WaitGroup
 }
 
-func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID, rack string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logs *storage.Manager, dirIDs map[string]metadata.Uuid, dirFailed <-chan struct{}, logger hclog.Logger) *brokerLifecycle {
+func newBrokerLifecycle(ch *controllerChannel, metadataOffset func() int64, nodeID int32, clusterID, rack string, endpoints []network.Listener, interval time.Duration, onCaughtUp func(int64), logs *storage.Manager, dirIDs map[string]metadata.Uuid, dirFailed <-chan struct{}, incarnation metadata.Uuid, logger hclog.Logger) *brokerLifecycle {
 	l := &brokerLifecycle{
-		ch: ch, metadataOffset: metadataOffset, nodeID: nodeID, clusterID: clusterID, rack: rack, incarnation: metadata.NewUuid(), onCaughtUp: onCaughtUp,
+		ch: ch, metadataOffset: metadataOffset, nodeID: nodeID, clusterID: clusterID, rack: rack, incarnation: incarnation, onCaughtUp: onCaughtUp,
 		logs: logs, dirIDs: dirIDs, dirFailed: dirFailed,
 		endpoints: endpoints, interval: interval, logger: logger.Named("lifecycle"),
 		registered: make(chan struct{}), stop: make(chan struct{}), shutdown: make(chan chan struct{}),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -120,4 +121,100 @@ func received[T any](ch <-chan T) bool {
 	default:
 		return false
 	}
+}
+
+// TestNoLogIsCreatedForAReplicaInAnOfflineDir: with a log dir offline, the
+// broker creates no log for a replica the metadata places in a dir that is
+// not one of its online ones (its log may be in the offline dir: Kafka's
+// createLogInAssignedDirectoryId, KAFKA-16234); a new replica (in no dir
+// yet) or one placed in a dir online is created. With every dir online,
+// any replica is.
+func TestNoLogIsCreatedForAReplicaInAnOfflineDir(t *testing.T) {
+	good, bad := t.TempDir(), t.TempDir()
+	idGood, idBad, other := metadata.NewUuid(), metadata.NewUuid(), metadata.NewUuid()
+	open := func(offline ...string) *storage.Manager {
+		m, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{good, bad}, InitialOfflineDirs: offline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	b := &Broker{dirAssign: newDirAssigner(map[string]metadata.Uuid{good: idGood, bad: idBad}), logs: open(bad)}
+	for _, c := range []struct {
+		dir  metadata.Uuid
+		want bool
+	}{
+		{metadata.DirUnassigned, true}, {idGood, true}, {idBad, false}, {other, false},
+		{metadata.DirMigrating, false}, {metadata.DirLost, false},
+	} {
+		if got := b.mayCreateLog(c.dir); got != c.want {
+			t.Errorf("with %s offline, a replica in dir %s: may create %v, want %v", bad, c.dir, got, c.want)
+		}
+	}
+	b.logs.Close()
+	b.logs = open()
+	for _, dir := range []metadata.Uuid{metadata.DirUnassigned, idGood, idBad, other, metadata.DirMigrating, metadata.DirLost} {
+		if !b.mayCreateLog(dir) {
+			t.Errorf("with every dir online, a replica in dir %s: may not create", dir)
+		}
+	}
+}
+
+// TestOfflineDirsAtStartNeedTrackedDirs: a node that started with a log dir
+// offline stops once its registration shows that the controller does not
+// track its log dirs (it recorded none), and goes on when it does; another
+// incarnation's registration (the one before a restart) decides nothing.
+func TestOfflineDirsAtStartNeedTrackedDirs(t *testing.T) {
+	good, bad := t.TempDir(), t.TempDir()
+	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{good, bad}, InitialOfflineDirs: []string{bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logs.Close() })
+	mine, before := metadata.NewUuid(), metadata.NewUuid()
+	register := func(incarnation metadata.Uuid, dirs ...metadata.Uuid) *metadata.Image {
+		img, _, err := metadata.EmptyImage().Apply(1, []metadata.Record{&metadata.RegisterBrokerRecord{
+			BrokerID: 1, BrokerEpoch: 1, IncarnationID: incarnation, LogDirs: dirs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	n := &Node{cfg: &Config{NodeID: 1}, logs: logs, incarnation: mine, failed: make(chan error, 1), logger: hclog.NewNullLogger()}
+	if n.checkOfflineDirsTracked(register(before)) || received(n.Failed()) {
+		t.Fatal("the registration before the restart decided")
+	}
+	if !n.checkOfflineDirsTracked(register(mine, metadata.NewUuid())) || received(n.Failed()) {
+		t.Fatal("a controller that tracks the log dirs: the node must go on")
+	}
+	if !n.checkOfflineDirsTracked(register(mine)) || !received(n.Failed()) {
+		t.Fatal("a controller that does not track the log dirs: the node must stop")
+	}
+}
+
+// BenchmarkMayCreateLog is the check applyLocked makes, with a log dir
+// offline, before creating the log of each replica it does not host yet:
+// against the map lookup of the log it makes first (LogLookup),
+// and far below the creation of a log (files, an fsync of the dir).
+func BenchmarkMayCreateLog(b *testing.B) {
+	good, bad := b.TempDir(), b.TempDir()
+	logs, err := storage.OpenManager(storage.ManagerConfig{LogDirs: []string{good, bad}, InitialOfflineDirs: []string{bad}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { logs.Close() })
+	idGood, idBad := metadata.NewUuid(), metadata.NewUuid()
+	br := &Broker{dirAssign: newDirAssigner(map[string]metadata.Uuid{good: idGood, bad: idBad}), logs: logs}
+	dirs := []metadata.Uuid{idGood, idBad, metadata.DirUnassigned, metadata.NewUuid()}
+	b.Run("MayCreateLog", func(b *testing.B) {
+		for i := range b.N {
+			br.mayCreateLog(dirs[i%len(dirs)])
+		}
+	})
+	b.Run("LogLookup", func(b *testing.B) {
+		for i := range b.N {
+			logs.Log(storage.TopicPartition{Topic: "t", Partition: int32(i % 64)})
+		}
+	})
 }

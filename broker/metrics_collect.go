@@ -100,7 +100,7 @@ func (b *Broker) writeMetrics(w *promWriter) {
 	}
 	w.gauge("kafka_server_replicamanager_partitioncount", "Partitions this node hosts a replica of.", float64(len(parts)))
 	w.gauge("kafka_server_replicamanager_leadercount", "Partitions this node leads.", float64(leaders))
-	w.gauge("kafka_server_replicamanager_offlinereplicacount", "Replicas this node hosts in a log dir that failed (OfflineReplicaCount).", float64(offline))
+	w.gauge("kafka_server_replicamanager_offlinereplicacount", "Replicas this node hosts in a log dir that failed, or that it has no log of because their log dir is offline (OfflineReplicaCount).", float64(offline+int(b.unplacedCount.Load())))
 	w.gauge("kafka_server_replicamanager_underreplicatedpartitions", "Partitions this node leads whose ISR is smaller than their replicas.", float64(under))
 	w.gauge("kafka_server_replicamanager_underminisrpartitioncount", "Partitions this node leads whose ISR is smaller than min.insync.replicas: acks=all produces fail.", float64(underMin))
 	w.gauge("kafka_server_replicamanager_atminisrpartitioncount", "Partitions this node leads whose ISR is exactly min.insync.replicas.", float64(atMin))

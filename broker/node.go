@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -63,6 +64,9 @@ type Node struct {
 	dirFailed   chan struct{}
 	// liveBroker is the broker once it exists, for logDirFailed.
 	liveBroker atomic.Pointer[Broker]
+	// incarnation is the broker's incarnation id, which its registration
+	// carries (checkOfflineDirsTracked).
+	incarnation metadata.Uuid
 
 	started  time.Time
 	requests *RequestMetrics
@@ -77,7 +81,8 @@ func StartNode(cfg *Config, logger hclog.Logger) (*Node, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 1), dirFailed: make(chan struct{}, 1), started: time.Now(), requests: NewRequestMetrics()}
+	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 1), dirFailed: make(chan struct{}, 1), started: time.Now(), requests: NewRequestMetrics(),
+		incarnation: metadata.NewUuid()}
 	if err := n.start(); err != nil {
 		n.Abort() // release whatever was opened
 		return nil, err
@@ -141,22 +146,36 @@ func (n *Node) start() (err error) {
 		return fmt.Errorf("inter.broker.listener.name %s is not among listeners %q", cfg.InterBrokerListenerName, cfg.Listeners)
 	}
 
-	dirs := slices.Clone(cfg.LogDirs)
-	if !slices.Contains(dirs, cfg.MetadataLogDir) {
-		dirs = append(dirs, cfg.MetadataLogDir)
-	}
 	_, onlyVoter := voters[cfg.NodeID]
 	devDefault := isController && onlyVoter && len(voters) == 1
+	// unusable are the log dirs a failed disk left unreadable: a broker
+	// starts without them (Kafka 3.7+, KIP-858), their replicas offline.
+	var unusable map[string]error
 	if _, err := raftlog.ReadMetaProperties(cfg.MetadataLogDir); err == nil {
 		// A disk replaced after it failed comes back empty: it is
 		// formatted as a new log dir of this node (KIP-858).
-		formatted, err := raftlog.FormatEmptyLogDirs(cfg.MetadataLogDir, cfg.LogDirs)
+		var formatted []string
+		formatted, unusable, err = raftlog.FormatEmptyLogDirs(cfg.MetadataLogDir, cfg.LogDirs)
 		if err != nil {
 			return err
 		}
 		for _, d := range formatted {
 			logger.Info("formatted a new empty log dir", "dir", d)
 		}
+		if !isBroker || len(unusable) == len(cfg.LogDirs) {
+			for d, err := range unusable {
+				return fmt.Errorf("log dir %s cannot be used: %w", d, err)
+			}
+		}
+		for d, err := range unusable {
+			logger.Error("a log dir cannot be used: the broker starts without it, and its replicas are offline until the disk is repaired or replaced",
+				"dir", d, "error", err)
+		}
+	}
+	online := slices.DeleteFunc(slices.Clone(cfg.LogDirs), func(d string) bool { return unusable[d] != nil })
+	dirs := slices.Clone(online)
+	if !slices.Contains(dirs, cfg.MetadataLogDir) {
+		dirs = append(dirs, cfg.MetadataLogDir)
 	}
 	n.clusterID, err = raftlog.EnsureMetaProperties(dirs, "", cfg.NodeID, devDefault)
 	if err != nil {
@@ -164,7 +183,7 @@ func (n *Node) start() (err error) {
 	}
 	var dirIDs map[string]metadata.Uuid
 	if isBroker {
-		if dirIDs, err = raftlog.LogDirIDs(cfg.LogDirs); err != nil {
+		if dirIDs, err = raftlog.LogDirIDs(online); err != nil {
 			return err
 		}
 	}
@@ -375,12 +394,20 @@ func (n *Node) start() (err error) {
 			WritebackBytes:                  cfg.LogWritebackBytes,
 			DeleteBytesPerSecond:            deleteBytesPerSecond(cfg.LogDeleteBytesPerSecond),
 			DeferMoves:                      true, // until reconcileStrayLogsLocked
+			InitialOfflineDirs:              slices.Collect(maps.Keys(unusable)),
 			OnLogDirFailure:                 n.logDirFailed,
 			Logger:                          logger,
 		})
 		if err != nil {
 			return err
 		}
+		// Dirs offline from the start: unusable, or a partition in them
+		// failed to load.
+		offline := n.logs.OfflineDirs()
+		if slices.ContainsFunc(offline, func(d string) bool { return filepath.Clean(d) == filepath.Clean(cfg.MetadataLogDir) }) {
+			return fmt.Errorf("log dir %s failed as it loaded, and the metadata log is in it", cfg.MetadataLogDir)
+		}
+		n.offlineDirs.Store(int32(len(offline)))
 		n.broker, err = New(Options{
 			NodeID:               cfg.NodeID,
 			ClusterID:            n.clusterID,
@@ -423,7 +450,7 @@ func (n *Node) start() (err error) {
 			}
 		}
 		heartbeats := channel(newControllerChannel(currentVoters, n.raft.LeaderID, clientID, tlsCfg.controllerDial))
-		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, cfg.BrokerRack, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, n.logs, dirIDs, n.dirFailed, logger)
+		n.lifecycle = newBrokerLifecycle(heartbeats, n.broker.MetadataOffset, cfg.NodeID, n.clusterID, cfg.BrokerRack, endpoints, cfg.BrokerHeartbeatInterval, n.broker.ReconcileStrayLogs, n.logs, dirIDs, n.dirFailed, n.incarnation, logger)
 	}
 	if cfg.MetricsAddress != "" {
 		// Last: a scrape reads the fields set above.
@@ -516,13 +543,34 @@ func (n *Node) isObserverAddr(addr string) bool {
 // applyMetadata feeds every published image to the broker, in order.
 func (n *Node) applyMetadata(updates <-chan raftlog.Update) {
 	defer close(n.subDone)
+	checkDirs := n.offlineDirs.Load() > 0
 	for u := range updates {
 		changes := u.Changes
 		if u.Reset {
 			changes = fullChanges(u.Image)
 		}
 		n.broker.ApplyMetadata(u.Image, changes)
+		if checkDirs {
+			checkDirs = !n.checkOfflineDirsTracked(u.Image)
+		}
 	}
+}
+
+// checkOfflineDirsTracked is logDirFailed's last check for the log dirs
+// offline from the start, once img holds this process's registration
+// (reporting true then): a controller that does not track this broker's
+// log dirs (its registration has none: a controller from before KIP-858)
+// cannot keep their replicas out of ISRs and leaderships, so the node
+// stops, as Kafka halts a broker with a failed dir then.
+func (n *Node) checkOfflineDirsTracked(img *metadata.Image) bool {
+	self, ok := img.Broker(n.cfg.NodeID)
+	if !ok || self.IncarnationID != n.incarnation {
+		return false
+	}
+	if len(self.LogDirs) == 0 {
+		n.fail(fmt.Errorf("log dirs %v are offline, and the controller does not track this broker's log dirs", n.logs.OfflineDirs()))
+	}
+	return true
 }
 
 // fullChanges describes an image as if every part of it had just changed

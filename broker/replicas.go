@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,6 +248,7 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 				delete(next, tp)
 				b.removePartition(p, "topic deleted")
 			}
+			b.setUnplaced(tp, false)
 		}
 	}
 
@@ -281,9 +284,19 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 				delete(next, tp)
 				b.removePartition(p, "replica moved away")
 			}
+			b.setUnplaced(tp, false)
 			continue
 		}
 		if p == nil {
+			if _, ok := b.logs.Log(tp); !ok && !b.mayCreateLog(mp.Directory(b.nodeID)) {
+				if !b.unplaced[tp] {
+					b.log.Warn("not creating the log of a replica that may be in a log dir offline; the replica stays offline until the dir is back, replaced, or the replica reassigned",
+						"partition", tp, "directory_id", mp.Directory(b.nodeID), "offline_dirs", fmt.Sprint(b.logs.OfflineDirs()))
+				}
+				b.setUnplaced(tp, true)
+				continue
+			}
+			b.setUnplaced(tp, false)
 			l, err := b.logs.GetOrCreateLog(tp, b.logConfig(img, t.Name))
 			if err != nil {
 				b.log.Error("cannot create the log of a hosted partition", "partition", tp, "error", err)
@@ -374,6 +387,42 @@ func (b *Broker) applyLocked(img *metadata.Image, changes metadata.Changes) {
 		p.produceWatch.wakeAll()
 	}
 	b.reconcileStrayLogsLocked()
+}
+
+// mayCreateLog reports whether the broker may create the log of a replica
+// the metadata places in log dir dir here that it has no log of (Kafka's
+// Partition.createLogInAssignedDirectoryId, KAFKA-16234): when every log
+// dir of the broker is online, when the replica is in no dir yet (a new
+// one), or when dir is one of its dirs online. Otherwise the replica's log
+// may be in a dir offline (one that failed, or that could not be read at
+// start): a log created elsewhere would hold none of its records, and be a
+// second copy once the dir is back. The replica stays offline then, as the
+// controller sees it (its dir is not among the broker's online ones).
+func (b *Broker) mayCreateLog(dir metadata.Uuid) bool {
+	offline := b.logs.OfflineDirs()
+	if len(offline) == 0 || dir == metadata.DirUnassigned {
+		return true
+	}
+	for path, id := range b.dirAssign.ids {
+		if id == dir {
+			return !slices.ContainsFunc(offline, func(d string) bool { return filepath.Clean(d) == path })
+		}
+	}
+	return false
+}
+
+// setUnplaced records whether tp's replica is left without a log because
+// of mayCreateLog. applyMu is held.
+func (b *Broker) setUnplaced(tp storage.TopicPartition, unplaced bool) {
+	if unplaced == b.unplaced[tp] {
+		return
+	}
+	if unplaced {
+		b.unplaced[tp] = true
+	} else {
+		delete(b.unplaced, tp)
+	}
+	b.unplacedCount.Store(int64(len(b.unplaced)))
 }
 
 // ReconcileStrayLogs is called once the controller says this node has

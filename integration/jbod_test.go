@@ -33,7 +33,12 @@ import (
 //     KAFKA_STORAGE_ERROR, its metrics the dir and the replicas offline.
 //     Its replicas in its first dir stay in the ISR, and every partition
 //     takes acks=all writes.
-//  3. The disk is replaced: node 1 restarts with that dir empty. The broker
+//  3. Node 1 restarts with the disk still failed (the dir cannot be used).
+//     The broker starts without it (Kafka 3.7+): it serves its other dir's
+//     replicas, which rejoin their ISRs, and creates no copy of the failed
+//     dir's replicas elsewhere; they stay offline, and its metrics and
+//     DescribeLogDirs say so.
+//  4. The disk is replaced: node 1 restarts with that dir empty. The broker
 //     formats it as a new log dir, creates the lost replicas afresh, and
 //     they catch up and rejoin every ISR.
 //
@@ -165,9 +170,41 @@ func TestLogDirFailureKeepsTheBrokerServing(t *testing.T) {
 		t.Fatalf("offline log dirs %v, offline replicas %v; want 1 and at least %d", dirs, replicas, len(inBad))
 	}
 
-	// 3. The disk is replaced: empty, and node 1 restarts.
+	// 3. Node 1 restarts with the disk still failed: its dir cannot be
+	// used (a file where the dir was, as a mount point gone). The broker
+	// starts without it, and creates no copy of the replicas that were
+	// there in its other dir: they stay offline.
 	pc.Stop(1)
 	if err := os.RemoveAll(bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pc.Start(1)
+	pc.WaitReady(1)
+	waitForState(t, 90*time.Second, "node 1 back in the ISR of the partitions in its good dir only", func() (bool, string) {
+		return metadataState(inBad)
+	})
+	restarted, errs := hosted()
+	if !errors.Is(errs[bad], kerr.KafkaStorageError) || errs[good] != nil || !slices.Equal(restarted[good], before[good]) {
+		t.Fatalf("DescribeLogDirs after a restart with the dir failed: dirs %v, errors %v", restarted, errs)
+	}
+	for _, p := range inBad {
+		if _, err := os.Stat(filepath.Join(good, fmt.Sprintf("%s-%d", topic, p))); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("node 1 created partition %d, whose replica was in the failed dir, in its good dir: %v", p, err)
+		}
+	}
+	m = scrape(t, pc, 1)
+	if dirs, replicas := sumSeries(m, "kafka_log_logmanager_offlinelogdirectorycount"),
+		sumSeries(m, "kafka_server_replicamanager_offlinereplicacount"); dirs != 1 || replicas != float64(len(inBad)) {
+		t.Fatalf("after a restart with the dir failed: offline log dirs %v, offline replicas %v; want 1 and %d", dirs, replicas, len(inBad))
+	}
+	w.WaitEachPartition(parts, 200, 60*time.Second, "with node 1 restarted without its failed dir")
+
+	// 4. The disk is replaced: empty, and node 1 restarts.
+	pc.Stop(1)
+	if err := os.Remove(bad); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(bad, 0o755); err != nil {

@@ -210,31 +210,41 @@ func parseProperties(data []byte) (map[string]string, error) {
 // (KIP-858). A dir that is missing is created; a "lost+found" (what mkfs
 // leaves) does not count against empty. A dir that is not empty is left
 // alone: EnsureMetaProperties then refuses it, as a dir that may hold
-// another node's data. It returns the dirs it formatted.
-func FormatEmptyLogDirs(from string, dirs []string) ([]string, error) {
+// another node's data.
+//
+// It returns the dirs it formatted, and those it can use neither way, with
+// the error (Kafka's errorLogDirs): a meta.properties that cannot be read or
+// does not parse, a dir that cannot be listed, created or formatted. A
+// broker starts without them, their replicas offline.
+func FormatEmptyLogDirs(from string, dirs []string) (formatted []string, unusable map[string]error, err error) {
 	src, err := ReadMetaProperties(from)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var formatted []string
+	unusable = map[string]error{}
 	for _, dir := range dirs {
 		if _, err := ReadMetaProperties(dir); !errors.Is(err, fs.ErrNotExist) {
+			if err != nil {
+				unusable[dir] = err
+			}
 			continue
 		}
 		entries, err := os.ReadDir(dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return formatted, fmt.Errorf("format new log dir %s: %w", dir, err)
+			unusable[dir] = fmt.Errorf("list log dir %s: %w", dir, err)
+			continue
 		}
 		if slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() != "lost+found" }) {
 			continue
 		}
 		mp := MetaProperties{Version: 1, ClusterID: src.ClusterID, NodeID: src.NodeID, DirectoryID: metadata.NewUuid()}
 		if err := WriteMetaProperties(dir, mp); err != nil {
-			return formatted, err
+			unusable[dir] = err
+			continue
 		}
 		formatted = append(formatted, dir)
 	}
-	return formatted, nil
+	return formatted, unusable, nil
 }
 
 // LogDirIDs returns the directory id of each formatted log dir (KIP-858),

@@ -107,7 +107,8 @@ func TestMetaPropertiesDevDefaultAndBadInput(t *testing.T) {
 
 // TestFormatEmptyLogDirsAndDirectoryIDs: a new empty log dir (a replaced
 // disk) is formatted like the formatted ones with an id of its own; a dir
-// with data is left alone; a dir formatted without a directory.id is given
+// with data is left alone; one that cannot be read or created is reported
+// unusable; a dir formatted without a directory.id is given
 // one; two dirs with one id are refused (KIP-858).
 func TestFormatEmptyLogDirsAndDirectoryIDs(t *testing.T) {
 	base := t.TempDir()
@@ -122,12 +123,28 @@ func TestFormatEmptyLogDirsAndDirectoryIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	formatted, err := FormatEmptyLogDirs(meta, []string{meta, empty, mkfs, data, missing})
+	// Dirs that cannot be used (a failed disk): a file where the dir
+	// should be, a meta.properties that does not parse, a dir that
+	// cannot be created (under a file).
+	notDir, garbled, uncreatable := filepath.Join(base, "notdir"), filepath.Join(base, "garbled"), filepath.Join(base, "notdir", "sub")
+	if err := os.WriteFile(notDir, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(garbled, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(garbled, MetaPropertiesFile), []byte("\x00\x01 not properties"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	formatted, unusable, err := FormatEmptyLogDirs(meta, []string{meta, empty, mkfs, data, missing, notDir, garbled, uncreatable})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{empty, mkfs, missing}; strings.Join(formatted, ",") != strings.Join(want, ",") {
 		t.Fatalf("formatted %v, want %v", formatted, want)
+	}
+	if len(unusable) != 3 || unusable[notDir] == nil || unusable[garbled] == nil || unusable[uncreatable] == nil {
+		t.Fatalf("unusable %v, want %s, %s and %s", unusable, notDir, garbled, uncreatable)
 	}
 	if _, err := ReadMetaProperties(data); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a dir with data was formatted: %v", err)

@@ -30,7 +30,9 @@ func serverCommand() *cli.Command {
 			"and their leaderships move to in-sync replicas on other brokers; replace the disk (an\n" +
 			"empty dir is formatted at start) and restart to get them back. If the dir holds the\n" +
 			"metadata log or was the last one online, the server shuts down the same way, then\n" +
-			"exits with status 1, as a Kafka broker halts: fix the disk and start it again.\n\n" +
+			"exits with status 1, as a Kafka broker halts: fix the disk and start it again. A log\n" +
+			"dir that cannot be read at start is left offline the same way (its replicas are not\n" +
+			"created elsewhere), unless it holds the metadata log or no other dir can be used.\n\n" +
 			"Memory: the Go garbage collector's heap goal is kept at 64 MiB or more (a broker's live heap\n" +
 			"is small, its requests large); set GOGC to choose yourself, GOMEMLIMIT to cap the heap.\n\n" +
 			"Page cache: each partition's appended data is handed to the kernel's writeback every MiB\n" +
