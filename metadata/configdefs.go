@@ -463,7 +463,8 @@ func ListenerConfig(key string) (listener, name string, ok bool) {
 // ssl.truststore.certificates). DescribeConfigs never returns their
 // values; dump-log redacts them.
 func SensitiveConfig(name string) bool {
-	for _, suffix := range []string{".password", "sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates"} {
+	for _, suffix := range []string{".password", "sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+		"delegation.token.secret.key", "delegation.token.master.key"} {
 		if strings.HasSuffix(name, suffix) {
 			return true
 		}
@@ -479,6 +480,8 @@ var brokerStaticConfigs = map[string]bool{
 	"advertised.listeners": true, "auto.create.topics.enable": true, "auto.leader.rebalance.enable": true,
 	"broker.heartbeat.interval.ms": true, "broker.id": true, "broker.rack": true, "broker.session.timeout.ms": true,
 	"controller.listener.names": true, "controller.quorum.voters": true, "default.replication.factor": true,
+	"delegation.token.secret.key": true, "delegation.token.master.key": true, "delegation.token.max.lifetime.ms": true,
+	"delegation.token.expiry.time.ms": true, "delegation.token.expiry.check.interval.ms": true,
 	"delete.topic.enable": true, "inter.broker.listener.name": true, "leader.imbalance.check.interval.seconds": true,
 	"listener.security.protocol.map": true, "listeners": true, "log.dir": true, "log.dirs": true,
 	"log.cleaner.enable": true, "metadata.log.dir": true, "node.id": true, "num.partitions": true, "offsets.topic.num.partitions": true,

@@ -70,6 +70,8 @@ type ControllerConfig struct {
 	// GroupConfigBounds are the broker's group.consumer.* settings that
 	// group configs are checked against.
 	GroupConfigBounds GroupConfigBounds
+	// DelegationTokens are the delegation.token.* settings.
+	DelegationTokens DelegationTokenConfig
 }
 
 // DefaultControllerConfig is Kafka's defaults.
@@ -89,6 +91,7 @@ func DefaultControllerConfig() ControllerConfig {
 		AutoCreateTopicsEnable:       true,
 		DeleteTopicEnable:            true,
 		MaxRecordsPerRequest:         10000,
+		DelegationTokens:             DefaultDelegationTokenConfig(),
 	}
 }
 
@@ -121,6 +124,16 @@ func (cfg ControllerConfig) normalize() ControllerConfig {
 	}
 	if cfg.MaxRecordsPerRequest <= 0 {
 		cfg.MaxRecordsPerRequest = def.MaxRecordsPerRequest
+	}
+	dt, defDT := &cfg.DelegationTokens, def.DelegationTokens
+	if dt.MaxLifetime <= 0 {
+		dt.MaxLifetime = defDT.MaxLifetime
+	}
+	if dt.ExpiryTime <= 0 {
+		dt.ExpiryTime = defDT.ExpiryTime
+	}
+	if dt.ExpiryCheckInterval <= 0 {
+		dt.ExpiryCheckInterval = defDT.ExpiryCheckInterval
 	}
 	return cfg
 }
@@ -171,6 +184,8 @@ type ClusterControl struct {
 	nextProducerID int64
 	// index is derived from img on demand and dropped by SetImage.
 	index *partitionIndex
+	// lastTokenSweep is when Tick last removed expired delegation tokens.
+	lastTokenSweep time.Time
 }
 
 // brokerSession is what the controller knows of a broker beyond its

@@ -471,7 +471,7 @@ func (c *ClusterControl) Tick(now time.Time) []Record {
 		c.imbalancePending = more
 		out = append(out, recs...)
 	}
-	return out
+	return append(out, c.expiredTokens(now)...)
 }
 
 // AllocateProducerIds handles AllocateProducerIds (API 67, KIP-730): the

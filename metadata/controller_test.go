@@ -600,6 +600,18 @@ func FuzzControllerRequests(f *testing.F) {
 	ad.Topics = append(ad.Topics, at)
 	assign.Directories = append(assign.Directories, ad)
 	seed(16, 0, assign)
+	// Delegation tokens: fuzzCluster has fuzzToken, owned by User:u.
+	createTok := kmsg.NewPtrCreateDelegationTokenRequest()
+	createTok.OwnerPrincipalType, createTok.OwnerPrincipalName = kmsg.StringPtr("User"), kmsg.StringPtr("v")
+	createTok.Renewers = []kmsg.CreateDelegationTokenRequestRenewer{{PrincipalType: "User", PrincipalName: "w"}}
+	createTok.MaxLifetimeMillis = 60000
+	seed(17, 3, createTok)
+	renewTok := kmsg.NewPtrRenewDelegationTokenRequest()
+	renewTok.HMAC, renewTok.RenewTimeMillis = DelegationTokenHMAC(fuzzTokenSecret, fuzzToken), 1000
+	seed(18, 2, renewTok)
+	expireTok := kmsg.NewPtrExpireDelegationTokenRequest()
+	expireTok.HMAC, expireTok.ExpiryPeriodMillis = DelegationTokenHMAC(fuzzTokenSecret, fuzzToken), -1
+	seed(19, 2, expireTok)
 
 	f.Fuzz(func(t *testing.T, api byte, version int16, data []byte) {
 		c := fuzzCluster(t, api)
@@ -613,7 +625,8 @@ func FuzzControllerRequests(f *testing.F) {
 			kmsg.NewPtrAlterPartitionAssignmentsRequest(), kmsg.NewPtrAlterClientQuotasRequest(),
 			kmsg.NewPtrAlterUserSCRAMCredentialsRequest(), kmsg.NewPtrCreateACLsRequest(),
 			kmsg.NewPtrDeleteACLsRequest(), kmsg.NewPtrUpdateFeaturesRequest(),
-			kmsg.NewPtrAssignReplicasToDirsRequest(),
+			kmsg.NewPtrAssignReplicasToDirsRequest(), kmsg.NewPtrCreateDelegationTokenRequest(),
+			kmsg.NewPtrRenewDelegationTokenRequest(), kmsg.NewPtrExpireDelegationTokenRequest(),
 		}
 		req := reqs[int(api)%len(reqs)]
 		if version < 0 || version > req.MaxVersion() {
@@ -653,6 +666,16 @@ func FuzzControllerRequests(f *testing.F) {
 			recs, _ = c.cc.AlterClientQuotas(r)
 		case *kmsg.AlterUserSCRAMCredentialsRequest:
 			recs, _ = c.cc.AlterUserScramCredentials(r)
+		case *kmsg.CreateDelegationTokenRequest:
+			var resp *kmsg.CreateDelegationTokenResponse
+			recs, resp = c.cc.CreateDelegationToken(c.now, r, "User:u")
+			if (resp.ErrorCode == 0) != (len(recs) == 1) {
+				t.Fatalf("create token: error %d with %d records", resp.ErrorCode, len(recs))
+			}
+		case *kmsg.RenewDelegationTokenRequest:
+			recs, _ = c.cc.RenewDelegationToken(c.now, r, []string{"User:u", "User:w", "User:x"}[int(api)%3])
+		case *kmsg.ExpireDelegationTokenRequest:
+			recs, _ = c.cc.ExpireDelegationToken(c.now, r, []string{"User:u", "User:w", "User:x"}[int(api)%3])
 		case *kmsg.CreateACLsRequest:
 			var resp *kmsg.CreateACLsResponse
 			recs, resp = c.cc.CreateAcls(r)
@@ -702,8 +725,17 @@ func testLogDir(broker int32, i int) Uuid { return Uuid{0: 1, 1: byte(broker), 1
 
 // fuzzCluster is FuzzControllerRequests' cluster: three brokers, eligible
 // leader replicas on when api&64, topics "a" and "b.c", some ACLs.
+// fuzzToken is the delegation token fuzzCluster has, under
+// fuzzTokenSecret.
+const fuzzToken, fuzzTokenSecret = "fuzz-token", "fuzz-secret"
+
 func fuzzCluster(t testing.TB, api byte) *cluster {
-	c := newCluster(t, DefaultControllerConfig(), 3)
+	cfg := DefaultControllerConfig()
+	cfg.DelegationTokens.SecretKey = fuzzTokenSecret
+	c := newCluster(t, cfg, 3)
+	ms := c.now.UnixMilli()
+	c.commit([]Record{&DelegationTokenRecord{TokenID: fuzzToken, Owner: "User:u", Requester: "User:u", Renewers: []string{"User:w"},
+		IssueTimestamp: ms, MaxTimestamp: ms + 3600000, ExpirationTimestamp: ms + 60000}})
 	if api&64 != 0 { // eligible leader replicas on (KIP-966)
 		c.commit([]Record{&FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion},
 			&FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}})

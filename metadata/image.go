@@ -114,7 +114,8 @@ type Image struct {
 	features       map[string]int16
 	quotas         map[QuotaEntity]map[string]float64
 	scram          map[ScramKey]ScramCredential
-	acls           *aclIndex // nil when there are none (acls.go)
+	tokens         map[string]*DelegationToken // delegation tokens by id
+	acls           *aclIndex                   // nil when there are none (acls.go)
 }
 
 // EmptyImage is the image before the first record.
@@ -485,6 +486,10 @@ func (b *builder) replay(r Record) error {
 		return b.applyScram(r, nil)
 	case *RemoveUserScramCredentialRecord:
 		return b.applyScram(nil, r)
+	case *DelegationTokenRecord:
+		return b.applyDelegationToken(r, nil)
+	case *RemoveDelegationTokenRecord:
+		return b.applyDelegationToken(nil, r)
 	case *AccessControlEntryRecord:
 		return b.applyACL(r)
 	case *RemoveAccessControlEntryRecord:

@@ -53,6 +53,8 @@ var recordTypeNames = map[RecordType]string{
 	RemoveAccessControlEntryType:  "REMOVE_ACCESS_CONTROL_ENTRY_RECORD",
 	NoOpType:                      "NO_OP_RECORD",
 	RemoveUserScramCredentialType: "REMOVE_USER_SCRAM_CREDENTIAL_RECORD",
+	DelegationTokenType:           "DELEGATION_TOKEN_RECORD",
+	RemoveDelegationTokenType:     "REMOVE_DELEGATION_TOKEN_RECORD",
 }
 
 // String is KRaft's name for the type, e.g. "REGISTER_BROKER_RECORD".
@@ -335,6 +337,10 @@ func newRecord(t RecordType) Record {
 		return &AccessControlEntryRecord{}
 	case RemoveAccessControlEntryType:
 		return &RemoveAccessControlEntryRecord{}
+	case DelegationTokenType:
+		return &DelegationTokenRecord{}
+	case RemoveDelegationTokenType:
+		return &RemoveDelegationTokenRecord{}
 	}
 	return nil
 }

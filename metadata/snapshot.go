@@ -66,6 +66,9 @@ func (img *Image) SnapshotRecords() []Record {
 	for _, a := range img.ACLs() {
 		out = append(out, a.Record())
 	}
+	for _, t := range img.DelegationTokens() {
+		out = append(out, t.record())
+	}
 	if img.nextProducerID > 0 {
 		out = append(out, &ProducerIdsRecord{BrokerID: -1, BrokerEpoch: -1, NextProducerID: img.nextProducerID})
 	}
