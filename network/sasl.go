@@ -59,10 +59,19 @@ type SASLListener struct {
 }
 
 // SASLCredentialExpiry is implemented by an exchange whose credential
-// expires, an OAUTHBEARER token: once the exchange is done, Expiry is
-// when. With re-authentication on, a session ends then at the latest.
+// expires, an OAUTHBEARER token or a delegation token: once the exchange
+// is done, Expiry is when (zero: never). With re-authentication on, a
+// session ends then at the latest.
 type SASLCredentialExpiry interface {
 	Expiry() time.Time
+}
+
+// SASLTokenAuthenticated is implemented by an exchange that may
+// authenticate with a delegation token (SCRAM's tokenauth=true): once it
+// is done, TokenAuthenticated says whether it did
+// (ConnInfo.TokenAuthenticated).
+type SASLTokenAuthenticated interface {
+	TokenAuthenticated() bool
 }
 
 // SASLExchange is one connection's SASL exchange, broker side.
@@ -249,6 +258,7 @@ func (c *conn) saslNext(msg []byte) ([]byte, time.Duration, error) {
 		return answer, 0, nil
 	}
 	lifetime := c.sessionLifetime(st.exchange)
+	exchange := st.exchange
 	st.exchange, st.authenticated, st.raw = nil, true, false
 	st.expires = time.Time{}
 	if lifetime > 0 {
@@ -261,6 +271,9 @@ func (c *conn) saslNext(msg []byte) ([]byte, time.Duration, error) {
 	}
 	c.bl.authOK.Add(1)
 	c.info.Principal = "User:" + user
+	if t, ok := exchange.(SASLTokenAuthenticated); ok {
+		c.info.TokenAuthenticated = t.TokenAuthenticated()
+	}
 	st.classifyNext = true
 	c.log.Debug("SASL authentication succeeded", "principal", c.info.Principal, "session_lifetime", lifetime)
 	return answer, lifetime, nil
@@ -277,7 +290,7 @@ func (c *conn) sessionLifetime(exchange SASLExchange) time.Duration {
 	if limit <= 0 || st.raw || st.version < 1 {
 		return 0
 	}
-	if e, ok := exchange.(SASLCredentialExpiry); ok {
+	if e, ok := exchange.(SASLCredentialExpiry); ok && !e.Expiry().IsZero() {
 		if until := time.Until(e.Expiry()); until < limit {
 			limit = max(until, time.Millisecond)
 		}

@@ -90,6 +90,10 @@ type ConnInfo struct {
 	// certificate's mapped subject on an SSL listener when the client
 	// presented one; "User:ANONYMOUS" otherwise.
 	Principal string
+	// TokenAuthenticated is set when the connection authenticated with a
+	// delegation token (SCRAM's tokenauth=true): Principal is then the
+	// token's owner, and the connection may not ask for tokens itself.
+	TokenAuthenticated bool
 
 	// mutedUntil is when the connection may read requests again after a
 	// quota throttle (Unix nanoseconds; Mute).

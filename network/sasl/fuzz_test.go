@@ -83,8 +83,9 @@ func quoteJAAS(s string) string {
 }
 
 // FuzzScramServer feeds an untrusted client-first and client-final message
-// to a SCRAM-SHA-256 exchange with one user, alice: it must not panic,
-// must authenticate only alice with her proof, must fail with one of its
+// to a SCRAM-SHA-256 exchange with one user, alice, and one delegation
+// token of hers, tok1: it must not panic, must authenticate only alice
+// with her proof (or her token's, as a token), must fail with one of its
 // errors and Kafka's client message otherwise, and must stop after a
 // failure. The server nonce is fixed so that the seeds can hold a valid
 // exchange.
@@ -100,6 +101,8 @@ func FuzzScramServer(f *testing.F) {
 		f.Fatal(err)
 	}
 	lookup := func(user string) (ScramCredential, bool) { return cred, user == "alice" }
+	// A delegation token of alice's, tok1, with her credential.
+	tokens := func(id string) (ScramToken, bool) { return ScramToken{Credential: cred, Owner: "alice"}, id == "tok1" }
 	generic := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + MechanismScramSHA256
 	f.Fuzz(func(t *testing.T, first, final []byte) {
 		s, err := NewScramServer(MechanismScramSHA256, lookup)
@@ -107,6 +110,7 @@ func FuzzScramServer(f *testing.F) {
 			t.Fatal(err)
 		}
 		s.serverNonce = func() string { return "fuzz-server-nonce" }
+		s.SetTokenLookup(tokens)
 		failed := false
 		for i, msg := range [][]byte{first, final} {
 			answer, done, user, err := s.Next(msg)
@@ -138,6 +142,8 @@ func FuzzScramServer(f *testing.F) {
 				t.Fatalf("client-first %q answered %q %v %q", first, answer, done, user)
 			case i == 1 && (!done || user != "alice" || !bytes.HasPrefix(answer, []byte("v="))):
 				t.Fatalf("client-final %q answered %q %v %q", final, answer, done, user)
+			case i == 1 && s.TokenAuthenticated() != bytes.Contains(first, []byte("n=tok1,")):
+				t.Fatalf("client-first %q: token authenticated %v", first, s.TokenAuthenticated())
 			}
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The SCRAM mechanisms (RFC 5802 with RFC 7677's SHA-256, and SHA-512), as
@@ -249,6 +250,12 @@ type ScramServer struct {
 	mechanism string
 	hash      func() hash.Hash
 	lookup    ScramLookup
+	// tokens looks delegation tokens up (SetTokenLookup); nil: token
+	// authentication fails.
+	tokens ScramTokenLookup
+	// token is the delegation token the exchange authenticates with
+	// (tokenauth=true), nil otherwise.
+	token *ScramToken
 	// serverNonce makes the server's part of the nonce; tests replace it
 	// to replay RFC 7677's example.
 	serverNonce func() string
@@ -264,6 +271,41 @@ type ScramServer struct {
 	// reject is why the final message must fail whatever its proof: the
 	// user is unknown or its credential unusable (cred is then fake).
 	reject error
+}
+
+// ScramToken is a delegation token as SCRAM authenticates with it: the
+// credential derived from its HMAC (the password), its owner, whom the
+// connection authenticates as, and when it expires.
+type ScramToken struct {
+	Credential ScramCredential
+	// Owner is the owner's user name (the principal's name).
+	Owner  string
+	Expiry time.Time
+}
+
+// ScramTokenLookup looks a delegation token up by its id, for mechanism's
+// credential; ok false for an unknown or expired token.
+type ScramTokenLookup func(tokenID string) (ScramToken, bool)
+
+// SetTokenLookup enables delegation token authentication (KIP-48): a
+// client-first message with the tokenauth=true extension names a token id
+// as its user, and the exchange checks the token's credential and
+// authenticates as the token's owner.
+func (s *ScramServer) SetTokenLookup(l ScramTokenLookup) { s.tokens = l }
+
+// TokenAuthenticated reports whether the exchange authenticated with a
+// delegation token: its user is then the token's owner, and a connection
+// so authenticated may not ask for tokens itself.
+func (s *ScramServer) TokenAuthenticated() bool { return s.token != nil && s.state == scramComplete }
+
+// Expiry is when the delegation token the exchange authenticated with
+// expires (zero when it did not use one): a re-authenticating session
+// ends then at the latest (KIP-368).
+func (s *ScramServer) Expiry() time.Time {
+	if !s.TokenAuthenticated() {
+		return time.Time{}
+	}
+	return s.token.Expiry
 }
 
 // NewScramServer starts one connection's exchange of mechanism, which must be
@@ -288,8 +330,9 @@ func NewScramServer(mechanism string, lookup ScramLookup) (*ScramServer, error) 
 //     then n=<saslname>,r=<nonce>[,<key>=<value>...]. A saslname is ASCII
 //     without NUL in which "=2C" is "," and "=3D" is "=" (any other "=" is
 //     malformed); the nonce is printable ASCII without ",". Extensions are
-//     ignored but tokenauth=true (delegation tokens, which Keel does not
-//     have) fails the exchange. An authorization id other than the user
+//     ignored but tokenauth=true: the user is then a delegation token's
+//     id (SetTokenLookup; without one the exchange fails), and the
+//     exchange authenticates as the token's owner. An authorization id other than the user
 //     name fails it with ErrAuthorizationIDMismatch, whose text the client
 //     gets.
 //   - client-final is c=<base64 gs2 header>,r=<nonce>[,extensions],p=<proof>:
@@ -428,8 +471,9 @@ func (s *ScramServer) clientFirst(msg []byte) ([]byte, error) {
 
 	// Kafka's ScramExtensions.tokenAuthenticated: Boolean.parseBoolean,
 	// the last value of a repeated key. Other extensions are ignored.
-	if strings.EqualFold(exts[scramTokenAuth], "true") {
-		return nil, fmt.Errorf("sasl %s: user %q asked for delegation token authentication (tokenauth=true), which Keel does not support: %w",
+	tokenAuth := strings.EqualFold(exts[scramTokenAuth], "true")
+	if tokenAuth && s.tokens == nil {
+		return nil, fmt.Errorf("sasl %s: user %q asked for delegation token authentication (tokenauth=true), which is not enabled (delegation.token.secret.key): %w",
 			s.mechanism, user, ErrScramAuthenticationFailed)
 	}
 	if authzid != "" && authzid != user {
@@ -438,10 +482,18 @@ func (s *ScramServer) clientFirst(msg []byte) ([]byte, error) {
 
 	var cred ScramCredential
 	var known bool
-	if s.lookup != nil {
+	switch {
+	case tokenAuth:
+		var tok ScramToken
+		if tok, known = s.tokens(user); known {
+			cred, s.token = tok.Credential, &tok
+		}
+	case s.lookup != nil:
 		cred, known = s.lookup(user)
 	}
 	switch size := s.hash().Size(); {
+	case !known && tokenAuth:
+		s.reject = fmt.Errorf("sasl %s: delegation token %q is unknown or expired: %w", s.mechanism, user, ErrScramAuthenticationFailed)
 	case !known:
 		s.reject = fmt.Errorf("sasl %s: unknown user %q: %w", s.mechanism, user, ErrScramAuthenticationFailed)
 	case cred.Iterations < ScramMinIterations:
@@ -533,6 +585,10 @@ func (s *ScramServer) clientFinal(msg []byte) ([]byte, string, error) {
 
 	serverSignature := scramHMAC(s.hash, s.cred.ServerKey, authMessage)
 	user := s.user
+	if s.token != nil {
+		user = s.token.Owner // Kafka's authorizationId: the token's owner
+		s.token.Credential = ScramCredential{}
+	}
 	s.cred = ScramCredential{}
 	s.state = scramComplete
 	return []byte("v=" + base64.StdEncoding.EncodeToString(serverSignature)), user, nil

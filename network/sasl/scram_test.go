@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	fsasl "github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -295,7 +296,7 @@ func TestScramServerClientFirstFailures(t *testing.T) {
 		{"not ASCII", "n,,n=alïce,r=abc", ErrInvalidScramMessage, "byte 7 is not ASCII or is NUL"},
 		{"NUL", "n,,n=alice\x00,r=abc", ErrInvalidScramMessage, "byte 10 is not ASCII or is NUL"},
 		{"too long", "n,,n=alice,r=" + strings.Repeat("x", maxScramMessage), ErrInvalidScramMessage, "more than 4096"},
-		{"delegation token", "n,,n=alice,r=abc,tokenauth=true", ErrScramAuthenticationFailed, "delegation token authentication (tokenauth=true), which Keel does not support"},
+		{"delegation token", "n,,n=alice,r=abc,tokenauth=true", ErrScramAuthenticationFailed, "delegation token authentication (tokenauth=true), which is not enabled"},
 		{"delegation token, any case", "n,,n=alice,r=abc,tokenauth=TRUE", ErrScramAuthenticationFailed, "tokenauth=true"},
 		{"delegation token, last value wins", "n,,n=alice,r=abc,tokenauth=false,tokenauth=true", ErrScramAuthenticationFailed, "tokenauth=true"},
 		{"authorization id of another user", "n,a=admin,n=alice,r=abc", ErrAuthorizationIDMismatch, `user "alice" asked for authorization id "admin"`},
@@ -602,7 +603,12 @@ func TestScramCredentials(t *testing.T) {
 // returns the server's error, if any.
 func franzGoExchange(t *testing.T, m fsasl.Mechanism, users ScramLookup) (user string, err error) {
 	t.Helper()
-	s := newTestScramServer(t, m.Name(), users)
+	return franzGoExchangeWith(t, m, newTestScramServer(t, m.Name(), users))
+}
+
+// franzGoExchangeWith is franzGoExchange with the server s.
+func franzGoExchangeWith(t *testing.T, m fsasl.Mechanism, s *ScramServer) (user string, err error) {
+	t.Helper()
 	session, msg, err := m.Authenticate(context.Background(), "broker.example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -738,5 +744,65 @@ func TestScramServerAcceptsLibrdkafkasNonce(t *testing.T) {
 		if err != nil || !done || user != "alice" || string(got) != string(want) {
 			t.Fatalf("%s: %q %v %q %v", mech, got, done, user, err)
 		}
+	}
+}
+
+// TestScramDelegationTokens: with tokenauth=true (franz-go's IsToken, as
+// Kafka's ScramLoginModule sends it) the user is a delegation token's id
+// and the password the base64 of its HMAC; the exchange checks the token's
+// credential and authenticates as its owner, reporting the token and its
+// expiry. An unknown or expired token, or a wrong HMAC, fails the way an
+// unknown user does; without tokenauth the token id is just a user name.
+func TestScramDelegationTokens(t *testing.T) {
+	expiry := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	for _, mech := range []string{MechanismScramSHA256, MechanismScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			cred, err := NewScramCredential(mech, "the-hmac-base64", ScramMinIterations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens := func(id string) (ScramToken, bool) {
+				if id != "tok1" {
+					return ScramToken{}, false
+				}
+				return ScramToken{Credential: cred, Owner: "alice", Expiry: expiry}, true
+			}
+			users := testScramUsers(t, mech)
+			as := func(a scram.Auth) fsasl.Mechanism {
+				if mech == MechanismScramSHA256 {
+					return a.AsSha256Mechanism()
+				}
+				return a.AsSha512Mechanism()
+			}
+			server := func() *ScramServer {
+				s := newTestScramServer(t, mech, users)
+				s.SetTokenLookup(tokens)
+				return s
+			}
+
+			s := server()
+			user, err := franzGoExchangeWith(t, as(scram.Auth{User: "tok1", Pass: "the-hmac-base64", IsToken: true}), s)
+			if err != nil || user != "alice" || !s.TokenAuthenticated() || !s.Expiry().Equal(expiry) {
+				t.Fatalf("token exchange: user %q, token %v, expiry %v, %v", user, s.TokenAuthenticated(), s.Expiry(), err)
+			}
+			s = server()
+			if user, err := franzGoExchangeWith(t, as(scram.Auth{User: "alice", Pass: "alice-secret"}), s); err != nil || user != "alice" || s.TokenAuthenticated() || !s.Expiry().IsZero() {
+				t.Fatalf("a user's exchange beside tokens: %q %v %v", user, s.TokenAuthenticated(), err)
+			}
+
+			_, wrong := franzGoExchangeWith(t, as(scram.Auth{User: "tok1", Pass: "not-the-hmac", IsToken: true}), server())
+			checkScramError(t, mech, wrong, ErrScramAuthenticationFailed, "wrong password")
+			_, unknown := franzGoExchangeWith(t, as(scram.Auth{User: "tok2", Pass: "the-hmac-base64", IsToken: true}), server())
+			checkScramError(t, mech, unknown, ErrScramAuthenticationFailed, `delegation token "tok2" is unknown or expired`)
+			if ClientMessage(mech, wrong) != ClientMessage(mech, unknown) {
+				t.Fatalf("client messages differ: %q, %q", ClientMessage(mech, wrong), ClientMessage(mech, unknown))
+			}
+			// A user's password does not pass for a token, nor the
+			// token's HMAC for a user of the token's name.
+			_, err = franzGoExchangeWith(t, as(scram.Auth{User: "alice", Pass: "alice-secret", IsToken: true}), server())
+			checkScramError(t, mech, err, ErrScramAuthenticationFailed, `delegation token "alice"`)
+			_, err = franzGoExchangeWith(t, as(scram.Auth{User: "tok1", Pass: "the-hmac-base64"}), server())
+			checkScramError(t, mech, err, ErrScramAuthenticationFailed, `unknown user "tok1"`)
+		})
 	}
 }
