@@ -54,6 +54,10 @@ var apiTable = func() []apiSpec {
 		{34, 0, 2}, // AlterReplicaLogDirs
 		{35, 0, 5}, // DescribeLogDirs
 		{37, 0, 3}, // CreatePartitions (forwarded)
+		{38, 0, 3}, // CreateDelegationToken (forwarded)
+		{39, 0, 2}, // RenewDelegationToken (forwarded)
+		{40, 0, 2}, // ExpireDelegationToken (forwarded)
+		{41, 0, 3}, // DescribeDelegationToken
 		{42, 0, 2}, // DeleteGroups
 		{43, 0, 2}, // ElectLeaders (forwarded)
 		{44, 0, 1}, // IncrementalAlterConfigs (forwarded)

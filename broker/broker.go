@@ -476,6 +476,14 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 		return b.handleAlterUserScramCredentials(ctx, m)
 	case *kmsg.DescribeUserSCRAMCredentialsRequest:
 		return respond(b.handleDescribeUserScramCredentials(m))
+	case *kmsg.CreateDelegationTokenRequest:
+		return b.handleCreateDelegationToken(ctx, req, m)
+	case *kmsg.RenewDelegationTokenRequest:
+		return b.handleRenewDelegationToken(ctx, req, m)
+	case *kmsg.ExpireDelegationTokenRequest:
+		return b.handleExpireDelegationToken(ctx, req, m)
+	case *kmsg.DescribeDelegationTokenRequest:
+		return respond(b.handleDescribeDelegationToken(req, m))
 	case *kmsg.AlterPartitionAssignmentsRequest:
 		return b.handleAlterPartitionReassignments(ctx, m)
 	case *kmsg.ListPartitionReassignmentsRequest:

@@ -103,6 +103,14 @@ type Config struct {
 	OffsetMetadataMaxBytes        int           // offset.metadata.max.bytes
 	OffsetsLoadBufferSize         int           // offsets.load.buffer.size
 
+	// Delegation tokens (KIP-48): delegation.token.secret.key (or its
+	// deprecated name delegation.token.master.key) enables them; every
+	// node must have the same one.
+	DelegationTokenSecretKey           string
+	DelegationTokenMaxLifetime         time.Duration // delegation.token.max.lifetime.ms
+	DelegationTokenExpiryTime          time.Duration // delegation.token.expiry.time.ms
+	DelegationTokenExpiryCheckInterval time.Duration // delegation.token.expiry.check.interval.ms
+
 	// Log defaults (log.* keys); topic configs override them per topic.
 	LogSegmentBytes                  int64
 	LogRollMs                        int64
@@ -290,6 +298,24 @@ func configKeys(c *Config) map[string]configKey {
 			"a partition's appended bytes are handed to the kernel's writeback each time this many have accumulated, so that dirty pages never pile up into a writeback burst that stalls produce (Keel's own key; it neither waits nor fsyncs: log.flush.* decide durability; 0: left to the kernel, as Kafka does)"},
 		"keel.log.delete.max.bytes.per.second": {"536870912", i64(&c.LogDeleteBytesPerSecond),
 			"how fast the files of deleted segments (retention, DeleteRecords) and deleted partitions are removed, a 16 MiB step at a time, off the partition's lock: a large file unlinked at once stalls the writes of other partitions (Keel's own key; Kafka unlinks at once; 0: at once, unpaced)"},
+		"delegation.token.secret.key": {"", func(c *Config, v string) error {
+			if v != "" || c.DelegationTokenSecretKey == "" {
+				c.DelegationTokenSecretKey = v
+			}
+			return nil
+		}, "enables delegation tokens (KIP-48): the key of their HMACs, the same on every node"},
+		"delegation.token.master.key": {"", func(c *Config, v string) error {
+			if c.DelegationTokenSecretKey == "" {
+				c.DelegationTokenSecretKey = v
+			}
+			return nil
+		}, "the deprecated name of delegation.token.secret.key"},
+		"delegation.token.max.lifetime.ms": {"604800000", ms(&c.DelegationTokenMaxLifetime),
+			"no delegation token outlives this, renewed or not"},
+		"delegation.token.expiry.time.ms": {"86400000", ms(&c.DelegationTokenExpiryTime),
+			"how long a delegation token lives, and a renewal extends it, by default"},
+		"delegation.token.expiry.check.interval.ms": {"3600000", ms(&c.DelegationTokenExpiryCheckInterval),
+			"how often the controller removes expired delegation tokens"},
 		"controller.listener.names":      {"CONTROLLER", list(&c.ControllerListenerNames), "listeners the controller uses"},
 		"listeners":                      {"PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093", s(&c.Listeners), ""},
 		"advertised.listeners":           {"", s(&c.AdvertisedListeners), ""},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network"
 	"github.com/keelstream/keel/raftlog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -262,6 +263,12 @@ func (d *controllerDriver) handle(ctx context.Context, control *metadata.Cluster
 		recs, resp = control.DeleteAcls(r)
 	case *kmsg.AllocateProducerIDsRequest:
 		recs, resp = control.AllocateProducerIds(r)
+	case *kmsg.CreateDelegationTokenRequest:
+		recs, resp = control.CreateDelegationToken(now, r, takeRequesterTag(r))
+	case *kmsg.RenewDelegationTokenRequest:
+		recs, resp = control.RenewDelegationToken(now, r, takeRequesterTag(r))
+	case *kmsg.ExpireDelegationTokenRequest:
+		recs, resp = control.ExpireDelegationToken(now, r, takeRequesterTag(r))
 	default:
 		return nil, 0, fmt.Errorf("controller cannot handle %s", kmsg.NameForKey(req.Key()))
 	}
@@ -329,8 +336,8 @@ func takeOffsetTag(resp kmsg.Response) int64 {
 }
 
 // unknownTags finds the UnknownTags field every flexible kmsg message has.
-func unknownTags(resp kmsg.Response) *kmsg.Tags {
-	v := reflect.ValueOf(resp)
+func unknownTags(msg any) *kmsg.Tags {
+	v := reflect.ValueOf(msg)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil
 	}
@@ -340,6 +347,40 @@ func unknownTags(resp kmsg.Response) *kmsg.Tags {
 	}
 	tags, _ := f.Addr().Interface().(*kmsg.Tags)
 	return tags
+}
+
+// requesterTag is the tagged field in which a broker forwarding a
+// delegation token request passes the principal that sent it, which the
+// controller needs and Keel's forwarding (no Envelope) does not otherwise
+// carry. The controller listener admits only nodes (CLUSTER_ACTION) when
+// there is an authorizer.
+const requesterTag uint32 = 0x4b454550 // "KEEP"
+
+// setRequesterTag records principal in a forwarded request.
+func setRequesterTag(req kmsg.Request, principal string) {
+	if tags := unknownTags(req); tags != nil {
+		tags.Set(requesterTag, []byte(principal))
+	}
+}
+
+// takeRequesterTag reads the forwarding broker's requester back (the
+// anonymous principal without one) and removes the tag.
+func takeRequesterTag(req kmsg.Request) string {
+	principal := network.AnonymousPrincipal
+	tags := unknownTags(req)
+	if tags == nil {
+		return principal
+	}
+	var rest kmsg.Tags
+	tags.Each(func(k uint32, v []byte) {
+		if k == requesterTag {
+			principal = string(v)
+			return
+		}
+		rest.Set(k, v)
+	})
+	*tags = rest
+	return principal
 }
 
 // notControllerResponse answers req with NOT_CONTROLLER in every error
@@ -454,6 +495,12 @@ func errorFields(resp kmsg.Response) []*int16 {
 	case *kmsg.AlterPartitionResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.AssignReplicasToDirsResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.CreateDelegationTokenResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.RenewDelegationTokenResponse:
+		out = append(out, &r.ErrorCode)
+	case *kmsg.ExpireDelegationTokenResponse:
 		out = append(out, &r.ErrorCode)
 	case *kmsg.AllocateProducerIDsResponse:
 		out = append(out, &r.ErrorCode)

@@ -33,7 +33,7 @@ var controllerAPIs = []kmsg.Key{
 	kmsg.DescribeCluster, kmsg.AlterPartitionAssignments, kmsg.UnregisterBroker, kmsg.AlterClientQuotas,
 	kmsg.AlterUserSCRAMCredentials, kmsg.CreateACLs, kmsg.DeleteACLs, kmsg.AddRaftVoter, kmsg.RemoveRaftVoter,
 	kmsg.DescribeConfigs, kmsg.DescribeACLs, kmsg.ListPartitionReassignments, kmsg.UpdateFeatures,
-	kmsg.AssignReplicasToDirs,
+	kmsg.AssignReplicasToDirs, kmsg.CreateDelegationToken, kmsg.RenewDelegationToken, kmsg.ExpireDelegationToken,
 }
 
 // controllerHandler serves the controller listener (network.Handler).

@@ -109,7 +109,7 @@ func startSASLServer(t *testing.T, cfg *Config) (string, *principalsHandler, *ne
 		t.Fatal(err)
 	}
 	listeners := []network.Listener{{Name: "CONTROLLER", Host: "127.0.0.1", SecurityProtocol: network.SASLPlaintext}}
-	saslListeners, err := loadNodeSASL(cfg, listeners, false, scramFromImage(metadata.EmptyImage), nil)
+	saslListeners, err := loadNodeSASL(cfg, listeners, false, scramFromImage(metadata.EmptyImage), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

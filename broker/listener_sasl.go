@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -67,7 +68,7 @@ func isSASLKey(k string) bool {
 // authenticate to each other as internode_sasl.go describes, and the
 // mechanism they dial with (sasl.mechanism.inter.broker.protocol,
 // sasl.mechanism.controller.protocol) must be enabled on the listener.
-func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, scram scramSource, log hclog.Logger) (map[string]*network.SASLListener, error) {
+func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, scram scramSource, tokens tokenSource, log hclog.Logger) (map[string]*network.SASLListener, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -158,7 +159,7 @@ func loadNodeSASL(cfg *Config, listeners []network.Listener, isBroker bool, scra
 				case sasl.MechanismOAuthBearer:
 					return &oauthExchange{server: sasl.OAuthBearerServer{Validator: oauth, Now: time.Now}}
 				}
-				return newScramExchange(m, scram)
+				return newScramExchange(m, scram, tokens)
 			},
 		}
 	}
@@ -375,11 +376,81 @@ type scramExchange struct {
 	server    *sasl.ScramServer
 }
 
-func newScramExchange(mechanism string, scram scramSource) *scramExchange {
+func newScramExchange(mechanism string, scram scramSource, tokens tokenSource) *scramExchange {
 	lookup := func(user string) (sasl.ScramCredential, bool) { return scram(mechanism, user) }
 	// Only SCRAM mechanisms reach here: loadNodeSASL enabled no other.
 	server, _ := sasl.NewScramServer(mechanism, lookup)
+	if tokens != nil {
+		server.SetTokenLookup(func(id string) (sasl.ScramToken, bool) { return tokens(mechanism, id) })
+	}
 	return &scramExchange{mechanism, server}
+}
+
+// TokenAuthenticated implements network.SASLTokenAuthenticated.
+func (e *scramExchange) TokenAuthenticated() bool { return e.server.TokenAuthenticated() }
+
+// Expiry implements network.SASLCredentialExpiry: a delegation token's.
+func (e *scramExchange) Expiry() time.Time { return e.server.Expiry() }
+
+// tokenSource looks a delegation token up for SCRAM authentication (nil:
+// delegation tokens are disabled).
+type tokenSource func(mechanism, tokenID string) (sasl.ScramToken, bool)
+
+// tokenCredentials derives the SCRAM credentials of the delegation tokens
+// in the image (their password is the base64 of their HMAC under
+// delegation.token.secret.key), once per token and mechanism, as Kafka's
+// DelegationTokenCache does: PBKDF2 at 4096 iterations is too slow to
+// repeat at every authentication.
+type tokenCredentials struct {
+	secret string
+	image  func() *metadata.Image
+	now    func() time.Time
+	mu     sync.Mutex
+	cache  map[tokenCredentialKey]sasl.ScramCredential
+}
+
+type tokenCredentialKey struct{ mechanism, tokenID string }
+
+// newTokenSource is the tokenSource of a node with delegation tokens
+// enabled (a secret key), nil otherwise.
+func newTokenSource(secret string, image func() *metadata.Image) tokenSource {
+	if secret == "" {
+		return nil
+	}
+	tc := &tokenCredentials{secret: secret, image: image, now: time.Now, cache: map[tokenCredentialKey]sasl.ScramCredential{}}
+	return tc.lookup
+}
+
+// lookup finds a token that has not expired and its credential.
+func (tc *tokenCredentials) lookup(mechanism, id string) (sasl.ScramToken, bool) {
+	img := tc.image()
+	t, ok := img.DelegationToken(id)
+	if !ok || t.Expired(tc.now()) {
+		return sasl.ScramToken{}, false
+	}
+	_, owner := splitPrincipal(t.Owner)
+	tok := sasl.ScramToken{Owner: owner, Expiry: time.UnixMilli(t.ExpirationTimestamp)}
+	k := tokenCredentialKey{mechanism, id}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if c, ok := tc.cache[k]; ok {
+		tok.Credential = c
+		return tok, true
+	}
+	c, err := sasl.NewScramCredential(mechanism, metadata.DelegationTokenPassword(tc.secret, id), sasl.ScramMinIterations)
+	if err != nil {
+		return sasl.ScramToken{}, false
+	}
+	if len(tc.cache) >= 2*len(img.DelegationTokens())+16 {
+		for k := range tc.cache { // forget the tokens gone
+			if _, ok := img.DelegationToken(k.tokenID); !ok {
+				delete(tc.cache, k)
+			}
+		}
+	}
+	tc.cache[k] = c
+	tok.Credential = c
+	return tok, true
 }
 
 func (e *scramExchange) Next(msg []byte) ([]byte, bool, string, error) {

@@ -51,13 +51,13 @@ func TestLoadNodeSASL(t *testing.T) {
 		"bad JAAS":                        {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": "PlainLoginModule required"}, "listener.name.clients.plain.sasl.jaas.config"},
 		"another login module":            {map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.clients.plain.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required;`}, "PlainLoginModule"},
 	} {
-		if _, err := loadNodeSASL(load(tc.props), listeners, true, scramFromImage(metadata.EmptyImage), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := loadNodeSASL(load(tc.props), listeners, true, scramFromImage(metadata.EmptyImage), nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", what, err, tc.want)
 		}
 	}
 
 	good := load(map[string]string{"listener.name.clients.sasl.enabled.mechanisms": "plain", "listener.name.CLIENTS.plain.sasl.jaas.config": jaas})
-	got, err := loadNodeSASL(good, listeners, true, scramFromImage(metadata.EmptyImage), nil)
+	got, err := loadNodeSASL(good, listeners, true, scramFromImage(metadata.EmptyImage), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,16 +79,16 @@ func TestLoadNodeSASL(t *testing.T) {
 	internalSASL := []network.Listener{{Name: "INTERNAL", SecurityProtocol: network.SASLSSL}, {Name: "CONTROLLER", SecurityProtocol: network.SASLPlaintext}}
 	nodes := load(map[string]string{"sasl.enabled.mechanisms": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": jaas,
 		"listener.name.controller.plain.sasl.jaas.config": jaas, "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.mechanism.controller.protocol": "plain"})
-	if got, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil); err != nil || got["INTERNAL"] == nil || got["CONTROLLER"] == nil {
+	if got, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil, nil); err != nil || got["INTERNAL"] == nil || got["CONTROLLER"] == nil {
 		t.Errorf("SASL inter-broker and controller listeners: %v, %v", got, err)
 	}
 	nodes.SASL["sasl.mechanism.inter.broker.protocol"] = "SCRAM-SHA-256"
-	if _, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil); err == nil || !strings.Contains(err.Error(), "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256 must be one of listener INTERNAL's sasl.enabled.mechanisms") {
+	if _, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil, nil); err == nil || !strings.Contains(err.Error(), "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256 must be one of listener INTERNAL's sasl.enabled.mechanisms") {
 		t.Errorf("inter-broker mechanism not enabled: %v", err)
 	}
 	nodes.SASL["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
 	nodes.SASL["sasl.mechanism.controller.protocol"] = "SCRAM-SHA-512"
-	if _, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil); err == nil || !strings.Contains(err.Error(), "sasl.mechanism.controller.protocol=SCRAM-SHA-512 must be one of listener CONTROLLER's") {
+	if _, err := loadNodeSASL(nodes, internalSASL, true, scramFromImage(metadata.EmptyImage), nil, nil); err == nil || !strings.Contains(err.Error(), "sasl.mechanism.controller.protocol=SCRAM-SHA-512 must be one of listener CONTROLLER's") {
 		t.Errorf("controller mechanism not enabled: %v", err)
 	}
 }
@@ -166,7 +166,7 @@ func TestSASLScramListener(t *testing.T) {
 		"listener.name.clients.scram-sha-512.sasl.jaas.config": sasl.ScramLoginModule + " required;",
 	})
 	img := metadata.EmptyImage()
-	got, err := loadNodeSASL(cfg, listeners, true, scramFromImage(func() *metadata.Image { return img }), nil)
+	got, err := loadNodeSASL(cfg, listeners, true, scramFromImage(func() *metadata.Image { return img }), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

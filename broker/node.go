@@ -242,7 +242,7 @@ func (n *Node) start() (err error) {
 			}
 		}
 		return imageScram(n.raft.Image(), mechanism, user)
-	}, logger.Named("sasl"))
+	}, newTokenSource(cfg.DelegationTokenSecretKey, func() *metadata.Image { return n.raft.Image() }), logger.Named("sasl"))
 	if err != nil {
 		return err
 	}
@@ -626,6 +626,10 @@ func controllerConfig(cfg *Config, clusterID string) metadata.ControllerConfig {
 	c.DeleteTopicEnable = cfg.DeleteTopicEnable
 	c.StaticBrokerConfigs = StaticTopicConfigDefaults(cfg)
 	c.GroupConfigBounds = cfg.groupConfigBounds()
+	c.DelegationTokens = metadata.DelegationTokenConfig{
+		SecretKey: cfg.DelegationTokenSecretKey, MaxLifetime: cfg.DelegationTokenMaxLifetime,
+		ExpiryTime: cfg.DelegationTokenExpiryTime, ExpiryCheckInterval: cfg.DelegationTokenExpiryCheckInterval,
+	}
 	return c
 }
 

@@ -20,6 +20,8 @@ func aclsCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "group", Usage: "a consumer group (repeatable; \"*\" for every group)"},
 		&cli.StringSliceFlag{Name: "transactional-id", Usage: "a transactional id (repeatable; \"*\" for every one)"},
 		&cli.BoolFlag{Name: "cluster", Usage: "the cluster"},
+		&cli.StringSliceFlag{Name: "delegation-token", Usage: "a delegation token, by id (repeatable; \"*\" for every one): Describe lets a principal describe it"},
+		&cli.StringSliceFlag{Name: "user-principal", Usage: "a user, as a resource (repeatable, e.g. User:carol): CreateTokens lets a principal create delegation tokens owned by it, DescribeTokens describe them"},
 		&cli.StringFlag{Name: "resource-pattern-type", Value: "literal", Usage: "literal or prefixed (list and remove: also any and match)"},
 	}
 	changeFlags := append([]cli.Flag{
@@ -27,7 +29,7 @@ func aclsCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "deny-principal", Usage: "principal denied (repeatable)"},
 		&cli.StringSliceFlag{Name: "allow-host", Usage: "host the allowed principals may come from (repeatable; default *)"},
 		&cli.StringSliceFlag{Name: "deny-host", Usage: "host the denied principals are denied from (repeatable; default *)"},
-		&cli.StringSliceFlag{Name: "operation", Usage: "Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (repeatable)"},
+		&cli.StringSliceFlag{Name: "operation", Usage: "Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens or All (repeatable)"},
 		&cli.BoolFlag{Name: "producer", Usage: "the ACLs a producer needs: Write, Describe and Create on the topics (and Write, Describe on the transactional ids)"},
 		&cli.BoolFlag{Name: "consumer", Usage: "the ACLs a consumer needs: Read and Describe on the topics, Read on the groups"},
 		&cli.BoolFlag{Name: "force", Usage: "accepted for kafka-acls.sh's sake: keel acls remove never asks"},
@@ -96,6 +98,8 @@ func aclResources(c *cli.Context, filter bool) ([]client.ACLBinding, error) {
 	add(kmsg.ACLResourceTypeTopic, c.StringSlice("topic"))
 	add(kmsg.ACLResourceTypeGroup, c.StringSlice("group"))
 	add(kmsg.ACLResourceTypeTransactionalId, c.StringSlice("transactional-id"))
+	add(kmsg.ACLResourceTypeDelegationToken, c.StringSlice("delegation-token"))
+	add(kmsg.ACLResourceTypeUser, c.StringSlice("user-principal"))
 	if c.Bool("cluster") {
 		out = append(out, client.ACLBinding{ResourceType: kmsg.ACLResourceTypeCluster, ResourceName: "kafka-cluster", PatternType: kmsg.ACLResourcePatternTypeLiteral})
 	}
@@ -139,7 +143,7 @@ func aclBindings(c *cli.Context, filter bool) ([]client.ACLBinding, error) {
 		return nil, err
 	}
 	if len(resources) == 0 {
-		return nil, errors.New("name a resource: --topic, --group, --transactional-id or --cluster")
+		return nil, errors.New("name a resource: --topic, --group, --transactional-id, --cluster, --delegation-token or --user-principal")
 	}
 	if c.Bool("consumer") && len(c.StringSlice("group")) == 0 && !filter {
 		return nil, errors.New("--consumer needs --group")
