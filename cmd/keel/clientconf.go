@@ -25,6 +25,8 @@ import (
 	"github.com/keelstream/keel/network/record"
 	"github.com/keelstream/keel/network/sasl"
 	"github.com/keelstream/keel/network/tlsconf"
+	franzsasl "github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
@@ -441,7 +443,8 @@ func tlsConfig(props map[string]string) (*tls.Config, error) {
 
 // saslMechanism is sasl.mechanism with its sasl.jaas.config credentials:
 // PLAIN with the PlainLoginModule, SCRAM-SHA-256 and SCRAM-SHA-512 with the
-// ScramLoginModule, each with username="..." password="...", OAUTHBEARER
+// ScramLoginModule, each with username="..." password="..." (and, for
+// SCRAM with a delegation token, tokenauth="true"), OAUTHBEARER
 // with the OAuthBearerLoginModule (oauthBearerMechanism). Kafka's default
 // mechanism, GSSAPI, is not supported.
 func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
@@ -476,7 +479,47 @@ func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
 	if mech == sasl.MechanismPlain {
 		return client.PlainAuth{User: user, Pass: pass}, nil
 	}
+	// KIP-48: tokenauth="true" makes username a delegation token's id and
+	// password its HMAC (base64), as keel delegation-tokens prints them.
+	// Kafka reads the option with Boolean.parseBoolean; a value that is
+	// neither true nor false is refused here rather than read as false.
+	if v, ok := jaas.Options["tokenauth"]; ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true":
+			return scramTokenAuth(mech, user, pass), nil
+		case "false":
+		default:
+			return nil, fmt.Errorf("sasl.jaas.config: the ScramLoginModule's tokenauth=%q: want true or false", v)
+		}
+	}
 	return client.ScramAuth{Mechanism: mech, User: user, Pass: pass}, nil
+}
+
+// scramTokenAuth is SCRAM with the tokenauth=true extension in the
+// client-first message (KIP-48): the broker looks the user name up as a
+// delegation token's id and authenticates the connection as the token's
+// owner. The SDK's ScramAuth sends no extensions, so this is franz-go's
+// SCRAM client (scram.Auth.IsToken) behind the SDK's SASLMechanism.
+func scramTokenAuth(mechanism, tokenID, hmac string) client.SASLMechanism {
+	a := scram.Auth{User: tokenID, Pass: hmac, IsToken: true}
+	if mechanism == sasl.MechanismScramSHA512 {
+		return franzSASL{a.AsSha512Mechanism()}
+	}
+	return franzSASL{a.AsSha256Mechanism()}
+}
+
+// franzSASL adapts a franz-go SASL mechanism to the SDK's: the two
+// interfaces have the same methods.
+type franzSASL struct{ m franzsasl.Mechanism }
+
+func (f franzSASL) Name() string { return f.m.Name() }
+
+func (f franzSASL) Authenticate(ctx context.Context, host string) (client.SASLSession, []byte, error) {
+	session, first, err := f.m.Authenticate(ctx, host)
+	if err != nil {
+		return nil, nil, err
+	}
+	return session, first, nil
 }
 
 // oauthBearerMechanism is sasl.mechanism=OAUTHBEARER, as Kafka's clients
@@ -673,7 +716,8 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or
                  OAUTHBEARER)
                  sasl.jaas.config (PlainLoginModule or ScramLoginModule
-                 required username="..." password="...";, or the
+                 required username="..." password="...";, with
+                 tokenauth="true" for a delegation token, or the
                  OAuthBearerLoginModule with clientId="..." clientSecret="..."
                  [scope="..."] and sasl.oauthbearer.token.endpoint.url, or
                  unsecuredLoginStringClaim_sub="..." for development)

@@ -18,9 +18,11 @@ func TestSecurityOptions(t *testing.T) {
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";`
 	scramJAAS := `org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";`
 	oauth := `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`
+	tokenJAAS := `org.apache.kafka.common.security.scram.ScramLoginModule required username="tokenid" password="aG1hYw==" tokenauth="true";`
 	for props, want := range map[string]int{
 		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=SCRAM-SHA-256|sasl.jaas.config=" + scramJAAS: 1,
 		"security.protocol=SASL_SSL|sasl.mechanism=scram-sha-512|sasl.jaas.config=" + scramJAAS:       2,
+		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=SCRAM-SHA-512|sasl.jaas.config=" + tokenJAAS: 1,
 		"security.protocol=SSL": 1,
 		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=" + jaas: 1,
 		"security.protocol=SASL_SSL|sasl.mechanism=plain|sasl.jaas.config=" + jaas:       2,
@@ -45,6 +47,7 @@ func TestSecurityOptions(t *testing.T) {
 		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + oauth + "|sasl.oauthbearer.token.endpoint.url=ldap://idp":        "not an https://",
 		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + oauth + "|sasl.login.callback.handler.class=com.example.Login":   "custom login handlers are not supported",
 		"security.protocol=SASL_SSL|sasl.mechanism=SCRAM-SHA-256|sasl.jaas.config=" + jaas:                                                           "takes the org.apache.kafka.common.security.scram.ScramLoginModule",
+		"security.protocol=SASL_SSL|sasl.mechanism=SCRAM-SHA-256|sasl.jaas.config=" + strings.Replace(tokenJAAS, `"true"`, `"yes"`, 1):               `tokenauth="yes": want true or false`,
 	} {
 		m := parseTestProps(props)
 		if _, ok := m["security.protocol"]; !ok {

@@ -45,6 +45,7 @@ func newApp() *cli.App {
 			groupsCommand(),
 			usersCommand(),
 			aclsCommand(),
+			delegationTokensCommand(),
 			configsCommand(),
 			transactionsCommand(),
 			perfCommand(),
