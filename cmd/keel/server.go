@@ -78,6 +78,9 @@ func serverCommand() *cli.Command {
 			"of listener.name.<listener>.plain.sasl.jaas.config (Kafka's PlainLoginModule).\n" +
 			"SCRAM-SHA-256 and SCRAM-SHA-512 credentials live in the metadata log: the first from\n" +
 			"keel format --add-scram, then keel users alter or kafka-configs.sh --entity-type users.\n" +
+			"delegation.token.secret.key (the same on every node) turns on delegation tokens: keel\n" +
+			"delegation-tokens (kafka-delegation-tokens.sh) creates them, and clients authenticate with\n" +
+			"one over SCRAM as its owner (tokenauth=\"true\" in the ScramLoginModule).\n" +
 			"OAUTHBEARER validates JWTs against the identity provider's JWKS with\n" +
 			"listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class=\n" +
 			"org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler and\n" +
