@@ -77,13 +77,7 @@ func (b *Broker) handleCreateDelegationToken(ctx context.Context, req *network.R
 }
 
 func (b *Broker) handleRenewDelegationToken(ctx context.Context, req *network.Request, m *kmsg.RenewDelegationTokenRequest) network.Result {
-	if !mayRequestTokens(req.Conn) {
-		resp := m.ResponseKind().(*kmsg.RenewDelegationTokenResponse)
-		resp.ErrorCode = kerr.DelegationTokenRequestNotAllowed.Code
-		return &network.Response{Msg: resp}
-	}
-	setRequesterTag(m, req.Conn.Principal)
-	return b.forward(ctx, m, defaultForwardTimeout, func(code int16, _ string) kmsg.Response {
+	return b.forwardTokenChange(ctx, req, m, func(code int16) kmsg.Response {
 		resp := m.ResponseKind().(*kmsg.RenewDelegationTokenResponse)
 		resp.ErrorCode = code
 		return resp
@@ -91,17 +85,23 @@ func (b *Broker) handleRenewDelegationToken(ctx context.Context, req *network.Re
 }
 
 func (b *Broker) handleExpireDelegationToken(ctx context.Context, req *network.Request, m *kmsg.ExpireDelegationTokenRequest) network.Result {
-	if !mayRequestTokens(req.Conn) {
-		resp := m.ResponseKind().(*kmsg.ExpireDelegationTokenResponse)
-		resp.ErrorCode = kerr.DelegationTokenRequestNotAllowed.Code
-		return &network.Response{Msg: resp}
-	}
-	setRequesterTag(m, req.Conn.Principal)
-	return b.forward(ctx, m, defaultForwardTimeout, func(code int16, _ string) kmsg.Response {
+	return b.forwardTokenChange(ctx, req, m, func(code int16) kmsg.Response {
 		resp := m.ResponseKind().(*kmsg.ExpireDelegationTokenResponse)
 		resp.ErrorCode = code
 		return resp
 	})
+}
+
+// forwardTokenChange is renewal's and expiry's: refused where tokens may
+// not be asked for, forwarded with the requester otherwise (the controller
+// checks that it owns or may renew the token). answer is the response
+// with an error code.
+func (b *Broker) forwardTokenChange(ctx context.Context, req *network.Request, m kmsg.Request, answer func(code int16) kmsg.Response) network.Result {
+	if !mayRequestTokens(req.Conn) {
+		return &network.Response{Msg: answer(kerr.DelegationTokenRequestNotAllowed.Code)}
+	}
+	setRequesterTag(m, req.Conn.Principal)
+	return b.forward(ctx, m, defaultForwardTimeout, func(code int16, _ string) kmsg.Response { return answer(code) })
 }
 
 func (b *Broker) handleDescribeDelegationToken(req *network.Request, m *kmsg.DescribeDelegationTokenRequest) kmsg.Response {

@@ -358,37 +358,24 @@ func printExpiry(c *cli.Context, asJSON bool, what string, expiry int64) error {
 }
 
 func tokensRenew(c *cli.Context) error {
-	asJSON, err := jsonOutput(c)
-	if err != nil {
-		return err
-	}
-	mac, err := tokenHMAC(c)
-	if err != nil {
-		return err
-	}
-	period := c.Int64("renew-time-period")
-	ctx, adm, done, err := openAdmin(c)
-	if err != nil {
-		return err
-	}
-	defer done()
-	if !asJSON {
-		fmt.Fprintf(c.App.Writer, "Calling renew token operation with hmac :%s , renew-time-period :%d\n", c.String("hmac"), period)
-	}
-	req := kmsg.NewPtrRenewDelegationTokenRequest()
-	req.HMAC, req.RenewTimeMillis = mac, period
-	kresp, err := adm.Client().Request(ctx, req)
-	if err != nil {
-		return fmt.Errorf("renew delegation token: %w", err)
-	}
-	resp := kresp.(*kmsg.RenewDelegationTokenResponse)
-	if err := client.ErrorForCode(resp.ErrorCode); err != nil {
-		return fmt.Errorf("renew delegation token: %w", err)
-	}
-	return printExpiry(c, asJSON, "renew", resp.ExpiryTimestamp)
+	return tokensChangeExpiry(c, "renew", "renew-time-period", func(mac []byte, period int64) kmsg.Request {
+		req := kmsg.NewPtrRenewDelegationTokenRequest()
+		req.HMAC, req.RenewTimeMillis = mac, period
+		return req
+	})
 }
 
 func tokensExpire(c *cli.Context) error {
+	return tokensChangeExpiry(c, "expire", "expiry-time-period", func(mac []byte, period int64) kmsg.Request {
+		req := kmsg.NewPtrExpireDelegationTokenRequest()
+		req.HMAC, req.ExpiryPeriodMillis = mac, period
+		return req
+	})
+}
+
+// tokensChangeExpiry is renew and expire: the token named by --hmac gets a
+// new expiry, periodFlag from now, which the script's lines print.
+func tokensChangeExpiry(c *cli.Context, action, periodFlag string, request func(mac []byte, period int64) kmsg.Request) error {
 	asJSON, err := jsonOutput(c)
 	if err != nil {
 		return err
@@ -397,26 +384,32 @@ func tokensExpire(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	period := c.Int64("expiry-time-period")
+	period := c.Int64(periodFlag)
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if !asJSON {
-		fmt.Fprintf(c.App.Writer, "Calling expire token operation with hmac :%s , expire-time-period :%d\n", c.String("hmac"), period)
+		// The script's words: "expire-time-period" for --expiry-time-period.
+		fmt.Fprintf(c.App.Writer, "Calling %s token operation with hmac :%s , %s-time-period :%d\n", action, c.String("hmac"), action, period)
 	}
-	req := kmsg.NewPtrExpireDelegationTokenRequest()
-	req.HMAC, req.ExpiryPeriodMillis = mac, period
-	kresp, err := adm.Client().Request(ctx, req)
+	kresp, err := adm.Client().Request(ctx, request(mac, period))
 	if err != nil {
-		return fmt.Errorf("expire delegation token: %w", err)
+		return fmt.Errorf("%s delegation token: %w", action, err)
 	}
-	resp := kresp.(*kmsg.ExpireDelegationTokenResponse)
-	if err := client.ErrorForCode(resp.ErrorCode); err != nil {
-		return fmt.Errorf("expire delegation token: %w", err)
+	var code int16
+	var expiry int64
+	switch r := kresp.(type) {
+	case *kmsg.RenewDelegationTokenResponse:
+		code, expiry = r.ErrorCode, r.ExpiryTimestamp
+	case *kmsg.ExpireDelegationTokenResponse:
+		code, expiry = r.ErrorCode, r.ExpiryTimestamp
 	}
-	return printExpiry(c, asJSON, "expire", resp.ExpiryTimestamp)
+	if err := client.ErrorForCode(code); err != nil {
+		return fmt.Errorf("%s delegation token: %w", action, err)
+	}
+	return printExpiry(c, asJSON, action, expiry)
 }
 
 func tokensDescribe(c *cli.Context) error {
