@@ -538,12 +538,14 @@ func TestBrokerLoggerResource(t *testing.T) {
 
 // The ssl.* and sasl.* settings are described as set, and the plain ones
 // a broker reads also when not set, with Kafka's default; passwords,
-// private keys, certificates and JAAS configurations are sensitive and
-// never returned, as Kafka describes PASSWORD configs.
+// private keys, certificates, JAAS configurations and the delegation token
+// secret are sensitive and never returned, as Kafka describes PASSWORD
+// configs.
 func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 	c := newTestCluster(t, withConfig("ssl.truststore.location=/etc/kafka/trust.jks", "ssl.truststore.password=trust-secret",
 		"ssl.client.auth=required", "ssl.keystore.certificate.chain=secret-chain", "listener.name.clients.ssl.truststore.certificates=secret-certs",
-		`listener.name.clients.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`))
+		`listener.name.clients.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`,
+		"delegation.token.secret.key=token-secret"))
 	req := describeConfigsRequest(kmsg.ConfigResourceTypeBroker, strconv.Itoa(testNodeID))
 	got := roundTrip[*kmsg.DescribeConfigsResponse](c.dialRaw(t), req).Resources[0]
 	if got.ErrorCode != 0 {
@@ -575,7 +577,7 @@ func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 		t.Errorf("ssl.truststore.location: %+v", cfg)
 	}
 	for _, name := range []string{"ssl.truststore.password", "listener.name.clients.plain.sasl.jaas.config", "ssl.keystore.certificate.chain",
-		"listener.name.clients.ssl.truststore.certificates", "ssl.keystore.password"} {
+		"listener.name.clients.ssl.truststore.certificates", "ssl.keystore.password", "delegation.token.secret.key"} {
 		if cfg, ok := configs[name]; !ok || cfg.Value != nil || !cfg.IsSensitive || cfg.ConfigType != kmsg.ConfigTypePassword {
 			t.Errorf("%s: described %v, value %v sensitive %v type %v, want a hidden PASSWORD", name, ok, cfg.Value, cfg.IsSensitive, cfg.ConfigType)
 		}
