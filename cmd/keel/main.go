@@ -40,6 +40,7 @@ func newApp() *cli.App {
 			getOffsetsCommand(),
 			deleteRecordsCommand(),
 			clusterCommand(),
+			brokerAPIVersionsCommand(),
 			produceCommand(),
 			consumeCommand(),
 			groupsCommand(),
