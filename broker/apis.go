@@ -35,6 +35,7 @@ var apiTable = func() []apiSpec {
 		{14, 0, 5}, // SyncGroup
 		{15, 0, 5}, // DescribeGroups
 		{16, 0, 5}, // ListGroups
+		{17, 0, 1}, // SaslHandshake (the network's on SASL listeners; ILLEGAL_SASL_STATE elsewhere, as Kafka)
 		{18, 0, 5}, // ApiVersions
 		{19, 0, 7}, // CreateTopics (forwarded)
 		{20, 0, 6}, // DeleteTopics (forwarded)
@@ -53,6 +54,7 @@ var apiTable = func() []apiSpec {
 		{33, 0, 2}, // AlterConfigs (forwarded)
 		{34, 0, 2}, // AlterReplicaLogDirs
 		{35, 0, 5}, // DescribeLogDirs
+		{36, 0, 2}, // SaslAuthenticate (likewise)
 		{37, 0, 3}, // CreatePartitions (forwarded)
 		{38, 0, 3}, // CreateDelegationToken (forwarded)
 		{39, 0, 2}, // RenewDelegationToken (forwarded)

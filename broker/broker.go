@@ -476,6 +476,10 @@ func (b *Broker) serve(ctx context.Context, req *network.Request) network.Result
 		return b.handleAlterUserScramCredentials(ctx, m)
 	case *kmsg.DescribeUserSCRAMCredentialsRequest:
 		return respond(b.handleDescribeUserScramCredentials(m))
+	case *kmsg.SASLHandshakeRequest:
+		return respond(handleSaslHandshake(m))
+	case *kmsg.SASLAuthenticateRequest:
+		return respond(handleSaslAuthenticate(m))
 	case *kmsg.CreateDelegationTokenRequest:
 		return b.handleCreateDelegationToken(ctx, req, m)
 	case *kmsg.RenewDelegationTokenRequest:

@@ -95,6 +95,12 @@ func (h *controllerHandler) Handle(ctx context.Context, req *network.Request) ne
 			v.ApiKey, v.MinVersion, v.MaxVersion = k.Int16(), rng[0], rng[1]
 			resp.ApiKeys = append(resp.ApiKeys, v)
 		}
+		if req.Conn.SecurityProtocol.IsSASL() {
+			// The network layer serves SaslHandshake and SaslAuthenticate;
+			// a SASL client (Java's) takes their versions from here.
+			resp.ApiKeys = append(resp.ApiKeys, network.SASLApiVersions()...)
+			slices.SortFunc(resp.ApiKeys, func(a, b kmsg.ApiVersionsResponseApiKey) int { return int(a.ApiKey) - int(b.ApiKey) })
+		}
 		setApiVersionsFeatures(resp, r.Version, h.raft.Image(), h.kraftVersion())
 		return &network.Response{Msg: resp}
 	}

@@ -20,7 +20,6 @@ package broker
 //     INVALID_REQUEST.
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,11 +59,6 @@ func (b *Broker) handleApiVersions(req *network.Request, m *kmsg.ApiVersionsRequ
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = int16(key), a.advertisedMin, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)
-	}
-	if req.Conn.SecurityProtocol.IsSASL() {
-		// The network layer serves SaslHandshake and SaslAuthenticate.
-		resp.ApiKeys = append(resp.ApiKeys, network.SASLApiVersions()...)
-		slices.SortFunc(resp.ApiKeys, func(a, b kmsg.ApiVersionsResponseApiKey) int { return int(a.ApiKey) - int(b.ApiKey) })
 	}
 	return resp
 }

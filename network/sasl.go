@@ -14,8 +14,8 @@ import (
 // SaslServerAuthenticator serves it:
 //
 //   - Before a connection has authenticated, it may send ApiVersions (to
-//     the Handler, which lists SaslHandshake and SaslAuthenticate:
-//     SASLApiVersions), SaslHandshake and SaslAuthenticate (answered
+//     the Handler, which lists SaslHandshake and SaslAuthenticate, at
+//     SASLApiVersions' versions), SaslHandshake and SaslAuthenticate (answered
 //     here). Any other request closes the connection, as Kafka's
 //     "Unexpected Kafka request of type ... during SASL handshake" does.
 //   - SaslHandshake names the mechanism: one the listener does not
