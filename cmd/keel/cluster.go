@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,18 +28,38 @@ func clusterCommand() *cli.Command {
 		Usage: "print the cluster id, list the brokers' or controllers' endpoints, unregister a decommissioned broker (like kafka-cluster.sh)",
 		Subcommands: []*cli.Command{
 			{
-				Name:   "cluster-id",
-				Usage:  "print the cluster's id",
-				Flags:  adminFlags(),
+				Name:  "cluster-id",
+				Usage: "print the cluster's id, as the brokers or, with --bootstrap-controller, the controllers know it",
+				Description: "Prints kafka-cluster.sh cluster-id's line: the id the cluster's log dirs were\n" +
+					"formatted with, as a broker answers DescribeCluster or, with\n" +
+					"--bootstrap-controller, as a controller answers DescribeCluster for\n" +
+					"controllers at its controller listener (KIP-919: no broker needs to be up).\n" +
+					"Give --bootstrap-server or --bootstrap-controller, not both; with neither,\n" +
+					"--bootstrap-server's default is asked.\n\n" +
+					"Examples:\n" +
+					"  keel cluster cluster-id --bootstrap-server broker1:9092\n" +
+					"  keel cluster cluster-id --bootstrap-controller ctl1:9093\n\n" +
+					"Cluster ID: MkU3OEVBNTcwNTJENDM2Qk",
+				Flags:  serverOrControllerFlags(),
 				Action: clusterID,
 			},
 			{
 				Name:  "unregister",
-				Usage: "remove a broker that is gone for good from the cluster's metadata",
+				Usage: "unregister a broker that is gone for good: remove its registration from the cluster's metadata",
 				Description: "A broker that was shut down for good keeps its registration, and with it its\n" +
 					"place in the replicas of its partitions' metadata; unregistering it removes it\n" +
-					"(reassign its partitions first). A broker still running registers again.",
-				Flags:  adminFlags(&cli.IntFlag{Name: "id", Aliases: []string{"i"}, Required: true, Usage: "the broker's node.id"}),
+					"(reassign its partitions first). A broker still running registers again.\n\n" +
+					"With --bootstrap-server a broker forwards UnregisterBroker to the active\n" +
+					"controller; with --bootstrap-controller it goes to the active controller\n" +
+					"straight (KIP-919: no broker needs to be up), the one DescribeCluster for\n" +
+					"controllers names, or the next controller listed when that one answers\n" +
+					"NOT_CONTROLLER. Give --bootstrap-server or --bootstrap-controller, not both;\n" +
+					"with neither, --bootstrap-server's default is asked.\n\n" +
+					"Examples:\n" +
+					"  keel cluster unregister --bootstrap-server broker1:9092 --id 4\n" +
+					"  keel cluster unregister --bootstrap-controller ctl1:9093 --id 4\n\n" +
+					"Broker 4 is no longer registered.",
+				Flags:  serverOrControllerFlags(&cli.IntFlag{Name: "id", Aliases: []string{"i"}, Required: true, Usage: "the ID of the broker to unregister (its node.id)"}),
 				Action: clusterUnregister,
 			},
 			{
@@ -64,31 +87,62 @@ func clusterCommand() *cli.Command {
 	}
 }
 
+// clusterID is kafka-cluster.sh cluster-id.
 func clusterID(c *cli.Context) error {
-	ctx, adm, done, err := openAdmin(c)
+	controllers, err := serverOrController(c)
 	if err != nil {
 		return err
 	}
-	defer done()
-	d, err := adm.DescribeCluster(ctx)
-	if err != nil {
-		return err
+	var id string
+	if controllers {
+		ctx, cancel := context.WithTimeout(c.Context, controllerTimeout)
+		defer cancel()
+		cluster, _, err := describeControllerCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		id = cluster.ClusterID
+	} else {
+		ctx, adm, done, err := openAdmin(c)
+		if err != nil {
+			return err
+		}
+		defer done()
+		d, err := adm.DescribeCluster(ctx)
+		if err != nil {
+			return err
+		}
+		id = d.ClusterID
 	}
-	if d.ClusterID == "" {
+	if id == "" {
 		fmt.Fprintln(c.App.Writer, "No cluster ID found. The Kafka version is probably too old.")
 		return nil
 	}
-	fmt.Fprintf(c.App.Writer, "Cluster ID: %s\n", d.ClusterID)
+	fmt.Fprintf(c.App.Writer, "Cluster ID: %s\n", id)
 	return nil
 }
 
+// clusterUnregister is kafka-cluster.sh unregister.
 func clusterUnregister(c *cli.Context) error {
+	controllers, err := serverOrController(c)
+	if err != nil {
+		return err
+	}
+	id := int32(c.Int("id"))
+	if controllers {
+		ctx, cancel := context.WithTimeout(c.Context, controllerTimeout)
+		defer cancel()
+		if err := unregisterViaControllers(ctx, c, id); err != nil {
+			return fmt.Errorf("unregister broker %d: %w", id, err)
+		}
+		fmt.Fprintf(c.App.Writer, "Broker %d is no longer registered.\n", id)
+		return nil
+	}
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	id := int32(c.Int("id"))
 	if err := adm.UnregisterBroker(ctx, id); err != nil {
 		if errors.Is(err, client.ErrUnsupportedRequest) {
 			fmt.Fprintln(c.App.Writer, "The target cluster does not support the broker unregistration API.")
@@ -98,6 +152,96 @@ func clusterUnregister(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "Broker %d is no longer registered.\n", id)
 	return nil
+}
+
+// unregisterViaControllers sends UnregisterBroker for id to the active
+// controller, as Kafka's admin client does given bootstrap.controllers
+// (KIP-919): first to the controller DescribeCluster for controllers names
+// active, then to the others it lists, since a controller that is not
+// active answers NOT_CONTROLLER. While none takes it (an election under
+// way, the active controller restarting) it describes the controllers
+// again and retries until ctx ends, as the admin client retries until its
+// timeout. A controller's error is worded as the SDK words a broker's, so
+// that the command fails alike either way.
+func unregisterViaControllers(ctx context.Context, c *cli.Context, id int32) error {
+	req := kmsg.NewPtrUnregisterBrokerRequest()
+	req.BrokerID = id
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		cluster, dial, err := describeControllerCluster(ctx, c)
+		if err != nil {
+			return err
+		}
+		if len(cluster.Controllers) == 0 {
+			return errors.New("DescribeCluster for controllers listed no controller")
+		}
+		var errs []error
+		for _, n := range cluster.activeFirst() {
+			addr := net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port)))
+			resp, err := broker.RequestVia(ctx, dial, addr, req)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("controller %d: %w", n.ID, err))
+				continue
+			}
+			r := resp.(*kmsg.UnregisterBrokerResponse)
+			if r.ErrorCode == 0 {
+				return nil
+			}
+			err = client.ErrorForCode(r.ErrorCode)
+			var kafkaErr *client.Error
+			if errors.As(err, &kafkaErr) && r.ErrorMessage != nil && *r.ErrorMessage != "" {
+				kafkaErr.Message = *r.ErrorMessage
+			}
+			if !client.IsRetriable(err) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("controller %d at %s: %w", n.ID, addr, err))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no controller took it before the deadline: %w", errors.Join(errs...))
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// serverOrControllerFlags are endpointFlags for a command that had only
+// --bootstrap-server before it took --bootstrap-controller too: the
+// server's default (localhost:9092, or $KEEL_BOOTSTRAP_SERVER) stays for
+// when neither is given, so that scripts written for it work on.
+// serverOrController reads the variable: urfave/cli counts a flag its
+// variable sets as given, and --bootstrap-controller with the variable
+// exported is no conflict.
+func serverOrControllerFlags(extra ...cli.Flag) []cli.Flag {
+	server := bootstrapFlag().(*cli.StringFlag)
+	server.Usage = "`HOST:PORT`[,HOST:PORT...] of brokers to bootstrap from (Kafka's bootstrap.servers); $KEEL_BOOTSTRAP_SERVER when set"
+	server.EnvVars = nil
+	flags := endpointFlags(extra...)
+	flags[0] = server
+	return flags
+}
+
+// serverOrController is useControllers for serverOrControllerFlags: both
+// flags given is refused with Kafka's message, but neither is
+// --bootstrap-server's default, taken from $KEEL_BOOTSTRAP_SERVER when it
+// is set (as bootstrapFlag's EnvVars would).
+func serverOrController(c *cli.Context) (bool, error) {
+	server, controller := c.IsSet("bootstrap-server"), c.String("bootstrap-controller") != ""
+	switch {
+	case server && controller:
+		return false, errors.New("You cannot specify both --bootstrap-controller and --bootstrap-server.")
+	case controller:
+		return true, nil
+	case !server:
+		for _, name := range bootstrapFlag().(*cli.StringFlag).EnvVars {
+			if v, ok := os.LookupEnv(name); ok {
+				if err := c.Set("bootstrap-server", v); err != nil {
+					return false, err
+				}
+				break
+			}
+		}
+	}
+	return false, nil
 }
 
 // endpointFlags are the connection flags of a command that reaches the
@@ -155,15 +299,44 @@ func (n nodeEndpoint) String() string {
 // controllers (--bootstrap-controller).
 const controllerTimeout = 15 * time.Second
 
-// describeControllers lists the controllers as the first of
-// --bootstrap-controller's addresses that answers DescribeCluster for
-// controllers (EndpointType 2, KIP-919) lists them, in node id order, with
-// the dialer to reach them (TLS with --command-config's
-// security.protocol=SSL).
+// controllerCluster is the cluster as a controller describes it to a
+// client bootstrapping from the controllers (DescribeCluster for
+// controllers, KIP-919).
+type controllerCluster struct {
+	ClusterID string
+	// ActiveID is the active controller's node id as the controller asked
+	// knows it; -1 when it knows of none (an election under way).
+	ActiveID    int32
+	Controllers []nodeEndpoint // in node id order
+}
+
+// activeFirst is the controllers in the order to send a request only the
+// active controller takes: the active one, then the others by node id.
+func (cl controllerCluster) activeFirst() []nodeEndpoint {
+	nodes := slices.Clone(cl.Controllers)
+	if i := slices.IndexFunc(nodes, func(n nodeEndpoint) bool { return n.ID == cl.ActiveID }); i > 0 {
+		active := nodes[i]
+		nodes = slices.Insert(slices.Delete(nodes, i, i+1), 0, active)
+	}
+	return nodes
+}
+
+// describeControllers lists the controllers as describeControllerCluster
+// finds them, with the dialer to reach them.
 func describeControllers(ctx context.Context, c *cli.Context) ([]nodeEndpoint, broker.DialFunc, error) {
+	cluster, dial, err := describeControllerCluster(ctx, c)
+	return cluster.Controllers, dial, err
+}
+
+// describeControllerCluster is the cluster as the first of
+// --bootstrap-controller's addresses that answers DescribeCluster for
+// controllers (EndpointType 2, KIP-919) describes it, with the dialer to
+// reach the controllers (TLS with --command-config's
+// security.protocol=SSL).
+func describeControllerCluster(ctx context.Context, c *cli.Context) (controllerCluster, broker.DialFunc, error) {
 	dial, err := commandDial(c)
 	if err != nil {
-		return nil, nil, err
+		return controllerCluster{}, nil, err
 	}
 	var errs []error
 	for _, addr := range splitList(c.String("bootstrap-controller")) {
@@ -181,17 +354,17 @@ func describeControllers(ctx context.Context, c *cli.Context) ([]nodeEndpoint, b
 			errs = append(errs, fmt.Errorf("the controllers, from %s: %w%s", addr, err, errorMessage(r.ErrorMessage)))
 			continue
 		}
-		nodes := make([]nodeEndpoint, 0, len(r.Brokers))
+		cluster := controllerCluster{ClusterID: r.ClusterID, ActiveID: r.ControllerID, Controllers: make([]nodeEndpoint, 0, len(r.Brokers))}
 		for _, b := range r.Brokers {
-			nodes = append(nodes, nodeEndpoint{ID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+			cluster.Controllers = append(cluster.Controllers, nodeEndpoint{ID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
 		}
-		slices.SortFunc(nodes, func(a, b nodeEndpoint) int { return cmp.Compare(a.ID, b.ID) })
-		return nodes, dial, nil
+		slices.SortFunc(cluster.Controllers, func(a, b nodeEndpoint) int { return cmp.Compare(a.ID, b.ID) })
+		return cluster, dial, nil
 	}
 	if len(errs) == 0 {
-		return nil, nil, errors.New("--bootstrap-controller: no address given")
+		return controllerCluster{}, nil, errors.New("--bootstrap-controller: no address given")
 	}
-	return nil, nil, errors.Join(errs...)
+	return controllerCluster{}, nil, errors.Join(errs...)
 }
 
 // describeBrokers lists the registered brokers as a broker answers
