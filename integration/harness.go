@@ -57,6 +57,13 @@ var handedOut = struct {
 func FreePort(t testing.TB) int {
 	t.Helper()
 	lo, hi := portWindow()
+	if hi > lo { // this test binary's half (ownPortHalf)
+		if mid := lo + (hi-lo)/2; ownPortHalf {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
 	for range 1000 {
 		port := 0 // the kernel's choice, when there is no window
 		if hi > lo {
@@ -79,6 +86,15 @@ func FreePort(t testing.TB) int {
 	t.Fatal("no fresh loopback port")
 	return 0
 }
+
+// ownPortHalf is set by this package's own tests (TestMain): they take
+// FreePort's ports from the lower half of portWindow, and every other
+// package's tests (cmd/keel's, which go test ./... runs beside them, in
+// another process) from the upper half. handedOut keeps one process from
+// handing out a port twice; the halves keep two processes apart (a port
+// one had just checked was taken by the other's node: CI saw "bind:
+// address already in use").
+var ownPortHalf bool
 
 // portWindow is the range [lo, hi) FreePort picks from: the 10,000 ports
 // below the ephemeral range, or above it if that leaves too few; empty

@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	flag.Parse()
+	ownPortHalf = true
 	stopWatchdog := startHangWatchdog()
 	code := m.Run()
 	stopWatchdog()
