@@ -43,10 +43,10 @@ var apiTable = func() []apiSpec {
 		{22, 0, 5}, // InitProducerId
 		{23, 0, 4}, // OffsetForLeaderEpoch
 		{24, 0, 5}, // AddPartitionsToTxn (v4+: brokers' verification, KIP-890 part 1)
-		{25, 0, 3}, // AddOffsetsToTxn
-		{26, 0, 3}, // EndTxn (v4 TRANSACTION_ABORTABLE, v5 KIP-890: not yet)
-		{27, 0, 1}, // WriteTxnMarkers (v2 KIP-890: not yet)
-		{28, 0, 3}, // TxnOffsetCommit
+		{25, 0, 4}, // AddOffsetsToTxn (v4 TRANSACTION_ABORTABLE)
+		{26, 0, 5}, // EndTxn (v4 TRANSACTION_ABORTABLE, v5 transaction version 2: KIP-890 part 2)
+		{27, 0, 1}, // WriteTxnMarkers (v2's transaction version field: not used)
+		{28, 0, 5}, // TxnOffsetCommit (v4 TRANSACTION_ABORTABLE, v5 adds the offsets partition: KIP-890 part 2)
 		{29, 0, 3}, // DescribeAcls (SECURITY_DISABLED without an authorizer)
 		{30, 0, 3}, // CreateAcls (likewise)
 		{31, 0, 3}, // DeleteAcls (likewise)

@@ -42,8 +42,9 @@ func TestApiVersionsFeatures(t *testing.T) {
 		t.Errorf("v3 supported features %v, want only metadata.version %v", got, mv)
 	}
 	r4 := apiVersions(4)
-	if got := supported(r4); len(got) != 4 || got[metadata.MetadataVersionFeature] != mv || got[metadata.KRaftVersionFeature] != [2]int16{0, 1} ||
-		got[metadata.GroupVersionFeature] != [2]int16{0, 1} || got[metadata.EligibleLeaderReplicasFeature] != [2]int16{0, 1} {
+	if got := supported(r4); len(got) != 5 || got[metadata.MetadataVersionFeature] != mv || got[metadata.KRaftVersionFeature] != [2]int16{0, 1} ||
+		got[metadata.GroupVersionFeature] != [2]int16{0, 1} || got[metadata.EligibleLeaderReplicasFeature] != [2]int16{0, 1} ||
+		got[metadata.TransactionVersionFeature] != [2]int16{0, 2} {
 		t.Errorf("v4 supported features %v", got)
 	}
 	epoch := c.meta.Image().Offset()

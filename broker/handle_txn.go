@@ -16,11 +16,15 @@ package broker
 //     partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION
 //     and the others OPERATION_NOT_ATTEMPTED, nothing added, as Kafka
 //     answers; otherwise one code for every partition.
-//   - AddOffsetsToTxn (key 25), v0–v3: the __consumer_offsets partition of
+//   - AddOffsetsToTxn (key 25), v0–v4: the __consumer_offsets partition of
 //     the group joins the transaction, so that the group's TxnOffsetCommit
 //     is committed or aborted with it.
-//   - EndTxn (key 26), v0–v3: PrepareCommit or PrepareAbort is written and
+//   - EndTxn (key 26), v0–v5: PrepareCommit or PrepareAbort is written and
 //     answered, then the markers go to every partition (txn_markers.go).
+//     v5 is transaction version 2 (KIP-890 part 2): the epoch is bumped by
+//     every EndTxn and the answer carries the producer id and epoch of the
+//     producer's next transaction; an abort with nothing open is allowed
+//     (broker/txn's endTxnV2). v4 may answer TRANSACTION_ABORTABLE.
 //   - DescribeTransactions (key 65) v0 and ListTransactions (key 66) v0–v2:
 //     the coordinator's view, for kafka-transactions.sh and kadm. v1 adds
 //     the duration filter (KIP-994), v2 the transactional id pattern
@@ -200,9 +204,16 @@ func (b *Broker) handleEndTxn(m *kmsg.EndTxnRequest) network.Result {
 	if m.TransactionalID == "" {
 		return respond(errResp(kerr.InvalidRequest.Code))
 	}
-	req := txn.EndTxnRequest{TransactionalID: m.TransactionalID, ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit}
+	req := txn.EndTxnRequest{TransactionalID: m.TransactionalID, ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Commit,
+		TV2: m.Version >= 5, Alloc: b.allocateTransactionalProducerID}
 	return onCoordShard(b.txns.shardRouter, m.TransactionalID, errResp, func(s *txnShard, now int64, answer func(kmsg.Response)) {
-		s.serve(now, func(r txn.Reply) { answer(errResp(r.ErrorCode)) }, func(now int64, reply func(txn.Reply)) {
+		s.serve(now, func(r txn.Reply) {
+			resp := errResp(r.ErrorCode).(*kmsg.EndTxnResponse)
+			if r.ErrorCode == 0 && req.TV2 {
+				resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+			}
+			answer(resp)
+		}, func(now int64, reply func(txn.Reply)) {
 			req.Waiter = reply
 			s.apply(s.mgr.EndTxn(now, req))
 		})

@@ -1,8 +1,11 @@
 package broker
 
-// TxnOffsetCommit (key 28), v0–v3: a transactional producer's offset
+// TxnOffsetCommit (key 28), v0–v5: a transactional producer's offset
 // commit for a consumer group (KIP-98; v3 carries the group member,
-// KIP-447), sent to the group's coordinator after AddOffsetsToTxn. The
+// KIP-447), sent to the group's coordinator after AddOffsetsToTxn; from v5
+// (transaction version 2, KIP-890 part 2) without it: the group
+// coordinator adds the offsets partition to the transaction itself. v4
+// may answer TRANSACTION_ABORTABLE (KIP-890 part 1). The
 // offsets are written to __consumer_offsets in a transactional batch of the
 // producer, and stay invisible to OffsetFetch until the transaction's
 // COMMIT marker reaches that partition (an ABORT drops them); OffsetFetch

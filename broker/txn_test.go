@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/keelstream/keel/metadata"
 )
 
 func newTxnCluster(t *testing.T, kv ...string) *testCluster {
@@ -389,13 +391,23 @@ func TestTxnRequestErrors(t *testing.T) {
 // the same run's baseline for that cost. offsets: each transaction also
 // commits a consumer group's offset (AddOffsetsToTxn, TxnOffsetCommit:
 // consume-transform-produce), whose offsets partition is verified too.
+// tv2: the cluster is at transaction.version 2 (KIP-890 part 2), so kgo
+// sends no AddPartitionsToTxn or AddOffsetsToTxn (the leaders add the
+// partitions on their first batch) and each EndTxn bumps the epoch.
 func BenchmarkTransactions(b *testing.B) {
 	for _, bc := range []struct {
 		perTxn  int
 		verify  bool
 		offsets bool
-	}{{10, true, false}, {10, false, false}, {10, true, true}, {10, false, true}, {1000, true, false}, {1000, false, false}} {
+		tv2     bool
+	}{{10, true, false, false}, {10, false, false, false}, {10, false, false, true}, {10, true, true, false},
+		{10, false, true, false}, {10, false, true, true}, {1000, true, false, false}, {1000, false, false, false},
+		{1000, false, false, true}} {
 		name := fmt.Sprintf("records=%d/verification=%v", bc.perTxn, bc.verify)
+		if bc.tv2 {
+			// Version 2 always asks the coordinator (to add).
+			name = fmt.Sprintf("records=%d/transaction.version=2", bc.perTxn)
+		}
 		if bc.offsets {
 			name += "/offsets"
 		}
@@ -404,6 +416,9 @@ func BenchmarkTransactions(b *testing.B) {
 			c := newTestCluster(b, withConfig("transaction.state.log.num.partitions=3",
 				fmt.Sprintf("transaction.partition.verification.enable=%v", bc.verify)))
 			c.createTopic("bench", benchPartitions, nil)
+			if bc.tv2 {
+				setTransactionVersion(b, c, 2)
+			}
 			prod := c.client(kgo.TransactionalID("bench"), kgo.DefaultProduceTopic("bench"), kgo.MaxBufferedRecords(1<<20))
 			ctx := context.Background()
 			value := make([]byte, benchValueSize)
@@ -418,7 +433,7 @@ func BenchmarkTransactions(b *testing.B) {
 					b.Fatal(err)
 				}
 				if bc.offsets {
-					commitOffsetInTxn(b, prod, "bench-group")
+					commitOffsetInTxn(b, prod, "bench-group", !bc.tv2)
 				}
 				if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 					b.Fatal(err)
@@ -440,13 +455,18 @@ func BenchmarkTransactions(b *testing.B) {
 
 // commitOffsetInTxn commits an offset of group in the open transaction of
 // the transactional kgo client prod, as a consume-transform-produce
-// loop does (AddOffsetsToTxn, then TxnOffsetCommit; kgo routes each to
-// its coordinator).
-func commitOffsetInTxn(b *testing.B, prod *kgo.Client, group string) {
+// loop does (AddOffsetsToTxn when addOffsets, then TxnOffsetCommit; kgo
+// routes each to its coordinator). Without addOffsets (transaction
+// version 2) TxnOffsetCommit v5 adds the offsets partition.
+func commitOffsetInTxn(b *testing.B, prod *kgo.Client, group string, addOffsets bool) {
 	ctx := context.Background()
 	id, epoch, err := prod.ProducerID(ctx)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if !addOffsets {
+		commitTxnOffset(b, prod, group, id, epoch)
+		return
 	}
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "bench", id, epoch, group
@@ -457,14 +477,14 @@ func commitOffsetInTxn(b *testing.B, prod *kgo.Client, group string) {
 	if err != nil {
 		b.Fatalf("AddOffsetsToTxn: %v", err)
 	}
-	commit := kmsg.NewPtrTxnOffsetCommitRequest()
-	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch, commit.Generation = "bench", group, id, epoch, -1
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = "bench"
-	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Offset, rp.LeaderEpoch = 1, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	commit.Topics = append(commit.Topics, rt)
+	commitTxnOffset(b, prod, group, id, epoch)
+}
+
+// commitTxnOffset sends prod's TxnOffsetCommit of offset 1 of bench-0 for
+// group.
+func commitTxnOffset(b *testing.B, prod *kgo.Client, group string, id int64, epoch int16) {
+	ctx := context.Background()
+	commit := txnOffsetCommitRequest(0, "bench", group, id, epoch, "bench", 1) // kgo sets the version
 	cresp, err := commit.RequestWith(ctx, prod)
 	if err == nil && cresp.Topics[0].Partitions[0].ErrorCode != 0 {
 		err = kerr.ErrorForCode(cresp.Topics[0].Partitions[0].ErrorCode)
@@ -472,6 +492,29 @@ func commitOffsetInTxn(b *testing.B, prod *kgo.Client, group string) {
 	if err != nil {
 		b.Fatalf("TxnOffsetCommit: %v", err)
 	}
+}
+
+// setTransactionVersion finalizes transaction.version at level and waits
+// until the broker's image has it (clients read it from ApiVersions).
+func setTransactionVersion(t testing.TB, c *testCluster, level int16) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	up := kadm.FeatureUpdate{Feature: metadata.TransactionVersionFeature, MaxVersionLevel: level, UpgradeType: 1}
+	if cur, _ := c.broker.currentImage().FeatureLevel(metadata.TransactionVersionFeature); level < cur {
+		up.UpgradeType = 2
+	}
+	res, err := c.admin().UpdateFeatures(ctx, false, up)
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("transaction.version %d: %v", level, err)
+	}
+	waitFor(t, "the feature level", 10*time.Second, func() bool {
+		l, _ := c.broker.currentImage().FeatureLevel(metadata.TransactionVersionFeature)
+		return l == level
+	})
 }
 
 // initTransactional finds the transaction coordinator of id (creating

@@ -30,6 +30,12 @@ package broker
 //     its connection is read, as Kafka processes one request per
 //     connection at a time, so a producer's pipelined batches keep their
 //     order.
+//   - Transaction version 2 (KIP-890 part 2): from Produce v12 and
+//     TxnOffsetCommit v5 on the leader asks the coordinator to add the
+//     partition (AddPartitionsToTxn v5 without VerifyOnly), whatever the
+//     setting says, since the client sends no AddPartitionsToTxn; the
+//     guard then survives markers of its epoch or older, which end the
+//     previous transaction (storage.Log.StartTxnVerification).
 //   - A TxnOffsetCommit is verified the same way (Kafka 3.6's
 //     GroupCoordinator.handleTxnCommitOffsets): the group coordinator
 //     writes it as a transactional batch of the producer to the group's
@@ -110,7 +116,9 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 	case several:
 		failAll(kerr.InvalidProducerIDMapping.Code, "transactional records contained more than one producer id")
 		return
-	case !b.txnVerificationEnabled(img):
+	case m.Version < 12 && !b.txnVerificationEnabled(img):
+		// From v12 on (transaction version 2) the leader's request is
+		// what adds the partition to the transaction: never skipped.
 		return
 	}
 	var verify []*produceJob
@@ -121,7 +129,7 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 		if p == nil || p.removed.Load() || !p.state.Load().isLeader {
 			continue // the append answers it
 		}
-		if j.txnGuard = p.log.StartTxnVerification(pr.id, pr.epoch); j.txnGuard != nil {
+		if j.txnGuard = p.log.StartTxnVerification(pr.id, pr.epoch, m.Version >= 12); j.txnGuard != nil {
 			verify = append(verify, j)
 			tps = append(tps, txn.TopicPartition{Topic: j.topic, Partition: j.in.Partition})
 		}
@@ -136,7 +144,7 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 	vctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	codes := b.verifyTxnPartitions(vctx, *m.TransactionID, pr.id, pr.epoch, tps)
+	codes := b.verifyTxnPartitions(vctx, *m.TransactionID, pr.id, pr.epoch, tps, m.Version >= 12)
 	b.metrics.txnVerifyTime.observe(time.Since(start))
 	for i, j := range verify {
 		if codes[i] == 0 {
@@ -164,7 +172,8 @@ type txnAppendCheck struct {
 // of the request. An offsets partition this broker does not lead is left
 // to the group coordinator's NOT_COORDINATOR.
 func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, m *kmsg.TxnOffsetCommitRequest) (txnAppendCheck, int16) {
-	if !b.txnVerificationEnabled(b.currentImage()) {
+	add := m.Version >= 5 // transaction version 2: the group coordinator adds the partition
+	if !add && !b.txnVerificationEnabled(b.currentImage()) {
 		return txnAppendCheck{}, 0
 	}
 	part := b.groups.partitionOf(m.Group)
@@ -172,7 +181,7 @@ func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, m *kmsg.TxnOffsetCom
 	if part < 0 || p == nil || p.removed.Load() || !p.state.Load().isLeader {
 		return txnAppendCheck{}, 0
 	}
-	check := txnAppendCheck{verify: true, guard: p.log.StartTxnVerification(m.ProducerID, m.ProducerEpoch)}
+	check := txnAppendCheck{verify: true, guard: p.log.StartTxnVerification(m.ProducerID, m.ProducerEpoch, add)}
 	if check.guard == nil {
 		return check, 0 // the transaction is open there
 	}
@@ -180,7 +189,7 @@ func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, m *kmsg.TxnOffsetCom
 	defer cancel()
 	start := time.Now()
 	code := b.verifyTxnPartitions(vctx, m.TransactionalID, m.ProducerID, m.ProducerEpoch,
-		[]txn.TopicPartition{{Topic: offsetsTopic, Partition: part}})[0]
+		[]txn.TopicPartition{{Topic: offsetsTopic, Partition: part}}, add)[0]
 	b.metrics.txnVerifyTime.observe(time.Since(start))
 	if code == 0 {
 		return check, 0
@@ -189,23 +198,28 @@ func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, m *kmsg.TxnOffsetCom
 	b.log.Debug("transactional offset commit refused: partition not verified", "group", m.Group, "partition", p.tp,
 		"transactional_id", m.TransactionalID, "producer_id", m.ProducerID, "producer_epoch", m.ProducerEpoch,
 		"coordinator_error", kerr.ErrorForCode(code), "elapsed", time.Since(start))
-	return check, txnOffsetCommitVerifyError(code)
+	return check, txnOffsetCommitVerifyError(code, m.Version)
 }
 
 // txnOffsetCommitVerifyError is the code a TxnOffsetCommit gets for a
 // coordinator's verification error: a fenced producer
 // INVALID_PRODUCER_EPOCH, a partition not in the transaction
-// INVALID_TXN_STATE (TxnOffsetCommit below v5 predates
-// TRANSACTION_ABORTABLE), and a coordinator that cannot answer now
+// TRANSACTION_ABORTABLE from v4 on (KIP-890 part 1), INVALID_TXN_STATE
+// before, and a coordinator that cannot answer now
 // COORDINATOR_NOT_AVAILABLE, which producers retry. Kafka 3.6 handed
 // NETWORK_EXCEPTION and CONCURRENT_TRANSACTIONS through, which the Java
 // producer takes as fatal ("Unexpected error in TxnOffsetCommitResponse",
 // fixed in Kafka by apache/kafka#15559).
-func txnOffsetCommitVerifyError(code int16) int16 {
+func txnOffsetCommitVerifyError(code, version int16) int16 {
 	switch code {
 	case kerr.ProducerFenced.Code:
 		return kerr.InvalidProducerEpoch.Code
-	case kerr.TransactionAbortable.Code, kerr.InvalidTxnState.Code, kerr.ClusterAuthorizationFailed.Code:
+	case kerr.TransactionAbortable.Code:
+		if version >= 4 {
+			return code
+		}
+		return kerr.InvalidTxnState.Code
+	case kerr.InvalidTxnState.Code, kerr.ClusterAuthorizationFailed.Code:
 		return kerr.InvalidTxnState.Code
 	case kerr.NetworkException.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code,
 		kerr.NotCoordinator.Code, kerr.ConcurrentTransactions.Code, kerr.RequestTimedOut.Code:
@@ -247,10 +261,12 @@ func produceVerifyError(code, produceVersion int16) (int16, string) {
 }
 
 // verifyTxnPartitions asks the coordinator of transactionalID whether tps
-// are in the producer's ongoing transaction: a code per partition, 0 when
-// it is, the coordinator's code otherwise (NETWORK_EXCEPTION when it could
-// not be asked).
-func (b *Broker) verifyTxnPartitions(ctx context.Context, transactionalID string, producerID int64, epoch int16, tps []txn.TopicPartition) []int16 {
+// are in the producer's ongoing transaction, or, with add (KIP-890 part 2:
+// Produce v12+, TxnOffsetCommit v5+), to add them to it (beginning the
+// transaction when none is open): a code per partition, 0 when it is (or
+// was added), the coordinator's code otherwise (NETWORK_EXCEPTION when it
+// could not be asked).
+func (b *Broker) verifyTxnPartitions(ctx context.Context, transactionalID string, producerID int64, epoch int16, tps []txn.TopicPartition, add bool) []int16 {
 	part := b.txns.partitionOf(transactionalID)
 	leader := int32(-1)
 	if t, ok := b.currentImage().Topic(txnTopic); ok && part >= 0 && int(part) < len(t.Partitions) {
@@ -259,6 +275,9 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, transactionalID string
 	switch {
 	case leader < 0:
 		return txnCodes(len(tps), kerr.CoordinatorNotAvailable.Code)
+	case leader == b.nodeID && add:
+		return b.addTxnPartitionsHere(ctx, txn.AddPartitionsRequest{TransactionalID: transactionalID, ProducerID: producerID,
+			ProducerEpoch: epoch, Partitions: tps, TV2: true})
 	case leader == b.nodeID:
 		return b.onTxnShard(ctx, transactionalID, len(tps), func(s *txnShard, _ int64, done func([]int16)) {
 			done(s.mgr.VerifyPartitions(transactionalID, producerID, epoch, tps))
@@ -274,7 +293,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, transactionalID string
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = transactionalID, producerID, epoch, true
+	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = transactionalID, producerID, epoch, !add
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		t := topicEntry(&tr.Topics, byTopic, tp.Topic, func(name string) kmsg.AddPartitionsToTxnRequestTransactionTopic {
@@ -319,6 +338,18 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, transactionalID string
 		codes[i] = code
 	}
 	return codes
+}
+
+// addTxnPartitionsHere adds req's partitions to its transaction on this
+// broker's shard: one code for all of them.
+func (b *Broker) addTxnPartitionsHere(ctx context.Context, req txn.AddPartitionsRequest) []int16 {
+	n := len(req.Partitions)
+	return b.onTxnShard(ctx, req.TransactionalID, n, func(s *txnShard, now int64, done func([]int16)) {
+		s.serve(now, func(r txn.Reply) { done(txnCodes(n, r.ErrorCode)) }, func(now int64, reply func(txn.Reply)) {
+			req.Waiter = reply
+			s.apply(s.mgr.AddPartitions(now, req))
+		})
+	})
 }
 
 // txnCodes is n times code.
@@ -399,13 +430,10 @@ func (b *Broker) addOrVerifyTxn(ctx context.Context, img *metadata.Image, versio
 			done(s.mgr.VerifyPartitions(t.TransactionalID, t.ProducerID, t.ProducerEpoch, tps))
 		})
 	default:
-		req := txn.AddPartitionsRequest{TransactionalID: t.TransactionalID, ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch, Partitions: tps}
-		codes = b.onTxnShard(ctx, t.TransactionalID, len(tps), func(s *txnShard, now int64, done func([]int16)) {
-			s.serve(now, func(r txn.Reply) { done(txnCodes(len(tps), r.ErrorCode)) }, func(now int64, reply func(txn.Reply)) {
-				req.Waiter = reply
-				s.apply(s.mgr.AddPartitions(now, req))
-			})
-		})
+		// A leader adding a partition on a producer's first batch
+		// (KIP-890 part 2): the transaction is of version 2.
+		codes = b.addTxnPartitionsHere(ctx, txn.AddPartitionsRequest{TransactionalID: t.TransactionalID, ProducerID: t.ProducerID,
+			ProducerEpoch: t.ProducerEpoch, Partitions: tps, TV2: true})
 	}
 	byTopic := map[string]int{}
 	for i, tp := range tps {

@@ -18,6 +18,20 @@ func produceTxnRaw(t testing.TB, rc *rawClient, version int16, id, topic string,
 	return roundTrip[*kmsg.ProduceResponse](rc, req).Topics[0].Partitions[0]
 }
 
+// txnOffsetCommitRequest is a producer's TxnOffsetCommit of offset for
+// partition 0 of topic in group, without a generation.
+func txnOffsetCommitRequest(version int16, id, group string, pid int64, epoch int16, topic string, offset int64) *kmsg.TxnOffsetCommitRequest {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version, req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = version, id, group, pid, epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, offset, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // setTxnVerification sets transaction.partition.verification.enable
 // cluster-wide and waits until the broker applies it.
 func setTxnVerification(t *testing.T, c *testCluster, v string) {
@@ -78,10 +92,10 @@ func TestTxnVerification(t *testing.T) {
 	if r := roundTrip[*kmsg.AddPartitionsToTxnResponse](rc, add); r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
-	wantCode("an added partition", produceTxnRaw(t, rc, 12, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 0, 2)), 0)
-	wantCode("the transaction's second batch", produceTxnRaw(t, rc, 12, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 2, 2)), 0)
+	wantCode("an added partition", produceTxnRaw(t, rc, 11, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 0, 2)), 0)
+	wantCode("the transaction's second batch", produceTxnRaw(t, rc, 11, "v-txn", "v", 0, txnBatchOf(t, pid, epoch, 2, 2)), 0)
 	// Partition 1 is not in the transaction.
-	wantCode("another partition", produceTxnRaw(t, rc, 12, "v-txn", "v", 1, txnBatchOf(t, pid, epoch, 0, 1)), kerr.TransactionAbortable.Code)
+	wantCode("another partition", produceTxnRaw(t, rc, 11, "v-txn", "v", 1, txnBatchOf(t, pid, epoch, 0, 1)), kerr.TransactionAbortable.Code)
 
 	// The coordinator's view, asked as a broker asks (v4 and v5).
 	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
@@ -205,14 +219,7 @@ func TestTxnOffsetCommitVerification(t *testing.T) {
 	offsets := c.broker.lookup(tp(offsetsTopic, c.broker.groups.partitionOf("g"))).log
 	commit := func(offset int64) int16 {
 		t.Helper()
-		req := kmsg.NewPtrTxnOffsetCommitRequest()
-		req.Version, req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = 3, "o-txn", "g", pid, epoch, -1
-		rt := kmsg.NewTxnOffsetCommitRequestTopic()
-		rt.Topic = "in"
-		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch = 0, offset, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := txnOffsetCommitRequest(3, "o-txn", "g", pid, epoch, "in", offset)
 		return roundTrip[*kmsg.TxnOffsetCommitResponse](rc, req).Topics[0].Partitions[0].ErrorCode
 	}
 	wantCode := func(what string, got, want int16) {

@@ -402,7 +402,15 @@ func (p *Producer) sendRequest(leader int32, send *pendingSend) {
 	inf := &produceInflight{batches: append([]*batch(nil), send.batches...)}
 	send.batches = send.batches[:0]
 	send.bytes = 0
-	inf.fut, inf.err = send.conn.startRequest(req)
+	if p.cfg.transactionalID != "" {
+		// Produce v12+ adds a transactional batch's partition to the
+		// transaction (KIP-890 part 2), which this producer does itself
+		// with AddPartitionsToTxn: it stays at v11, as the Java client
+		// does without transaction version 2.
+		inf.fut, inf.err = send.conn.startRequest(versionCapped{Request: req, max: maxTxnProduceVersion})
+	} else {
+		inf.fut, inf.err = send.conn.startRequest(req)
+	}
 	send.sink.conn = send.conn
 	send.sink.inflight.Add(1)
 	send.sink.ch <- inf

@@ -68,6 +68,7 @@ func (s txnState) String() string {
 const (
 	maxTxnRequestVersion  = 3 // AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
 	maxInitProducerIDTxnV = 4
+	maxTxnProduceVersion  = 11
 )
 
 // txnManager is a Producer's transactional state.

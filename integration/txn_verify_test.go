@@ -10,17 +10,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/keelstream/keel/network/record"
 )
 
-// TestTxnVerificationAcrossBrokers: KIP-890 part 1 where the transaction
+// TestTxnVerificationAcrossBrokers: KIP-890 where the transaction
 // coordinator is another broker than the partition's leader, so the
-// leader asks it with AddPartitionsToTxn v4+ (VerifyOnly). kgo's
-// transactional producer commits across every partition (each first batch
-// verified remotely) and read_committed consumers see it all; a stray
-// transactional batch for a partition the producer never added is
-// refused by its leader and leaves no transaction open.
+// leader asks it with AddPartitionsToTxn v4+. kgo's transactional producer
+// commits across every partition under transaction version 2 (part 2: each
+// first batch's leader adds the partition remotely, each commit bumps the
+// epoch) and read_committed consumers see it all; a stray transactional
+// batch of a version 1 client (Produce v11: VerifyOnly, part 1) for a
+// partition the producer never added, and the last transaction's zombie
+// under version 2, are refused by their leader and leave no transaction
+// open.
 func TestTxnVerificationAcrossBrokers(t *testing.T) {
 	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
 		"transaction.state.log.num.partitions=3", "offsets.topic.num.partitions=3")
@@ -80,6 +84,12 @@ func TestTxnVerificationAcrossBrokers(t *testing.T) {
 		t.Fatalf("every partition is led by the coordinator %d", coord)
 	}
 	pid, epoch := producerOf(ctx, t, adm, txnID)
+	// The cluster is at transaction.version 2 (a new cluster's default),
+	// so kgo ran KIP-890 part 2: no AddPartitionsToTxn, and each commit
+	// bumped the epoch.
+	if epoch != txns {
+		t.Fatalf("the producer's epoch after %d commits is %d: transaction version 2 was not used", txns, epoch)
+	}
 	// The batch follows the producer's sequence in the partition, so that
 	// only the verification can refuse it. It is sent once the last
 	// commit's marker is in the partition: EndTxn returns before the
@@ -117,13 +127,35 @@ func TestTxnVerificationAcrossBrokers(t *testing.T) {
 	req.Topics = append(req.Topics, rt)
 	// While the last commit's markers are being written the coordinator
 	// cannot tell yet (CONCURRENT_TRANSACTIONS): the leader answers
-	// NOT_ENOUGH_REPLICAS, which a producer retries.
-	code := requestWhile(ctx, t, cl.Broker(int(leader)), req, kerr.NotEnoughReplicas.Code, func(r *kmsg.ProduceResponse) int16 {
+	// NOT_ENOUGH_REPLICAS, which a producer retries. Produce v11 at most
+	// (a transaction version 1 client): v12 would add the partition.
+	old, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.MaxVersions(kversion.V3_9_0()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	code := requestWhile(ctx, t, old.Broker(int(leader)), req, kerr.NotEnoughReplicas.Code, func(r *kmsg.ProduceResponse) int16 {
 		return r.Topics[0].Partitions[0].ErrorCode
 	})
 	if code != kerr.InvalidTxnState.Code && code != kerr.TransactionAbortable.Code {
 		t.Fatalf("a stray transactional batch to partition %d (leader %d, coordinator %d): %v, want it refused",
 			partition, leader, coord, kerr.ErrorForCode(code))
+	}
+	// Under transaction version 2 the zombie of the last transaction
+	// writes at the epoch before the last commit's: its leader asks the
+	// coordinator to add the partition, which fences it.
+	opts.ProducerEpoch, opts.BaseSequence = epoch-1, 0
+	bb = record.NewBatchBuilder(opts)
+	bb.Append(time.Now().UnixMilli(), nil, []byte("zombie"), nil)
+	if req.Topics[0].Partitions[0].Records, err = bb.Build(nil); err != nil {
+		t.Fatal(err)
+	}
+	code = requestWhile(ctx, t, cl.Broker(int(leader)), req, kerr.NotEnoughReplicas.Code, func(r *kmsg.ProduceResponse) int16 {
+		return r.Topics[0].Partitions[0].ErrorCode
+	})
+	if code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("the zombie's batch (Produce v%d) to partition %d (leader %d, coordinator %d): %v, want INVALID_PRODUCER_EPOCH",
+			req.Version, partition, leader, coord, kerr.ErrorForCode(code))
 	}
 
 	// Nothing hangs: read_committed consumers read every committed record
@@ -308,13 +340,19 @@ func TestTxnOffsetCommitVerificationAcrossBrokers(t *testing.T) {
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	// COORDINATOR_NOT_AVAILABLE while the last commit's markers are
-	// written (CONCURRENT_TRANSACTIONS).
-	code := requestWhile(ctx, t, cl.Broker(int(gc)), req, kerr.CoordinatorNotAvailable.Code, func(r *kmsg.TxnOffsetCommitResponse) int16 {
+	// written (CONCURRENT_TRANSACTIONS). TxnOffsetCommit v4 at most (a
+	// transaction version 1 client): v5 would add the offsets partition.
+	old, err := kgo.NewClient(kgo.SeedBrokers(c.BootstrapServers()...), kgo.MaxVersions(kversion.V3_9_0()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	code := requestWhile(ctx, t, old.Broker(int(gc)), req, kerr.CoordinatorNotAvailable.Code, func(r *kmsg.TxnOffsetCommitResponse) int16 {
 		return r.Topics[0].Partitions[0].ErrorCode
 	})
-	if code != kerr.InvalidTxnState.Code {
-		t.Fatalf("a stray TxnOffsetCommit to group coordinator %d (transaction coordinator %d): %v, want INVALID_TXN_STATE",
-			gc, txnCoord, kerr.ErrorForCode(code))
+	if code != kerr.InvalidTxnState.Code && code != kerr.TransactionAbortable.Code {
+		t.Fatalf("a stray TxnOffsetCommit (v%d) to group coordinator %d (transaction coordinator %d): %v, want it refused",
+			req.Version, gc, txnCoord, kerr.ErrorForCode(code))
 	}
 	noOpenTransaction(ctx, t, adm, "__consumer_offsets")
 }

@@ -25,9 +25,19 @@ package metadata
 //     (KIP-966 part 1; see EligibleLeaderReplicasFeature), as on a new
 //     Kafka 4.1 cluster.
 //
-// Features Keel does not implement (transaction.version 2 for KIP-890
-// part 2, share.version, streams.version) are not advertised: a supported
-// range whose maximum is 0 is left out, as Kafka leaves it out.
+//   - transaction.version: 2 turns on KIP-890 part 2 for clients that
+//     speak it (kgo as of franz-go 1.22, the Java client 4.0+): every
+//     EndTxn bumps the producer's epoch, and a partition joins a
+//     transaction on its first batch (Produce v12+, TxnOffsetCommit v5+)
+//     instead of by AddPartitionsToTxn. Clients read the finalized level from
+//     ApiVersions; at 0 or 1 they keep transaction version 1. A new
+//     cluster at 4.0-IV2 or later starts at 2, as a new Kafka 4 cluster
+//     does. Level 1 (flexible __transaction_state records) changes nothing
+//     Keel writes.
+//
+// Features Keel does not implement (share.version, streams.version) are
+// not advertised: a supported range whose maximum is 0 is left out, as
+// Kafka leaves it out.
 
 import (
 	"fmt"
@@ -56,7 +66,16 @@ const (
 	// starts with it, as a new Kafka 4.1 cluster does. Lowering it to 0
 	// clears every partition's ELR (an empty ISR takes its ELR back).
 	EligibleLeaderReplicasFeature = "eligible.leader.replicas.version"
+	// TransactionVersionFeature at 2 is KIP-890 part 2's transactions
+	// (see above). It depends on no metadata.version; a new cluster
+	// starts at 2 from TransactionVersionDefaultMetadataVersion.
+	TransactionVersionFeature = "transaction.version"
 )
+
+// TransactionVersionDefaultMetadataVersion is the metadata.version from
+// which a new cluster starts at transaction.version 2 (4.0-IV2, Kafka's
+// TransactionVersion bootstrap version).
+const TransactionVersionDefaultMetadataVersion int16 = 24
 
 // FeatureMinMetadataVersion is the metadata.version level 1 of each
 // feature that depends on it needs (Kafka's FeatureVersion dependencies).
@@ -147,6 +166,7 @@ func SupportedFeatures() map[string]FeatureRange {
 		GroupVersionFeature:    {0, 1},
 
 		EligibleLeaderReplicasFeature: {0, 1},
+		TransactionVersionFeature:     {0, 2},
 	}
 }
 
@@ -195,16 +215,20 @@ func BootstrapFeatures(img *Image, bootstrap []Record) []Record {
 // OptionalFeatures are the features besides metadata.version and
 // kraft.version that a release turns on by default, in the order their
 // records are written.
-var OptionalFeatures = []string{GroupVersionFeature, EligibleLeaderReplicasFeature}
+var OptionalFeatures = []string{GroupVersionFeature, EligibleLeaderReplicasFeature, TransactionVersionFeature}
 
 // ReleaseFeatures are the optional features' default levels at a
 // metadata.version, as a new cluster gets them and kafka-storage.sh and
 // kafka-features.sh --release-version set them: group.version 1 from 4.0,
-// eligible.leader.replicas.version 1 from 4.1.
+// transaction.version 2 from 4.0-IV2, eligible.leader.replicas.version 1
+// from 4.1.
 func ReleaseFeatures(mv int16) map[string]int16 {
-	out := map[string]int16{GroupVersionFeature: 0, EligibleLeaderReplicasFeature: 0}
+	out := map[string]int16{GroupVersionFeature: 0, EligibleLeaderReplicasFeature: 0, TransactionVersionFeature: 0}
 	if mv >= GroupVersionMinMetadataVersion {
 		out[GroupVersionFeature] = 1
+	}
+	if mv >= TransactionVersionDefaultMetadataVersion {
+		out[TransactionVersionFeature] = 2
 	}
 	if mv >= ELRDefaultMetadataVersion {
 		out[EligibleLeaderReplicasFeature] = 1

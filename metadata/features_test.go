@@ -32,9 +32,10 @@ func TestParseMetadataVersion(t *testing.T) {
 func TestBootstrapFeatures(t *testing.T) {
 	img := EmptyImage()
 	recs := BootstrapFeatures(img, nil)
-	if len(recs) != 3 || *recs[0].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion}) ||
+	if len(recs) != 4 || *recs[0].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: MetadataVersionFeature, FeatureLevel: LatestMetadataVersion}) ||
 		*recs[1].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: GroupVersionFeature, FeatureLevel: 1}) ||
-		*recs[2].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}) {
+		*recs[2].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: EligibleLeaderReplicasFeature, FeatureLevel: 1}) ||
+		*recs[3].(*FeatureLevelRecord) != (FeatureLevelRecord{Name: TransactionVersionFeature, FeatureLevel: 2}) {
 		t.Fatalf("empty image: %v", recs)
 	}
 	// Eligible leader replicas are on from 4.1-IV0, as on a new Kafka 4.1
@@ -129,16 +130,16 @@ func TestUpdateFeatures(t *testing.T) {
 		{updateReq(1, false, update(MetadataVersionFeature, 20, 7)), kerr.InvalidUpdateVersion.Code, "Unknown upgrade type 7."},
 		{updateReq(1, false, update(MetadataVersionFeature, -1, upgradeTypeSafeDowngrade)), kerr.InvalidUpdateVersion.Code,
 			"A feature version cannot be less than 0."},
-		{updateReq(1, false, update("transaction.version", 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
-			"Invalid update version 1 for feature transaction.version. Local controller 3000 does not support this feature."},
+		{updateReq(1, false, update("share.version", 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
+			"Invalid update version 1 for feature share.version. Local controller 3000 does not support this feature."},
 		{updateReq(1, false, update(GroupVersionFeature, 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
 			"Invalid update version 1 for feature group.version. Feature group.version level 1 requires metadata.version 4.0-IV0 (22) or higher; it is 15."},
 		{updateReq(1, false, update(MetadataVersionFeature, 21, upgradeTypeUpgrade), update(GroupVersionFeature, 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
 			"requires metadata.version 4.0-IV0 (22) or higher; it is 21."},
 		{updateReq(1, false, update(KRaftVersionFeature, 1, upgradeTypeUpgrade)), kerr.InvalidUpdateVersion.Code,
 			"Keel sets kraft.version when the quorum is formatted"},
-		{updateReq(2, false, update(MetadataVersionFeature, 20, upgradeTypeUpgrade), update("transaction.version", 1, upgradeTypeUpgrade)),
-			kerr.InvalidUpdateVersion.Code, "The update failed for all features since the following feature had an error: Invalid update version 1 for feature transaction.version."},
+		{updateReq(2, false, update(MetadataVersionFeature, 20, upgradeTypeUpgrade), update("share.version", 1, upgradeTypeUpgrade)),
+			kerr.InvalidUpdateVersion.Code, "The update failed for all features since the following feature had an error: Invalid update version 1 for feature share.version."},
 		{updateReq(1, false, update(MetadataVersionFeature, 20, upgradeTypeUpgrade), update(MetadataVersionFeature, 21, upgradeTypeUpgrade)),
 			kerr.InvalidRequest.Code, "Feature metadata.version appears more than once in the request."},
 	} {

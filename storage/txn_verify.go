@@ -32,6 +32,9 @@ type TxnVerificationGuard struct {
 	producerID int64
 	epoch      int16
 	started    time.Time
+	// adds: the coordinator is asked to add the partition (transaction
+	// version 2, KIP-890 part 2), not only whether it is in.
+	adds bool
 }
 
 // StartTxnVerification is Kafka's maybeStartTransactionVerification: nil
@@ -40,8 +43,17 @@ type TxnVerificationGuard struct {
 // batch must carry once the coordinator confirmed the partition. A
 // verification already in flight for the producer shares its guard.
 //
+// adds says the coordinator is asked to add the partition to the
+// producer's transaction (transaction version 2). Such a guard outlives
+// markers of its epoch or older: under transaction version 2 the
+// coordinator adds a partition only once the previous transaction's
+// markers are all written, and those carry the epoch the next transaction
+// runs at, so a marker landing while the add is asked for ends the
+// previous transaction, not the one being added to. Ending that one
+// takes a marker of a later epoch (a fence bumps the epoch twice).
+//
 // Concurrency: safe from any goroutine; it takes the log's lock.
-func (l *Log) StartTxnVerification(producerID int64, epoch int16) *TxnVerificationGuard {
+func (l *Log) StartTxnVerification(producerID int64, epoch int16, adds bool) *TxnVerificationGuard {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e := l.producers[producerID]; e != nil && e.txnFirstOffset >= 0 && e.epoch == epoch {
@@ -49,7 +61,7 @@ func (l *Log) StartTxnVerification(producerID int64, epoch int16) *TxnVerificati
 	}
 	g := l.txnGuards[producerID]
 	if g == nil || g.epoch < epoch {
-		g = &TxnVerificationGuard{producerID: producerID, epoch: epoch, started: l.now()}
+		g = &TxnVerificationGuard{producerID: producerID, epoch: epoch, started: l.now(), adds: adds}
 		if l.txnGuards == nil {
 			l.txnGuards = map[int64]*TxnVerificationGuard{}
 		}
@@ -88,11 +100,17 @@ func (l *Log) checkTxnVerifiedLocked(batches []byte, guard *TxnVerificationGuard
 }
 
 // dropTxnGuardsLocked forgets the verifications of the producers whose
-// transactional batches or markers were just appended. l.mu is held.
+// transactional batches or markers were just appended, but for a
+// transaction version 2 add and a marker not past its epoch (see
+// StartTxnVerification). l.mu is held.
 func (l *Log) dropTxnGuardsLocked(h *record.BatchHeader) {
-	if len(l.txnGuards) > 0 && h.HasProducerID() && h.IsTransactional() {
-		delete(l.txnGuards, h.ProducerID)
+	if len(l.txnGuards) == 0 || !h.HasProducerID() || !h.IsTransactional() {
+		return
 	}
+	if g := l.txnGuards[h.ProducerID]; g != nil && g.adds && h.IsControl() && h.ProducerEpoch <= g.epoch {
+		return
+	}
+	delete(l.txnGuards, h.ProducerID)
 }
 
 // expireTxnGuardsLocked drops the guards of verifications started before

@@ -39,9 +39,18 @@
 // or PrepareAbort → CompleteCommit or CompleteAbort → Ongoing again, and
 // Empty after each InitProducerId. PrepareEpochFence is never stored: a
 // fence bumps the epoch and writes PrepareAbort, as Kafka does. Dead is the
-// tombstone of an expired id, which the Manager drops. Only transaction
-// version 1 semantics are implemented (no KIP-890 epoch bump per
-// transaction).
+// tombstone of an expired id, which the Manager drops.
+//
+// Transaction version 2 (KIP-890 part 2): an EndTxn with TV2 (v5+) bumps
+// the epoch as it prepares the commit or abort (markers and the answer
+// carry the new one; a retry one epoch behind is answered the same; an
+// abort with nothing open is allowed), allocates a new producer id when
+// that takes the epoch to its end (the Complete record moves the id to
+// it), and an id whose transaction was begun or ended that way is fenced
+// with two bumps (Kafka's endTransaction under version 2). The previous
+// and next producer ids and the client's version are kept in value
+// version 1's tagged fields. AddPartitions with TV2 is the partition
+// leader's add on a producer's first batch.
 //
 // Concurrency: a Manager is not safe for concurrent use; one goroutine (the
 // broker's coordinator for that partition) owns it.

@@ -260,7 +260,7 @@ func (m *Manager) InitProducerID(now int64, req InitProducerIDRequest, alloc fun
 			return fail(allocErrorCode(err))
 		}
 		t = &txnEntry{id: req.TransactionalID, metadata: metadata{producerID: pid, lastProducerID: noProducerID,
-			producerEpoch: noProducerEpoch, lastProducerEpoch: noProducerEpoch, timeoutMs: req.TimeoutMs,
+			producerEpoch: noProducerEpoch, lastProducerEpoch: noProducerEpoch, nextProducerID: noProducerID, timeoutMs: req.TimeoutMs,
 			state: Empty, partitions: map[TopicPartition]struct{}{}, startTimestamp: -1, lastUpdateTimestamp: now}}
 		created = true
 	}
@@ -352,6 +352,12 @@ func (m *Manager) fence(eff *Effects, now int64, t *txnEntry, w Waiter) {
 	target := t.metadata.clone()
 	target.state = PrepareAbort
 	target.lastUpdateTimestamp = now
+	if t.tv2 && t.producerEpoch < math.MaxInt16 {
+		// Kafka's endTransaction under transaction version 2 bumps the
+		// fenced epoch once more, so that the fenced producer's EndTxn
+		// (one epoch behind the markers) cannot pass for a retry.
+		target.producerEpoch, target.lastProducerEpoch = t.producerEpoch+1, t.producerEpoch
+	}
 	m.write(eff, t, &transition{kind: opFence, target: target, waiter: w})
 }
 
@@ -363,6 +369,10 @@ type AddPartitionsRequest struct {
 	ProducerID      int64
 	ProducerEpoch   int16
 	Partitions      []TopicPartition
+	// TV2: the add is implicit, by the partition's leader on the
+	// producer's first batch (a Produce v12+ or TxnOffsetCommit v5+ of a
+	// transaction version 2 client, KIP-890 part 2).
+	TV2 bool
 }
 
 // AddPartitions handles an AddPartitionsToTxn (Kafka's
@@ -392,6 +402,7 @@ func (m *Manager) AddPartitions(now int64, req AddPartitionsRequest) Effects {
 	}
 	target.state = Ongoing
 	target.lastUpdateTimestamp = now
+	target.tv2 = req.TV2
 	for _, tp := range req.Partitions {
 		target.partitions[tp] = struct{}{}
 	}
@@ -444,6 +455,8 @@ func (m *Manager) producerTxn(id string, producerID int64, epoch int16) (*txnEnt
 	}
 	t := m.txns[id]
 	switch {
+	case t != nil && t.rotating(producerID, epoch):
+		return nil, kerr.ConcurrentTransactions.Code
 	case t == nil || t.producerID != producerID:
 		return nil, kerr.InvalidProducerIDMapping.Code
 	case t.producerEpoch != epoch:
@@ -468,6 +481,12 @@ type EndTxnRequest struct {
 	ProducerID      int64
 	ProducerEpoch   int16
 	Commit          bool
+	// TV2 is an EndTxn v5+, of a transaction version 2 client (KIP-890
+	// part 2): the epoch is bumped by every transaction's end, and an
+	// abort with no transaction open is allowed. Alloc hands out a new
+	// producer id when the epoch runs out (as InitProducerID's).
+	TV2   bool
+	Alloc func() (int64, error)
 }
 
 // EndTxn handles an EndTxn (Kafka's handleEndTransaction, transaction
@@ -476,6 +495,9 @@ type EndTxnRequest struct {
 // A retry after the transaction completed with the same decision succeeds;
 // while it is being completed, CONCURRENT_TRANSACTIONS.
 func (m *Manager) EndTxn(now int64, req EndTxnRequest) Effects {
+	if req.TV2 {
+		return m.endTxnV2(now, req)
+	}
 	var eff Effects
 	fail := func(code int16) Effects {
 		eff.reply(req.Waiter, code)
@@ -502,6 +524,7 @@ func (m *Manager) EndTxn(now int64, req EndTxnRequest) Effects {
 			target.state = PrepareCommit
 		}
 		target.lastUpdateTimestamp = now
+		target.tv2 = false
 		m.write(&eff, t, &transition{kind: opEnd, target: target, waiter: req.Waiter})
 		return eff
 	case CompleteCommit, CompleteAbort:
@@ -514,6 +537,144 @@ func (m *Manager) EndTxn(now int64, req EndTxnRequest) Effects {
 	}
 	// Empty: no transaction to end (transaction version 1).
 	return fail(kerr.InvalidTxnState.Code)
+}
+
+// endTxnV2 is Kafka's endTransaction for transaction version 2 clients
+// (KIP-890 part 2). Preparing the commit or abort bumps the epoch: the
+// markers carry the new one, which is the producer's for its next
+// transaction (the EndTxn answer), so a zombie's late batches of the old
+// epoch are refused. A retry is an EndTxn one epoch behind the current
+// (or, after a producer id rotation, the previous id at the last epoch):
+// answered with the current producer id and epoch. Empty, CompleteCommit
+// and CompleteAbort accept an abort of the current epoch (nothing open:
+// the epoch is bumped all the same); CompleteCommit and CompleteAbort
+// accept a retry of the same decision; anything else is
+// INVALID_TXN_STATE, PRODUCER_FENCED for other epochs.
+func (m *Manager) endTxnV2(now int64, req EndTxnRequest) Effects {
+	var eff Effects
+	fail := func(code int16) Effects {
+		eff.reply(req.Waiter, code)
+		return eff
+	}
+	if code := m.refusal(); code != 0 {
+		return fail(code)
+	}
+	t := m.txns[req.TransactionalID]
+	if t == nil {
+		return fail(kerr.InvalidProducerIDMapping.Code)
+	}
+	retryOnOverflow := t.lastProducerID == req.ProducerID && req.ProducerEpoch == math.MaxInt16-1 && t.producerEpoch == 0
+	retryOnBump := int32(t.producerEpoch) == int32(req.ProducerEpoch)+1
+	var validEpoch bool
+	switch t.state {
+	case PrepareCommit, PrepareAbort:
+		validEpoch = retryOnBump
+	case CompleteCommit, CompleteAbort:
+		validEpoch = retryOnBump || retryOnOverflow || req.ProducerEpoch == t.producerEpoch
+	default:
+		validEpoch = req.ProducerEpoch == t.producerEpoch
+	}
+	isRetry := retryOnBump || retryOnOverflow
+	switch {
+	case t.rotating(req.ProducerID, req.ProducerEpoch):
+		return fail(kerr.ConcurrentTransactions.Code)
+	case t.producerID != req.ProducerID && !retryOnOverflow:
+		return fail(kerr.InvalidProducerIDMapping.Code)
+	case !validEpoch:
+		return fail(kerr.ProducerFenced.Code)
+	case t.busy():
+		return fail(kerr.ConcurrentTransactions.Code)
+	}
+	succeeded := func() Effects {
+		eff.Replies = append(eff.Replies, Reply{Waiter: req.Waiter, ProducerID: t.producerID, ProducerEpoch: t.producerEpoch})
+		return eff
+	}
+	switch t.state {
+	case Ongoing:
+		state := PrepareAbort
+		if req.Commit {
+			state = PrepareCommit
+		}
+		return m.prepareEndV2(now, t, req, state, false)
+	case CompleteCommit:
+		switch {
+		case req.Commit && isRetry:
+			return succeeded()
+		case !req.Commit && !isRetry:
+			return m.prepareEndV2(now, t, req, PrepareAbort, true)
+		}
+	case CompleteAbort:
+		switch {
+		case !req.Commit && isRetry:
+			return succeeded()
+		case !req.Commit:
+			return m.prepareEndV2(now, t, req, PrepareAbort, true)
+		}
+	case PrepareCommit:
+		if req.Commit {
+			return fail(kerr.ConcurrentTransactions.Code)
+		}
+	case PrepareAbort:
+		if !req.Commit {
+			return fail(kerr.ConcurrentTransactions.Code)
+		}
+	case Empty:
+		if !req.Commit {
+			return m.prepareEndV2(now, t, req, PrepareAbort, true)
+		}
+	}
+	return fail(kerr.InvalidTxnState.Code)
+}
+
+// prepareEndV2 is Kafka's prepareAbortOrCommit for transaction version 2:
+// the epoch is bumped (a new producer id is allocated for the Complete
+// record when this takes the epoch to its end), and a transaction that
+// added nothing starts now.
+func (m *Manager) prepareEndV2(now int64, t *txnEntry, req EndTxnRequest, state State, nothingAdded bool) Effects {
+	var eff Effects
+	next := noProducerID
+	if epochExhausted(t.producerEpoch) {
+		if req.Alloc == nil {
+			eff.reply(req.Waiter, kerr.CoordinatorLoadInProgress.Code)
+			return eff
+		}
+		pid, err := req.Alloc()
+		if err != nil {
+			eff.reply(req.Waiter, allocErrorCode(err))
+			return eff
+		}
+		next = pid
+	}
+	target := t.metadata.clone()
+	target.state = state
+	target.producerEpoch, target.lastProducerEpoch = t.producerEpoch+1, t.producerEpoch
+	if nothingAdded {
+		target.startTimestamp = now
+	}
+	target.nextProducerID = next
+	target.lastUpdateTimestamp = now
+	target.tv2 = true
+	m.write(&eff, t, &transition{kind: opEnd, target: target, waiter: req.Waiter})
+	return eff
+}
+
+// rotating says that producerID at epoch is the id a transaction version 2
+// EndTxn handed out when the epoch ran out, while the transaction it ended
+// is still being completed: the producer already goes on with it, and its
+// requests are answered CONCURRENT_TRANSACTIONS (retried) until the
+// Complete record moves the transactional id to it.
+func (md metadata) rotating(producerID int64, epoch int16) bool {
+	return md.nextProducerID != noProducerID && producerID == md.nextProducerID && epoch == 0
+}
+
+// nextIdentity is the producer id and epoch a transaction version 2
+// producer continues with once its prepared transaction completes: the
+// next producer id at epoch 0 after a rotation, else the current ones.
+func (md metadata) nextIdentity() (int64, int16) {
+	if md.tv2 && md.nextProducerID != noProducerID {
+		return md.nextProducerID, 0
+	}
+	return md.producerID, md.producerEpoch
 }
 
 // Written reports the outcome of the append of the Effects with token: err
@@ -561,12 +722,17 @@ func (m *Manager) commit(eff *Effects, t *txnEntry, tr *transition) {
 		// The fence's bumped epoch is in the log now (Kafka clears
 		// hasFailedEpochFence in prepareComplete).
 		t.failedEpochFence = false
-		if tr.waiter != nil {
-			code := int16(0)
-			if tr.kind == opFence {
-				code = kerr.ConcurrentTransactions.Code // the InitProducerId retries
-			}
-			eff.reply(tr.waiter, code)
+		switch {
+		case tr.waiter == nil:
+		case tr.kind == opFence:
+			eff.reply(tr.waiter, kerr.ConcurrentTransactions.Code) // the InitProducerId retries
+		case t.tv2:
+			// EndTxn v5 answers the producer id and epoch of the
+			// producer's next transaction.
+			pid, epoch := t.nextIdentity()
+			eff.Replies = append(eff.Replies, Reply{Waiter: tr.waiter, ProducerID: pid, ProducerEpoch: epoch})
+		default:
+			eff.reply(tr.waiter, 0)
 		}
 		eff.Markers = append(eff.Markers, m.startMarkers(t))
 	}
@@ -631,6 +797,12 @@ func (m *Manager) writeComplete(eff *Effects, now int64, t *txnEntry) {
 	}
 	target.partitions = map[TopicPartition]struct{}{}
 	target.lastUpdateTimestamp = now
+	if pid, epoch := t.nextIdentity(); pid != t.producerID {
+		// The epoch ran out: the producer continues under the new id
+		// (its last epoch stays the one it saw, as in Kafka).
+		target.lastProducerID, target.producerID, target.producerEpoch = t.producerID, pid, epoch
+	}
+	target.nextProducerID = noProducerID
 	m.write(eff, t, &transition{kind: opComplete, target: target})
 }
 

@@ -48,7 +48,8 @@ func loaded(t *testing.T, now int64, ids map[string]metadata) *Manager {
 
 func md(state State, pid int64, epoch int16, tps ...TopicPartition) metadata {
 	out := metadata{producerID: pid, lastProducerID: noProducerID, producerEpoch: epoch, lastProducerEpoch: noProducerEpoch,
-		timeoutMs: 60000, state: state, partitions: map[TopicPartition]struct{}{}, startTimestamp: -1, lastUpdateTimestamp: 0}
+		timeoutMs: 60000, state: state, partitions: map[TopicPartition]struct{}{}, startTimestamp: -1, lastUpdateTimestamp: 0,
+		nextProducerID: noProducerID}
 	for _, tp := range tps {
 		out.partitions[tp] = struct{}{}
 	}
@@ -345,5 +346,106 @@ func TestReplayRebuildsState(t *testing.T) {
 			}
 			check()
 		})
+	}
+}
+
+// TestTV2EpochOverflow: a transaction version 2 EndTxn at the last epoch a
+// client may hold allocates a new producer id. The markers carry the old id
+// at Short.MaxValue, the client goes on with the new id at epoch 0, and a
+// retry with the old id and epoch gets the new ones, also from a new
+// coordinator (the ids are in the version 1 records).
+func TestTV2EpochOverflow(t *testing.T) {
+	tp := TopicPartition{Topic: "a", Partition: 0}
+	last := int16(math.MaxInt16 - 1)
+	start := md(CompleteCommit, 7, last)
+	start.tv2 = true
+	m := loaded(t, 1000, map[string]metadata{"t": start})
+	replies, _ := committed(t, m, 1000, m.AddPartitions(1000, AddPartitionsRequest{Waiter: "a", TransactionalID: "t",
+		ProducerID: 7, ProducerEpoch: last, Partitions: []TopicPartition{tp}, TV2: true}))
+	if len(replies) != 1 || replies[0].ErrorCode != 0 {
+		t.Fatalf("add: %+v", replies)
+	}
+	eff := m.EndTxn(1000, EndTxnRequest{Waiter: "e", TransactionalID: "t", ProducerID: 7, ProducerEpoch: last, Commit: true,
+		TV2: true, Alloc: func() (int64, error) { return 9, nil }})
+	var log []Record
+	log = append(log, eff.Records...)
+	eff = m.Written(1000, eff.Token, 0)
+	if len(eff.Replies) != 1 || eff.Replies[0].ErrorCode != 0 || eff.Replies[0].ProducerID != 9 || eff.Replies[0].ProducerEpoch != 0 {
+		t.Fatalf("EndTxn answer: %+v, want the new producer id 9 at epoch 0", eff.Replies)
+	}
+	if len(eff.Markers) != 1 || eff.Markers[0].ProducerID != 7 || eff.Markers[0].ProducerEpoch != math.MaxInt16 {
+		t.Fatalf("markers: %+v, want producer 7 at epoch %d", eff.Markers, math.MaxInt16)
+	}
+	// The producer goes on with the new id before the transaction it
+	// ended is complete: retried, not refused.
+	early := m.AddPartitions(1000, AddPartitionsRequest{Waiter: "early", TransactionalID: "t", ProducerID: 9, ProducerEpoch: 0,
+		Partitions: []TopicPartition{tp}, TV2: true})
+	earlyEnd := m.EndTxn(1000, EndTxnRequest{Waiter: "early-end", TransactionalID: "t", ProducerID: 9, ProducerEpoch: 0, TV2: true})
+	for _, e := range []Effects{early, earlyEnd} {
+		if len(e.Replies) != 1 || e.Replies[0].ErrorCode != kerr.ConcurrentTransactions.Code {
+			t.Fatalf("the new id's request before the completion: %+v, want CONCURRENT_TRANSACTIONS", e.Replies)
+		}
+	}
+	eff = m.MarkersWritten(1000, eff.Markers[0])
+	log = append(log, eff.Records...)
+	m.Written(1000, eff.Token, 0)
+	got := m.txns["t"].metadata
+	if got.producerID != 9 || got.producerEpoch != 0 || got.lastProducerID != 7 || got.nextProducerID != noProducerID || got.state != CompleteCommit {
+		t.Fatalf("after the commit: %+v", got)
+	}
+
+	retry := func(m *Manager) Reply {
+		t.Helper()
+		eff := m.EndTxn(1000, EndTxnRequest{Waiter: "r", TransactionalID: "t", ProducerID: 7, ProducerEpoch: last, Commit: true,
+			TV2: true, Alloc: func() (int64, error) { t.Fatal("a retry allocated a producer id"); return 0, nil }})
+		if len(eff.Replies) != 1 || len(eff.Records) != 0 {
+			t.Fatalf("retry: %+v", eff)
+		}
+		return eff.Replies[0]
+	}
+	if r := retry(m); r.ErrorCode != 0 || r.ProducerID != 9 || r.ProducerEpoch != 0 {
+		t.Fatalf("retry: %+v", r)
+	}
+	m2 := NewManager(DefaultConfig(), 4)
+	for _, r := range log {
+		if err := m2.Replay(r.Key, r.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2.FinishLoad(1000)
+	if r := retry(m2); r.ErrorCode != 0 || r.ProducerID != 9 || r.ProducerEpoch != 0 {
+		t.Fatalf("retry at a new coordinator: %+v", r)
+	}
+	// The new id's next transaction works as any other.
+	replies, _ = committed(t, m2, 1000, m2.AddPartitions(1000, AddPartitionsRequest{Waiter: "a2", TransactionalID: "t",
+		ProducerID: 9, ProducerEpoch: 0, Partitions: []TopicPartition{tp}, TV2: true}))
+	if len(replies) != 1 || replies[0].ErrorCode != 0 {
+		t.Fatalf("add with the new id: %+v", replies)
+	}
+}
+
+// TestTV2RecordsRoundTrip: a transaction version 2 id's record is value
+// version 1 with its tagged fields, and reads back the same; others stay
+// version 0.
+func TestTV2RecordsRoundTrip(t *testing.T) {
+	v2 := md(PrepareCommit, 7, 3, TopicPartition{Topic: "a", Partition: 1})
+	v2.tv2, v2.lastProducerID, v2.nextProducerID, v2.lastProducerEpoch = true, 5, 9, noProducerEpoch
+	v1 := md(Ongoing, 7, 3, TopicPartition{Topic: "a", Partition: 1})
+	for _, in := range []metadata{v2, v1} {
+		b := encodeValue(in)
+		wantVersion := int16(0)
+		if in.tv2 {
+			wantVersion = 1
+		}
+		if version := int16(b[0])<<8 | int16(b[1]); version != wantVersion {
+			t.Fatalf("tv2=%v: value version %d, want %d", in.tv2, version, wantVersion)
+		}
+		out, err := decodeValue(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+		}
 	}
 }

@@ -15,9 +15,11 @@ type Record struct {
 	Value []byte
 }
 
-// Versions as Kafka's TransactionLog writes them for transaction version 1
-// clients: key 0, value 0 (value 1 is flexible, with KIP-890 tagged fields
-// this package does not use; it reads both).
+// Versions as Kafka's TransactionLog writes them: key 0; value 0, or the
+// flexible value 1 with KIP-890's tagged fields (the previous and next
+// producer ids and the client's transaction version) for a transaction of
+// transaction version 2, whose retries and producer id rotation need them
+// after a coordinator change.
 const (
 	keyVersion      int16 = 0
 	valueVersion    int16 = 0
@@ -53,6 +55,10 @@ func DecodeKey(key []byte) (string, error) {
 func encodeValue(md metadata) []byte {
 	v := kmsg.NewTxnMetadataValue()
 	v.Version = valueVersion
+	if md.tv2 {
+		v.Version = maxValueVersion
+		v.PreviousProducerID, v.NextProducerID, v.ClientTransactionVersion = md.lastProducerID, md.nextProducerID, 2
+	}
 	v.ProducerID, v.ProducerEpoch, v.TimeoutMillis = md.producerID, md.producerEpoch, md.timeoutMs
 	v.State = kmsg.TransactionState(md.state)
 	v.LastUpdateTimestamp, v.StartTimestamp = md.lastUpdateTimestamp, md.startTimestamp
@@ -76,7 +82,7 @@ func encodeValue(md metadata) []byte {
 // by Kafka, which writes the fence as PrepareAbort) loads as PrepareAbort so
 // that loading finishes the abort.
 func decodeValue(value []byte) (metadata, error) {
-	var v kmsg.TxnMetadataValue
+	v := kmsg.NewTxnMetadataValue()
 	if err := v.ReadFrom(value); err != nil {
 		return metadata{}, fmt.Errorf("decode transaction value: %w", err)
 	}
@@ -86,7 +92,10 @@ func decodeValue(value []byte) (metadata, error) {
 	md := metadata{producerID: v.ProducerID, lastProducerID: noProducerID, producerEpoch: v.ProducerEpoch,
 		lastProducerEpoch: noProducerEpoch, timeoutMs: v.TimeoutMillis, state: State(v.State),
 		partitions: map[TopicPartition]struct{}{}, startTimestamp: v.StartTimestamp,
-		lastUpdateTimestamp: v.LastUpdateTimestamp}
+		lastUpdateTimestamp: v.LastUpdateTimestamp, nextProducerID: noProducerID}
+	if v.Version >= 1 {
+		md.lastProducerID, md.nextProducerID, md.tv2 = v.PreviousProducerID, v.NextProducerID, v.ClientTransactionVersion >= 2
+	}
 	switch md.state {
 	case Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead:
 	case PrepareEpochFence:

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 
@@ -108,6 +109,9 @@ func FuzzReplay(f *testing.F) {
 	f.Add(Key("t"), encodeValue(md(PrepareCommit, 1, 0, tp)))
 	f.Add(Key("t"), []byte(nil))
 	f.Add([]byte{0, 1}, []byte{0, 1, 0})
+	v2 := md(PrepareCommit, 1, math.MaxInt16, tp)
+	v2.tv2, v2.nextProducerID, v2.lastProducerID = true, 2, 1
+	f.Add(Key("t"), encodeValue(v2)) // transaction version 2, rotating the producer id
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		m := NewManager(DefaultConfig(), 0)
 		_ = m.Replay(key, value)
@@ -121,6 +125,7 @@ func FuzzReplay(f *testing.F) {
 		for _, d := range m.Describe([]string{id}) {
 			m.AddPartitions(0, AddPartitionsRequest{Waiter: 1, TransactionalID: id, ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch, Partitions: []TopicPartition{tp}})
 			m.EndTxn(0, EndTxnRequest{Waiter: 1, TransactionalID: id, ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch})
+			m.EndTxn(0, EndTxnRequest{Waiter: 1, TransactionalID: id, ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch, TV2: true, Alloc: alloc})
 		}
 		m.Tick(1 << 40)
 		m.List(0, ListFilter{DurationFilterMs: -1})

@@ -136,7 +136,7 @@ func (h *harness) run(cmd string) string {
 		return h.effects(h.m.InitProducerID(h.now, req, h.alloc))
 	case "add":
 		req := AddPartitionsRequest{Waiter: a["waiter"], TransactionalID: a["id"], ProducerID: num(a["pid"], -1),
-			ProducerEpoch: int16(num(a["epoch"], -1)), Partitions: parseTPs(a["tps"])}
+			ProducerEpoch: int16(num(a["epoch"], -1)), Partitions: parseTPs(a["tps"]), TV2: a["tv2"] == "true"}
 		return h.effects(h.m.AddPartitions(h.now, req))
 	case "verify":
 		tps := parseTPs(a["tps"])
@@ -148,7 +148,7 @@ func (h *harness) run(cmd string) string {
 		return strings.Join(parts, "\n")
 	case "end":
 		req := EndTxnRequest{Waiter: a["waiter"], TransactionalID: a["id"], ProducerID: num(a["pid"], -1),
-			ProducerEpoch: int16(num(a["epoch"], -1)), Commit: a["commit"] == "true"}
+			ProducerEpoch: int16(num(a["epoch"], -1)), Commit: a["commit"] == "true", TV2: a["tv2"] == "true", Alloc: h.alloc}
 		return h.effects(h.m.EndTxn(h.now, req))
 	case "written":
 		if len(h.appends) == 0 {
@@ -269,12 +269,26 @@ func (h *harness) show() string {
 		if t.failedEpochFence {
 			s += " failed-fence"
 		}
+		s += tv2Fields(t.metadata)
 		lines = append(lines, s)
 	}
 	if len(lines) == 0 {
 		return "no transactional ids"
 	}
 	return strings.Join(lines, "\n")
+}
+
+// tv2Fields renders what a transaction version 2 id adds (nothing for
+// others, whose records are version 0).
+func tv2Fields(md metadata) string {
+	if !md.tv2 {
+		return ""
+	}
+	s := fmt.Sprintf(" tv2 prev-pid=%d", md.lastProducerID)
+	if md.nextProducerID != noProducerID {
+		s += fmt.Sprintf(" next-pid=%d", md.nextProducerID)
+	}
+	return s
 }
 
 func (h *harness) suffix(eff Effects) string {
@@ -309,7 +323,8 @@ func (h *harness) effects(eff Effects) string {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("  %s %s pid=%d epoch=%d timeout=%d start=%d update=%d tps=%s", id, md.state,
-			md.producerID, md.producerEpoch, md.timeoutMs, md.startTimestamp, md.lastUpdateTimestamp, fmtTPs(md.sortedPartitions())))
+			md.producerID, md.producerEpoch, md.timeoutMs, md.startTimestamp, md.lastUpdateTimestamp, fmtTPs(md.sortedPartitions()))+
+			tv2Fields(md))
 	}
 	for _, r := range eff.Replies {
 		s := fmt.Sprintf("reply %v: %s", r.Waiter, code(r.ErrorCode))

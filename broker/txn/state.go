@@ -93,6 +93,14 @@ type metadata struct {
 	// added, -1 when none is (Kafka's txnStartTimestamp).
 	startTimestamp      int64
 	lastUpdateTimestamp int64
+	// tv2 is Kafka's clientTransactionVersion at 2 (KIP-890 part 2): the
+	// transaction was begun or ended by a client of transaction version
+	// 2, whose epoch is bumped by every EndTxn.
+	tv2 bool
+	// nextProducerID is the producer id a transaction version 2 EndTxn
+	// allocated because the epoch ran out: the Complete record moves the
+	// id to it at epoch 0. -1 when none.
+	nextProducerID int64
 }
 
 func (md metadata) clone() metadata {

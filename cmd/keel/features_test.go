@@ -40,9 +40,10 @@ func TestCLIFeatures(t *testing.T) {
 	// --release-version takes the release's feature defaults along:
 	// group.version 1 from 4.0, as kafka-features.sh does.
 	wantLines(t, "upgrade", ok(t, bs, "", "features", "upgrade", "--release-version", "4.0"),
-		"metadata.version was upgraded to 4.0-IV3.", "group.version was upgraded to 1.")
+		"metadata.version was upgraded to 4.0-IV3.", "group.version was upgraded to 1.", "transaction.version was upgraded to 2.")
 	wantLines(t, "describe after the upgrade", ok(t, bs, "", "features", "describe"), finalized("4.0-IV3"),
-		"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: ")
+		"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: ",
+		"Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: ")
 	// Eligible leader replicas are 4.1's default, and 4.0-IV1's to turn on.
 	wantLines(t, "eligible leader replicas on", ok(t, bs, "", "features", "upgrade", "--feature", "eligible.leader.replicas.version=1"),
 		"eligible.leader.replicas.version was upgraded to 1.")
@@ -70,16 +71,18 @@ func TestCLIFeatures(t *testing.T) {
 		{[]string{"disable", "--feature", "metadata.version"},
 			"Could not disable metadata.version. The update failed for all features since the following feature had an error: " +
 				"Invalid update version 0 for feature metadata.version. Local controller 1 only supports versions 7-27"},
-		{[]string{"upgrade", "--feature", "transaction.version=2"},
-			"Invalid update version 2 for feature transaction.version. Local controller 1 does not support this feature."},
+		{[]string{"upgrade", "--feature", "share.version=1"},
+			"Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."},
+		{[]string{"upgrade", "--feature", "transaction.version=3"},
+			"Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"},
 		{[]string{"upgrade", "--feature", "group.version=2"},
 			"Invalid update version 2 for feature group.version. Local controller 1 only supports versions 0-1"},
 		{[]string{"upgrade", "--feature", "kraft.version=1"},
 			"Invalid update version 1 for feature kraft.version. Keel sets kraft.version when the quorum is formatted"},
 		// All or nothing: the valid half of the request is not applied.
-		{[]string{"upgrade", "--metadata", "4.1", "--feature", "transaction.version=2"},
+		{[]string{"upgrade", "--metadata", "4.1", "--feature", "share.version=1"},
 			"Could not upgrade metadata.version to 4.1-IV1. The update failed for all features since the following feature had an error: " +
-				"Invalid update version 2 for feature transaction.version."},
+				"Invalid update version 1 for feature share.version."},
 	}
 	for _, r := range refused {
 		res := keel(t, bs, "", append([]string{"features"}, r.args...)...)

@@ -49,7 +49,7 @@ func formatCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-initial-controllers", Aliases: []string{"N"}, Usage: "this controller joins a running quorum (keel metadata-quorum add-controller) (dynamic quorum)"},
 			&cli.BoolFlag{Name: "ignore-formatted", Aliases: []string{"g"}, Usage: "skip dirs that are already formatted instead of failing on them"},
 			&cli.StringFlag{Name: "release-version", Aliases: []string{"r"}, Usage: "the metadata.version the cluster starts at, as a release (3.7) or a level name (3.7-IV2); default the latest (controllers)"},
-			&cli.StringSliceFlag{Name: "feature", Aliases: []string{"f"}, Usage: "NAME=LEVEL: metadata.version (as --release-version); kraft.version, which must be what the quorum is (1 for --standalone/--initial-controllers/bootstrap servers, 0 for controller.quorum.voters); group.version and eligible.leader.replicas.version at 0 or 1 (default: the release's, 1 from 4.0 and from 4.1); other features only at 0 (repeatable)"},
+			&cli.StringSliceFlag{Name: "feature", Aliases: []string{"f"}, Usage: "NAME=LEVEL: metadata.version (as --release-version); kraft.version, which must be what the quorum is (1 for --standalone/--initial-controllers/bootstrap servers, 0 for controller.quorum.voters); group.version and eligible.leader.replicas.version at 0 or 1 (default: the release's, 1 from 4.0 and from 4.1); transaction.version 0 to 2 (default: 2 from 4.0-IV2); other features only at 0 (repeatable)"},
 			&cli.StringSliceFlag{Name: "add-scram", Aliases: []string{"S"}, Usage: "a SCRAM credential the cluster starts with, 'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; controllers)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -149,8 +149,9 @@ func formatCommand() *cli.Command {
 // metadata.version from --release-version or --feature
 // metadata.version=V (as kafka-storage.sh format takes them, one or the
 // other), first; a --feature kraft.version must match the quorum's, which
-// Keel takes from the configuration; group.version and
-// eligible.leader.replicas.version take 0 or 1, else their release's
+// Keel takes from the configuration; group.version,
+// eligible.leader.replicas.version and transaction.version take a level
+// of their supported range, else their release's
 // default (metadata.ReleaseFeatures); another feature can only be 0 (not
 // finalized), as Keel implements none.
 func formatFeatures(release string, features []string, cfg *broker.Config) ([]metadata.Record, error) {
@@ -173,13 +174,13 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 				return nil, fmt.Errorf("--feature %s: this quorum is kraft.version %s (1 with controller.quorum.bootstrap.servers, 0 with controller.quorum.voters)", f, want)
 			}
 			continue
-		case metadata.GroupVersionFeature, metadata.EligibleLeaderReplicasFeature:
-			switch value {
-			case "0", "1":
-				chosen[name] = int16(value[0] - '0')
-			default:
-				return nil, fmt.Errorf("--feature %s: Keel supports %s 0 and 1", f, name)
+		case metadata.GroupVersionFeature, metadata.EligibleLeaderReplicasFeature, metadata.TransactionVersionFeature:
+			r := metadata.SupportedFeatures()[name]
+			l, err := strconv.ParseInt(value, 10, 16)
+			if err != nil || int16(l) < r.Min || int16(l) > r.Max {
+				return nil, fmt.Errorf("--feature %s: Keel supports %s %d to %d", f, name, r.Min, r.Max)
 			}
+			chosen[name] = int16(l)
 			continue
 		}
 		if value != "0" {
@@ -201,9 +202,9 @@ func formatFeatures(release string, features []string, cfg *broker.Config) ([]me
 	defaults := metadata.ReleaseFeatures(level)
 	for _, name := range metadata.OptionalFeatures {
 		l, given := chosen[name]
-		if l == 1 && level < metadata.FeatureMinMetadataVersion[name] {
-			return nil, fmt.Errorf("--feature %s=1 needs metadata.version %s or later, not %s", name,
-				metadata.MetadataVersionName(metadata.FeatureMinMetadataVersion[name]), metadata.MetadataVersionName(level))
+		if need, ok := metadata.FeatureMinMetadataVersion[name]; ok && l >= 1 && level < need {
+			return nil, fmt.Errorf("--feature %s=%d needs metadata.version %s or later, not %s", name, l,
+				metadata.MetadataVersionName(need), metadata.MetadataVersionName(level))
 		}
 		if !given && release == "" {
 			continue // the first active controller gives the latest release's defaults

@@ -264,7 +264,8 @@ func TestFormatIgnoreFormattedAndReleaseVersion(t *testing.T) {
 		{[]string{"--feature", "kraft.version=1"}, ""},
 		{[]string{"--feature", "group.version=2"}, ""},
 		{[]string{"--feature", "group.version=1", "--release-version", "3.9"}, ""},
-		{[]string{"--feature", "transaction.version=2"}, ""},
+		{[]string{"--feature", "transaction.version=3"}, ""},
+		{[]string{"--feature", "share.version=1"}, ""},
 		{[]string{"--feature", "metadata.version"}, ""},
 		{[]string{"--feature", "metadata.version=3.7", "--release-version", "3.7"}, ""},
 	} {
@@ -308,16 +309,16 @@ func TestFormatFeatureRecords(t *testing.T) {
 		}
 		return out
 	}
-	if got := levels("4.1"); len(got) != 3 || got[metadata.GroupVersionFeature] != 1 || got[metadata.MetadataVersionFeature] != 27 ||
-		got[metadata.EligibleLeaderReplicasFeature] != 1 {
+	if got := levels("4.1"); len(got) != 4 || got[metadata.GroupVersionFeature] != 1 || got[metadata.MetadataVersionFeature] != 27 ||
+		got[metadata.EligibleLeaderReplicasFeature] != 1 || got[metadata.TransactionVersionFeature] != 2 {
 		t.Errorf("4.1: %v", got)
 	}
 	// Eligible leader replicas from 4.1 (4.1-IV0), as in Kafka; 4.0 can
 	// have them, when asked.
-	if got := levels("4.0"); len(got) != 2 || got[metadata.GroupVersionFeature] != 1 {
+	if got := levels("4.0"); len(got) != 3 || got[metadata.GroupVersionFeature] != 1 || got[metadata.TransactionVersionFeature] != 2 {
 		t.Errorf("4.0: %v", got)
 	}
-	if got := levels("4.0", "eligible.leader.replicas.version=1"); len(got) != 3 || got[metadata.EligibleLeaderReplicasFeature] != 1 {
+	if got := levels("4.0", "eligible.leader.replicas.version=1"); len(got) != 4 || got[metadata.EligibleLeaderReplicasFeature] != 1 {
 		t.Errorf("4.0 with eligible.leader.replicas.version=1: %v", got)
 	}
 	if got := levels("", "eligible.leader.replicas.version=0"); len(got) != 1 || got[metadata.EligibleLeaderReplicasFeature] != 0 {
@@ -330,7 +331,7 @@ func TestFormatFeatureRecords(t *testing.T) {
 	if got := levels("3.9"); len(got) != 1 || got[metadata.MetadataVersionFeature] != 21 {
 		t.Errorf("3.9: %v", got)
 	}
-	if got := levels("4.0", "group.version=0"); len(got) != 2 || got[metadata.GroupVersionFeature] != 0 {
+	if got := levels("4.0", "group.version=0"); len(got) != 3 || got[metadata.GroupVersionFeature] != 0 {
 		t.Errorf("4.0 with group.version=0: %v", got)
 	}
 	if got := levels("", "group.version=0"); len(got) != 1 || got[metadata.GroupVersionFeature] != 0 {
@@ -338,6 +339,17 @@ func TestFormatFeatureRecords(t *testing.T) {
 	}
 	if got := levels(""); len(got) != 0 {
 		t.Errorf("nothing: %v", got)
+	}
+	// transaction.version 2 from 4.0-IV2, and at any release when asked.
+	if got := levels("4.0-IV1"); got[metadata.TransactionVersionFeature] != 0 {
+		t.Errorf("4.0-IV1: %v", got)
+	}
+	if got := levels("3.9", "transaction.version=2"); len(got) != 2 || got[metadata.TransactionVersionFeature] != 2 {
+		t.Errorf("3.9 with transaction.version=2: %v", got)
+	}
+	if _, err := formatFeatures("", []string{"transaction.version=3"}, cfg); err == nil ||
+		!strings.Contains(err.Error(), "Keel supports transaction.version 0 to 2") {
+		t.Errorf("transaction.version=3: %v", err)
 	}
 }
 
