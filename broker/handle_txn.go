@@ -11,8 +11,9 @@ package broker
 //     transactional id is INVALID_REQUEST; a transaction.timeout.ms above
 //     transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT.
 //   - AddPartitionsToTxn (key 24), v0–v5 (v4+ is the brokers' batched form,
-//     with KIP-890's VerifyOnly: txn_verify.go): the partitions join the
-//     transaction. A
+//     txn_verify.go: VerifyOnly asks, KIP-890 part 1; without it a leader
+//     adds a partition on a transaction version 2 producer's first batch,
+//     part 2): the partitions join the transaction. A
 //     partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION
 //     and the others OPERATION_NOT_ATTEMPTED, nothing added, as Kafka
 //     answers; otherwise one code for every partition.
