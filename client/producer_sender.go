@@ -407,7 +407,7 @@ func (p *Producer) sendRequest(leader int32, send *pendingSend) {
 		// transaction (KIP-890 part 2), which this producer does itself
 		// with AddPartitionsToTxn: it stays at v11, as the Java client
 		// does without transaction version 2.
-		inf.fut, inf.err = send.conn.startRequest(versionCapped{Request: req, max: maxTxnProduceVersion})
+		inf.fut, inf.err = send.conn.startRequest(cappedProduce{ProduceRequest: req, max: maxTxnProduceVersion})
 	} else {
 		inf.fut, inf.err = send.conn.startRequest(req)
 	}
@@ -415,6 +415,15 @@ func (p *Producer) sendRequest(leader int32, send *pendingSend) {
 	send.sink.inflight.Add(1)
 	send.sink.ch <- inf
 }
+
+// cappedProduce is a Produce request sent at version max at most; it keeps
+// the request's methods (the timeout its response may take).
+type cappedProduce struct {
+	*kmsg.ProduceRequest
+	max int16
+}
+
+func (r cappedProduce) MaxVersion() int16 { return min(r.max, r.ProduceRequest.MaxVersion()) }
 
 // sinkLoop awaits the responses of one broker's requests in order. It
 // settles each request's batches (retry or done), frees the in-flight slot

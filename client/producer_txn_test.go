@@ -195,3 +195,46 @@ func BenchmarkTransactionalProducer(b *testing.B) {
 	defer fake.Close()
 	clienttest.BenchmarkTransactions(b, clienttest.Target{Bootstrap: fake.ListenAddrs()})
 }
+
+// TestTransactionalProducerSendsProduceV11: from Produce v12 a leader adds
+// a transactional batch's partition to the transaction itself (KIP-890
+// part 2, transaction version 2). This producer adds its partitions with
+// AddPartitionsToTxn (version 1), so its Produce requests stay at v11, as
+// the Java client's do without version 2; a plain producer's do not.
+func TestTransactionalProducerSendsProduceV11(t *testing.T) {
+	fake, tgt := txnFake(t)
+	const topic = "v11"
+	clienttest.CreateTopic(t, clienttest.NewAdmin(t, tgt), topic, 1)
+	var maxVersion atomic.Int32
+	fake.ControlKey(0, func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if v := int32(kreq.GetVersion()); v > maxVersion.Load() {
+			maxVersion.Store(v)
+		}
+		return nil, nil, false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	plain := clienttest.NewProducer(t, tgt)
+	if err := plain.ProduceSync(ctx, client.StringRecord(topic, "plain")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if v := maxVersion.Load(); v < 12 {
+		t.Fatalf("a plain producer sent Produce v%d: the broker must serve v12 for this test to tell", v)
+	}
+	maxVersion.Store(0)
+	p := clienttest.NewTxnProducer(t, tgt, "v11")
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, client.StringRecord(topic, "txn")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := maxVersion.Load(); v != 11 {
+		t.Fatalf("the transactional producer sent Produce v%d, want 11", v)
+	}
+}
