@@ -109,6 +109,9 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 			jobs[i].fail(m.Version, code, msg)
 		}
 	}
+	// From v12 on (transaction version 2) the leader's request is what
+	// adds the partition to the transaction: never skipped.
+	add := m.Version >= 12
 	switch {
 	case m.TransactionID == nil:
 		failAll(kerr.TransactionalIDAuthorizationFailed.Code, "transactional records need a transactional id")
@@ -116,9 +119,7 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 	case several:
 		failAll(kerr.InvalidProducerIDMapping.Code, "transactional records contained more than one producer id")
 		return
-	case m.Version < 12 && !b.txnVerificationEnabled(img):
-		// From v12 on (transaction version 2) the leader's request is
-		// what adds the partition to the transaction: never skipped.
+	case !add && !b.txnVerificationEnabled(img):
 		return
 	}
 	var verify []*produceJob
@@ -129,7 +130,7 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 		if p == nil || p.removed.Load() || !p.state.Load().isLeader {
 			continue // the append answers it
 		}
-		if j.txnGuard = p.log.StartTxnVerification(pr.id, pr.epoch, m.Version >= 12); j.txnGuard != nil {
+		if j.txnGuard = p.log.StartTxnVerification(pr.id, pr.epoch, add); j.txnGuard != nil {
 			verify = append(verify, j)
 			tps = append(tps, txn.TopicPartition{Topic: j.topic, Partition: j.in.Partition})
 		}
@@ -144,7 +145,7 @@ func (b *Broker) checkProduceTxn(ctx context.Context, m *kmsg.ProduceRequest, im
 	vctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	codes := b.verifyTxnPartitions(vctx, *m.TransactionID, pr.id, pr.epoch, tps, m.Version >= 12)
+	codes := b.verifyTxnPartitions(vctx, *m.TransactionID, pr.id, pr.epoch, tps, add)
 	b.metrics.txnVerifyTime.observe(time.Since(start))
 	for i, j := range verify {
 		if codes[i] == 0 {

@@ -156,7 +156,7 @@ func formatCommand() *cli.Command {
 // finalized), as Keel implements none.
 func formatFeatures(release string, features []string, cfg *broker.Config) ([]metadata.Record, error) {
 	var out []metadata.Record
-	chosen := map[string]int16{} // --feature group.version and eligible.leader.replicas.version
+	chosen := map[string]int16{} // --feature of an optional feature (metadata.OptionalFeatures)
 	for _, f := range features {
 		name, value, ok := strings.Cut(f, "=")
 		if !ok || name == "" || value == "" {
