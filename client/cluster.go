@@ -37,6 +37,10 @@ type Client struct {
 	meta     atomic.Pointer[Metadata]
 	metaMu   sync.Mutex // serializes metadata requests and snapshot merges
 	interest sync.Map   // topic name -> struct{}: topics the refresher keeps fresh
+	// features are the newest finalized feature levels any connection's
+	// ApiVersions response gave (the highest epoch), as Java's ApiVersions
+	// keeps them.
+	features atomic.Pointer[finalizedFeatures]
 
 	refreshCh  chan struct{}
 	ctx        context.Context // cancelled by Close; bounds background requests
@@ -251,6 +255,7 @@ func (c *Client) connect(ctx context.Context, b *brokerHandle, cls connClass) (*
 	if err != nil {
 		return nil, err
 	}
+	c.noteFeatures(nc.features)
 	slot.connMu.Lock()
 	old := slot.conn
 	slot.conn = nc
@@ -263,6 +268,27 @@ func (c *Client) connect(ctx context.Context, b *brokerHandle, cls connClass) (*
 		return nil, ErrClosed
 	}
 	return nc, nil
+}
+
+// noteFeatures keeps f if it is newer than the finalized features known.
+func (c *Client) noteFeatures(f *finalizedFeatures) {
+	for f != nil {
+		cur := c.features.Load()
+		if cur != nil && cur.epoch >= f.epoch {
+			return
+		}
+		if c.features.CompareAndSwap(cur, f) {
+			return
+		}
+	}
+}
+
+// finalizedLevel is the cluster's finalized level of feature name as the
+// newest ApiVersions response known gave it: 0 if not finalized, or if no
+// broker has said (before the first connection, or brokers older than
+// ApiVersions v3).
+func (c *Client) finalizedLevel(name string) int16 {
+	return c.features.Load().level(name)
 }
 
 // handle returns the broker with node id, from the latest metadata.

@@ -29,6 +29,7 @@ type brokerConn struct {
 	conn     net.Conn
 	cfg      *clientConfig
 	versions [kmsg.MaxKey + 1]int16 // the broker's max version per key, -1 = unsupported
+	features *finalizedFeatures     // from ApiVersions v3+; nil if the broker sent none
 
 	writeMu   sync.Mutex
 	formatter *kmsg.RequestFormatter
@@ -122,9 +123,32 @@ func (c *brokerConn) negotiateVersions(ctx context.Context) error {
 				c.versions[k.ApiKey] = k.MaxVersion
 			}
 		}
+		if resp.FinalizedFeaturesEpoch >= 0 {
+			f := &finalizedFeatures{epoch: resp.FinalizedFeaturesEpoch, levels: make(map[string]int16, len(resp.FinalizedFeatures))}
+			for _, ff := range resp.FinalizedFeatures {
+				f.levels[ff.Name] = ff.MaxVersionLevel
+			}
+			c.features = f
+		}
 		return nil
 	}
 	return fmt.Errorf("api versions: broker refused every version")
+}
+
+// finalizedFeatures are the cluster's finalized feature levels as one
+// broker's ApiVersions response gave them (KIP-584), at the epoch of the
+// metadata it read them from.
+type finalizedFeatures struct {
+	epoch  int64
+	levels map[string]int16
+}
+
+// level is the finalized level of feature name, 0 if it is not finalized.
+func (f *finalizedFeatures) level(name string) int16 {
+	if f == nil {
+		return 0
+	}
+	return f.levels[name]
 }
 
 // authenticate runs the SASL hook: SaslHandshake, then SaslAuthenticate

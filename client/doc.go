@@ -104,9 +104,10 @@
 // With TransactionalID the Producer is Java's transactional producer
 // (KIP-98, KIP-447; producer_txn.go): records only between
 // BeginTransaction and CommitTransaction or AbortTransaction, each
-// partition added with AddPartitionsToTxn before its first batch, a
-// failed record making the transaction abortable, fencing making the
-// producer unusable. Lock order: txnManager.opMu before txnManager.mu;
+// partition added with AddPartitionsToTxn before its first batch (or,
+// under transaction version 2 (KIP-890), by the leader with the batch,
+// and the epoch bumped by each EndTxn), a failed record making the
+// transaction abortable, fencing making the producer unusable. Lock order: txnManager.opMu before txnManager.mu;
 // txnManager.mu and a partition's mutex are never held together.
 //
 // # Consuming

@@ -178,6 +178,7 @@ func newProducer(ctx context.Context, cl *Client, opts []Opt) (*Producer, error)
 			p.cancel()
 			return nil, fmt.Errorf("new producer: %w", err)
 		}
+		p.txn.v2.Store(p.cl.finalizedLevel(transactionVersionName) >= 2)
 	} else if cfg.idempotent {
 		if err := p.initProducerID(ctx); err != nil {
 			p.cancel()

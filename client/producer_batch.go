@@ -32,8 +32,10 @@ type partitionState struct {
 	seqEpoch    int16
 
 	// Transactions: AddPartitionsToTxn accepted the partition in the
-	// open transaction (txnAdded), or it is queued or being sent
-	// (txnAdding). Both are reset when the transaction ends.
+	// open transaction, or (transaction version 2) its first batch is
+	// going out with Produce v12+ (txnAdded); or the AddPartitionsToTxn
+	// is queued or being sent (txnAdding). Both are reset when the
+	// transaction ends.
 	txnAdded  bool
 	txnAdding bool
 }

@@ -125,11 +125,11 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 		}
 		p.needBump.Store(false)
 	}
-	id := p.currentID()
 	linger := p.cfg.linger
 	meta := p.cl.meta.Load()
 	var expired []*batch
 	var needAdd []*partitionState // transactional: not yet in the transaction
+	var joined []*partitionState  // transaction version 2: joining with this pass's Produce
 	for _, ts := range *p.topics.Load() {
 		tm := meta.Topics[ts.name]
 		for _, ps := range *ts.parts.Load() {
@@ -172,14 +172,22 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 				continue
 			}
 			if p.txn != nil && !ps.txnAdded {
-				// Nothing goes out before AddPartitionsToTxn
-				// accepted the partition; its success wakes us.
-				if !ps.txnAdding {
-					ps.txnAdding = true
-					needAdd = append(needAdd, ps)
+				if p.txn.v2.Load() {
+					// Transaction version 2: the leader adds the
+					// partition when its first batch arrives
+					// (Produce v12+).
+					ps.txnAdded = true
+					joined = append(joined, ps)
+				} else {
+					// Nothing goes out before AddPartitionsToTxn
+					// accepted the partition; its success wakes us.
+					if !ps.txnAdding {
+						ps.txnAdding = true
+						needAdd = append(needAdd, ps)
+					}
+					ps.mu.Unlock()
+					continue
 				}
-				ps.mu.Unlock()
-				continue
 			}
 			leader := int32(-1)
 			if tm != nil && int(ps.partition) < len(tm.Partitions) {
@@ -230,6 +238,13 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 				ps.mu.Unlock()
 				continue // a completion, the backoff or the next pass wakes us
 			}
+			// The producer id and epoch are read here, under ps.mu, after
+			// the batch was seen: under transaction version 2 each
+			// EndTxn moves the epoch on, and the next transaction's
+			// records are buffered (under ps.mu) only after that, so
+			// they are never sent at the epoch of a transaction that
+			// ended while this pass ran.
+			id := p.currentID()
 			if p.cfg.idempotent && (ps.seqProducer != id.id || ps.seqEpoch != id.epoch) {
 				// A new producer id or epoch: sequences restart at
 				// 0, and queued batches are renumbered in order.
@@ -269,6 +284,9 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 	}
 	if len(needAdd) > 0 {
 		p.txn.queueAdds(needAdd)
+	}
+	if len(joined) > 0 {
+		p.txn.join(joined) // before the Produce goes out
 	}
 	for _, b := range expired {
 		err := ErrDeliveryTimeout
@@ -402,13 +420,18 @@ func (p *Producer) sendRequest(leader int32, send *pendingSend) {
 	inf := &produceInflight{batches: append([]*batch(nil), send.batches...)}
 	send.batches = send.batches[:0]
 	send.bytes = 0
-	if p.cfg.transactionalID != "" {
+	switch {
+	case p.txn != nil && !p.txn.v2.Load():
 		// Produce v12+ adds a transactional batch's partition to the
 		// transaction (KIP-890 part 2), which this producer does itself
-		// with AddPartitionsToTxn: it stays at v11, as the Java client
-		// does without transaction version 2.
+		// with AddPartitionsToTxn under transaction version 1: it stays
+		// at v11, as the Java client does.
 		inf.fut, inf.err = send.conn.startRequest(cappedProduce{ProduceRequest: req, max: maxTxnProduceVersion})
-	} else {
+	case p.txn != nil && send.conn.maxVersion(req.Key(), req.MaxVersion()) < minTxnV2ProduceVersion:
+		// Under transaction version 2 only Produce v12+ adds the
+		// partition; a broker without it cannot take the batches.
+		inf.err = fmt.Errorf("produce to broker %d: %w: transaction version 2 needs Produce v%d", leader, ErrUnsupportedRequest, minTxnV2ProduceVersion)
+	default:
 		inf.fut, inf.err = send.conn.startRequest(req)
 	}
 	send.sink.conn = send.conn

@@ -30,9 +30,27 @@ import (
 //     until AbortTransaction. Fencing and authorization failures are fatal:
 //     every later call returns ErrProducerFatal.
 //
-// Requests use the pre-KIP-890 versions (AddPartitionsToTxn, EndTxn,
-// AddOffsetsToTxn and TxnOffsetCommit at most v3): the producer adds every
-// partition explicitly and keeps its epoch across transactions.
+// Transaction version 2 (KIP-890 part 2, Kafka 4.0) is used when the
+// cluster's finalized transaction.version is 2 or more, as the Java client
+// 4.0+ decides it: from the newest ApiVersions response, when the producer
+// is created and again as each transaction ends (the transaction that is
+// ending keeps the version it began with). Under it:
+//
+//   - No AddPartitionsToTxn or AddOffsetsToTxn is sent: a partition joins
+//     the transaction with its first Produce (v12+), the group's offsets
+//     partition with TxnOffsetCommit v5.
+//   - EndTxn (v5) bumps the epoch, and its answer is the producer id and
+//     epoch of the next transaction, whose sequences restart at 0. An abort
+//     after a failed batch needs no InitProducerId of its own.
+//   - A producer that moves from version 1 to version 2 bumps its epoch
+//     with InitProducerId after the last version 1 transaction, as Java's
+//     does.
+//
+// Under version 1 (transaction.version below 2, or a cluster that does not
+// say) requests use the pre-KIP-890 versions (AddPartitionsToTxn, EndTxn,
+// AddOffsetsToTxn and TxnOffsetCommit at most v3, Produce at most v11):
+// the producer adds every partition explicitly and keeps its epoch across
+// transactions.
 
 // txnState is where a transactional producer is in Java's state machine.
 type txnState int32
@@ -64,11 +82,20 @@ func (s txnState) String() string {
 }
 
 // Versions above these belong to KIP-890 (implicit partition adds, an
-// epoch bump per transaction), which this producer does not speak.
+// epoch bump per transaction): transaction version 1 stays below them.
 const (
 	maxTxnRequestVersion  = 3 // AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
 	maxInitProducerIDTxnV = 4
 	maxTxnProduceVersion  = 11
+)
+
+// Transaction version 2's requests: EndTxn v5 answers the next producer id
+// and epoch, TxnOffsetCommit v5 adds the offsets partition, and Produce
+// v12 adds the batch's partition.
+const (
+	minTxnV2ProduceVersion = 12
+	txnV2RequestVersion    = 5 // EndTxn, TxnOffsetCommit
+	transactionVersionName = "transaction.version"
 )
 
 // txnManager is a Producer's transactional state.
@@ -88,6 +115,10 @@ type txnManager struct {
 	opMu sync.Mutex
 
 	state atomic.Int32 // txnState
+	// v2: transactions use transaction version 2. Changed only with opMu
+	// held and no transaction open (NewProducer, afterEnd); the sender
+	// reads it.
+	v2 atomic.Bool
 	// gen counts the transactions ended (finish): the sender fails the
 	// buffered batches of the transaction it saw aborting, never those of
 	// the next one, which AbortTransaction may have let begin meanwhile.
@@ -434,7 +465,11 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 			return fmt.Errorf("commit transaction: %w", err)
 		}
 	}
-	if err := t.end(ctx, true); err != nil {
+	bumped, err := t.end(ctx, true)
+	if err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	if err := t.afterEnd(ctx, bumped); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
 	t.finish()
@@ -485,27 +520,27 @@ func (t *txnManager) abort(ctx context.Context) error {
 	if err := t.waitAddIdle(ctx); err != nil {
 		return fmt.Errorf("abort transaction: %w", err)
 	}
-	if err := t.end(ctx, false); err != nil {
+	bumped, err := t.end(ctx, false)
+	if err != nil {
 		return fmt.Errorf("abort transaction: %w", err)
 	}
-	if p.needBump.Load() {
-		// A failed batch left a gap in a partition's sequence numbers.
-		if err := t.initProducerID(ctx); err != nil {
-			return fmt.Errorf("abort transaction: bump epoch: %w", err)
-		}
+	if err := t.afterEnd(ctx, bumped); err != nil {
+		return fmt.Errorf("abort transaction: %w", err)
 	}
 	t.finish()
 	return nil
 }
 
 // end sends EndTxn when the coordinator may hold an open transaction.
-func (t *txnManager) end(ctx context.Context, commit bool) error {
+// bumped reports that the coordinator answered with a new producer id and
+// epoch (transaction version 2), which the producer now uses.
+func (t *txnManager) end(ctx context.Context, commit bool) (bumped bool, err error) {
 	t.mu.Lock()
 	t.stopAddsLocked()
 	added, addSent := t.added, t.addSent
 	if !added && !addSent {
 		t.mu.Unlock()
-		return nil // nothing reached the coordinator: nothing to end (as Java)
+		return false, nil // nothing reached the coordinator: nothing to end (as Java)
 	}
 	if commit {
 		t.endSent = true
@@ -516,26 +551,70 @@ func (t *txnManager) end(ctx context.Context, commit bool) error {
 	req.TransactionalID = t.id
 	req.ProducerID, req.ProducerEpoch = id.id, id.epoch
 	req.Commit = commit
-	kresp, err := t.request(ctx, req, maxTxnRequestVersion, func(r kmsg.Response) int16 {
+	maxVersion := int16(maxTxnRequestVersion)
+	if t.v2.Load() {
+		maxVersion = txnV2RequestVersion
+	}
+	kresp, err := t.request(ctx, req, maxVersion, func(r kmsg.Response) int16 {
 		return r.(*kmsg.EndTxnResponse).ErrorCode
 	})
 	if err != nil {
 		if isFatalKafkaError(err) {
-			return t.fail(err)
+			return false, t.fail(err)
 		}
-		return err // ctx or the client ended: the same end may be tried again
+		return false, err // ctx or the client ended: the same end may be tried again
 	}
-	code := kresp.(*kmsg.EndTxnResponse).ErrorCode
+	resp := kresp.(*kmsg.EndTxnResponse)
+	code := resp.ErrorCode
 	if code == 48 && !added {
-		return nil // INVALID_TXN_STATE: our only add never reached it
+		return false, t.ended() // INVALID_TXN_STATE: our only add never reached it
 	}
 	if err := errorWithMessage(code, nil); err != nil {
 		err = fmt.Errorf("end transaction (commit=%v): %w", commit, err)
 		if isFatalKafkaError(err) || commit {
-			return t.fail(err)
+			return false, t.fail(err)
 		}
-		return err
+		return false, err
 	}
+	if req.GetVersion() >= txnV2RequestVersion && resp.ProducerID >= 0 {
+		// Transaction version 2: the markers carry a bumped epoch and
+		// the next transaction runs at it (or at a new id, epoch 0,
+		// when the epoch ran out).
+		t.p.idMu.Lock()
+		t.p.id = producerID{id: resp.ProducerID, epoch: resp.ProducerEpoch}
+		t.p.idMu.Unlock()
+		bumped = true
+	}
+	return bumped, t.ended()
+}
+
+// ended notes that the coordinator has ended the transaction: were the
+// commit or abort called again (afterEnd failed), no second EndTxn goes
+// out.
+func (t *txnManager) ended() error {
+	t.mu.Lock()
+	t.added, t.addSent = false, false
+	t.mu.Unlock()
+	return nil
+}
+
+// afterEnd prepares the producer's identity for the next transaction once
+// the coordinator has ended this one. It reads the cluster's transaction
+// version again (Java's maybeUpdateTransactionV2Enabled), and bumps the
+// epoch with InitProducerId when EndTxn did not but the next transaction
+// needs it: a failed batch left a gap in a partition's sequence numbers
+// (KIP-360), or the producer moves from transaction version 1 to 2.
+func (t *txnManager) afterEnd(ctx context.Context, bumped bool) error {
+	p := t.p
+	next := p.cl.finalizedLevel(transactionVersionName) >= 2
+	if bumped {
+		p.needBump.Store(false)
+	} else if p.needBump.Load() || (next && !t.v2.Load()) {
+		if err := t.initProducerID(ctx); err != nil {
+			return fmt.Errorf("bump epoch: %w", err) // called again, it tries again
+		}
+	}
+	t.v2.Store(next)
 	return nil
 }
 
@@ -603,6 +682,16 @@ func (t *txnManager) queueAdds(parts []*partitionState) {
 		t.p.workers.Add(1)
 		go t.addLoop(ctx)
 	}
+}
+
+// join notes partitions that join the transaction with the Produce about
+// to be sent (transaction version 2): the coordinator may then hold an open
+// transaction, and finish resets their flags. Only the sender calls it.
+func (t *txnManager) join(parts []*partitionState) {
+	t.mu.Lock()
+	t.touched = append(t.touched, parts...)
+	t.addSent, t.added = true, true
+	t.mu.Unlock()
 }
 
 // addLoop is the add goroutine: it sends AddPartitionsToTxn for everything

@@ -42,6 +42,8 @@ func (c *Consumer) GroupMetadata() GroupMetadata {
 // SendOffsetsToTransaction adds a consumer group's offsets to the open
 // transaction (Java's sendOffsetsToTransaction): AddOffsetsToTxn to the
 // transaction coordinator, then TxnOffsetCommit to the group's coordinator.
+// Under transaction version 2 only TxnOffsetCommit (v5) is sent, and the
+// group coordinator adds the offsets to the transaction.
 // The offsets (topic → partition → next offset to consume) become the
 // group's committed offsets if and only if the transaction commits: the
 // consume-transform-produce loop's exactly-once step. The consumer should
@@ -69,7 +71,11 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 	default:
 		return fmt.Errorf("send offsets to transaction: %w: %s", ErrTransactionState, s)
 	}
-	if err := t.addOffsets(ctx, group.GroupID); err != nil {
+	if t.v2.Load() {
+		t.mu.Lock()
+		t.addSent = true // the commit adds the group's partition
+		t.mu.Unlock()
+	} else if err := t.addOffsets(ctx, group.GroupID); err != nil {
 		return fmt.Errorf("send offsets to transaction: %w", err)
 	}
 	if err := t.commitOffsets(ctx, offsets, group); err != nil {
@@ -116,6 +122,10 @@ func (t *txnManager) commitOffsets(ctx context.Context, offsets map[string]map[i
 			pending[groupTP{topic, part}] = off
 		}
 	}
+	maxVersion := int16(maxTxnRequestVersion)
+	if t.v2.Load() {
+		maxVersion = txnV2RequestVersion
+	}
 	var last error
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if last != nil {
@@ -148,7 +158,7 @@ func (t *txnManager) commitOffsets(ctx context.Context, offsets map[string]map[i
 		}
 		// CoordinatorRequest re-finds the group coordinator on
 		// NOT_COORDINATOR and the like.
-		kresp, err := t.p.cl.CoordinatorRequest(ctx, GroupCoordinator, group.GroupID, versionCapped{Request: req, max: maxTxnRequestVersion})
+		kresp, err := t.p.cl.CoordinatorRequest(ctx, GroupCoordinator, group.GroupID, versionCapped{Request: req, max: maxVersion})
 		if err != nil {
 			if ctx.Err() == nil && IsRetriable(err) {
 				last = err
@@ -182,6 +192,11 @@ func (t *txnManager) commitOffsets(ctx context.Context, offsets map[string]map[i
 		if len(pending) > 0 && last == nil {
 			last = errors.New("partitions missing from the TxnOffsetCommit response")
 		}
+	}
+	if maxVersion >= txnV2RequestVersion {
+		t.mu.Lock()
+		t.added = true
+		t.mu.Unlock()
 	}
 	return nil
 }

@@ -34,6 +34,12 @@ type Target struct {
 	// ValidatesConfigValues: the cluster rejects malformed topic config
 	// values with INVALID_CONFIG, as Kafka does (kfake accepts them).
 	ValidatesConfigValues bool
+	// FencedV2CommitIsInvalidTxnState: under transaction version 2 the
+	// cluster answers a fenced producer's EndTxn(commit), one epoch
+	// behind, as a retry of the abort that fenced it (INVALID_TXN_STATE,
+	// fatal too) rather than PRODUCER_FENCED: kfake does, where Kafka and
+	// Keel abort a fenced transaction two epochs ahead.
+	FencedV2CommitIsInvalidTxnState bool
 }
 
 // Run runs the whole suite as subtests.

@@ -296,7 +296,9 @@ func TxnSecondProducerFencesTheFirst(t *testing.T, tgt Target) {
 	p2 := NewTxnProducer(t, tgt, id)
 
 	err := p1.CommitTransaction(ctx)
-	if !errors.Is(err, client.ErrProducerFatal) || !errors.Is(err, client.ErrProducerFenced) {
+	fenced := errors.Is(err, client.ErrProducerFenced) ||
+		(tgt.FencedV2CommitIsInvalidTxnState && errors.Is(err, client.ErrInvalidTxnState))
+	if !errors.Is(err, client.ErrProducerFatal) || !fenced {
 		t.Fatalf("commit of the fenced producer: %v, want ErrProducerFatal and ErrProducerFenced", err)
 	}
 	if err := p1.BeginTransaction(); !errors.Is(err, client.ErrProducerFatal) {
