@@ -252,7 +252,11 @@ func oauthBearerValidator(cfg *Config, listener string, jaas sasl.JAASConfig, lo
 	if url == "" {
 		return nil, fmt.Errorf("%s=%s needs sasl.oauthbearer.jwks.endpoint.url (the identity provider's JWKS: https://..., or file:/path)", handlerKey, handler)
 	}
-	fetch, err := jwksFetcher(url)
+	hc, err := sasl.OAuthHTTPClient(jaas.Options)
+	if err != nil {
+		return nil, fmt.Errorf("listener.name.%s.oauthbearer.sasl.jaas.config: %w", strings.ToLower(listener), err)
+	}
+	fetch, err := jwksFetcher(url, hc)
 	if err != nil {
 		return nil, fmt.Errorf("%s=%s: %w", urlKey, url, err)
 	}
@@ -307,9 +311,9 @@ func oauthSetting(cfg *Config, listener, key string) (value, name string) {
 // maxJWKS bounds a JWKS read.
 const maxJWKS = 1 << 20
 
-// jwksFetcher reads the JWKS at url: https:// or http:// (GET, 200), or
-// file: (the file; Kafka reads a local JWKS that way too).
-func jwksFetcher(url string) (func(ctx context.Context) ([]byte, error), error) {
+// jwksFetcher reads the JWKS at url: https:// or http:// (GET, 200) with
+// hc, or file: (the file; Kafka reads a local JWKS that way too).
+func jwksFetcher(url string, hc *http.Client) (func(ctx context.Context) ([]byte, error), error) {
 	if path, ok := strings.CutPrefix(url, "file:"); ok {
 		path = strings.TrimPrefix(path, "//")
 		return func(context.Context) ([]byte, error) {
@@ -332,7 +336,7 @@ func jwksFetcher(url string) (func(ctx context.Context) ([]byte, error), error) 
 			return nil, err
 		}
 		req.Header.Set("Accept", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			return nil, err
 		}

@@ -2,11 +2,27 @@ package broker
 
 import (
 	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	stdlog "log"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -231,5 +247,75 @@ func TestSASLScramListener(t *testing.T) {
 		if err == nil || !errors.As(err, &cm) || strings.Contains(cm.ClientMessage(), "mallory") || strings.Contains(strings.ToLower(cm.ClientMessage()), "unknown") {
 			t.Errorf("%s: %v", what, err)
 		}
+	}
+}
+
+// The JWKS of an identity provider whose certificate is from a private CA
+// is read over HTTPS with the listener's OAUTHBEARER module's
+// ssl.truststore.* options (Kafka's JaasOptionsUtils): a token it signs is
+// accepted. Without them the system's roots refuse the endpoint, the read
+// fails (logged) and no token is accepted. An unreadable truststore stops
+// the listener's setup, naming the JAAS setting and the option.
+func TestOAuthBearerJWKSOverHTTPSWithTheModulesTruststore(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.RawURLEncoding.EncodeToString
+	idp := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{"kty": "RSA", "use": "sig", "alg": "RS256", "kid": "k1",
+			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
+	}))
+	idp.Config.ErrorLog = stdlog.New(io.Discard, "", 0) // the refused handshakes
+	idp.StartTLS()
+	defer idp.Close()
+	ca := filepath.Join(t.TempDir(), "idp-ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: idp.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	enc := func(v any) string { b, _ := json.Marshal(v); return b64(b) }
+	input := enc(map[string]any{"alg": "RS256", "kid": "k1"}) + "." + enc(map[string]any{"sub": "svc", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+	digest := sha256.Sum256([]byte(input))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := input + "." + b64(sig)
+
+	validator := func(module string) (sasl.OAuthBearerValidator, *strings.Builder, error) {
+		cfg := loadListenerConfig(t, map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER",
+			"listener.name.clients.oauthbearer.sasl.jaas.config":                   module,
+			"listener.name.clients.oauthbearer.sasl.server.callback.handler.class": oauthValidatorHandler,
+			"sasl.oauthbearer.jwks.endpoint.url":                                   idp.URL + "/jwks"})
+		jaas, err := sasl.ParseJAAS(module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &strings.Builder{}
+		v, err := oauthBearerValidator(cfg, "CLIENTS", jaas, hclog.New(&hclog.LoggerOptions{Output: logs}))
+		return v, logs, err
+	}
+	trusting := fmt.Sprintf(`%s required ssl.truststore.type="PEM" ssl.truststore.location="%s";`, sasl.OAuthBearerLoginModule, ca)
+	v, _, err := validator(trusting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := v.Validate(token, time.Now()); err != nil || tok.Principal != "svc" {
+		t.Fatalf("with the CA in the module's truststore: %+v %v", tok, err)
+	}
+	v, logs, err := validator(sasl.OAuthBearerLoginModule + " required;")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Validate(token, time.Now()); err == nil || !strings.Contains(err.Error(), "no keys") {
+		t.Fatalf("without a truststore (the system's roots): %v, want no keys", err)
+	}
+	if !strings.Contains(logs.String(), "certificate") {
+		t.Errorf("the failed JWKS read is not logged with its certificate error:\n%s", logs)
+	}
+	missing := fmt.Sprintf(`%s required ssl.truststore.type="PEM" ssl.truststore.location="%s.missing";`, sasl.OAuthBearerLoginModule, ca)
+	if _, _, err := validator(missing); err == nil || !strings.Contains(err.Error(), "listener.name.clients.oauthbearer.sasl.jaas.config") ||
+		!strings.Contains(err.Error(), "ssl.truststore.location") {
+		t.Fatalf("an unreadable truststore: %v", err)
 	}
 }

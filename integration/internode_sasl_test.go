@@ -41,7 +41,7 @@ func TestInternodeSASL(t *testing.T) {
 	const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";`
 	const oauthJAAS = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="broker" clientSecret="broker-secret";`
 	const scramJAAS = `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`
-	idp := newOAuthIdP(t)
+	idp := newOAuthIdP(t, nil)
 	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}, {ID: 2, Roles: "broker,controller"}, {ID: 3, Roles: "broker,controller"}, {ID: 4, Roles: "broker"}},
 		ProcessOptions{
 			Overrides: []string{"keel.metrics.address=127.0.0.1:0"},

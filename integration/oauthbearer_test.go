@@ -3,14 +3,19 @@ package integration
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -25,7 +30,8 @@ import (
 )
 
 // oauthIdP is an identity provider for the test: an RSA key whose JWKS it
-// serves over HTTP, and the tokens it signs (RS256).
+// serves over HTTP (or HTTPS, with a certificate from a test CA), and the
+// tokens it signs (RS256).
 type oauthIdP struct {
 	t      *testing.T
 	key    *rsa.PrivateKey
@@ -35,14 +41,16 @@ type oauthIdP struct {
 	server *httptest.Server
 }
 
-func newOAuthIdP(t *testing.T) *oauthIdP {
+// newOAuthIdP starts the identity provider: over HTTPS with a certificate
+// for 127.0.0.1 from certs' CA, over HTTP when certs is nil.
+func newOAuthIdP(t *testing.T, certs *testCerts) *oauthIdP {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &oauthIdP{t: t, key: key}
 	p.kid.Store("key-1")
-	p.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/token" { // the client credentials grant: a token for the client id
 			id, secret, ok := r.BasicAuth()
 			if r.FormValue("grant_type") != "client_credentials" || !ok || secret != id+"-secret" {
@@ -61,6 +69,20 @@ func newOAuthIdP(t *testing.T) *oauthIdP {
 			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes()),
 		}}})
 	}))
+	if certs == nil {
+		p.server.Start()
+	} else {
+		serverKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := issueCert(t, certs.ca, certs.caKey, &serverKey.PublicKey, &x509.Certificate{
+			Subject: pkix.Name{CommonName: "idp"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		})
+		p.server.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw}, PrivateKey: serverKey}}}
+		p.server.StartTLS()
+	}
 	t.Cleanup(p.server.Close)
 	return p
 }
@@ -106,8 +128,10 @@ func oauthClaims(sub string, changes map[string]any) map[string]any {
 // TestSASLOAuthBearer: SASL/OAUTHBEARER through the real binary, with
 // franz-go's OAUTHBEARER client. The SASL_PLAINTEXT listener validates
 // tokens as Kafka's OAuthBearerValidatorCallbackHandler does: signed by a
-// key of the identity provider's JWKS (served over HTTP here), with the
-// expected issuer and audience. The SASL_SSL listener keeps Kafka's
+// key of the identity provider's JWKS (served over HTTPS with a
+// certificate of a private CA, which the listener's JAAS module trusts
+// with its ssl.truststore.* options, as Kafka's JaasOptionsUtils reads
+// them), with the expected issuer and audience. The SASL_SSL listener keeps Kafka's
 // default, unsecured (unsigned) tokens. A service produces and consumes;
 // its principal is the token's subject (its user quota throttles it, not
 // another service). Refused, each logged while the broker goes on
@@ -119,12 +143,14 @@ func oauthClaims(sub string, changes map[string]any) map[string]any {
 // Keel's CLI gets a token from the token endpoint (client credentials)
 // or makes an unsecured one.
 func TestSASLOAuthBearer(t *testing.T) {
-	idp := newOAuthIdP(t)
 	certs := newTestCerts(t)
+	idp := newOAuthIdP(t, certs)
 	const module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+	trustIdP := fmt.Sprintf(`ssl.truststore.type="PEM" ssl.truststore.location="%s"`, certs.caPEM)
+	moduleTrustingIdP := "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required " + trustIdP + ";"
 	c := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}}, ProcessOptions{SSL: certs.brokerSSL(), SASL: []string{
 		"sasl.enabled.mechanisms=OAUTHBEARER",
-		"listener.name.saslp.oauthbearer.sasl.jaas.config=" + module,
+		"listener.name.saslp.oauthbearer.sasl.jaas.config=" + moduleTrustingIdP,
 		"listener.name.saslp.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
 		"sasl.oauthbearer.jwks.endpoint.url=" + idp.server.URL + "/jwks",
 		"sasl.oauthbearer.expected.audience=kafka",
@@ -234,7 +260,7 @@ func TestSASLOAuthBearer(t *testing.T) {
 			"sasl.mechanism=OAUTHBEARER",
 			"sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
 			"sasl.oauthbearer.token.endpoint.url=" + idp.server.URL + "/token",
-			`sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc-reports" clientSecret="svc-reports-secret" scope="kafka";`,
+			`sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc-reports" clientSecret="svc-reports-secret" scope="kafka" ` + trustIdP + ";",
 		}, "\n"),
 		"unsecured.properties": strings.Join([]string{
 			"security.protocol=SASL_SSL",
@@ -252,10 +278,16 @@ func TestSASLOAuthBearer(t *testing.T) {
 			t.Fatalf("keel consume with %s: %v\n%s", file, err, out)
 		}
 	}
-	wrong := writePEM(t, dir, "wrong.properties", []byte(strings.Replace(cliProps["secured.properties"], "svc-reports-secret", "guess", 1)+"\n"))
-	if out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", saslp, "--command-config", wrong,
-		"--topic", topic, "--from-beginning", "--max-messages", "1", "--timeout-ms", "5000").CombinedOutput(); err == nil || !strings.Contains(string(out), "invalid_client") {
-		t.Fatalf("keel consume with a wrong client secret: %v\n%s", err, out)
+	for what, tc := range map[string]struct{ from, to, want string }{
+		"a wrong client secret": {"svc-reports-secret", "guess", "invalid_client"},
+		// The system's roots do not know the identity provider's CA.
+		"no truststore for the identity provider": {" " + trustIdP, "", "certificate"},
+	} {
+		props := writePEM(t, dir, "refused.properties", []byte(strings.Replace(cliProps["secured.properties"], tc.from, tc.to, 1)+"\n"))
+		if out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", saslp, "--command-config", props,
+			"--topic", topic, "--from-beginning", "--max-messages", "1", "--timeout-ms", "5000").CombinedOutput(); err == nil || !strings.Contains(string(out), tc.want) {
+			t.Fatalf("keel consume with %s: %v\n%s", what, err, out)
+		}
 	}
 
 	// The identity provider rotates its key: a token under the new kid

@@ -719,8 +719,10 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  required username="..." password="...";, with
                  tokenauth="true" for a delegation token, or the
                  OAuthBearerLoginModule with clientId="..." clientSecret="..."
-                 [scope="..."] and sasl.oauthbearer.token.endpoint.url, or
-                 unsecuredLoginStringClaim_sub="..." for development)
+                 [scope="..."] and sasl.oauthbearer.token.endpoint.url, and
+                 ssl.truststore.* options for an identity provider with a
+                 private CA; or unsecuredLoginStringClaim_sub="..." for
+                 development)
                  sasl.oauthbearer.token.endpoint.url (https://..., file:...)
                  sasl.login.callback.handler.class
 

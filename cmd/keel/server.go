@@ -84,7 +84,9 @@ func serverCommand() *cli.Command {
 			"OAUTHBEARER validates JWTs against the identity provider's JWKS with\n" +
 			"listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class=\n" +
 			"org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler and\n" +
-			"sasl.oauthbearer.jwks.endpoint.url (without it: Kafka's unsecured development tokens).\n" +
+			"sasl.oauthbearer.jwks.endpoint.url (without it: Kafka's unsecured development tokens);\n" +
+			"an identity provider with a private CA is trusted with ssl.truststore.* options of\n" +
+			"the listener's OAuthBearerLoginModule (ssl.truststore.location=\"...\"), as in Kafka.\n" +
 			"connections.max.reauth.ms above 0 makes clients re-authenticate on their connections.\n" +
 			"Nodes authenticate to SASL inter-broker and controller listeners with\n" +
 			"sasl.mechanism.inter.broker.protocol and sasl.mechanism.controller.protocol: PLAIN or\n" +

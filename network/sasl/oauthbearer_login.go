@@ -45,7 +45,8 @@ type OAuthBearerLogin struct {
 //   - endpoint https://... (handler, if set, Kafka's
 //     OAuthBearerLoginCallbackHandler): tokens from the identity
 //     provider's token endpoint with the client credentials grant and the
-//     module's clientId, clientSecret and optional scope (ClientCredentials);
+//     module's clientId, clientSecret and optional scope (ClientCredentials),
+//     over HTTPS as the module's ssl.* options say (OAuthHTTPClient);
 //   - endpoint file:...: the token in that file, read for each connection;
 //   - no endpoint: Kafka's unsecured login, an unsigned token
 //     ("alg":"none") of the module's unsecuredLogin* options
@@ -89,7 +90,11 @@ func NewOAuthBearerLogin(options map[string]string, handler, endpoint string) (*
 		if id == "" || secret == "" {
 			return nil, errors.New(`a token endpoint needs the OAuthBearerLoginModule's clientId="..." and clientSecret="..."`)
 		}
-		creds := &ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: options["scope"]}
+		hc, err := OAuthHTTPClient(options)
+		if err != nil {
+			return nil, err
+		}
+		creds := &ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: options["scope"], HTTPClient: hc}
 		login.Token = creds.Token
 	default:
 		if _, err := UnsecuredLoginToken(options, time.Now()); err != nil {
