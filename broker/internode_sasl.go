@@ -108,8 +108,10 @@ func internodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.M
 // with listener.name.<listener>.oauthbearer.sasl.login.callback.handler.class
 // set to Kafka's OAuthBearerLoginCallbackHandler; with
 // unsecuredLoginStringClaim_sub, unsigned tokens that only a listener with
-// the default, unsecured validator accepts. Either setting may also be
-// given unprefixed, or prefixed as the JAAS entry is.
+// the default, unsecured validator accepts; Kafka 4.1's
+// sasl.oauthbearer.client.credentials.* and jwt.retriever.class (the JWT
+// bearer grant) too. Each setting may be given unprefixed, or prefixed as
+// the JAAS entry is.
 func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.Mechanism, error) {
 	prefix := "listener.name." + strings.ToLower(listener) + ".oauthbearer."
 	text, ok := listenerSetting(cfg.SASL, listener, "oauthbearer.sasl.jaas.config", false)
@@ -125,9 +127,10 @@ func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string) (franzs
 	if jaas.LoginModule != sasl.OAuthBearerLoginModule {
 		return nil, fmt.Errorf("%ssasl.jaas.config: login module %s is not %s", prefix, jaas.LoginModule, sasl.OAuthBearerLoginModule)
 	}
-	handler, _ := oauthSetting(cfg, listener, "sasl.login.callback.handler.class")
-	endpoint, _ := oauthSetting(cfg, listener, "sasl.oauthbearer.token.endpoint.url")
-	login, err := sasl.NewOAuthBearerLogin(jaas.Options, handler, endpoint)
+	login, err := sasl.NewOAuthBearerLogin(jaas.Options, func(key string) string {
+		v, _ := oauthSetting(cfg, listener, key)
+		return v
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s=OAUTHBEARER, listener %s: %w", mechanismKey, listener, err)
 	}

@@ -131,7 +131,7 @@ func TestInternodeMechanism(t *testing.T) {
 			"listener.name.internal.oauthbearer.sasl.jaas.config": oauthModule + ` required;`}, "needs unsecuredLoginStringClaim_sub"},
 		"OAUTHBEARER, an endpoint without a client": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
 			"listener.name.internal.oauthbearer.sasl.jaas.config": oauthModule + ` required;`,
-			"sasl.oauthbearer.token.endpoint.url":                 "https://idp.example/token"}, "needs the OAuthBearerLoginModule's clientId"},
+			"sasl.oauthbearer.token.endpoint.url":                 "https://idp.example/token"}, "needs sasl.oauthbearer.client.credentials.client.id"},
 		"OAUTHBEARER, a custom login handler": {map[string]string{"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
 			"listener.name.internal.oauthbearer.sasl.jaas.config":                  oauthModule + ` required clientId="broker" clientSecret="broker-secret";`,
 			"listener.name.internal.oauthbearer.sasl.login.callback.handler.class": "com.example.Login",

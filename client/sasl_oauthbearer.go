@@ -103,3 +103,26 @@ func (s *oauthSession) Challenge(msg []byte) (bool, []byte, error) {
 //
 // Concurrency: Token is safe for concurrent use.
 type OAuthClientCredentials = sasl.ClientCredentials
+
+// OAuthJWTBearer gets tokens from an identity provider's token endpoint
+// with the JWT bearer grant (RFC 7523), as Kafka 4.1's
+// JwtBearerJwtRetriever does (KIP-1139): the client signs an assertion
+// with its own private key instead of sending a secret. Its fields are
+// TokenURL, Assertion (a function of the time that makes the assertion:
+// an OAuthAssertion's Create) and HTTPClient (nil: http.DefaultClient).
+//
+//	a := &client.OAuthAssertion{Algorithm: "RS256", PrivateKeyFile: "/etc/orders/key.pem",
+//		Subject: "orders", Audience: "https://idp/oauth2/token", ExpSeconds: 300, NbfSeconds: 60}
+//	jb := &client.OAuthJWTBearer{TokenURL: "https://idp/oauth2/token", Assertion: a.Create}
+//	client.SASL(client.OAuthBearerAuth{Token: jb.Token})
+//
+// Concurrency: Token is safe for concurrent use.
+type OAuthJWTBearer = sasl.JWTBearer
+
+// OAuthAssertion makes the signed JWT an OAuthJWTBearer presents, as
+// Kafka's sasl.oauthbearer.assertion.* settings do: RS256 or ES256 with
+// the PEM private key in PrivateKeyFile (Passphrase for an encrypted
+// PKCS#8 one), the claims sub, iss and aud when set, a template file's
+// header and claims, then iat, exp (ExpSeconds on), nbf (NbfSeconds back)
+// and, with IncludeJTI, a random jti.
+type OAuthAssertion = sasl.Assertion

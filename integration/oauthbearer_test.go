@@ -39,6 +39,9 @@ type oauthIdP struct {
 	reads  atomic.Int64 // of the JWKS
 	grants atomic.Int64 // tokens given at the token endpoint
 	server *httptest.Server
+	// clientKey verifies the assertions of the JWT bearer grant (RS256):
+	// the token is for the assertion's subject.
+	clientKey atomic.Pointer[rsa.PublicKey]
 }
 
 // newOAuthIdP starts the identity provider: over HTTPS with a certificate
@@ -51,6 +54,17 @@ func newOAuthIdP(t *testing.T, certs *testCerts) *oauthIdP {
 	p := &oauthIdP{t: t, key: key}
 	p.kid.Store("key-1")
 	p.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" && r.FormValue("grant_type") == "urn:ietf:params:oauth:grant-type:jwt-bearer" {
+			sub, err := p.checkAssertion(r.FormValue("assertion"))
+			if err != nil {
+				http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+				return
+			}
+			p.grants.Add(1)
+			json.NewEncoder(w).Encode(map[string]any{"access_token": p.token(key, p.kid.Load().(string), oauthClaims(sub, nil)),
+				"token_type": "Bearer", "expires_in": 3600})
+			return
+		}
 		if r.URL.Path == "/token" { // the client credentials grant: a token for the client id
 			id, secret, ok := r.BasicAuth()
 			if r.FormValue("grant_type") != "client_credentials" || !ok || secret != id+"-secret" {
@@ -85,6 +99,36 @@ func newOAuthIdP(t *testing.T, certs *testCerts) *oauthIdP {
 	}
 	t.Cleanup(p.server.Close)
 	return p
+}
+
+// checkAssertion verifies a JWT bearer grant's assertion with the
+// client's key and returns its subject.
+func (p *oauthIdP) checkAssertion(assertion string) (string, error) {
+	parts := strings.Split(assertion, ".")
+	clientKey := p.clientKey.Load()
+	if len(parts) != 3 || clientKey == nil {
+		return "", fmt.Errorf("not a JWT")
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return "", err
+	}
+	d := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	if err := rsa.VerifyPKCS1v15(clientKey, crypto.SHA256, d[:], sig); err != nil {
+		return "", err
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", err
+	}
+	var claims struct {
+		Sub string  `json:"sub"`
+		Exp float64 `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.Sub == "" || claims.Exp < float64(time.Now().Unix()) {
+		return "", fmt.Errorf("claims %s", payload)
+	}
+	return claims.Sub, nil
 }
 
 // token is a JWT of claims, signed with key under kid ("alg":"none" and
@@ -254,6 +298,16 @@ func TestSASLOAuthBearer(t *testing.T) {
 	// (client credentials), and Kafka's unsecured login on the unsecured
 	// listener.
 	dir := t.TempDir()
+	clientKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idp.clientKey.Store(&clientKey.PublicKey)
+	clientDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientKeyPEM := writePEM(t, dir, "svc-jwt.key", pemBlock("PRIVATE KEY", clientDER))
 	cliProps := map[string]string{
 		"secured.properties": strings.Join([]string{
 			"security.protocol=SASL_PLAINTEXT",
@@ -261,6 +315,19 @@ func TestSASLOAuthBearer(t *testing.T) {
 			"sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
 			"sasl.oauthbearer.token.endpoint.url=" + idp.server.URL + "/token",
 			`sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc-reports" clientSecret="svc-reports-secret" scope="kafka" ` + trustIdP + ";",
+		}, "\n"),
+		// Kafka 4.1's JWT bearer grant (KIP-1139): the CLI signs an
+		// assertion with its private key.
+		"jwtbearer.properties": strings.Join([]string{
+			"security.protocol=SASL_PLAINTEXT",
+			"sasl.mechanism=OAUTHBEARER",
+			"sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+			"sasl.oauthbearer.jwt.retriever.class=org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever",
+			"sasl.oauthbearer.token.endpoint.url=" + idp.server.URL + "/token",
+			"sasl.oauthbearer.assertion.private.key.file=" + clientKeyPEM,
+			"sasl.oauthbearer.assertion.claim.sub=svc-jwt",
+			"sasl.oauthbearer.assertion.claim.aud=" + idp.server.URL + "/token",
+			"sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required " + trustIdP + ";",
 		}, "\n"),
 		"unsecured.properties": strings.Join([]string{
 			"security.protocol=SASL_SSL",
@@ -270,7 +337,7 @@ func TestSASLOAuthBearer(t *testing.T) {
 			"ssl.truststore.location=" + certs.caPEM,
 		}, "\n"),
 	}
-	for file, bootstrap := range map[string]string{"secured.properties": saslp, "unsecured.properties": sasls} {
+	for file, bootstrap := range map[string]string{"secured.properties": saslp, "jwtbearer.properties": saslp, "unsecured.properties": sasls} {
 		props := writePEM(t, dir, file, []byte(cliProps[file]+"\n"))
 		out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", bootstrap, "--command-config", props,
 			"--topic", topic, "--from-beginning", "--max-messages", "5", "--timeout-ms", "20000").CombinedOutput()

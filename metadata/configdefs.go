@@ -464,7 +464,8 @@ func ListenerConfig(key string) (listener, name string, ok bool) {
 // values; dump-log redacts them.
 func SensitiveConfig(name string) bool {
 	for _, suffix := range []string{".password", "sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
-		"delegation.token.secret.key", "delegation.token.master.key"} {
+		"delegation.token.secret.key", "delegation.token.master.key",
+		"sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.assertion.private.key.passphrase"} {
 		if strings.HasSuffix(name, suffix) {
 			return true
 		}

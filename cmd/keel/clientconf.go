@@ -409,8 +409,8 @@ func securityProtocol(props map[string]string) (string, error) {
 // isSecurityProperty reports the ssl.* and sasl.* properties
 // securityOptions reads.
 func isSecurityProperty(k string) bool {
-	return k == "sasl.mechanism" || k == "sasl.jaas.config" || k == "sasl.oauthbearer.token.endpoint.url" ||
-		k == "sasl.login.callback.handler.class" || slices.Contains(tlsconf.Keys(), k)
+	return k == "sasl.mechanism" || k == "sasl.jaas.config" || k == "sasl.login.callback.handler.class" ||
+		sasl.IsOAuthLoginSetting(k) || slices.Contains(tlsconf.Keys(), k)
 }
 
 // usesSecurityProperty reports whether security.protocol proto reads the
@@ -552,7 +552,7 @@ func oauthBearerMechanism(props map[string]string) (client.SASLMechanism, error)
 	if jaas.LoginModule != sasl.OAuthBearerLoginModule {
 		return nil, fmt.Errorf("sasl.jaas.config: sasl.mechanism=OAUTHBEARER takes the %s, not %s", sasl.OAuthBearerLoginModule, jaas.LoginModule)
 	}
-	login, err := sasl.NewOAuthBearerLogin(jaas.Options, props["sasl.login.callback.handler.class"], props["sasl.oauthbearer.token.endpoint.url"])
+	login, err := sasl.NewOAuthBearerLogin(jaas.Options, func(k string) string { return props[k] })
 	if err != nil {
 		return nil, err // its errors name the setting or the module's option
 	}
@@ -725,6 +725,14 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  development)
                  sasl.oauthbearer.token.endpoint.url (https://..., file:...)
                  sasl.login.callback.handler.class
+                 sasl.oauthbearer.client.credentials.client.id and
+                 .client.secret, sasl.oauthbearer.scope (Kafka 4.1; over
+                 the module's clientId, clientSecret and scope)
+                 sasl.oauthbearer.jwt.retriever.class (Default,
+                 ClientCredentials, File or JwtBearerJwtRetriever: the
+                 JWT bearer grant, with sasl.oauthbearer.assertion.*:
+                 private.key.file, algorithm RS256 or ES256, claim.sub,
+                 claim.iss, claim.aud, template.file, file, ...)
 
 Other keys are warned about and ignored.
 `

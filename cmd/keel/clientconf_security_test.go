@@ -43,7 +43,7 @@ func TestSecurityOptions(t *testing.T) {
 		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER":                                                                                      "needs sasl.jaas.config",
 		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + jaas:                                                             "takes the org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + oauth:                                                            "needs unsecuredLoginStringClaim_sub",
-		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + oauth + "|sasl.oauthbearer.token.endpoint.url=https://idp/token": "needs the OAuthBearerLoginModule's clientId",
+		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + oauth + "|sasl.oauthbearer.token.endpoint.url=https://idp/token": "needs sasl.oauthbearer.client.credentials.client.id",
 		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + oauth + "|sasl.oauthbearer.token.endpoint.url=ldap://idp":        "not an https://",
 		"security.protocol=SASL_SSL|sasl.mechanism=OAUTHBEARER|sasl.jaas.config=" + oauth + "|sasl.login.callback.handler.class=com.example.Login":   "custom login handlers are not supported",
 		"security.protocol=SASL_SSL|sasl.mechanism=SCRAM-SHA-256|sasl.jaas.config=" + jaas:                                                           "takes the org.apache.kafka.common.security.scram.ScramLoginModule",

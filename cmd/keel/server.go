@@ -92,7 +92,9 @@ func serverCommand() *cli.Command {
 			"sasl.mechanism.inter.broker.protocol and sasl.mechanism.controller.protocol: PLAIN or\n" +
 			"SCRAM as the username and password of that listener's JAAS configuration, OAUTHBEARER\n" +
 			"with its OAuthBearerLoginModule (clientId and clientSecret with\n" +
-			"sasl.oauthbearer.token.endpoint.url, or unsecuredLoginStringClaim_sub).\n" +
+			"sasl.oauthbearer.token.endpoint.url, or unsecuredLoginStringClaim_sub), or\n" +
+			"Kafka 4.1's sasl.oauthbearer.client.credentials.* and sasl.oauthbearer.jwt.retriever.class\n" +
+			"(JwtBearerJwtRetriever: the JWT bearer grant, sasl.oauthbearer.assertion.*).\n" +
 			"GSSAPI is not supported yet.\n\n" +
 			"ACLs: authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer checks\n" +
 			"every request against the ACLs in the metadata log (keel acls, kafka-acls.sh);\n" +

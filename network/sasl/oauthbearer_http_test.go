@@ -40,7 +40,8 @@ func TestOAuthBearerLoginTrustsTheModulesTruststore(t *testing.T) {
 		for k, v := range options {
 			opts[k] = v
 		}
-		login, err := NewOAuthBearerLogin(opts, OAuthLoginHandler, endpoint)
+		login, err := NewOAuthBearerLogin(opts, settings(map[string]string{
+			"sasl.login.callback.handler.class": OAuthLoginHandler, "sasl.oauthbearer.token.endpoint.url": endpoint}))
 		if err != nil {
 			return "", err
 		}

@@ -37,27 +37,47 @@ type OAuthBearerLogin struct {
 	Extensions map[string]string
 }
 
+// Kafka's JWT retrievers (sasl.oauthbearer.jwt.retriever.class, Kafka
+// 4.1, KIP-1139): how OAuthBearerLoginCallbackHandler gets its tokens.
+const (
+	jwtRetrieverPrefix            = "org.apache.kafka.common.security.oauthbearer."
+	jwtRetrieverDefault           = jwtRetrieverPrefix + "DefaultJwtRetriever"
+	jwtRetrieverClientCredentials = jwtRetrieverPrefix + "ClientCredentialsJwtRetriever"
+	jwtRetrieverFile              = jwtRetrieverPrefix + "FileJwtRetriever"
+	jwtRetrieverJWTBearer         = jwtRetrieverPrefix + "JwtBearerJwtRetriever"
+)
+
 // NewOAuthBearerLogin is the login of an OAuthBearerLoginModule with the
-// JAAS options, sasl.login.callback.handler.class (handler) and
-// sasl.oauthbearer.token.endpoint.url (endpoint), as Kafka's clients and
-// brokers log in:
+// JAAS options and the sasl.* settings setting returns ("" when unset;
+// for a node, as listener.name.<listener>.oauthbearer.<key> or <key>), as
+// Kafka's clients and brokers log in. sasl.login.callback.handler.class,
+// if set, is Kafka's OAuthBearerLoginCallbackHandler, whose
+// sasl.oauthbearer.jwt.retriever.class (Kafka 4.1) picks how tokens are
+// got; its default, DefaultJwtRetriever, goes by
+// sasl.oauthbearer.token.endpoint.url:
 //
-//   - endpoint https://... (handler, if set, Kafka's
-//     OAuthBearerLoginCallbackHandler): tokens from the identity
-//     provider's token endpoint with the client credentials grant and the
-//     module's clientId, clientSecret and optional scope (ClientCredentials),
-//     over HTTPS as the module's ssl.* options say (OAuthHTTPClient);
-//   - endpoint file:...: the token in that file, read for each connection;
-//   - no endpoint: Kafka's unsecured login, an unsigned token
-//     ("alg":"none") of the module's unsecuredLogin* options
+//   - https://... (ClientCredentialsJwtRetriever): tokens from the
+//     identity provider's token endpoint with the client credentials grant
+//     (ClientCredentials): sasl.oauthbearer.client.credentials.client.id
+//     and .client.secret, else the module's clientId and clientSecret;
+//     sasl.oauthbearer.scope, else the module's scope;
+//   - file:... (FileJwtRetriever): the token in that file, read for each
+//     connection;
+//   - JwtBearerJwtRetriever, named: the JWT bearer grant (JWTBearer) with
+//     an assertion from sasl.oauthbearer.assertion.file or made and signed
+//     as the sasl.oauthbearer.assertion.* settings say (Assertion);
+//   - no endpoint and no handler: Kafka's unsecured login, an unsigned
+//     token ("alg":"none") of the module's unsecuredLogin* options
 //     (UnsecuredLoginToken), checked now and issued for each connection,
 //     so that a long-lived process never presents an expired one. For
 //     development only: a broker accepts such tokens only with Kafka's
 //     default, unsecured validation.
 //
-// The module's extension_<name> options are the extensions. Errors about
-// the options name them but not the JAAS setting, which the caller knows.
-func NewOAuthBearerLogin(options map[string]string, handler, endpoint string) (*OAuthBearerLogin, error) {
+// Requests to the identity provider use HTTPS as the module's ssl.*
+// options say (OAuthHTTPClient). The module's extension_<name> options are
+// the extensions. Errors name the setting or option at fault but not the
+// JAAS setting, which the caller knows.
+func NewOAuthBearerLogin(options map[string]string, setting func(key string) string) (*OAuthBearerLogin, error) {
 	login := &OAuthBearerLogin{}
 	for k, v := range options {
 		if name, ok := strings.CutPrefix(k, "extension_"); ok {
@@ -67,13 +87,44 @@ func NewOAuthBearerLogin(options map[string]string, handler, endpoint string) (*
 			login.Extensions[name] = v
 		}
 	}
-	handler, endpoint = strings.TrimSpace(handler), strings.TrimSpace(endpoint)
-	switch {
-	case handler != "" && handler != OAuthLoginHandler && handler != oauthLoginHandlerLegacy:
+	get := func(key string) string { return strings.TrimSpace(setting(key)) }
+	handler, endpoint := get("sasl.login.callback.handler.class"), get("sasl.oauthbearer.token.endpoint.url")
+	retriever := get("sasl.oauthbearer.jwt.retriever.class")
+	if handler != "" && handler != OAuthLoginHandler && handler != oauthLoginHandlerLegacy {
 		return nil, fmt.Errorf("sasl.login.callback.handler.class=%s: custom login handlers are not supported (%s is)", handler, OAuthLoginHandler)
-	case handler != "" && endpoint == "":
-		return nil, fmt.Errorf("sasl.login.callback.handler.class=%s needs sasl.oauthbearer.token.endpoint.url", handler)
-	case strings.HasPrefix(endpoint, "file:"):
+	}
+	isFile, isHTTP := strings.HasPrefix(endpoint, "file:"), strings.HasPrefix(endpoint, "https://") || strings.HasPrefix(endpoint, "http://")
+	switch retriever {
+	case "", jwtRetrieverDefault:
+		switch {
+		case isFile:
+			retriever = jwtRetrieverFile
+		case isHTTP:
+			retriever = jwtRetrieverClientCredentials
+		case endpoint != "":
+			return nil, fmt.Errorf("sasl.oauthbearer.token.endpoint.url=%s: not an https://, http:// or file: URL", endpoint)
+		case handler != "":
+			return nil, fmt.Errorf("sasl.login.callback.handler.class=%s needs sasl.oauthbearer.token.endpoint.url", handler)
+		default:
+			if _, err := UnsecuredLoginToken(options, time.Now()); err != nil {
+				return nil, err
+			}
+			login.Token = func(context.Context) (string, error) { return UnsecuredLoginToken(options, time.Now()) }
+			return login, nil
+		}
+	case jwtRetrieverFile:
+		if !isFile {
+			return nil, fmt.Errorf("sasl.oauthbearer.jwt.retriever.class=%s needs a file: sasl.oauthbearer.token.endpoint.url", retriever)
+		}
+	case jwtRetrieverClientCredentials, jwtRetrieverJWTBearer:
+		if !isHTTP {
+			return nil, fmt.Errorf("sasl.oauthbearer.jwt.retriever.class=%s needs an https:// or http:// sasl.oauthbearer.token.endpoint.url", retriever)
+		}
+	default:
+		return nil, fmt.Errorf("sasl.oauthbearer.jwt.retriever.class=%s: custom JWT retrievers are not supported (%s, %s, %s and %s are)",
+			retriever, jwtRetrieverDefault, jwtRetrieverClientCredentials, jwtRetrieverFile, jwtRetrieverJWTBearer)
+	}
+	if retriever == jwtRetrieverFile {
 		path := strings.TrimPrefix(strings.TrimPrefix(endpoint, "file:"), "//")
 		login.Token = func(context.Context) (string, error) {
 			b, err := os.ReadFile(path)
@@ -82,27 +133,102 @@ func NewOAuthBearerLogin(options map[string]string, handler, endpoint string) (*
 			}
 			return strings.TrimSpace(string(b)), nil
 		}
-	case endpoint != "":
-		if !strings.HasPrefix(endpoint, "https://") && !strings.HasPrefix(endpoint, "http://") {
-			return nil, fmt.Errorf("sasl.oauthbearer.token.endpoint.url=%s: not an https://, http:// or file: URL", endpoint)
-		}
-		id, secret := options["clientId"], options["clientSecret"]
-		if id == "" || secret == "" {
-			return nil, errors.New(`a token endpoint needs the OAuthBearerLoginModule's clientId="..." and clientSecret="..."`)
-		}
-		hc, err := OAuthHTTPClient(options)
+		return login, nil
+	}
+	hc, err := OAuthHTTPClient(options)
+	if err != nil {
+		return nil, err
+	}
+	if retriever == jwtRetrieverJWTBearer {
+		assertion, err := assertionFromSettings(get)
 		if err != nil {
 			return nil, err
 		}
-		creds := &ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: options["scope"], HTTPClient: hc}
-		login.Token = creds.Token
-	default:
-		if _, err := UnsecuredLoginToken(options, time.Now()); err != nil {
-			return nil, err
-		}
-		login.Token = func(context.Context) (string, error) { return UnsecuredLoginToken(options, time.Now()) }
+		login.Token = (&JWTBearer{TokenURL: endpoint, Assertion: assertion, HTTPClient: hc}).Token
+		return login, nil
 	}
+	id := cmp.Or(get("sasl.oauthbearer.client.credentials.client.id"), options["clientId"])
+	secret := cmp.Or(get("sasl.oauthbearer.client.credentials.client.secret"), options["clientSecret"])
+	if id == "" || secret == "" {
+		return nil, errors.New(`a token endpoint needs sasl.oauthbearer.client.credentials.client.id and .client.secret, or the OAuthBearerLoginModule's clientId="..." and clientSecret="..."`)
+	}
+	scope := cmp.Or(get("sasl.oauthbearer.scope"), options["scope"])
+	login.Token = (&ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: scope, HTTPClient: hc}).Token
 	return login, nil
+}
+
+// IsOAuthLoginSetting reports the settings NewOAuthBearerLogin reads,
+// besides sasl.login.callback.handler.class.
+func IsOAuthLoginSetting(key string) bool {
+	switch key {
+	case "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.scope",
+		"sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret":
+		return true
+	}
+	return strings.HasPrefix(key, "sasl.oauthbearer.assertion.")
+}
+
+// assertionFromSettings is the JWT bearer grant's assertion as the
+// sasl.oauthbearer.assertion.* settings say: the JWT of
+// sasl.oauthbearer.assertion.file (all the others ignored, as in Kafka),
+// or one made for each request (Assertion) with Kafka's defaults (RS256,
+// exp 300 s ahead, nbf 60 s back, no jti). The key and template are read
+// once now, so that a setting that cannot work stops the login's setup.
+func assertionFromSettings(get func(string) string) (func(time.Time) (string, error), error) {
+	const prefix = "sasl.oauthbearer.assertion."
+	if path := get(prefix + "file"); path != "" {
+		create := assertionFromFile(path)
+		if _, err := create(time.Now()); err != nil {
+			return nil, fmt.Errorf("%sfile=%s: %w", prefix, path, err)
+		}
+		return create, nil
+	}
+	a := &Assertion{
+		Algorithm:      strings.ToUpper(cmp.Or(get(prefix+"algorithm"), "RS256")),
+		PrivateKeyFile: get(prefix + "private.key.file"),
+		Passphrase:     get(prefix + "private.key.passphrase"),
+		TemplateFile:   get(prefix + "template.file"),
+		Subject:        get(prefix + "claim.sub"),
+		Issuer:         get(prefix + "claim.iss"),
+		Audience:       get(prefix + "claim.aud"),
+	}
+	if a.Algorithm != "RS256" && a.Algorithm != "ES256" {
+		return nil, fmt.Errorf("%salgorithm=%s: want RS256 or ES256", prefix, a.Algorithm)
+	}
+	if a.PrivateKeyFile == "" {
+		return nil, fmt.Errorf("the JWT bearer grant needs %sprivate.key.file (or %sfile)", prefix, prefix)
+	}
+	var err error
+	if a.ExpSeconds, err = nonNegativeSetting(get, prefix+"claim.exp.seconds", 300); err != nil {
+		return nil, err
+	}
+	if a.NbfSeconds, err = nonNegativeSetting(get, prefix+"claim.nbf.seconds", 60); err != nil {
+		return nil, err
+	}
+	switch v := strings.ToLower(get(prefix + "claim.jti.include")); v {
+	case "", "false":
+	case "true":
+		a.IncludeJTI = true
+	default:
+		return nil, fmt.Errorf("%sclaim.jti.include=%s: want true or false", prefix, v)
+	}
+	if _, err := a.Create(time.Now()); err != nil {
+		return nil, fmt.Errorf("%s*: %w", prefix, err)
+	}
+	return a.Create, nil
+}
+
+// nonNegativeSetting is an int setting from 0, def when unset.
+func nonNegativeSetting(get func(string) string, key string, def int) (int, error) {
+	v := get(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%s: not a number from 0", key, v)
+	}
+	return n, nil
 }
 
 // UnsecuredLoginToken is the unsigned token of Kafka's
@@ -194,45 +320,63 @@ func (c *ClientCredentials) Token(ctx context.Context) (string, error) {
 	if c.Scope != "" {
 		form.Set("scope", c.Scope)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.TokenURL, strings.NewReader(form.Encode()))
+	token, renewAt, err := requestToken(ctx, c.HTTPClient, c.TokenURL, form, func(req *http.Request) {
+		// HTTP basic authentication with the id and secret as they
+		// are, as Kafka sends them by default
+		// (sasl.oauthbearer.header.urlencode=false).
+		req.SetBasicAuth(c.ClientID, c.ClientSecret)
+	})
 	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %w", c.TokenURL, err)
+		return "", err
+	}
+	c.token, c.renewAt = token, renewAt
+	return c.token, nil
+}
+
+// requestToken posts form to an identity provider's token endpoint with
+// hc (nil: http.DefaultClient), auth adding the client's authentication,
+// and returns the access token and when to renew it: when 80% of its
+// lifetime (expires_in, else the JWT's exp) has passed, Kafka's
+// sasl.login.refresh.window.factor.
+func requestToken(ctx context.Context, hc *http.Client, tokenURL string, form url.Values, auth func(*http.Request)) (string, time.Time, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("token endpoint %s: %w", tokenURL, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	// HTTP basic authentication with the id and secret as they are, as
-	// Kafka sends them by default (sasl.oauthbearer.header.urlencode=false).
-	req.SetBasicAuth(c.ClientID, c.ClientSecret)
-	hc := c.HTTPClient
+	req.Header.Set("Cache-Control", "no-cache")
+	if auth != nil {
+		auth(req)
+	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
 	start := time.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %w", c.TokenURL, err)
+		return "", time.Time{}, fmt.Errorf("token endpoint %s: %w", tokenURL, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
 	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %w", c.TokenURL, err)
+		return "", time.Time{}, fmt.Errorf("token endpoint %s: %w", tokenURL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("token endpoint %s: HTTP %s: %.200s", c.TokenURL, resp.Status, body)
+		return "", time.Time{}, fmt.Errorf("token endpoint %s: HTTP %s: %.200s", tokenURL, resp.Status, body)
 	}
 	var tr struct {
 		AccessToken string  `json:"access_token"`
 		ExpiresIn   float64 `json:"expires_in"`
 	}
 	if err := json.Unmarshal(body, &tr); err != nil || tr.AccessToken == "" {
-		return "", fmt.Errorf("token endpoint %s: no access_token in the answer", c.TokenURL)
+		return "", time.Time{}, fmt.Errorf("token endpoint %s: no access_token in the answer", tokenURL)
 	}
 	lifetime := time.Duration(tr.ExpiresIn * float64(time.Second))
 	if lifetime <= 0 {
 		lifetime = jwtLifetime(tr.AccessToken, start)
 	}
-	c.token, c.renewAt = tr.AccessToken, start.Add(lifetime*8/10)
-	return c.token, nil
+	return tr.AccessToken, start.Add(lifetime * 8 / 10), nil
 }
 
 // jwtLifetime is the time from now to a JWT's exp claim, read without

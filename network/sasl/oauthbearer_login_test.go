@@ -48,7 +48,7 @@ func TestUnsecuredLoginToken(t *testing.T) {
 func TestNewOAuthBearerLogin(t *testing.T) {
 	ctx := context.Background()
 	options := map[string]string{"unsecuredLoginStringClaim_sub": "broker", "unsecuredLoginLifetimeSeconds": "60", "extension_traceId": "abc"}
-	login, err := NewOAuthBearerLogin(options, "", "")
+	login, err := NewOAuthBearerLogin(options, settings(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,8 @@ func TestNewOAuthBearerLogin(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(path, []byte("one.two.three\n"), 0o600)
-	fromFile, err := NewOAuthBearerLogin(map[string]string{}, OAuthLoginHandler, "file:"+path)
+	fromFile, err := NewOAuthBearerLogin(map[string]string{}, settings(map[string]string{
+		"sasl.login.callback.handler.class": OAuthLoginHandler, "sasl.oauthbearer.token.endpoint.url": "file:" + path}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,12 +92,18 @@ func TestNewOAuthBearerLogin(t *testing.T) {
 		"no subject":             {map[string]string{}, "", "", "needs unsecuredLoginStringClaim_sub"},
 		"a custom handler":       {options, "com.example.Login", "https://idp/token", "custom login handlers are not supported"},
 		"a handler, no endpoint": {options, OAuthLoginHandler, "", "needs sasl.oauthbearer.token.endpoint.url"},
-		"an endpoint, no client": {options, "", "https://idp/token", "needs the OAuthBearerLoginModule's clientId"},
+		"an endpoint, no client": {options, "", "https://idp/token", "needs sasl.oauthbearer.client.credentials.client.id"},
 		"not a URL we fetch":     {options, "", "ldap://idp", "not an https://"},
 		"a bad lifetime":         {map[string]string{"unsecuredLoginStringClaim_sub": "x", "unsecuredLoginLifetimeSeconds": "soon"}, "", "", "unsecuredLoginLifetimeSeconds"},
 	} {
-		if _, err := NewOAuthBearerLogin(tc.options, tc.handler, tc.endpoint); err == nil || !strings.Contains(err.Error(), tc.want) {
+		set := settings(map[string]string{"sasl.login.callback.handler.class": tc.handler, "sasl.oauthbearer.token.endpoint.url": tc.endpoint})
+		if _, err := NewOAuthBearerLogin(tc.options, set); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", what, err, tc.want)
 		}
 	}
+}
+
+// settings is a NewOAuthBearerLogin setting lookup over m.
+func settings(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
 }

@@ -171,3 +171,11 @@ func inlinePEMKeystore(chain, keyText, keyPassword string) (*tls.Certificate, er
 	}
 	return cert, nil
 }
+
+// PEMPrivateKey parses the one private key of a PEM file, as the
+// keystores' ssl.keystore.key does: PKCS#8, PKCS#1, SEC 1, or PKCS#8
+// encrypted with PBES2 (with password). Kafka's OAUTHBEARER assertions
+// (sasl.oauthbearer.assertion.private.key.file) are signed with one.
+func PEMPrivateKey(text []byte, password string) (crypto.PrivateKey, error) {
+	return pemPrivateKey(text, password)
+}
