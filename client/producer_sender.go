@@ -125,6 +125,7 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 		}
 		p.needBump.Store(false)
 	}
+	passID := p.currentID()
 	linger := p.cfg.linger
 	meta := p.cl.meta.Load()
 	var expired []*batch
@@ -238,13 +239,17 @@ func (p *Producer) drain(sends map[int32]*pendingSend) (sent bool, next time.Tim
 				ps.mu.Unlock()
 				continue // a completion, the backoff or the next pass wakes us
 			}
-			// The producer id and epoch are read here, under ps.mu, after
-			// the batch was seen: under transaction version 2 each
-			// EndTxn moves the epoch on, and the next transaction's
-			// records are buffered (under ps.mu) only after that, so
-			// they are never sent at the epoch of a transaction that
-			// ended while this pass ran.
-			id := p.currentID()
+			// Only the sender changes a plain producer's id and epoch
+			// (before the pass). A transactional one's are read again
+			// here, under ps.mu, after the batch was seen: under
+			// transaction version 2 each EndTxn moves the epoch on, and
+			// the next transaction's records are buffered (under ps.mu)
+			// only after that, so they are never sent at the epoch of a
+			// transaction that ended while this pass ran.
+			id := passID
+			if p.txn != nil {
+				id = p.currentID()
+			}
 			if p.cfg.idempotent && (ps.seqProducer != id.id || ps.seqEpoch != id.epoch) {
 				// A new producer id or epoch: sequences restart at
 				// 0, and queued batches are renumbered in order.
