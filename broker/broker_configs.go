@@ -259,6 +259,7 @@ func securityConfigDefaults() []securityConfigDefault {
 		{"sasl.oauthbearer.clock.skew.seconds", ti, i(oauthClockSkewSeconds)},
 		{"sasl.oauthbearer.expected.audience", tli, ""},
 		{"sasl.oauthbearer.expected.issuer", ts, ""},
+		{"sasl.oauthbearer.header.urlencode", tb, "false"},
 		{"sasl.oauthbearer.jwks.endpoint.refresh.ms", tl, i(oauthJWKSRefreshMs)},
 		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", tl, i(oauthJWKSRetryBackoffMaxMs)},
 		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", tl, i(oauthJWKSRetryBackoffMs)},

@@ -727,7 +727,8 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  sasl.login.callback.handler.class
                  sasl.oauthbearer.client.credentials.client.id and
                  .client.secret, sasl.oauthbearer.scope (Kafka 4.1; over
-                 the module's clientId, clientSecret and scope)
+                 the module's clientId, clientSecret and scope),
+                 sasl.oauthbearer.header.urlencode
                  sasl.oauthbearer.jwt.retriever.class (Default,
                  ClientCredentials, File or JwtBearerJwtRetriever: the
                  JWT bearer grant, with sasl.oauthbearer.assertion.*:

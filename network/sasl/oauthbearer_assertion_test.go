@@ -265,7 +265,8 @@ func TestJWTBearerLogin(t *testing.T) {
 
 // Kafka 4.1's client credentials settings win over the module's options
 // (which stay for compatibility): sasl.oauthbearer.client.credentials.*
-// over clientId and clientSecret, sasl.oauthbearer.scope over scope.
+// over clientId and clientSecret, sasl.oauthbearer.scope over scope; and
+// sasl.oauthbearer.header.urlencode (Kafka 3.9) encodes them.
 func TestClientCredentialsSettingsWinOverJAAS(t *testing.T) {
 	type request struct{ id, secret, scope string }
 	var mu sync.Mutex
@@ -305,5 +306,19 @@ func TestClientCredentialsSettingsWinOverJAAS(t *testing.T) {
 		"sasl.oauthbearer.jwt.retriever.class": jwtRetrieverClientCredentials,
 	}); r != (request{"jaas-id", "jaas-secret", "jaas-scope"}) {
 		t.Errorf("sent %+v, want the module's options", r)
+	}
+	// KIP-1025: the id and secret URL-encoded in the header, as Java's
+	// URLEncoder does (a space is "+", "*" stays, "~" and "+" are encoded).
+	if r := sent(map[string]string{
+		"sasl.oauthbearer.token.endpoint.url":               idp.URL,
+		"sasl.oauthbearer.header.urlencode":                 "true",
+		"sasl.oauthbearer.client.credentials.client.id":     "orders app",
+		"sasl.oauthbearer.client.credentials.client.secret": "s3cr:t*~+é",
+	}); r != (request{"orders+app", "s3cr%3At*%7E%2B%C3%A9", "jaas-scope"}) {
+		t.Errorf("sent %+v with sasl.oauthbearer.header.urlencode=true", r)
+	}
+	if _, err := NewOAuthBearerLogin(map[string]string{"clientId": "a", "clientSecret": "b"}, settings(map[string]string{
+		"sasl.oauthbearer.token.endpoint.url": idp.URL, "sasl.oauthbearer.header.urlencode": "yes"})); err == nil || !strings.Contains(err.Error(), "want true or false") {
+		t.Errorf("sasl.oauthbearer.header.urlencode=yes: %v", err)
 	}
 }

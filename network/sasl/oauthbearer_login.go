@@ -60,7 +60,8 @@ const (
 //     identity provider's token endpoint with the client credentials grant
 //     (ClientCredentials): sasl.oauthbearer.client.credentials.client.id
 //     and .client.secret, else the module's clientId and clientSecret;
-//     sasl.oauthbearer.scope, else the module's scope;
+//     sasl.oauthbearer.scope, else the module's scope; the id and secret
+//     URL-encoded with sasl.oauthbearer.header.urlencode=true;
 //   - file:... (FileJwtRetriever): the token in that file, read for each
 //     connection;
 //   - JwtBearerJwtRetriever, named: the JWT bearer grant (JWTBearer) with
@@ -153,7 +154,15 @@ func NewOAuthBearerLogin(options map[string]string, setting func(key string) str
 		return nil, errors.New(`a token endpoint needs sasl.oauthbearer.client.credentials.client.id and .client.secret, or the OAuthBearerLoginModule's clientId="..." and clientSecret="..."`)
 	}
 	scope := cmp.Or(get("sasl.oauthbearer.scope"), options["scope"])
-	login.Token = (&ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: scope, HTTPClient: hc}).Token
+	creds := &ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: scope, HTTPClient: hc}
+	switch v := strings.ToLower(get("sasl.oauthbearer.header.urlencode")); v {
+	case "", "false":
+	case "true":
+		creds.URLEncodeHeader = true
+	default:
+		return nil, fmt.Errorf("sasl.oauthbearer.header.urlencode=%s: want true or false", v)
+	}
+	login.Token = creds.Token
 	return login, nil
 }
 
@@ -161,7 +170,7 @@ func NewOAuthBearerLogin(options map[string]string, setting func(key string) str
 // besides sasl.login.callback.handler.class.
 func IsOAuthLoginSetting(key string) bool {
 	switch key {
-	case "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.scope",
+	case "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.scope", "sasl.oauthbearer.header.urlencode",
 		"sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret":
 		return true
 	}
@@ -299,6 +308,10 @@ type ClientCredentials struct {
 	Scope        string // optional, space-separated
 	// HTTPClient makes the requests; nil is http.DefaultClient.
 	HTTPClient *http.Client
+	// URLEncodeHeader URL-encodes the id and secret in the Authorization
+	// header, as RFC 6749 §2.3.1 says and some identity providers
+	// require: Kafka's sasl.oauthbearer.header.urlencode (KIP-1025).
+	URLEncodeHeader bool
 
 	mu      sync.Mutex
 	token   string
@@ -323,14 +336,37 @@ func (c *ClientCredentials) Token(ctx context.Context) (string, error) {
 	token, renewAt, err := requestToken(ctx, c.HTTPClient, c.TokenURL, form, func(req *http.Request) {
 		// HTTP basic authentication with the id and secret as they
 		// are, as Kafka sends them by default
-		// (sasl.oauthbearer.header.urlencode=false).
-		req.SetBasicAuth(c.ClientID, c.ClientSecret)
+		// (sasl.oauthbearer.header.urlencode=false), or URL-encoded.
+		if c.URLEncodeHeader {
+			req.SetBasicAuth(formEncode(c.ClientID), formEncode(c.ClientSecret))
+		} else {
+			req.SetBasicAuth(c.ClientID, c.ClientSecret)
+		}
 	})
 	if err != nil {
 		return "", err
 	}
 	c.token, c.renewAt = token, renewAt
 	return c.token, nil
+}
+
+// formEncode is Java's URLEncoder.encode in UTF-8, which Kafka encodes
+// the client id and secret with: letters, digits and ".-*_" stay, a space
+// becomes "+", every other byte %XX.
+func formEncode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-', c == '*', c == '_':
+			b.WriteByte(c)
+		case c == ' ':
+			b.WriteByte('+')
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 // requestToken posts form to an identity provider's token endpoint with
