@@ -265,6 +265,7 @@ func securityConfigDefaults() []securityConfigDefault {
 		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", tl, i(oauthJWKSRetryBackoffMs)},
 		{"sasl.oauthbearer.jwks.endpoint.url", ts, ""},
 		{"sasl.oauthbearer.jwt.retriever.class", tc, "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever"},
+		{"sasl.oauthbearer.jwt.validator.class", tc, oauthJWTValidatorDefault},
 		{"sasl.oauthbearer.scope", ts, ""},
 		{"sasl.oauthbearer.scope.claim.name", ts, oauthScopeClaim},
 		{"sasl.oauthbearer.sub.claim.name", ts, oauthSubClaim},

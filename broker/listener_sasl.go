@@ -202,6 +202,10 @@ const (
 	oauthValidatorHandler       = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 	oauthValidatorHandlerLegacy = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler" // before Kafka 3.8
 	oauthUnsecuredHandler       = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+
+	// Kafka 4.1's JWT validators of OAuthBearerValidatorCallbackHandler.
+	oauthJWTValidatorDefault = "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator"
+	oauthJWTValidatorBroker  = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
 )
 
 // Kafka's defaults of the sasl.oauthbearer.* settings oauthBearerValidator
@@ -237,6 +241,14 @@ func oauthBearerValidator(cfg *Config, listener string, jaas sasl.JAASConfig, lo
 		return nil, fmt.Errorf("%s=%s: custom callback handlers are not supported (%s and Kafka's unsecured default are)", handlerKey, handler, oauthValidatorHandler)
 	}
 	setting := func(key string) (string, string) { return oauthSetting(cfg, listener, key) }
+	// Kafka 4.1's sasl.oauthbearer.jwt.validator.class (KIP-1139): its
+	// default and the broker's validator are what follows; another, a
+	// custom class, is refused rather than silently not used.
+	switch v, name := setting("sasl.oauthbearer.jwt.validator.class"); v {
+	case "", oauthJWTValidatorDefault, oauthJWTValidatorBroker:
+	default:
+		return nil, fmt.Errorf("%s=%s: custom JWT validators are not supported (%s and %s are)", name, v, oauthJWTValidatorDefault, oauthJWTValidatorBroker)
+	}
 	millis := func(key string, def int64) (time.Duration, error) {
 		v, name := setting(key)
 		if v == "" {
