@@ -609,7 +609,7 @@ func (t *txnManager) afterEnd(ctx context.Context, bumped bool) error {
 	next := p.cl.finalizedLevel(transactionVersionName) >= 2
 	if bumped {
 		p.needBump.Store(false)
-	} else if p.needBump.Load() || (next && !t.v2.Load()) {
+	} else if p.needBump.Load() || (next && !t.v2.Load() && !p.closing.Load()) { // no move to make at Close
 		if err := t.initProducerID(ctx); err != nil {
 			return fmt.Errorf("bump epoch: %w", err) // called again, it tries again
 		}
