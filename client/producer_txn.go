@@ -551,11 +551,7 @@ func (t *txnManager) end(ctx context.Context, commit bool) (bumped bool, err err
 	req.TransactionalID = t.id
 	req.ProducerID, req.ProducerEpoch = id.id, id.epoch
 	req.Commit = commit
-	maxVersion := int16(maxTxnRequestVersion)
-	if t.v2.Load() {
-		maxVersion = txnV2RequestVersion
-	}
-	kresp, err := t.request(ctx, req, maxVersion, func(r kmsg.Response) int16 {
+	kresp, err := t.request(ctx, req, t.endVersion(), func(r kmsg.Response) int16 {
 		return r.(*kmsg.EndTxnResponse).ErrorCode
 	})
 	if err != nil {
@@ -567,7 +563,8 @@ func (t *txnManager) end(ctx context.Context, commit bool) (bumped bool, err err
 	resp := kresp.(*kmsg.EndTxnResponse)
 	code := resp.ErrorCode
 	if code == 48 && !added {
-		return false, t.ended() // INVALID_TXN_STATE: our only add never reached it
+		t.ended() // INVALID_TXN_STATE: our only add never reached it
+		return false, nil
 	}
 	if err := errorWithMessage(code, nil); err != nil {
 		err = fmt.Errorf("end transaction (commit=%v): %w", commit, err)
@@ -585,17 +582,26 @@ func (t *txnManager) end(ctx context.Context, commit bool) (bumped bool, err err
 		t.p.idMu.Unlock()
 		bumped = true
 	}
-	return bumped, t.ended()
+	t.ended()
+	return bumped, nil
 }
 
 // ended notes that the coordinator has ended the transaction: were the
 // commit or abort called again (afterEnd failed), no second EndTxn goes
 // out.
-func (t *txnManager) ended() error {
+func (t *txnManager) ended() {
 	t.mu.Lock()
 	t.added, t.addSent = false, false
 	t.mu.Unlock()
-	return nil
+}
+
+// endVersion is the highest EndTxn and TxnOffsetCommit version the
+// transaction's version allows: v5 under version 2, v3 under version 1.
+func (t *txnManager) endVersion() int16 {
+	if t.v2.Load() {
+		return txnV2RequestVersion
+	}
+	return maxTxnRequestVersion
 }
 
 // afterEnd prepares the producer's identity for the next transaction once

@@ -122,10 +122,7 @@ func (t *txnManager) commitOffsets(ctx context.Context, offsets map[string]map[i
 			pending[groupTP{topic, part}] = off
 		}
 	}
-	maxVersion := int16(maxTxnRequestVersion)
-	if t.v2.Load() {
-		maxVersion = txnV2RequestVersion
-	}
+	maxVersion := t.endVersion()
 	var last error
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if last != nil {
