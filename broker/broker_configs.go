@@ -235,12 +235,20 @@ func securityConfigDefaults() []securityConfigDefault {
 	tls := tlsconf.Defaults()
 	const (
 		ts, tli, tb, ti, tl = kmsg.ConfigTypeString, kmsg.ConfigTypeList, kmsg.ConfigTypeBoolean, kmsg.ConfigTypeInt, kmsg.ConfigTypeLong
-		tc, tp              = kmsg.ConfigTypeClass, kmsg.ConfigTypePassword
+		tc, tp, tsh, td     = kmsg.ConfigTypeClass, kmsg.ConfigTypePassword, kmsg.ConfigTypeShort, kmsg.ConfigTypeDouble
 	)
 	i := strconv.Itoa
 	return []securityConfigDefault{
 		{"sasl.enabled.mechanisms", tli, "GSSAPI"},
 		{"sasl.login.callback.handler.class", tc, ""},
+		{"sasl.login.connect.timeout.ms", ti, ""},
+		{"sasl.login.read.timeout.ms", ti, ""},
+		{"sasl.login.refresh.buffer.seconds", tsh, "300"},
+		{"sasl.login.refresh.min.period.seconds", tsh, "60"},
+		{"sasl.login.refresh.window.factor", td, "0.8"},
+		{"sasl.login.refresh.window.jitter", td, "0.05"},
+		{"sasl.login.retry.backoff.max.ms", tl, "10000"},
+		{"sasl.login.retry.backoff.ms", tl, "100"},
 		{"sasl.mechanism.controller.protocol", ts, "GSSAPI"},
 		{"sasl.mechanism.inter.broker.protocol", ts, "GSSAPI"},
 		{"sasl.oauthbearer.assertion.algorithm", ts, "RS256"},

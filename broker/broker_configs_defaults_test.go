@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keelstream/keel/metadata"
+	"github.com/keelstream/keel/network/sasl"
 )
 
 // The DescribeConfigs table carries Kafka's default of each broker config
@@ -45,6 +48,21 @@ func TestSecurityConfigDefaultsCoverTheSettingsRead(t *testing.T) {
 		if !listed[k] {
 			t.Errorf("%s is read but not described", k)
 		}
+	}
+	// The sasl.login.* settings a node's OAUTHBEARER login reads are
+	// described with the defaults it reads them with.
+	described := map[string]string{}
+	for _, d := range securityConfigDefaults() {
+		if strings.HasPrefix(d.name, "sasl.login.") && d.name != "sasl.login.callback.handler.class" {
+			if !sasl.IsOAuthLoginSetting(d.name) {
+				t.Errorf("%s is described but not read", d.name)
+			}
+			described[d.name] = d.def
+		}
+	}
+	s, connect, read, err := sasl.LoginSettingsFrom(func(k string) string { return described[k] })
+	if err != nil || connect != 0 || read != 0 || !reflect.DeepEqual(s, sasl.DefaultLoginSettings()) || len(described) != 8 {
+		t.Errorf("the described sasl.login.* defaults %v read as %+v, %v, %v, %v; want the defaults", described, s, connect, read, err)
 	}
 }
 

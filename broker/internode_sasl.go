@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	franzsasl "github.com/twmb/franz-go/pkg/sasl"
@@ -59,14 +60,14 @@ var internodeRoles = map[string]string{
 // internodeMechanism is the SASL mechanism and credentials this node dials
 // listener with; mechanismKey is sasl.mechanism.inter.broker.protocol or
 // sasl.mechanism.controller.protocol.
-func internodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.Mechanism, error) {
+func internodeMechanism(cfg *Config, listener, mechanismKey string, log hclog.Logger) (franzsasl.Mechanism, error) {
 	m := strings.ToUpper(strings.TrimSpace(cfg.SASL[mechanismKey]))
 	switch {
 	case m == "" || m == "GSSAPI":
 		return nil, fmt.Errorf("listener %s, %s, is SASL: set %s (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)",
 			listener, internodeRoles[mechanismKey], mechanismKey)
 	case m == sasl.MechanismOAuthBearer:
-		return oauthInternodeMechanism(cfg, listener, mechanismKey)
+		return oauthInternodeMechanism(cfg, listener, mechanismKey, log)
 	case m != sasl.MechanismPlain && !sasl.IsScram(m):
 		return nil, fmt.Errorf("%s=%s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)", mechanismKey, m)
 	}
@@ -112,7 +113,7 @@ func internodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.M
 // sasl.oauthbearer.client.credentials.* and jwt.retriever.class (the JWT
 // bearer grant) too. Each setting may be given unprefixed, or prefixed as
 // the JAAS entry is.
-func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string) (franzsasl.Mechanism, error) {
+func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string, log hclog.Logger) (franzsasl.Mechanism, error) {
 	prefix := "listener.name." + strings.ToLower(listener) + ".oauthbearer."
 	text, ok := listenerSetting(cfg.SASL, listener, "oauthbearer.sasl.jaas.config", false)
 	if !ok {
@@ -134,6 +135,7 @@ func oauthInternodeMechanism(cfg *Config, listener, mechanismKey string) (franzs
 	if err != nil {
 		return nil, fmt.Errorf("%s=OAUTHBEARER, listener %s: %w", mechanismKey, listener, err)
 	}
+	login.Log = func(msg string, args ...any) { log.Warn(msg, append(args, "listener", listener)...) }
 	return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
 		token, err := login.Token(ctx)
 		return oauth.Auth{Token: token, Extensions: login.Extensions}, err

@@ -88,7 +88,7 @@ func TestDialSASL(t *testing.T) {
 			"listener.name.controller.scram-sha-256.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`},
 			"UNSUPPORTED_SASL_MECHANISM"},
 	} {
-		mech, err := internodeMechanism(loadListenerConfig(t, tc.props), "CONTROLLER", "sasl.mechanism.controller.protocol")
+		mech, err := internodeMechanism(loadListenerConfig(t, tc.props), "CONTROLLER", "sasl.mechanism.controller.protocol", hclog.NewNullLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestDialSASL(t *testing.T) {
 // mechanism a node of cfg dials it with (sasl.mechanism.controller.protocol).
 func startSASLServer(t *testing.T, cfg *Config) (string, *principalsHandler, *network.Server, franzsasl.Mechanism) {
 	t.Helper()
-	mech, err := internodeMechanism(cfg, "CONTROLLER", "sasl.mechanism.controller.protocol")
+	mech, err := internodeMechanism(cfg, "CONTROLLER", "sasl.mechanism.controller.protocol", hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestDialOAuthBearer(t *testing.T) {
 		"sasl.mechanism.controller.protocol":                    "OAUTHBEARER",
 		"listener.name.controller.oauthbearer.sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="broker" clientSecret="guess";`,
 		"sasl.oauthbearer.token.endpoint.url":                   idp.URL,
-	}), "CONTROLLER", "sasl.mechanism.controller.protocol")
+	}), "CONTROLLER", "sasl.mechanism.controller.protocol", hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func TestInternodeMechanism(t *testing.T) {
 		"bad JAAS":         {map[string]string{"sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": "PlainLoginModule required"}, "listener.name.internal.plain.sasl.jaas.config: "},
 		"SCRAM-SHA-256 ok": {map[string]string{"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256", "listener.name.internal.scram-sha-256.sasl.jaas.config": scramJAAS}, ""},
 	} {
-		mech, err := internodeMechanism(loadListenerConfig(t, tc.props), "INTERNAL", "sasl.mechanism.inter.broker.protocol")
+		mech, err := internodeMechanism(loadListenerConfig(t, tc.props), "INTERNAL", "sasl.mechanism.inter.broker.protocol", hclog.NewNullLogger())
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", what, err)

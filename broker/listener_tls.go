@@ -124,7 +124,7 @@ type listenerTLS struct {
 // missing with ssl.client.auth set, or bad principal mapping rules stop
 // the node with the setting named. protocols is the parsed
 // listener.security.protocol.map.
-func loadNodeTLS(cfg *Config, listeners []network.Listener, protocols map[string]network.SecurityProtocol) (*nodeTLS, error) {
+func loadNodeTLS(cfg *Config, listeners []network.Listener, protocols map[string]network.SecurityProtocol, log hclog.Logger) (*nodeTLS, error) {
 	t := &nodeTLS{cfg: cfg, listeners: map[string]*listenerTLS{}, servers: map[string]*network.TLSListener{},
 		controllerDial: dialTCP, interBrokerDial: dialTCP}
 	rules, err := updateRules(cfg)
@@ -166,7 +166,7 @@ func loadNodeTLS(cfg *Config, listeners []network.Listener, protocols map[string
 		if !p.IsSASL() {
 			return d, nil
 		}
-		mech, err := internodeMechanism(cfg, listener, mechanismKey)
+		mech, err := internodeMechanism(cfg, listener, mechanismKey, log)
 		if err != nil {
 			return nil, err
 		}

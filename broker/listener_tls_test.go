@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/keelstream/keel/network"
 )
 
@@ -72,14 +73,14 @@ func TestLoadNodeTLS(t *testing.T) {
 		{Name: "EXTERNAL", SecurityProtocol: network.SSL},
 	}
 	load := func(extra map[string]string) *Config { return loadListenerConfig(t, extra) }
-	if _, err := loadNodeTLS(load(nil), listeners, protocols); err == nil || !strings.Contains(err.Error(), "ssl.keystore") {
+	if _, err := loadNodeTLS(load(nil), listeners, protocols, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "ssl.keystore") {
 		t.Errorf("SSL listener without a keystore: %v", err)
 	}
 	missing := load(map[string]string{"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/nonexistent/broker.p12", "ssl.keystore.password": "x"})
-	if _, err := loadNodeTLS(missing, listeners, protocols); err == nil || !strings.Contains(err.Error(), "/nonexistent/broker.p12") {
+	if _, err := loadNodeTLS(missing, listeners, protocols, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "/nonexistent/broker.p12") {
 		t.Errorf("missing keystore file: %v", err)
 	}
-	plain, err := loadNodeTLS(load(nil), listeners[:2], protocols)
+	plain, err := loadNodeTLS(load(nil), listeners[:2], protocols, hclog.NewNullLogger())
 	if err != nil || len(plain.servers) != 0 {
 		t.Fatalf("PLAINTEXT listeners only: %+v %v", plain, err)
 	}
@@ -89,12 +90,12 @@ func TestLoadNodeTLS(t *testing.T) {
 	// listener (a controller-only node dialling broker observers).
 	sslInternal := map[string]network.SecurityProtocol{"INTERNAL": network.SSL, "CONTROLLER": network.Plaintext}
 	bad := load(map[string]string{"listener.name.internal.ssl.truststore.type": "PEM", "listener.name.internal.ssl.truststore.location": "/nonexistent/ca.pem"})
-	if _, err := loadNodeTLS(bad, listeners[1:2], sslInternal); err == nil || !strings.Contains(err.Error(), "inter-broker listener INTERNAL") {
+	if _, err := loadNodeTLS(bad, listeners[1:2], sslInternal, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "inter-broker listener INTERNAL") {
 		t.Errorf("inter-broker listener's truststore missing: %v", err)
 	}
 	sslCtl := map[string]network.SecurityProtocol{"INTERNAL": network.Plaintext, "CONTROLLER": network.SSL}
 	badCtl := load(map[string]string{"ssl.truststore.type": "PEM", "ssl.truststore.location": "/nonexistent/ca.pem"})
-	if _, err := loadNodeTLS(badCtl, listeners[:1], sslCtl); err == nil || !strings.Contains(err.Error(), "controller listener CONTROLLER") {
+	if _, err := loadNodeTLS(badCtl, listeners[:1], sslCtl, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "controller listener CONTROLLER") {
 		t.Errorf("controller listener's truststore missing: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/keelstream/keel/network"
 )
 
@@ -36,7 +37,7 @@ func TestListenerTLSUpdate(t *testing.T) {
 	cfg := loadListenerConfig(t, map[string]string{"ssl.keystore.type": "PEM", "ssl.keystore.location": filepath.Join(dir, "first.pem"),
 		"ssl.truststore.type": "PEM", "ssl.truststore.location": caPath})
 	nt, err := loadNodeTLS(cfg, []network.Listener{{Name: "EXTERNAL", SecurityProtocol: network.SSL}},
-		map[string]network.SecurityProtocol{"EXTERNAL": network.SSL, "INTERNAL": network.Plaintext, "CONTROLLER": network.Plaintext})
+		map[string]network.SecurityProtocol{"EXTERNAL": network.SSL, "INTERNAL": network.Plaintext, "CONTROLLER": network.Plaintext}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

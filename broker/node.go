@@ -115,7 +115,7 @@ func (n *Node) start() (err error) {
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
-	tlsCfg, err := loadNodeTLS(cfg, listeners, protocols)
+	tlsCfg, err := loadNodeTLS(cfg, listeners, protocols, logger)
 	if err != nil {
 		return err
 	}

@@ -92,10 +92,10 @@ func (s *oauthSession) Challenge(msg []byte) (bool, []byte, error) {
 // endpoint with the OAuth 2 client credentials grant (RFC 6749 §4.4), as
 // Kafka's OAuthBearerLoginCallbackHandler does with
 // sasl.oauthbearer.token.endpoint.url and the JAAS clientId, clientSecret
-// and scope (KIP-768). A token is reused until 80% of its lifetime has
-// passed (Kafka's sasl.login.refresh.window.factor). Its fields are
-// TokenURL, ClientID, ClientSecret, Scope (optional, space-separated) and
-// HTTPClient (nil: http.DefaultClient).
+// and scope (KIP-768). Its fields are TokenURL, ClientID, ClientSecret,
+// Scope (optional, space-separated), HTTPClient (nil: http.DefaultClient)
+// and Settings: when a token is renewed and how a failed request is
+// retried (nil: DefaultOAuthLoginSettings, Kafka's defaults).
 //
 // It is the login Keel's brokers use to authenticate to each other with
 // OAUTHBEARER, from network/sasl, a leaf package the SDK shares with them
@@ -109,7 +109,8 @@ type OAuthClientCredentials = sasl.ClientCredentials
 // JwtBearerJwtRetriever does (KIP-1139): the client signs an assertion
 // with its own private key instead of sending a secret. Its fields are
 // TokenURL, Assertion (a function of the time that makes the assertion:
-// an OAuthAssertion's Create) and HTTPClient (nil: http.DefaultClient).
+// an OAuthAssertion's Create), HTTPClient (nil: http.DefaultClient) and
+// Settings (nil: DefaultOAuthLoginSettings).
 //
 //	a := &client.OAuthAssertion{Algorithm: "RS256", PrivateKeyFile: "/etc/orders/key.pem",
 //		Subject: "orders", Audience: "https://idp/oauth2/token", ExpSeconds: 300, NbfSeconds: 60}
@@ -126,3 +127,21 @@ type OAuthJWTBearer = sasl.JWTBearer
 // header and claims, then iat, exp (ExpSeconds on), nbf (NbfSeconds back)
 // and, with IncludeJTI, a random jti.
 type OAuthAssertion = sasl.Assertion
+
+// OAuthLoginSettings are when an OAuthClientCredentials or OAuthJWTBearer
+// renews its token and how it retries the token endpoint, Kafka's
+// sasl.login.* settings: RetryBackoff and RetryBackoffMax
+// (sasl.login.retry.backoff.ms and .max.ms: waits doubling from the
+// first, within the second of the first request; statuses retrying cannot
+// change, such as 401, are not retried), RefreshWindowFactor,
+// RefreshWindowJitter, RefreshMinPeriod and RefreshBuffer
+// (sasl.login.refresh.window.factor, .window.jitter, .min.period.seconds
+// and .buffer.seconds), and Log for the retries. Connect and read
+// timeouts (sasl.login.connect.timeout.ms, .read.timeout.ms) are the
+// HTTPClient's.
+type OAuthLoginSettings = sasl.LoginSettings
+
+// DefaultOAuthLoginSettings are Kafka's defaults: retries from 100 ms for
+// 10 s; renewal at 80–85% of a token's lifetime, at least a minute after
+// it was got and 5 minutes before it expires.
+func DefaultOAuthLoginSettings() OAuthLoginSettings { return sasl.DefaultLoginSettings() }

@@ -51,7 +51,7 @@ func TestOAuthBearerAuthMessage(t *testing.T) {
 }
 
 // OAuthClientCredentials posts the client credentials grant with HTTP
-// basic authentication, reuses the token until 80% of its lifetime, and
+// basic authentication, reuses the token until its refresh window, and
 // reports a refusal with the endpoint's answer.
 func TestOAuthClientCredentials(t *testing.T) {
 	var calls atomic.Int64
@@ -106,5 +106,32 @@ func TestOAuthClientCredentials(t *testing.T) {
 	bad := &client.OAuthClientCredentials{TokenURL: srv.URL, ClientID: "orders app", ClientSecret: "guess"}
 	if _, err := bad.Token(ctx); err == nil || !strings.Contains(err.Error(), "invalid_client") {
 		t.Fatalf("a wrong secret: %v", err)
+	}
+}
+
+// OAuthLoginSettings retry a token endpoint that is briefly down, and a
+// zero RetryBackoffMax makes one request, as Kafka's
+// sasl.login.retry.backoff.max.ms=0 does.
+func TestOAuthLoginSettingsRetry(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1)%3 != 0 {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"access_token": "a.b.c", "expires_in": 3600})
+	}))
+	defer srv.Close()
+	s := client.DefaultOAuthLoginSettings()
+	s.RetryBackoff = 10 * time.Millisecond
+	c := &client.OAuthClientCredentials{TokenURL: srv.URL, ClientID: "id", ClientSecret: "secret", Settings: &s}
+	if tok, err := c.Token(context.Background()); err != nil || tok != "a.b.c" || calls.Load() != 3 {
+		t.Fatalf("token %q %v after %d requests, want one after 3", tok, err, calls.Load())
+	}
+	once := client.DefaultOAuthLoginSettings()
+	once.RetryBackoffMax = 0
+	c = &client.OAuthClientCredentials{TokenURL: srv.URL, ClientID: "id", ClientSecret: "secret", Settings: &once}
+	if _, err := c.Token(context.Background()); err == nil || !strings.Contains(err.Error(), "503") || calls.Load() != 4 {
+		t.Fatalf("%v after %d requests, want a 503 after 4", err, calls.Load())
 	}
 }

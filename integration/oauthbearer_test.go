@@ -38,7 +38,10 @@ type oauthIdP struct {
 	kid    atomic.Value // string
 	reads  atomic.Int64 // of the JWKS
 	grants atomic.Int64 // tokens given at the token endpoint
-	server *httptest.Server
+	// unavailable is how many token requests from now on are answered
+	// 503, as an identity provider briefly down.
+	unavailable atomic.Int64
+	server      *httptest.Server
 	// clientKey verifies the assertions of the JWT bearer grant (RS256):
 	// the token is for the assertion's subject.
 	clientKey atomic.Pointer[rsa.PublicKey]
@@ -54,6 +57,10 @@ func newOAuthIdP(t *testing.T, certs *testCerts) *oauthIdP {
 	p := &oauthIdP{t: t, key: key}
 	p.kid.Store("key-1")
 	p.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" && p.unavailable.Add(-1) >= 0 {
+			http.Error(w, `{"error":"temporarily_unavailable"}`, http.StatusServiceUnavailable)
+			return
+		}
 		if r.URL.Path == "/token" && r.FormValue("grant_type") == "urn:ietf:params:oauth:grant-type:jwt-bearer" {
 			sub, err := p.checkAssertion(r.FormValue("assertion"))
 			if err != nil {
@@ -345,12 +352,32 @@ func TestSASLOAuthBearer(t *testing.T) {
 			t.Fatalf("keel consume with %s: %v\n%s", file, err, out)
 		}
 	}
+	// The identity provider answers 503 twice: the login retries it
+	// (sasl.login.retry.backoff.ms) within one connection's login. A
+	// sasl.login.* value out of Kafka's range is refused, named.
+	retried := writePEM(t, dir, "retried.properties", []byte(cliProps["secured.properties"]+"\nsasl.login.retry.backoff.ms=50\n"))
+	idp.unavailable.Store(2)
+	if out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", saslp, "--command-config", retried,
+		"--topic", topic, "--from-beginning", "--max-messages", "5", "--timeout-ms", "20000").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "Processed a total of 5 messages") || idp.unavailable.Load() >= 0 {
+		t.Fatalf("keel consume with the identity provider down for two requests: %v (%d requests left to refuse)\n%s", err, idp.unavailable.Load(), out)
+	}
+	idp.unavailable.Store(0)
+	badFactor := writePEM(t, dir, "badfactor.properties", []byte(cliProps["secured.properties"]+"\nsasl.login.refresh.window.factor=2\n"))
+	if out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", saslp, "--command-config", badFactor,
+		"--topic", topic, "--max-messages", "1", "--timeout-ms", "5000").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "sasl.login.refresh.window.factor=2") {
+		t.Fatalf("keel consume with sasl.login.refresh.window.factor=2: %v\n%s", err, out)
+	}
 	for what, tc := range map[string]struct{ from, to, want string }{
 		"a wrong client secret": {"svc-reports-secret", "guess", "invalid_client"},
 		// The system's roots do not know the identity provider's CA.
 		"no truststore for the identity provider": {" " + trustIdP, "", "certificate"},
 	} {
-		props := writePEM(t, dir, "refused.properties", []byte(strings.Replace(cliProps["secured.properties"], tc.from, tc.to, 1)+"\n"))
+		// Retried for half a second, not the default 10 s.
+		// The login retries a failed TLS handshake as Kafka's does, here
+		// for half a second rather than the default 10 s.
+		props := writePEM(t, dir, "refused.properties", []byte(strings.Replace(cliProps["secured.properties"], tc.from, tc.to, 1)+"\nsasl.login.retry.backoff.max.ms=500\n"))
 		if out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", saslp, "--command-config", props,
 			"--topic", topic, "--from-beginning", "--max-messages", "1", "--timeout-ms", "5000").CombinedOutput(); err == nil || !strings.Contains(string(out), tc.want) {
 			t.Fatalf("keel consume with %s: %v\n%s", what, err, out)

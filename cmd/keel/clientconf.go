@@ -734,6 +734,11 @@ const propertiesHelp = `Client properties (--command-config FILE, --producer-pro
                  JWT bearer grant, with sasl.oauthbearer.assertion.*:
                  private.key.file, algorithm RS256 or ES256, claim.sub,
                  claim.iss, claim.aud, template.file, file, ...)
+                 sasl.login.retry.backoff.ms and .max.ms (how the token
+                 endpoint is retried), sasl.login.connect.timeout.ms,
+                 sasl.login.read.timeout.ms, sasl.login.refresh.window.factor,
+                 .window.jitter, .min.period.seconds, .buffer.seconds (when a
+                 token is renewed)
 
 Other keys are warned about and ignored.
 `

@@ -94,7 +94,9 @@ func serverCommand() *cli.Command {
 			"with its OAuthBearerLoginModule (clientId and clientSecret with\n" +
 			"sasl.oauthbearer.token.endpoint.url, or unsecuredLoginStringClaim_sub), or\n" +
 			"Kafka 4.1's sasl.oauthbearer.client.credentials.* and sasl.oauthbearer.jwt.retriever.class\n" +
-			"(JwtBearerJwtRetriever: the JWT bearer grant, sasl.oauthbearer.assertion.*).\n" +
+			"(JwtBearerJwtRetriever: the JWT bearer grant, sasl.oauthbearer.assertion.*); the token\n" +
+			"endpoint is retried and tokens renewed as sasl.login.retry.backoff.ms, .retry.backoff.max.ms,\n" +
+			".connect.timeout.ms, .read.timeout.ms and .refresh.* say, as in Kafka.\n" +
 			"GSSAPI is not supported yet.\n\n" +
 			"ACLs: authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer checks\n" +
 			"every request against the ACLs in the metadata log (keel acls, kafka-acls.sh);\n" +

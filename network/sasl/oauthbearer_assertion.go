@@ -28,8 +28,8 @@ const JWTBearerGrant = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 // JWTBearer gets tokens from an identity provider's token endpoint with
 // the JWT bearer grant (RFC 7523): the client proves who it is with an
 // assertion, a JWT it signs with its own private key, instead of a client
-// secret. It is Kafka 4.1's JwtBearerJwtRetriever (KIP-1139). A token is
-// reused until 80% of its lifetime has passed, as ClientCredentials' are.
+// secret. It is Kafka 4.1's JwtBearerJwtRetriever (KIP-1139). Tokens are
+// renewed and requests retried as Settings say, as ClientCredentials' are.
 //
 // Concurrency: Token is safe for concurrent use.
 type JWTBearer struct {
@@ -39,6 +39,9 @@ type JWTBearer struct {
 	Assertion func(now time.Time) (string, error)
 	// HTTPClient makes the requests; nil is http.DefaultClient.
 	HTTPClient *http.Client
+	// Settings are when the token is renewed and how failed requests are
+	// retried; nil: DefaultLoginSettings.
+	Settings *LoginSettings
 
 	mu      sync.Mutex
 	token   string
@@ -58,7 +61,7 @@ func (j *JWTBearer) Token(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("the OAuth assertion: %w", err)
 	}
 	form := url.Values{"grant_type": {JWTBearerGrant}, "assertion": {assertion}}
-	token, renewAt, err := requestToken(ctx, j.HTTPClient, j.TokenURL, form, nil)
+	token, renewAt, err := requestToken(ctx, j.HTTPClient, j.Settings, j.TokenURL, form, nil)
 	if err != nil {
 		return "", err
 	}

@@ -40,8 +40,10 @@ func TestOAuthBearerLoginTrustsTheModulesTruststore(t *testing.T) {
 		for k, v := range options {
 			opts[k] = v
 		}
+		// A refused handshake is retried, as Kafka's are: here for 200 ms.
 		login, err := NewOAuthBearerLogin(opts, settings(map[string]string{
-			"sasl.login.callback.handler.class": OAuthLoginHandler, "sasl.oauthbearer.token.endpoint.url": endpoint}))
+			"sasl.login.callback.handler.class": OAuthLoginHandler, "sasl.oauthbearer.token.endpoint.url": endpoint,
+			"sasl.login.retry.backoff.max.ms": "200"}))
 		if err != nil {
 			return "", err
 		}

@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -35,6 +36,9 @@ const (
 type OAuthBearerLogin struct {
 	Token      func(context.Context) (string, error)
 	Extensions map[string]string
+	// Log, if set before the first Token, reports failed requests to the
+	// identity provider that are retried.
+	Log func(msg string, args ...any)
 }
 
 // Kafka's JWT retrievers (sasl.oauthbearer.jwt.retriever.class, Kafka
@@ -75,8 +79,11 @@ const (
 //     default, unsecured validation.
 //
 // Requests to the identity provider use HTTPS as the module's ssl.*
-// options say (OAuthHTTPClient). The module's extension_<name> options are
-// the extensions. Errors name the setting or option at fault but not the
+// options say (OAuthHTTPClient). They are bounded by
+// sasl.login.connect.timeout.ms and sasl.login.read.timeout.ms, retried
+// and their tokens renewed as the other sasl.login.* settings say
+// (LoginSettingsFrom). The module's extension_<name> options are the
+// extensions. Errors name the setting or option at fault but not the
 // JAAS setting, which the caller knows.
 func NewOAuthBearerLogin(options map[string]string, setting func(key string) string) (*OAuthBearerLogin, error) {
 	login := &OAuthBearerLogin{}
@@ -91,6 +98,10 @@ func NewOAuthBearerLogin(options map[string]string, setting func(key string) str
 	get := func(key string) string { return strings.TrimSpace(setting(key)) }
 	handler, endpoint := get("sasl.login.callback.handler.class"), get("sasl.oauthbearer.token.endpoint.url")
 	retriever := get("sasl.oauthbearer.jwt.retriever.class")
+	settings, connect, read, err := LoginSettingsFrom(get)
+	if err != nil {
+		return nil, err
+	}
 	if handler != "" && handler != OAuthLoginHandler && handler != oauthLoginHandlerLegacy {
 		return nil, fmt.Errorf("sasl.login.callback.handler.class=%s: custom login handlers are not supported (%s is)", handler, OAuthLoginHandler)
 	}
@@ -140,12 +151,18 @@ func NewOAuthBearerLogin(options map[string]string, setting func(key string) str
 	if err != nil {
 		return nil, err
 	}
+	hc = LoginHTTPClient(hc, connect, read)
+	settings.Log = func(msg string, args ...any) {
+		if login.Log != nil {
+			login.Log(msg, args...)
+		}
+	}
 	if retriever == jwtRetrieverJWTBearer {
 		assertion, err := assertionFromSettings(get)
 		if err != nil {
 			return nil, err
 		}
-		login.Token = (&JWTBearer{TokenURL: endpoint, Assertion: assertion, HTTPClient: hc}).Token
+		login.Token = (&JWTBearer{TokenURL: endpoint, Assertion: assertion, HTTPClient: hc, Settings: &settings}).Token
 		return login, nil
 	}
 	id := cmp.Or(get("sasl.oauthbearer.client.credentials.client.id"), options["clientId"])
@@ -154,7 +171,7 @@ func NewOAuthBearerLogin(options map[string]string, setting func(key string) str
 		return nil, errors.New(`a token endpoint needs sasl.oauthbearer.client.credentials.client.id and .client.secret, or the OAuthBearerLoginModule's clientId="..." and clientSecret="..."`)
 	}
 	scope := cmp.Or(get("sasl.oauthbearer.scope"), options["scope"])
-	creds := &ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: scope, HTTPClient: hc}
+	creds := &ClientCredentials{TokenURL: endpoint, ClientID: id, ClientSecret: secret, Scope: scope, HTTPClient: hc, Settings: &settings}
 	switch v := strings.ToLower(get("sasl.oauthbearer.header.urlencode")); v {
 	case "", "false":
 	case "true":
@@ -171,7 +188,10 @@ func NewOAuthBearerLogin(options map[string]string, setting func(key string) str
 func IsOAuthLoginSetting(key string) bool {
 	switch key {
 	case "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.scope", "sasl.oauthbearer.header.urlencode",
-		"sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret":
+		"sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret",
+		"sasl.login.retry.backoff.ms", "sasl.login.retry.backoff.max.ms", "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms",
+		"sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+		"sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds":
 		return true
 	}
 	return strings.HasPrefix(key, "sasl.oauthbearer.assertion.")
@@ -297,8 +317,9 @@ func UnsecuredLoginToken(options map[string]string, now time.Time) (string, erro
 // endpoint with the OAuth 2 client credentials grant (RFC 6749 §4.4), as
 // Kafka's OAuthBearerLoginCallbackHandler does with
 // sasl.oauthbearer.token.endpoint.url and the JAAS clientId, clientSecret
-// and scope (KIP-768). A token is reused until 80% of its lifetime has
-// passed (Kafka's sasl.login.refresh.window.factor).
+// and scope (KIP-768). A token is reused until its refresh window has
+// passed, and a failed request retried, as Settings say (Kafka's
+// sasl.login.refresh.* and sasl.login.retry.* settings).
 //
 // Concurrency: Token is safe for concurrent use.
 type ClientCredentials struct {
@@ -312,6 +333,9 @@ type ClientCredentials struct {
 	// header, as RFC 6749 §2.3.1 says and some identity providers
 	// require: Kafka's sasl.oauthbearer.header.urlencode (KIP-1025).
 	URLEncodeHeader bool
+	// Settings are when the token is renewed and how failed requests are
+	// retried; nil: DefaultLoginSettings.
+	Settings *LoginSettings
 
 	mu      sync.Mutex
 	token   string
@@ -333,7 +357,7 @@ func (c *ClientCredentials) Token(ctx context.Context) (string, error) {
 	if c.Scope != "" {
 		form.Set("scope", c.Scope)
 	}
-	token, renewAt, err := requestToken(ctx, c.HTTPClient, c.TokenURL, form, func(req *http.Request) {
+	token, renewAt, err := requestToken(ctx, c.HTTPClient, c.Settings, c.TokenURL, form, func(req *http.Request) {
 		// HTTP basic authentication with the id and secret as they
 		// are, as Kafka sends them by default
 		// (sasl.oauthbearer.header.urlencode=false), or URL-encoded.
@@ -371,35 +395,23 @@ func formEncode(s string) string {
 
 // requestToken posts form to an identity provider's token endpoint with
 // hc (nil: http.DefaultClient), auth adding the client's authentication,
-// and returns the access token and when to renew it: when 80% of its
-// lifetime (expires_in, else the JWT's exp) has passed, Kafka's
-// sasl.login.refresh.window.factor.
-func requestToken(ctx context.Context, hc *http.Client, tokenURL string, form url.Values, auth func(*http.Request)) (string, time.Time, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("token endpoint %s: %w", tokenURL, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Cache-Control", "no-cache")
-	if auth != nil {
-		auth(req)
-	}
+// retrying as settings say (nil: Kafka's defaults), and returns the access
+// token and when to renew it (LoginSettings' refresh window over its
+// lifetime: expires_in, else the JWT's exp).
+func requestToken(ctx context.Context, hc *http.Client, settings *LoginSettings, tokenURL string, form url.Values, auth func(*http.Request)) (string, time.Time, error) {
+	settings = loginSettings(settings)
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	start := time.Now()
-	resp, err := hc.Do(req)
+	var body []byte
+	var start time.Time
+	err := settings.retry(ctx, tokenURL, func() (err error) {
+		start = time.Now()
+		body, err = postToken(ctx, hc, tokenURL, form, auth)
+		return err
+	})
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("token endpoint %s: %w", tokenURL, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("token endpoint %s: %w", tokenURL, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", time.Time{}, fmt.Errorf("token endpoint %s: HTTP %s: %.200s", tokenURL, resp.Status, body)
 	}
 	var tr struct {
 		AccessToken string  `json:"access_token"`
@@ -412,7 +424,42 @@ func requestToken(ctx context.Context, hc *http.Client, tokenURL string, form ur
 	if lifetime <= 0 {
 		lifetime = jwtLifetime(tr.AccessToken, start)
 	}
-	return tr.AccessToken, start.Add(lifetime * 8 / 10), nil
+	return tr.AccessToken, settings.renewAt(start, start.Add(lifetime)), nil
+}
+
+// postToken makes one request to a token endpoint and returns the body
+// of its answer: 200 or 201 (Kafka takes both) with a body. An error
+// wraps errFinal when retrying cannot help (finalStatus).
+func postToken(ctx context.Context, hc *http.Client, tokenURL string, form url.Values, auth func(*http.Request)) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, fmt.Errorf("%w (%w)", err, errFinal)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Cache-Control", "no-cache")
+	if auth != nil {
+		auth(req)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
+	switch {
+	case err != nil:
+		return nil, err
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated:
+		err = fmt.Errorf("HTTP %s: %.200s", resp.Status, body)
+		if finalStatus(resp.StatusCode) {
+			err = fmt.Errorf("%w (%w)", err, errFinal)
+		}
+		return nil, err
+	case len(bytes.TrimSpace(body)) == 0:
+		return nil, fmt.Errorf("HTTP %s with an empty body", resp.Status)
+	}
+	return body, nil
 }
 
 // jwtLifetime is the time from now to a JWT's exp claim, read without
