@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -139,7 +140,10 @@ func (c *kafkaConn) request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 		}
 		conn, err := c.dial(dctx, c.addr)
 		if err != nil {
-			return nil, fmt.Errorf("dial %s: %w", c.addr, err)
+			if !strings.Contains(err.Error(), c.addr) { // "dial tcp <addr>: ..." names it
+				err = fmt.Errorf("dial %s: %w", c.addr, err)
+			}
+			return nil, err
 		}
 		c.conn, c.rd = conn, bufio.NewReader(conn)
 	}

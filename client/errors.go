@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -199,7 +200,14 @@ type dialError struct {
 	err  error
 }
 
-func (e *dialError) Error() string { return fmt.Sprintf("dial %s: %v", e.addr, e.err) }
+// Error names the address unless the dialer's error does ("dial tcp
+// 127.0.0.1:9092: connect: connection refused").
+func (e *dialError) Error() string {
+	if msg := e.err.Error(); strings.Contains(msg, e.addr) {
+		return msg
+	}
+	return fmt.Sprintf("dial %s: %v", e.addr, e.err)
+}
 func (e *dialError) Unwrap() error { return e.err }
 
 // authError is a failed SASL exchange: never retried, whatever the broker

@@ -43,7 +43,7 @@ func brokerAPIVersionsCommand() *cli.Command {
 			"\tProduce(0): 0 to 13 [usable: 13],\n" +
 			"\tFetch(1): 4 to 18 [usable: 18],\n" +
 			"\t...\n" +
-			"\tLeaderAndISR(4): UNSUPPORTED,\n" +
+			"\tLeaderAndIsr(4): UNSUPPORTED,\n" +
 			"\t...\n" +
 			")",
 		Flags:  endpointFlags(outputFlag()),
@@ -203,12 +203,12 @@ type apiVersion struct {
 func apiVersionList(served []kmsg.ApiVersionsResponseApiKey) []apiVersion {
 	byKey := map[int16]apiVersion{}
 	for _, k := range clientAPIKeys {
-		byKey[k] = apiVersion{Key: k, Name: kmsg.NameForKey(k)}
+		byKey[k] = apiVersion{Key: k, Name: apiName(k)}
 	}
 	for _, s := range served {
 		v := apiVersion{Key: s.ApiKey, Name: "UNKNOWN", Supported: true, MinVersion: &s.MinVersion, MaxVersion: &s.MaxVersion}
 		if req := kmsg.RequestForKey(s.ApiKey); req != nil {
-			v.Name = kmsg.NameForKey(s.ApiKey)
+			v.Name = apiName(s.ApiKey)
 			switch newest := req.MaxVersion(); {
 			case newest < s.MinVersion:
 				v.Unusable = "node too new"
@@ -228,9 +228,25 @@ func apiVersionList(served []kmsg.ApiVersionsResponseApiKey) []apiVersion {
 	return list
 }
 
+// kafkaAPINames are the APIs whose name in Kafka (ApiKeys, from its
+// message definitions) is not kmsg's.
+var kafkaAPINames = map[int16]string{
+	4: "LeaderAndIsr", 17: "SaslHandshake", 22: "InitProducerId", 29: "DescribeAcls", 30: "CreateAcls",
+	31: "DeleteAcls", 36: "SaslAuthenticate", 45: "AlterPartitionReassignments",
+	50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials", 67: "AllocateProducerIds",
+}
+
+// apiName is an API's name as Kafka's tools print it.
+func apiName(key int16) string {
+	if name, ok := kafkaAPINames[key]; ok {
+		return name
+	}
+	return kmsg.NameForKey(key)
+}
+
 // String is the API's entry as NodeApiVersions.toString prints it:
 // "Produce(0): 3 to 13 [usable: 13]", "Fetch(1): 4 [usable: 4]",
-// "LeaderAndISR(4): UNSUPPORTED", "UNKNOWN(900): 0 to 2".
+// "LeaderAndIsr(4): UNSUPPORTED", "UNKNOWN(900): 0 to 2".
 func (v apiVersion) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s(%d): ", v.Name, v.Key)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +83,7 @@ func wantAPIs(t *testing.T, node string, apis []string, served map[int16]kmsg.Ap
 	line := func(key int16) string {
 		t.Helper()
 		for _, a := range apis {
-			if strings.HasPrefix(a, fmt.Sprintf("%s(%d): ", kmsg.NameForKey(key), key)) {
+			if strings.HasPrefix(a, fmt.Sprintf("%s(%d): ", apiName(key), key)) {
 				return a
 			}
 		}
@@ -100,7 +103,7 @@ func wantAPIs(t *testing.T, node string, apis []string, served map[int16]kmsg.Ap
 			continue
 		}
 		usable := min(s.MaxVersion, kmsg.RequestForKey(key).MaxVersion())
-		want := fmt.Sprintf("%s(%d): %d to %d [usable: %d]", kmsg.NameForKey(key), key, s.MinVersion, s.MaxVersion, usable)
+		want := fmt.Sprintf("%s(%d): %d to %d [usable: %d]", apiName(key), key, s.MinVersion, s.MaxVersion, usable)
 		if got := line(key); got != want {
 			t.Errorf("%s: %q, want %q", node, got, want)
 		}
@@ -108,7 +111,14 @@ func wantAPIs(t *testing.T, node string, apis []string, served map[int16]kmsg.Ap
 	if unsupported < 0 {
 		t.Fatalf("%s serves every API kmsg knows: nothing to check UNSUPPORTED with", node)
 	}
-	if got, want := line(unsupported), fmt.Sprintf("%s(%d): UNSUPPORTED", kmsg.NameForKey(unsupported), unsupported); got != want {
+	// Kafka's names, where kmsg's differ (kafka-broker-api-versions.sh
+	// prints "SaslHandshake", kmsg says "SASLHandshake").
+	for key, name := range map[int16]string{4: "LeaderAndIsr", 17: "SaslHandshake", 22: "InitProducerId", 29: "DescribeAcls", 50: "DescribeUserScramCredentials"} {
+		if got := line(key); !strings.HasPrefix(got, fmt.Sprintf("%s(%d): ", name, key)) {
+			t.Errorf("%s: %q, want Kafka's name %s", node, got, name)
+		}
+	}
+	if got, want := line(unsupported), fmt.Sprintf("%s(%d): UNSUPPORTED", apiName(unsupported), unsupported); got != want {
 		t.Errorf("%s: %q, want %q", node, got, want)
 	}
 }
@@ -174,7 +184,7 @@ func TestCLIBrokerAPIVersions(t *testing.T) {
 	for _, a := range nodes[0].APIVersions {
 		s, ok := served[a.Key]
 		switch {
-		case a.Name != kmsg.NameForKey(a.Key) || a.Supported != ok:
+		case a.Name != apiName(a.Key) || a.Supported != ok:
 			t.Errorf("-o json: %+v; broker 2 serves it: %t", a, ok)
 		case !ok && (a.MinVersion != nil || a.MaxVersion != nil || a.UsableVersion != nil):
 			t.Errorf("-o json: an unsupported API with versions: %+v", a)
@@ -209,6 +219,30 @@ func TestCLIBrokerAPIVersionsUsage(t *testing.T) {
 		out, errOut, exit := keelRun(t, append([]string{"broker-api-versions"}, tc.args...)...)
 		if exit != 1 || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("broker-api-versions %v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, exit, out, errOut, tc.want)
+		}
+	}
+}
+
+// A broker that cannot be reached is named once in the error, not in a
+// wrapper and again in the dialer's message.
+func TestCLIUnreachableBrokerNamedOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	once := filepath.Join(t.TempDir(), "once.properties")
+	if err := os.WriteFile(once, []byte("retries=0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"topics", "--list", "--bootstrap-server", addr, "--command-config", once},
+		{"metadata-quorum", "--bootstrap-server", addr, "describe", "--status"},
+	} {
+		_, errOut, exit := keelRun(t, args...)
+		if exit != 1 || strings.Count(errOut, addr) != 1+strings.Count(errOut, "["+addr+"]") || !strings.Contains(errOut, "dial tcp "+addr+": connect: connection refused") {
+			t.Errorf("%v: exit %d, stderr %q; want the address once in the dialer's error", args, exit, errOut)
 		}
 	}
 }

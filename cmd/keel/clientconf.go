@@ -620,6 +620,15 @@ func adminFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{bootstrapFlag(), commandConfigFlag()}, extra...)
 }
 
+// connectError is the failure to connect to --bootstrap-server, naming
+// the address unless err does already.
+func connectError(c *cli.Context, err error) error {
+	if bs := c.String("bootstrap-server"); !strings.Contains(err.Error(), bs) {
+		return fmt.Errorf("connect to %s: %w", bs, err)
+	}
+	return err
+}
+
 // openClient is a command's context (cancelled by Ctrl-C) and a Client
 // connected with opts; done closes both.
 func openClient(c *cli.Context, opts []client.Opt) (ctx context.Context, cl *client.Client, done func(), err error) {
@@ -627,7 +636,7 @@ func openClient(c *cli.Context, opts []client.Opt) (ctx context.Context, cl *cli
 	cl, err = client.NewClient(ctx, opts...)
 	if err != nil {
 		cancel()
-		return nil, nil, nil, fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+		return nil, nil, nil, connectError(c, err)
 	}
 	return ctx, cl, func() { cl.Close(); cancel() }, nil
 }
@@ -652,7 +661,7 @@ func newAdmin(ctx context.Context, c *cli.Context) (*client.Admin, error) {
 	}
 	adm, err := client.NewAdmin(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+		return nil, connectError(c, err)
 	}
 	return adm, nil
 }

@@ -277,7 +277,7 @@ func perfProduce(c *cli.Context) error {
 	defer cancel()
 	p, err := client.NewProducer(ctx, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+		return connectError(c, err)
 	}
 	defer closeWithin(p.Close)
 	if _, err := waitForTopic(ctx, p.Client(), topic); err != nil {

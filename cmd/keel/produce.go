@@ -260,7 +260,7 @@ func produce(c *cli.Context) error {
 	defer cancel()
 	p, err := client.NewProducer(ctx, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", c.String("bootstrap-server"), err)
+		return connectError(c, err)
 	}
 	// Close flushes what is buffered; on Ctrl-C it gets a few seconds.
 	defer closeWithin(p.Close)
