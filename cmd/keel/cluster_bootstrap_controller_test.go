@@ -217,3 +217,33 @@ func readRequest(r io.Reader) (kmsg.Request, int32, error) {
 	}
 	return req, corr, req.ReadFrom(body)
 }
+
+// metadata-quorum, features and configs take one of --bootstrap-server
+// and --bootstrap-controller, refusing both with the messages of Kafka's
+// tools (argparse's for the first two, ConfigCommand's for configs);
+// $KEEL_BOOTSTRAP_SERVER does not count as a --bootstrap-server given.
+func TestCLIBootstrapEitherOr(t *testing.T) {
+	const argparseBoth = "argument --bootstrap-controller: not allowed with argument --bootstrap-server"
+	const configsBoth = "Only one of --bootstrap-server or --bootstrap-controller can be specified"
+	both := []string{"--bootstrap-server", "127.0.0.1:1", "--bootstrap-controller", "127.0.0.1:2"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(append([]string{"metadata-quorum"}, both...), "describe", "--status"), argparseBoth},
+		{[]string{"metadata-quorum", "describe", "--status"}, "one of the arguments --bootstrap-server --bootstrap-controller is required"},
+		{append(append([]string{"features"}, both...), "describe"), argparseBoth},
+		{append([]string{"configs", "describe", "--entity-type", "topics", "--entity-name", "t"}, both...), configsBoth},
+		{append([]string{"configs", "alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "retention.ms=1"}, both...), configsBoth},
+	} {
+		out, errOut, exit := keelRun(t, tc.args...)
+		if exit != 1 || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, exit, out, errOut, tc.want)
+		}
+	}
+	t.Setenv("KEEL_BOOTSTRAP_SERVER", "127.0.0.1:1")
+	_, errOut, _ := keelRun(t, "configs", "describe", "--entity-type", "topics", "--entity-name", "t", "--bootstrap-controller", "127.0.0.1:2")
+	if strings.Contains(errOut, configsBoth) || !strings.Contains(errOut, "127.0.0.1:2") {
+		t.Errorf("configs --bootstrap-controller with $KEEL_BOOTSTRAP_SERVER: stderr %q, want the controller tried", errOut)
+	}
+}

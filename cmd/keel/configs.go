@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,6 +258,26 @@ func (e configEntity) label(name string) string {
 	return strings.TrimSuffix(e.typeName, "s") + " " + name
 }
 
+// configsViaController reports whether --bootstrap-controller was given,
+// refusing it beside a --bootstrap-server with ConfigCommand's message.
+// $KEEL_BOOTSTRAP_SERVER, Keel's default for --bootstrap-server, does
+// not count as one given.
+func configsViaController(c *cli.Context) (bool, error) {
+	if c.String("bootstrap-controller") == "" {
+		return false, nil
+	}
+	server := c.IsSet("bootstrap-server")
+	for _, name := range bootstrapFlag().(*cli.StringFlag).EnvVars {
+		if v, ok := os.LookupEnv(name); ok && v == c.String("bootstrap-server") {
+			server = false
+		}
+	}
+	if server {
+		return false, errors.New("Only one of --bootstrap-server or --bootstrap-controller can be specified")
+	}
+	return true, nil
+}
+
 func configsDescribe(c *cli.Context) error {
 	asJSON, err := jsonOutput(c)
 	if err != nil {
@@ -266,7 +287,11 @@ func configsDescribe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.String("bootstrap-controller") != "" {
+	viaController, err := configsViaController(c)
+	if err != nil {
+		return err
+	}
+	if viaController {
 		return describeViaController(c, e, asJSON)
 	}
 	ctx, adm, done, err := openAdmin(c)
@@ -458,7 +483,11 @@ func configsAlter(c *cli.Context) error {
 		return errors.New("give --add-config, --add-config-file or --delete-config")
 	}
 	name := e.names[0]
-	if c.String("bootstrap-controller") != "" {
+	viaController, err := configsViaController(c)
+	if err != nil {
+		return err
+	}
+	if viaController {
 		if err := alterViaController(c, e, name, changes); err != nil {
 			return err
 		}

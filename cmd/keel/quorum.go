@@ -74,13 +74,17 @@ func metadataQuorumCommand() *cli.Command {
 
 // quorumAddr is the --bootstrap-controller or --bootstrap-server given,
 // and how to dial it (TLS with --command-config's security.protocol=SSL).
+// Exactly one is taken, with the messages of the argparse group
+// kafka-metadata-quorum.sh and kafka-features.sh declare them in.
 func quorumAddr(c *cli.Context) (string, broker.DialFunc, error) {
-	addr := c.String("bootstrap-server")
-	if ctl := c.String("bootstrap-controller"); ctl != "" {
+	addr, ctl := c.String("bootstrap-server"), c.String("bootstrap-controller")
+	switch {
+	case addr != "" && ctl != "":
+		return "", nil, errors.New("argument --bootstrap-controller: not allowed with argument --bootstrap-server")
+	case addr == "" && ctl == "":
+		return "", nil, errors.New("one of the arguments --bootstrap-server --bootstrap-controller is required")
+	case ctl != "":
 		addr = ctl
-	}
-	if addr == "" {
-		return "", nil, fmt.Errorf("one of --bootstrap-server or --bootstrap-controller is required")
 	}
 	dial, err := commandDial(c)
 	return addr, dial, err
