@@ -397,7 +397,7 @@ func (c *ClusterControl) UnregisterBroker(req *kmsg.UnregisterBrokerRequest) ([]
 	b, ok := c.img.Broker(req.BrokerID)
 	if !ok {
 		resp.ErrorCode = kerr.BrokerIDNotRegistered.Code
-		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("broker %d is not registered", req.BrokerID))
+		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Broker ID %d is not currently registered", req.BrokerID)) // Kafka's words
 		return nil, resp
 	}
 	recs := c.removeBroker(c.img, b.ID, true) // decommissioned: no longer eligible either

@@ -53,7 +53,7 @@ func TestCLIClusterBootstrapController(t *testing.T) {
 
 	// An unknown broker id fails alike both ways, in Kafka's words.
 	_, errServer, exit := keelRun(t, "cluster", "unregister", "--bootstrap-server", bs, "--id", "9")
-	if exit != 1 || !strings.Contains(errServer, "BROKER_ID_NOT_REGISTERED") {
+	if exit != 1 || !strings.Contains(errServer, "BROKER_ID_NOT_REGISTERED") || !strings.Contains(errServer, "Broker ID 9 is not currently registered") {
 		t.Fatalf("unregister --bootstrap-server --id 9: exit %d, stderr %q", exit, errServer)
 	}
 	if out, errOut, exit := keelRun(t, "cluster", "unregister", "--bootstrap-controller", c.controller, "--id", "9"); exit != 1 || out != "" || errOut != errServer {
