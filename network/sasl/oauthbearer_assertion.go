@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/keelstream/keel/network/tlsconf"
@@ -43,7 +42,7 @@ type JWTBearer struct {
 	// retried; nil: DefaultLoginSettings.
 	Settings *LoginSettings
 
-	mu      sync.Mutex
+	mu      tokenLock
 	token   string
 	renewAt time.Time
 }
@@ -51,8 +50,10 @@ type JWTBearer struct {
 // Token returns a token, from the endpoint when none is held or the held
 // one is due for renewal.
 func (j *JWTBearer) Token(ctx context.Context) (string, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	if err := j.mu.lock(ctx); err != nil {
+		return "", fmt.Errorf("token endpoint %s: waiting for the token request under way: %w", j.TokenURL, err)
+	}
+	defer j.mu.unlock()
 	if j.token != "" && time.Now().Before(j.renewAt) {
 		return j.token, nil
 	}

@@ -14,7 +14,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -337,7 +336,7 @@ type ClientCredentials struct {
 	// retried; nil: DefaultLoginSettings.
 	Settings *LoginSettings
 
-	mu      sync.Mutex
+	mu      tokenLock
 	token   string
 	renewAt time.Time
 }
@@ -348,8 +347,10 @@ const maxTokenResponse = 1 << 20
 // Token returns a token, from the endpoint when none is held or the held
 // one is due for renewal.
 func (c *ClientCredentials) Token(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.mu.lock(ctx); err != nil {
+		return "", fmt.Errorf("token endpoint %s: waiting for the token request under way: %w", c.TokenURL, err)
+	}
+	defer c.mu.unlock()
 	if c.token != "" && time.Now().Before(c.renewAt) {
 		return c.token, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -236,3 +237,25 @@ func (c *readTimeoutConn) Read(b []byte) (int, error) {
 	}
 	return c.Conn.Read(b)
 }
+
+// tokenLock serializes a login's token requests: one at a time, so that
+// concurrent connections share the token it gets. A caller gives up
+// waiting when its context ends, as it would not while a request behind a
+// sync.Mutex retries for sasl.login.retry.backoff.max.ms. Its zero value
+// is unlocked.
+type tokenLock struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (l *tokenLock) lock(ctx context.Context) error {
+	l.once.Do(func() { l.ch = make(chan struct{}, 1) })
+	select {
+	case l.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *tokenLock) unlock() { <-l.ch }

@@ -3,6 +3,7 @@ package sasl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -260,4 +261,30 @@ func fullListener(t *testing.T) string {
 	}
 	t.Skip("the accept queue did not fill; the connect timeout cannot be shown here")
 	return ""
+}
+
+// A connection waiting for another's token request, which is retrying a
+// down identity provider, gives up when its own context ends.
+func TestLoginWaiterKeepsItsDeadline(t *testing.T) {
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer idp.Close()
+	l, err := NewOAuthBearerLogin(map[string]string{"clientId": "a", "clientSecret": "b"}, settings(map[string]string{
+		"sasl.oauthbearer.token.endpoint.url": idp.URL, "sasl.login.retry.backoff.ms": "2000", "sasl.login.retry.backoff.max.ms": "2000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { _, err := l.Token(context.Background()); first <- err }()
+	time.Sleep(100 * time.Millisecond) // the first is retrying now
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := l.Token(ctx); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Errorf("the waiter: %v after %v, want its deadline at 100 ms", err, time.Since(start))
+	}
+	if err := <-first; err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("the first: %v", err)
+	}
 }
