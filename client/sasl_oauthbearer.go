@@ -136,9 +136,10 @@ type OAuthAssertion = sasl.Assertion
 // change, such as 401, are not retried), RefreshWindowFactor,
 // RefreshWindowJitter, RefreshMinPeriod and RefreshBuffer
 // (sasl.login.refresh.window.factor, .window.jitter, .min.period.seconds
-// and .buffer.seconds), and Log for the retries. Connect and read
-// timeouts (sasl.login.connect.timeout.ms, .read.timeout.ms) are the
-// HTTPClient's.
+// and .buffer.seconds), and Log for the retries. Start from
+// DefaultOAuthLoginSettings: a zero field is zero, not Kafka's default.
+// Connect and read timeouts (sasl.login.connect.timeout.ms,
+// .read.timeout.ms) are the HTTPClient's.
 type OAuthLoginSettings = sasl.LoginSettings
 
 // DefaultOAuthLoginSettings are Kafka's defaults: retries from 100 ms for

@@ -17,7 +17,8 @@ import (
 // retries the identity provider's token endpoint: Kafka's sasl.login.*
 // settings, which its OAuthBearerLoginCallbackHandler (HttpJwtRetriever)
 // and ExpiringCredentialRefreshingLogin read. DefaultLoginSettings are
-// Kafka's defaults.
+// Kafka's defaults: start from them, since a zero field is zero, not
+// Kafka's default (a zero RefreshWindowFactor renews at every connection).
 type LoginSettings struct {
 	// RetryBackoff is the wait after a failed request to the token
 	// endpoint, doubled after each further failure
