@@ -353,13 +353,15 @@ func TestSASLOAuthBearer(t *testing.T) {
 		}
 	}
 	// The identity provider answers 503 twice: the login retries it
-	// (sasl.login.retry.backoff.ms) within one connection's login. A
+	// (sasl.login.retry.backoff.ms) within one connection's login, and
+	// warns of each retry on stderr. A
 	// sasl.login.* value out of Kafka's range is refused, named.
 	retried := writePEM(t, dir, "retried.properties", []byte(cliProps["secured.properties"]+"\nsasl.login.retry.backoff.ms=50\n"))
 	idp.unavailable.Store(2)
 	if out, err := exec.CommandContext(ctx, c.bin, "consume", "--bootstrap-server", saslp, "--command-config", retried,
 		"--topic", topic, "--from-beginning", "--max-messages", "5", "--timeout-ms", "20000").CombinedOutput(); err != nil ||
-		!strings.Contains(string(out), "Processed a total of 5 messages") || idp.unavailable.Load() >= 0 {
+		!strings.Contains(string(out), "Processed a total of 5 messages") || idp.unavailable.Load() >= 0 ||
+		strings.Count(string(out), "warning: an OAUTHBEARER login's request failed; retrying") != 2 {
 		t.Fatalf("keel consume with the identity provider down for two requests: %v (%d requests left to refuse)\n%s", err, idp.unavailable.Load(), out)
 	}
 	idp.unavailable.Store(0)

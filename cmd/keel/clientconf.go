@@ -327,7 +327,7 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 		delete(props, "bootstrap.servers")
 	}
 	opts := []client.Opt{client.ClientID("keel-cli"), client.SeedBrokers(splitList(c.String("bootstrap-server"))...)}
-	secOpts, err := securityOptions(props)
+	secOpts, err := securityOptions(props, c.App.ErrWriter)
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +371,7 @@ func clientOptions(c *cli.Context, r role, extra map[string]string) ([]client.Op
 // sasl.mechanism=PLAIN and the user name and password of sasl.jaas.config
 // (org.apache.kafka.common.security.plain.PlainLoginModule required
 // username="..." password="...";). None for PLAINTEXT.
-func securityOptions(props map[string]string) ([]client.Opt, error) {
+func securityOptions(props map[string]string, stderr io.Writer) ([]client.Opt, error) {
 	proto, err := securityProtocol(props)
 	if err != nil {
 		return nil, err
@@ -385,7 +385,7 @@ func securityOptions(props map[string]string) ([]client.Opt, error) {
 		opts = append(opts, client.TLS(cfg))
 	}
 	if usesSASL(proto) {
-		m, err := saslMechanism(props)
+		m, err := saslMechanism(props, stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -447,7 +447,7 @@ func tlsConfig(props map[string]string) (*tls.Config, error) {
 // SCRAM with a delegation token, tokenauth="true"), OAUTHBEARER
 // with the OAuthBearerLoginModule (oauthBearerMechanism). Kafka's default
 // mechanism, GSSAPI, is not supported.
-func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
+func saslMechanism(props map[string]string, stderr io.Writer) (client.SASLMechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
 	module := sasl.PlainLoginModule
 	switch {
@@ -455,7 +455,7 @@ func saslMechanism(props map[string]string) (client.SASLMechanism, error) {
 	case sasl.IsScram(mech):
 		module = sasl.ScramLoginModule
 	case mech == sasl.MechanismOAuthBearer:
-		return oauthBearerMechanism(props)
+		return oauthBearerMechanism(props, stderr)
 	case mech == "":
 		return nil, fmt.Errorf("security.protocol=%s needs sasl.mechanism (Kafka's default, GSSAPI, is not supported; PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)", props["security.protocol"])
 	default:
@@ -540,7 +540,7 @@ func (f franzSASL) Authenticate(ctx context.Context, host string) (client.SASLSe
 //
 // The module's extension_<name> options are sent as SASL extensions
 // (sasl.NewOAuthBearerLogin, which Keel's brokers log in with too).
-func oauthBearerMechanism(props map[string]string) (client.SASLMechanism, error) {
+func oauthBearerMechanism(props map[string]string, stderr io.Writer) (client.SASLMechanism, error) {
 	text, ok := props["sasl.jaas.config"]
 	if !ok {
 		return nil, fmt.Errorf(`sasl.mechanism=OAUTHBEARER needs sasl.jaas.config=%s required ...;`, sasl.OAuthBearerLoginModule)
@@ -555,6 +555,17 @@ func oauthBearerMechanism(props map[string]string) (client.SASLMechanism, error)
 	login, err := sasl.NewOAuthBearerLogin(jaas.Options, func(k string) string { return props[k] })
 	if err != nil {
 		return nil, err // its errors name the setting or the module's option
+	}
+	if stderr != nil {
+		// Each retry of the token endpoint, as Java's client logs it.
+		login.Log = func(msg string, args ...any) {
+			var b strings.Builder
+			fmt.Fprintf(&b, "warning: %s", msg)
+			for i := 0; i+1 < len(args); i += 2 {
+				fmt.Fprintf(&b, " %v=%v", args[i], args[i+1])
+			}
+			fmt.Fprintln(stderr, b.String())
+		}
 	}
 	return client.OAuthBearerAuth{Token: login.Token, Extensions: login.Extensions}, nil
 }

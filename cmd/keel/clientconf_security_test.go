@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/keelstream/keel/client"
 )
 
 // security.protocol with ssl.* and sasl.* in --command-config: SSL is TLS
@@ -11,7 +18,7 @@ import (
 // clear error.
 func TestSecurityOptions(t *testing.T) {
 	for _, props := range []map[string]string{{}, {"security.protocol": "PLAINTEXT"}, {"security.protocol": "plaintext", "ssl.truststore.location": "/x"}} {
-		if o, err := securityOptions(props); len(o) != 0 || err != nil {
+		if o, err := securityOptions(props, nil); len(o) != 0 || err != nil {
 			t.Errorf("%v: %v %v, want no TLS", props, o, err)
 		}
 	}
@@ -27,7 +34,7 @@ func TestSecurityOptions(t *testing.T) {
 		"security.protocol=SASL_PLAINTEXT|sasl.mechanism=PLAIN|sasl.jaas.config=" + jaas: 1,
 		"security.protocol=SASL_SSL|sasl.mechanism=plain|sasl.jaas.config=" + jaas:       2,
 	} {
-		o, err := securityOptions(parseTestProps(props))
+		o, err := securityOptions(parseTestProps(props), nil)
 		if len(o) != want || err != nil {
 			t.Errorf("%s: %d options, %v; want %d", props, len(o), err, want)
 		}
@@ -53,7 +60,7 @@ func TestSecurityOptions(t *testing.T) {
 		if _, ok := m["security.protocol"]; !ok {
 			m["security.protocol"] = "SSL"
 		}
-		if _, err := securityOptions(m); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := securityOptions(m, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error with %q", props, err, want)
 		}
 	}
@@ -67,4 +74,33 @@ func parseTestProps(s string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// The CLI's OAUTHBEARER login warns on stderr of each retry of its token
+// endpoint, one line each, as Java's client logs them.
+func TestOAuthBearerLoginWarnsOfRetries(t *testing.T) {
+	var requests atomic.Int64
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			http.Error(w, `{"error":"temporarily_unavailable"}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"access_token":"a.b.c","expires_in":60}`))
+	}))
+	defer idp.Close()
+	var stderr bytes.Buffer
+	m, err := oauthBearerMechanism(map[string]string{
+		"sasl.oauthbearer.token.endpoint.url": idp.URL, "sasl.login.retry.backoff.ms": "10",
+		"sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="a" clientSecret="b";`,
+	}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := m.(client.OAuthBearerAuth).Token(context.Background()); err != nil || tok != "a.b.c" {
+		t.Fatalf("token %q %v", tok, err)
+	}
+	want := "warning: an OAUTHBEARER login's request failed; retrying endpoint=" + idp.URL + ` attempt=1 retry_in=10ms error=HTTP 503 Service Unavailable: {"error":"temporarily_unavailable"}` + "\n"
+	if stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
 }

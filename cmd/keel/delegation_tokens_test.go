@@ -312,7 +312,7 @@ func TestCommandConfigTokenAuth(t *testing.T) {
 		m, err := saslMechanism(map[string]string{
 			"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": tc.mechanism,
 			"sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required username="tokenid" password="aG1hYw=="` + tc.option + ";",
-		})
+		}, nil)
 		if err != nil {
 			t.Fatalf("%q: %v", tc.option, err)
 		}

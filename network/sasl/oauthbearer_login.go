@@ -452,7 +452,7 @@ func postToken(ctx context.Context, hc *http.Client, tokenURL string, form url.V
 	case err != nil:
 		return nil, err
 	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated:
-		err = fmt.Errorf("HTTP %s: %.200s", resp.Status, body)
+		err = fmt.Errorf("HTTP %s: %.200s", resp.Status, bytes.TrimSpace(body))
 		if finalStatus(resp.StatusCode) {
 			err = fmt.Errorf("%w (%w)", err, errFinal)
 		}
