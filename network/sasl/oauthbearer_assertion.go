@@ -42,32 +42,20 @@ type JWTBearer struct {
 	// retried; nil: DefaultLoginSettings.
 	Settings *LoginSettings
 
-	mu      tokenLock
-	token   string
-	renewAt time.Time
+	held heldToken
 }
 
 // Token returns a token, from the endpoint when none is held or the held
 // one is due for renewal.
 func (j *JWTBearer) Token(ctx context.Context) (string, error) {
-	if err := j.mu.lock(ctx); err != nil {
-		return "", fmt.Errorf("token endpoint %s: waiting for the token request under way: %w", j.TokenURL, err)
-	}
-	defer j.mu.unlock()
-	if j.token != "" && time.Now().Before(j.renewAt) {
-		return j.token, nil
-	}
-	assertion, err := j.Assertion(time.Now())
-	if err != nil {
-		return "", fmt.Errorf("the OAuth assertion: %w", err)
-	}
-	form := url.Values{"grant_type": {JWTBearerGrant}, "assertion": {assertion}}
-	token, renewAt, err := requestToken(ctx, j.HTTPClient, j.Settings, j.TokenURL, form, nil)
-	if err != nil {
-		return "", err
-	}
-	j.token, j.renewAt = token, renewAt
-	return j.token, nil
+	return j.held.get(ctx, j.TokenURL, func() (string, time.Time, error) {
+		assertion, err := j.Assertion(time.Now())
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("the OAuth assertion: %w", err)
+		}
+		form := url.Values{"grant_type": {JWTBearerGrant}, "assertion": {assertion}}
+		return requestToken(ctx, j.HTTPClient, j.Settings, j.TokenURL, form, nil)
+	})
 }
 
 // Assertion creates the JWT a JWTBearer presents, as Kafka's

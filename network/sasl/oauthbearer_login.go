@@ -336,9 +336,7 @@ type ClientCredentials struct {
 	// retried; nil: DefaultLoginSettings.
 	Settings *LoginSettings
 
-	mu      tokenLock
-	token   string
-	renewAt time.Time
+	held heldToken
 }
 
 // maxTokenResponse bounds a token endpoint's answer.
@@ -347,32 +345,22 @@ const maxTokenResponse = 1 << 20
 // Token returns a token, from the endpoint when none is held or the held
 // one is due for renewal.
 func (c *ClientCredentials) Token(ctx context.Context) (string, error) {
-	if err := c.mu.lock(ctx); err != nil {
-		return "", fmt.Errorf("token endpoint %s: waiting for the token request under way: %w", c.TokenURL, err)
-	}
-	defer c.mu.unlock()
-	if c.token != "" && time.Now().Before(c.renewAt) {
-		return c.token, nil
-	}
-	form := url.Values{"grant_type": {"client_credentials"}}
-	if c.Scope != "" {
-		form.Set("scope", c.Scope)
-	}
-	token, renewAt, err := requestToken(ctx, c.HTTPClient, c.Settings, c.TokenURL, form, func(req *http.Request) {
-		// HTTP basic authentication with the id and secret as they
-		// are, as Kafka sends them by default
-		// (sasl.oauthbearer.header.urlencode=false), or URL-encoded.
-		if c.URLEncodeHeader {
-			req.SetBasicAuth(formEncode(c.ClientID), formEncode(c.ClientSecret))
-		} else {
-			req.SetBasicAuth(c.ClientID, c.ClientSecret)
+	return c.held.get(ctx, c.TokenURL, func() (string, time.Time, error) {
+		form := url.Values{"grant_type": {"client_credentials"}}
+		if c.Scope != "" {
+			form.Set("scope", c.Scope)
 		}
+		return requestToken(ctx, c.HTTPClient, c.Settings, c.TokenURL, form, func(req *http.Request) {
+			// HTTP basic authentication with the id and secret as they
+			// are, as Kafka sends them by default
+			// (sasl.oauthbearer.header.urlencode=false), or URL-encoded.
+			if c.URLEncodeHeader {
+				req.SetBasicAuth(formEncode(c.ClientID), formEncode(c.ClientSecret))
+			} else {
+				req.SetBasicAuth(c.ClientID, c.ClientSecret)
+			}
+		})
 	})
-	if err != nil {
-		return "", err
-	}
-	c.token, c.renewAt = token, renewAt
-	return c.token, nil
 }
 
 // formEncode is Java's URLEncoder.encode in UTF-8, which Kafka encodes

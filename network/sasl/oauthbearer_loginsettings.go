@@ -239,24 +239,37 @@ func (c *readTimeoutConn) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
-// tokenLock serializes a login's token requests: one at a time, so that
-// concurrent connections share the token it gets. A caller gives up
-// waiting when its context ends, as it would not while a request behind a
-// sync.Mutex retries for sasl.login.retry.backoff.max.ms. Its zero value
-// is unlocked.
-type tokenLock struct {
-	once sync.Once
-	ch   chan struct{}
+// heldToken is the token a login holds (ClientCredentials', JWTBearer's)
+// and when to renew it. Its requests are made one at a time, so that
+// concurrent connections share the token one gets; a caller gives up
+// waiting when its context ends, as it would not behind a sync.Mutex
+// while a request retries for sasl.login.retry.backoff.max.ms. Its zero
+// value holds no token.
+type heldToken struct {
+	once    sync.Once
+	turn    chan struct{} // holds a value while a caller has the turn
+	token   string
+	renewAt time.Time
 }
 
-func (l *tokenLock) lock(ctx context.Context) error {
-	l.once.Do(func() { l.ch = make(chan struct{}, 1) })
+// get returns the token held, or one from fetch (with when to renew it)
+// when none is held or it is due for renewal. tokenURL names the endpoint
+// in the error of a caller that gave up waiting.
+func (h *heldToken) get(ctx context.Context, tokenURL string, fetch func() (string, time.Time, error)) (string, error) {
+	h.once.Do(func() { h.turn = make(chan struct{}, 1) })
 	select {
-	case l.ch <- struct{}{}:
-		return nil
+	case h.turn <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", fmt.Errorf("token endpoint %s: waiting for the token request under way: %w", tokenURL, ctx.Err())
 	}
+	defer func() { <-h.turn }()
+	if h.token != "" && time.Now().Before(h.renewAt) {
+		return h.token, nil
+	}
+	token, renewAt, err := fetch()
+	if err != nil {
+		return "", err
+	}
+	h.token, h.renewAt = token, renewAt
+	return token, nil
 }
-
-func (l *tokenLock) unlock() { <-l.ch }
