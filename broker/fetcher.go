@@ -545,15 +545,23 @@ func (b *Broker) truncateFollower(p *partition, leaderEpoch int32, leaderEnd int
 	if offset < leo {
 		b.log.Info("truncating divergent follower suffix", "partition", p.tp, "from", leo, "to", offset,
 			"leader_epoch", leaderEpoch, "leader_end_offset", leaderEnd)
-		p.hwMu.Lock()
-		err = l.TruncateTo(offset)
-		if err == nil && l.HighWatermark() > offset {
-			l.SetHighWatermark(offset)
-		}
-		p.hwMu.Unlock()
-		if err != nil {
-			return false, fmt.Errorf("truncate %s to %d: %w", p.tp, offset, err)
-		}
+	}
+	// At the log end too: no batch goes, but an epoch this replica
+	// recorded there as a leader that appended nothing does (see
+	// storage.Log.TruncateTo), as Kafka's truncation always does.
+	latest, _ := l.LeaderEpochCache().LatestEpoch()
+	p.hwMu.Lock()
+	err = l.TruncateTo(offset)
+	if err == nil && l.HighWatermark() > offset {
+		l.SetHighWatermark(offset)
+	}
+	p.hwMu.Unlock()
+	if err != nil {
+		return false, fmt.Errorf("truncate %s to %d: %w", p.tp, offset, err)
+	}
+	if now, _ := l.LeaderEpochCache().LatestEpoch(); offset == leo && now != latest {
+		b.log.Info("dropped a leader epoch with no records at the follower's log end", "partition", p.tp,
+			"epoch", latest, "log_end_offset", leo, "leader_epoch", leaderEpoch, "leader_end_offset", leaderEnd)
 	}
 	return done, nil
 }

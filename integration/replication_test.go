@@ -438,6 +438,100 @@ func TestFollowerTruncatesOnDivergingEpoch(t *testing.T) {
 	}
 }
 
+// TestFollowerThatLedWithoutAppendingRejoins: leadership moves to a
+// follower and back before anything is produced, as a preferred-leader
+// rebalance after a broker's restart does on an idle partition. The
+// replica that led for a moment recorded its epoch at its log end without
+// appending, so the epoch is in its cache and in no other replica's. As a
+// follower again it names that epoch (OffsetForLeaderEpoch, then each
+// fetch's LastFetchedEpoch); the leader's answer ends the epoch below at
+// the follower's log end, where nothing is left to truncate, but the
+// truncation still drops the empty epoch, as Kafka's does. Otherwise every
+// fetch was answered with the same DivergingEpoch, and the follower stayed
+// out of the ISR and behind the log for good.
+func TestFollowerThatLedWithoutAppendingRejoins(t *testing.T) {
+	c := StartCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		"replica.lag.time.max.ms=2000")
+	c.WaitReady(30 * time.Second)
+	const topic = "led"
+	cl, adm := newClient(t, c, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	produce := func(n int, prefix string) {
+		t.Helper()
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(20, "a")
+	st, _ := partitionState(c, topic, 0)
+	first := st.Replicas
+	waitFor(t, 30*time.Second, "the replicas to converge", func() bool { return replicasConverged(c, topic, 0, first) })
+
+	// lead makes replicas[0] the leader: reorder, then a preferred-leader
+	// election, and wait until every node's image says so.
+	lead := func(replicas []int32) int32 {
+		t.Helper()
+		req := kadm.AlterPartitionAssignmentsReq{}
+		req.Assign(topic, 0, replicas)
+		if resp, err := adm.AlterPartitionAssignments(ctx, req); err != nil || resp.Error() != nil {
+			t.Fatalf("reassign %v: %v %v", replicas, err, resp.Error())
+		}
+		inImages := func(cond func(*metadata.Partition) bool) func() bool {
+			return func() bool {
+				for _, n := range c.Nodes {
+					tp, ok := n.Raft().Image().Topic(topic)
+					if !ok || !cond(tp.Partitions[0]) {
+						return false
+					}
+				}
+				return true
+			}
+		}
+		waitFor(t, 30*time.Second, fmt.Sprintf("replicas %v", replicas), inImages(func(p *metadata.Partition) bool {
+			return slices.Equal(p.Replicas, replicas) && len(p.ISR) == 3
+		}))
+		res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {0: {}}})
+		if err != nil || res[topic][0].Err != nil {
+			t.Fatalf("elect %d: %v %+v", replicas[0], err, res)
+		}
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d to lead", replicas[0]), inImages(func(p *metadata.Partition) bool {
+			return p.Leader == replicas[0]
+		}))
+		p, _ := partitionState(c, topic, 0)
+		// The new leader has recorded its epoch (at its log end).
+		waitFor(t, 30*time.Second, "the leader's epoch recorded", func() bool {
+			e, ok := c.Nodes[replicas[0]].PartitionLog(topic, 0).LeaderEpochCache().LatestEpoch()
+			return ok && e == p.LeaderEpoch
+		})
+		return p.LeaderEpoch
+	}
+	moment := []int32{first[1], first[0], first[2]}
+	momentEpoch := lead(moment) // nothing produced in this epoch
+	lead(first)
+	produce(10, "b")
+	waitForState(t, 30*time.Second, "the replica that led for a moment to rejoin", func() (bool, string) {
+		p, _ := partitionState(c, topic, 0)
+		ok := replicasConverged(c, topic, 0, first) && len(p.ISR) == 3
+		l := c.Nodes[moment[0]].PartitionLog(topic, 0)
+		return ok, fmt.Sprintf("ISR %v; replica %d ends at %d with epochs %v; leader %d ends at %d",
+			p.ISR, moment[0], l.LogEndOffset(), l.LeaderEpochCache().Entries(),
+			first[0], c.Nodes[first[0]].PartitionLog(topic, 0).LogEndOffset())
+	})
+	for _, e := range c.Nodes[moment[0]].PartitionLog(topic, 0).LeaderEpochCache().Entries() {
+		if e.Epoch == momentEpoch {
+			t.Fatalf("epoch %d, led without records, is still in replica %d's cache", momentEpoch, moment[0])
+		}
+	}
+}
+
 // TestDurableModeAcksOnlyWhatTheISRFsynced: with flush.messages=1 an
 // acks=all record is acknowledged only once every replica in the ISR has it
 // on disk. Followers append without an fsync and sync before their next

@@ -133,6 +133,15 @@ func (l *Log) epochAt(offset int64) int32 {
 // divergent suffix, KIP-101). Truncation is by whole batches: a batch that
 // contains offset is dropped entirely. The high watermark, recovery point
 // and leader-epoch cache follow the new log end offset.
+//
+// An offset at or past the log end offset removes no batch, but the
+// leader-epoch cache still drops the epochs starting at the log end, as
+// Kafka's UnifiedLog.truncateTo does: a replica that became leader and
+// recorded its epoch, then lost the leadership before appending anything,
+// holds an epoch the new leader never had. Left in place, it would stay the
+// epoch the follower names (LastFetchedEpoch), and the leader would answer
+// every fetch with the same DivergingEpoch, never counting the follower's
+// log end offset toward the ISR.
 func (l *Log) TruncateTo(offset int64) (err error) {
 	defer l.guardIO(&err)
 	if err := l.offlineErr(); err != nil {
@@ -143,8 +152,8 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	if l.closed {
 		return ErrLogClosed
 	}
-	if offset >= l.active().nextOffset {
-		return nil
+	if leo := l.active().nextOffset; offset >= leo {
+		return l.epochs.TruncateFromEnd(leo)
 	}
 	if offset <= l.segments[0].baseOffset {
 		return l.truncateFullyAndStartAtLocked(offset)

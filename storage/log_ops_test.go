@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -204,6 +205,42 @@ func TestTruncateTo(t *testing.T) {
 				check(t, l)
 				l.Close()
 			}
+		})
+	}
+}
+
+// TestTruncateToTheLogEndDropsAnEmptyEpoch: a replica that became leader
+// recorded its epoch at its log end, then lost the leadership before
+// appending anything. A truncation to (or past) the log end removes no
+// batch but drops that epoch, as Kafka's UnifiedLog.truncateTo does, and the
+// drop survives a reopen; an epoch with records stays.
+func TestTruncateToTheLogEndDropsAnEmptyEpoch(t *testing.T) {
+	for _, offset := range []int64{60, 75} {
+		t.Run(strconv.FormatInt(offset, 10), func(t *testing.T) {
+			l, _ := truncationFixture(t, LogConfig{})
+			if err := l.LeaderEpochCache().Assign(5, 60); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.TruncateTo(offset); err != nil {
+				t.Fatal(err)
+			}
+			want := []EpochEntry{{1, 0}, {2, 15}, {3, 30}, {4, 45}}
+			if got := l.LeaderEpochCache().Entries(); !slices.Equal(got, want) {
+				t.Fatalf("epoch cache %v, want %v", got, want)
+			}
+			if l.LogEndOffset() != 60 || l.HighWatermark() != 60 {
+				t.Fatalf("LEO %d HW %d, want both 60", l.LogEndOffset(), l.HighWatermark())
+			}
+			dir, cfg := l.Dir(), l.Config()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openTestLog(t, dir, OpenOptions{Config: cfg, CleanShutdown: true, HighWatermark: 60})
+			defer l.Close()
+			if got := l.LeaderEpochCache().Entries(); !slices.Equal(got, want) {
+				t.Fatalf("after a reopen, epoch cache %v, want %v", got, want)
+			}
+			checkLogInvariants(t, l)
 		})
 	}
 }
