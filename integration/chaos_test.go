@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,18 +100,23 @@ func (c *chaosCluster) leaders() (leader, preferred map[int32]int32, err error) 
 // node that answers sees them. It asks with a raw Metadata request on a
 // fresh client: kgo and kadm may answer from their cached metadata.
 func (c *chaosCluster) partitions() ([]kmsg.MetadataResponseTopicPartition, error) {
+	return c.topicPartitions(chaosTopic)
+}
+
+// topicPartitions is partitions for any topic.
+func (c *chaosCluster) topicPartitions(topic string) ([]kmsg.MetadataResponseTopicPartition, error) {
 	var out []kmsg.MetadataResponseTopicPartition
 	err := askRunning(c.ProcessCluster, chaosNodes, func(ctx context.Context, id int32, cl *kgo.Client) error {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(chaosTopic)
+		rt.Topic = kmsg.StringPtr(topic)
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return err
 		}
 		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
-			return fmt.Errorf("node %d: no metadata for %s", id, chaosTopic)
+			return fmt.Errorf("node %d: no metadata for %s", id, topic)
 		}
 		out = resp.Topics[0].Partitions
 		return nil
@@ -383,6 +389,103 @@ func TestControlledShutdownAndPreferredLeaders(t *testing.T) {
 		return true
 	})
 	c.finish(w, "a controlled shutdown")
+}
+
+// TestChaosLeadershipShuffle: leaderships move again and again, each a
+// reordering of a partition's replicas and a preferred-leader election
+// (kafka-reassign-partitions.sh, then kafka-leader-election.sh), some
+// rounds quickly after another. They move under the load and on an idle
+// topic, where a replica may lead and lose the leadership without having
+// appended anything. Afterwards every ISR of both topics is whole again,
+// and the checker is clean.
+func TestChaosLeadershipShuffle(t *testing.T) {
+	c, w := startChaos(t)
+	const idle = "idle"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	resp, err := c.adm.CreateTopic(ctx, chaosPartitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, idle)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	produceIdle := func(prefix string) {
+		t.Helper()
+		for i := range 30 {
+			r := &kgo.Record{Topic: idle, Partition: int32(i % chaosPartitions), Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+			if err := c.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce to %s: %v", idle, err)
+			}
+		}
+	}
+	produceIdle("before")
+	seed := uint64(time.Now().UnixNano())
+	rng := mrand.New(mrand.NewPCG(seed, seed))
+	t.Logf("shuffle seed %d", seed)
+	for round := range 16 {
+		// The topics take turns; each round moves the leadership away
+		// from the replica leading now.
+		topic := []string{chaosTopic, idle}[round%2]
+		part := int32(rng.IntN(chaosPartitions))
+		var replicas []int32
+		leader := int32(-1)
+		waitFor(t, 30*time.Second, "the partition's replicas and leader", func() bool {
+			parts, err := c.topicPartitions(topic)
+			for _, p := range parts {
+				if err == nil && p.Partition == part {
+					replicas, leader = slices.Clone(p.Replicas), p.Leader
+				}
+			}
+			return len(replicas) == len(chaosNodes) && leader >= 0
+		})
+		for replicas[0] == leader {
+			rng.Shuffle(len(replicas), func(i, j int) { replicas[i], replicas[j] = replicas[j], replicas[i] })
+		}
+		t.Logf("round %d: %s-%d to replicas %v, then elect %d", round, topic, part, replicas, replicas[0])
+		req := kadm.AlterPartitionAssignmentsReq{}
+		req.Assign(topic, part, replicas)
+		if resp, err := c.adm.AlterPartitionAssignments(ctx, req); err != nil || resp.Error() != nil {
+			t.Fatalf("reassign %s-%d to %v: %v %v", topic, part, replicas, err, resp.Error())
+		}
+		waitFor(t, 30*time.Second, "the new replica order in the metadata", func() bool {
+			parts, err := c.topicPartitions(topic)
+			for _, p := range parts {
+				if err == nil && p.Partition == part {
+					return slices.Equal(p.Replicas, replicas)
+				}
+			}
+			return false
+		})
+		// The preferred replica may be out of the ISR just now (it
+		// lost a leadership a moment ago): Kafka's answer is
+		// PREFERRED_LEADER_NOT_AVAILABLE, and the shuffle goes on.
+		res, err := c.adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {part: {}}})
+		if err != nil {
+			t.Fatalf("elect %s-%d: %v", topic, part, err)
+		}
+		if r := res[topic][part]; r.Err != nil {
+			t.Logf("round %d: elect %s-%d: %v", round, topic, part, r.Err)
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+	}
+	// acks=all records on the idle topic too: their acknowledgement needs
+	// every replica then in the ISR to have them, so a follower that
+	// cannot fetch leaves the ISR first, and must come back to it.
+	produceIdle("after")
+	for _, topic := range []string{chaosTopic, idle} {
+		waitForState(t, 60*time.Second, "every ISR of "+topic+" whole again", func() (bool, string) {
+			parts, err := c.topicPartitions(topic)
+			if err != nil || len(parts) != chaosPartitions {
+				return false, fmt.Sprint(err)
+			}
+			var state []string
+			whole := true
+			for _, p := range parts {
+				whole = whole && len(p.ISR) == len(chaosNodes)
+				state = append(state, fmt.Sprintf("%d: leader %d ISR %v", p.Partition, p.Leader, p.ISR))
+			}
+			return whole, strings.Join(state, "; ")
+		})
+	}
+	c.finish(w, "shuffling leaderships")
 }
 
 func TestChaosIsolateLeader(t *testing.T) {
