@@ -372,6 +372,19 @@ func TestFollowerBelowLeaderLogStartRestarts(t *testing.T) {
 	})
 }
 
+// produceNumbered produces n records, valued prefix-0 to prefix-(n-1), to
+// cl's default topic, and fails the test unless all are acknowledged.
+func produceNumbered(ctx context.Context, t *testing.T, cl *kgo.Client, n int, prefix string) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFollowerTruncatesOnDivergingEpoch: a follower whose log holds more
 // of its last epoch than the leader's — here a batch put into its log
 // directly — fetches past the leader's end of that epoch, naming it as its
@@ -390,16 +403,7 @@ func TestFollowerTruncatesOnDivergingEpoch(t *testing.T) {
 		t.Fatalf("create: %v %v", err, resp.Err)
 	}
 	cl, _ := newClient(t, c, kgo.DefaultProduceTopic("div"), kgo.RequiredAcks(kgo.AllISRAcks()))
-	produce := func(n int, prefix string) {
-		t.Helper()
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produce := func(n int, prefix string) { produceNumbered(ctx, t, cl, n, prefix) }
 	produce(20, "a")
 	waitFor(t, 30*time.Second, "the replicas to converge", func() bool { return replicasConverged(c, "div", 0, []int32{1, 2, 3}) })
 	st, _ := partitionState(c, "div", 0)
@@ -460,16 +464,7 @@ func TestFollowerThatLedWithoutAppendingRejoins(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
 	}
-	produce := func(n int, prefix string) {
-		t.Helper()
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produce := func(n int, prefix string) { produceNumbered(ctx, t, cl, n, prefix) }
 	produce(20, "a")
 	st, _ := partitionState(c, topic, 0)
 	first := st.Replicas
