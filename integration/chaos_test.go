@@ -124,6 +124,40 @@ func (c *chaosCluster) topicPartitions(topic string) ([]kmsg.MetadataResponseTop
 	return out, err
 }
 
+// partition is partition part of topic, as topicPartitions sees it.
+func (c *chaosCluster) partition(topic string, part int32) (kmsg.MetadataResponseTopicPartition, bool) {
+	parts, err := c.topicPartitions(topic)
+	if err != nil {
+		return kmsg.MetadataResponseTopicPartition{}, false
+	}
+	for _, p := range parts {
+		if p.Partition == part {
+			return p, true
+		}
+	}
+	return kmsg.MetadataResponseTopicPartition{}, false
+}
+
+// waitISRsWhole waits until every partition of topic (chaosPartitions of
+// them) has every node in its ISR; a timeout reports each partition's
+// leader and ISR.
+func (c *chaosCluster) waitISRsWhole(topic string, timeout time.Duration) {
+	c.t.Helper()
+	waitForState(c.t, timeout, "every ISR of "+topic+" whole again", func() (bool, string) {
+		parts, err := c.topicPartitions(topic)
+		if err != nil || len(parts) != chaosPartitions {
+			return false, fmt.Sprint(err)
+		}
+		var state []string
+		whole := true
+		for _, p := range parts {
+			whole = whole && len(p.ISR) == len(chaosNodes)
+			state = append(state, fmt.Sprintf("%d: leader %d ISR %v", p.Partition, p.Leader, p.ISR))
+		}
+		return whole, strings.Join(state, "; ")
+	})
+}
+
 // askRunning asks the running nodes of ids in turn, each on a fresh client
 // (no cached metadata, no retries) with 3 s to answer, until ask succeeds;
 // it returns the last error when none does.
@@ -428,11 +462,8 @@ func TestChaosLeadershipShuffle(t *testing.T) {
 		var replicas []int32
 		leader := int32(-1)
 		waitFor(t, 30*time.Second, "the partition's replicas and leader", func() bool {
-			parts, err := c.topicPartitions(topic)
-			for _, p := range parts {
-				if err == nil && p.Partition == part {
-					replicas, leader = slices.Clone(p.Replicas), p.Leader
-				}
+			if p, ok := c.partition(topic, part); ok {
+				replicas, leader = slices.Clone(p.Replicas), p.Leader
 			}
 			return len(replicas) == len(chaosNodes) && leader >= 0
 		})
@@ -446,13 +477,8 @@ func TestChaosLeadershipShuffle(t *testing.T) {
 			t.Fatalf("reassign %s-%d to %v: %v %v", topic, part, replicas, err, resp.Error())
 		}
 		waitFor(t, 30*time.Second, "the new replica order in the metadata", func() bool {
-			parts, err := c.topicPartitions(topic)
-			for _, p := range parts {
-				if err == nil && p.Partition == part {
-					return slices.Equal(p.Replicas, replicas)
-				}
-			}
-			return false
+			p, ok := c.partition(topic, part)
+			return ok && slices.Equal(p.Replicas, replicas)
 		})
 		// The preferred replica may be out of the ISR just now (it
 		// lost a leadership a moment ago): Kafka's answer is
@@ -471,19 +497,7 @@ func TestChaosLeadershipShuffle(t *testing.T) {
 	// cannot fetch leaves the ISR first, and must come back to it.
 	produceIdle("after")
 	for _, topic := range []string{chaosTopic, idle} {
-		waitForState(t, 60*time.Second, "every ISR of "+topic+" whole again", func() (bool, string) {
-			parts, err := c.topicPartitions(topic)
-			if err != nil || len(parts) != chaosPartitions {
-				return false, fmt.Sprint(err)
-			}
-			var state []string
-			whole := true
-			for _, p := range parts {
-				whole = whole && len(p.ISR) == len(chaosNodes)
-				state = append(state, fmt.Sprintf("%d: leader %d ISR %v", p.Partition, p.Leader, p.ISR))
-			}
-			return whole, strings.Join(state, "; ")
-		})
+		c.waitISRsWhole(topic, 60*time.Second)
 	}
 	c.finish(w, "shuffling leaderships")
 }
@@ -556,18 +570,7 @@ func (c *chaosCluster) restartAll(w *Workload, what string) {
 	// leader replicas each left every ISR and ELR, and each partition's
 	// last known leader was elected uncleanly (RECOVERING). Its first ISR
 	// change declares it recovered, and the ISR grows back whole.
-	waitFor(c.t, 60*time.Second, "every ISR whole again", func() bool {
-		isr, err := c.isrs()
-		if err != nil || len(isr) != chaosPartitions {
-			return false
-		}
-		for _, members := range isr {
-			if len(members) != len(chaosNodes) {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitISRsWhole(chaosTopic, 60*time.Second)
 	c.finish(w, what)
 }
 
