@@ -368,3 +368,55 @@ func TestDurableLeaderExposesAcknowledgedRecordsAfterKill9(t *testing.T) {
 	}
 	verifyAcked(t, c, topic, acks)
 }
+
+// TestRestartAfterAnUnfinishedControlledShutdown: a broker stopped while
+// another broker is paused cannot finish its controlled shutdown (the
+// controller waits until every active broker has replayed the leadership
+// moves), gives up after its grace and exits, still registered in
+// controlled shutdown with a live session. Restarted at once, it registers
+// at once, as in Kafka 4.1 (KAFKA-19047), instead of being refused with
+// DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms (2 minutes
+// here, well past WaitReady's 30 s) has passed.
+func TestRestartAfterAnUnfinishedControlledShutdown(t *testing.T) {
+	const topic = "unfinished"
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker"}, {3, "broker"}},
+		ProcessOptions{Overrides: []string{"broker.session.timeout.ms=120000"}})
+	cl := procClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Replicas = []int32{2, 1, 3}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create %s: error %d", topic, code)
+	}
+	adm := kadm.NewClient(cl)
+	waitFor(t, 30*time.Second, "node 2 leading with the full ISR", func() bool {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		p := md.Topics[topic].Partitions[0]
+		return p.Leader == 2 && len(p.ISR) == 3
+	})
+
+	c.Pause(3)
+	c.Stop(2) // SIGTERM: a controlled shutdown that node 3's silence holds up
+	if log := c.currentRunLog(2); !strings.Contains(log, "controlled shutdown did not complete in time") {
+		t.Fatalf("node 2's controlled shutdown was not held up:\n%s", c.LogTail(2, 30))
+	}
+	c.Start(2)
+	c.WaitReady(2)
+	if log := c.currentRunLog(2); strings.Contains(log, "DUPLICATE_BROKER_REGISTRATION") {
+		t.Errorf("the restarted node was refused as a duplicate first:\n%s", c.LogTail(2, 30))
+	}
+	c.Resume(3)
+}

@@ -32,9 +32,12 @@ func (c *ClusterControl) hasValidSession(b *BrokerRegistration, now time.Time) b
 // A registration of a node.id whose current registration still has a
 // valid session (heard from within broker.session.timeout.ms) and another
 // incarnation id is DUPLICATE_BROKER_REGISTRATION: two live processes claim
-// the id. The same incarnation (a retry) or an expired session (a restart)
-// re-registers; the broker leaves every ISR it is in but the ones it is the
-// last member of, and its leaderships move to the next live ISR member, as
+// the id. The same incarnation (a retry), an expired session (a restart),
+// or a current registration in controlled shutdown re-registers: that
+// process said it was going away, and stopped before the controller let it
+// (killed, or its 5 s grace ran out), as Kafka 4.1 allows (KAFKA-19047).
+// The broker leaves every ISR it is in but the ones it is the last member
+// of, and its leaderships move to the next live ISR member, as
 // for a fenced broker, until it has caught up and the leaders add it back.
 // A ClusterID other than the configured one is INCONSISTENT_CLUSTER_ID.
 //
@@ -56,7 +59,7 @@ func (c *ClusterControl) RegisterBroker(now time.Time, req *kmsg.BrokerRegistrat
 	epoch := max(img.Offset()+1, 1)
 	var out []Record
 	if old, ok := img.Broker(req.BrokerID); ok {
-		if c.hasValidSession(old, now) && old.IncarnationID != Uuid(req.IncarnationID) {
+		if c.hasValidSession(old, now) && !old.InControlledShutdown && old.IncarnationID != Uuid(req.IncarnationID) {
 			resp.ErrorCode = kerr.DuplicateBrokerRegistration.Code
 			return nil, resp
 		}

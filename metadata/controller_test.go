@@ -824,38 +824,67 @@ func TestControllerSurvivesFailover(t *testing.T) {
 }
 
 // A broker that completed a controlled shutdown said goodbye: the process
-// replacing it registers at once. One that vanished (a crash) keeps its
+// replacing it registers at once. So does one killed while its controlled
+// shutdown was still moving its leaderships (Kafka 4.1, KAFKA-19047): it
+// had said it was going away. One that vanished (a crash) keeps its
 // node.id until broker.session.timeout.ms passes (Kafka's duplicate
 // registration rule).
 func TestRestartAfterControlledShutdownRegistersAtOnce(t *testing.T) {
-	for _, clean := range []bool{true, false} {
-		t.Run(fmt.Sprintf("clean=%t", clean), func(t *testing.T) {
-			c := newCluster(t, DefaultControllerConfig(), 1)
-			b, _ := c.img.Broker(1)
-			if clean {
+	for _, tc := range []struct {
+		name     string
+		shutdown bool // the broker asked for a controlled shutdown
+		leads    bool // it led a partition then, so the shutdown had not finished
+		want     int16
+	}{
+		{"finished", true, false, 0},
+		{"killed during it", true, true, 0},
+		{"crash", false, true, kerr.DuplicateBrokerRegistration.Code},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, DefaultControllerConfig(), 2)
+			if tc.leads {
+				c.createTopic("t", []int32{1, 2})
+			}
+			if tc.shutdown {
+				b, _ := c.img.Broker(1)
 				hb := kmsg.NewPtrBrokerHeartbeatRequest()
 				hb.BrokerID, hb.BrokerEpoch, hb.CurrentMetadataOffset, hb.WantShutdown = 1, b.Epoch, c.img.Offset(), true
 				recs, resp := c.cc.Heartbeat(c.now, hb)
 				c.commit(recs)
-				if !resp.ShouldShutdown {
-					t.Fatalf("a broker leading nothing may shut down at once: %+v", resp)
+				if resp.ShouldShutdown == tc.leads {
+					t.Fatalf("ShouldShutdown %t for a broker that leads: %t", resp.ShouldShutdown, tc.leads)
+				}
+				if b, _ := c.img.Broker(1); b.InControlledShutdown != tc.leads {
+					t.Fatalf("in controlled shutdown: %t, want %t", b.InControlledShutdown, tc.leads)
 				}
 			}
 			req := kmsg.NewPtrBrokerRegistrationRequest()
 			req.BrokerID, req.IncarnationID = 1, [16]byte{9, 9}
-			want := kerr.DuplicateBrokerRegistration.Code
-			if clean {
-				want = 0
-			}
+			req.LogDirs = [][16]byte{testLogDir(1, 0), testLogDir(1, 1)}
 			_, resp := c.cc.RegisterBroker(c.now.Add(time.Second), req)
-			if resp.ErrorCode != want {
-				t.Fatalf("registration answered %d, want %d", resp.ErrorCode, want)
+			if resp.ErrorCode != tc.want {
+				t.Fatalf("registration answered %d, want %d", resp.ErrorCode, tc.want)
 			}
 			// The same after the controller itself restarted (a single
 			// combined node): the new controller knows only the image.
 			fresh := NewClusterControl(DefaultControllerConfig(), c.img, c.now.Add(time.Second), rand.New(rand.NewPCG(1, 2)))
-			if _, resp := fresh.RegisterBroker(c.now.Add(time.Second), req); resp.ErrorCode != want {
-				t.Fatalf("after a controller restart, registration answered %d, want %d", resp.ErrorCode, want)
+			recs, resp := fresh.RegisterBroker(c.now.Add(time.Second), req)
+			if resp.ErrorCode != tc.want {
+				t.Fatalf("after a controller restart, registration answered %d, want %d", resp.ErrorCode, tc.want)
+			}
+			if tc.want != 0 {
+				return
+			}
+			// The new incarnation registers fenced, out of the ISR it
+			// was in (the process may have lost its unsynced tail).
+			c.commit(recs)
+			if b, _ := c.img.Broker(1); !b.Fenced || b.InControlledShutdown || b.IncarnationID != Uuid(req.IncarnationID) {
+				t.Fatalf("new registration %+v", b)
+			}
+			if tc.leads {
+				if p := c.partition("t", 0); p.Leader != 2 || !slices.Equal(p.ISR, []int32{2}) {
+					t.Fatalf("partition after the new registration: leader %d ISR %v", p.Leader, p.ISR)
+				}
 			}
 		})
 	}
