@@ -114,9 +114,11 @@ func (m *logModel) truncateEpochsFromStart(start int64) {
 }
 
 // truncateTo drops whole batches from the one holding offset, as a
-// follower truncation does.
+// follower truncation does. At or past the log end no batch goes, but an
+// epoch starting at the log end does (Kafka's UnifiedLog.truncateTo).
 func (m *logModel) truncateTo(offset int64) {
 	if offset >= m.leo {
+		m.truncateEpochsFromEnd(m.leo)
 		return
 	}
 	i := m.containing(offset)
