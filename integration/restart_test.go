@@ -384,20 +384,7 @@ func TestRestartAfterAnUnfinishedControlledShutdown(t *testing.T) {
 	cl := procClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
-	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	ra.Replicas = []int32{2, 1, 3}
-	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := resp.Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create %s: error %d", topic, code)
-	}
+	createAssigned(t, cl, topic, 2, 1, 3)
 	adm := kadm.NewClient(cl)
 	waitFor(t, 30*time.Second, "node 2 leading with the full ISR", func() bool {
 		md, err := adm.Metadata(ctx, topic)
