@@ -57,6 +57,43 @@ type controllerDriver struct {
 	// (keel format --add-scram): committed by the first active controller
 	// of an empty metadata log.
 	bootstrap []metadata.Record
+	// arrivals are the heartbeats submitted since the last tick, noted as
+	// they arrive, whether or not the loop is free to take them.
+	arrivals heartbeatArrivals
+	// beforeTick, when set (tests), runs on each tick before the sessions
+	// are checked: a stall of the loop there is one the tick cannot see.
+	beforeTick func()
+}
+
+// heartbeatArrivals are the latest arrival time of each broker's heartbeat
+// (and its broker epoch), taken by the event loop before each Tick.
+type heartbeatArrivals struct {
+	mu     sync.Mutex
+	latest map[int32]heartbeatArrival
+}
+
+type heartbeatArrival struct {
+	epoch int64
+	at    time.Time
+}
+
+// note records req's arrival now.
+func (a *heartbeatArrivals) note(req *kmsg.BrokerHeartbeatRequest, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.latest == nil {
+		a.latest = map[int32]heartbeatArrival{}
+	}
+	a.latest[req.BrokerID] = heartbeatArrival{epoch: req.BrokerEpoch, at: now}
+}
+
+// take returns the arrivals noted since the last take.
+func (a *heartbeatArrivals) take() map[int32]heartbeatArrival {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	latest := a.latest
+	a.latest = nil
+	return latest
 }
 
 func newControllerDriver(raft *raftlog.Node, cfg metadata.ControllerConfig, interBrokerListener string, bootstrap []metadata.Record, logger hclog.Logger) *controllerDriver {
@@ -74,8 +111,13 @@ func newControllerDriver(raft *raftlog.Node, cfg metadata.ControllerConfig, inte
 	return d
 }
 
-// submit hands a request to the event loop and waits for its result.
+// submit hands a request to the event loop and waits for its result. A
+// heartbeat's arrival counts as the broker's contact at once, even when the
+// loop is busy with a request that takes long to commit (KAFKA-17793).
 func (d *controllerDriver) submit(ctx context.Context, req kmsg.Request) (kmsg.Response, int64, error) {
+	if hb, ok := req.(*kmsg.BrokerHeartbeatRequest); ok {
+		d.arrivals.note(hb, time.Now())
+	}
 	ev := controllerEvent{req: req, resp: make(chan controllerResult, 1)}
 	select {
 	case d.events <- ev:
@@ -156,6 +198,9 @@ func (d *controllerDriver) active(leaderCh <-chan bool) bool {
 	}
 	now := time.Now()
 	control := metadata.NewClusterControl(d.cfg, d.raft.Image(), now, rand.New(rand.NewPCG(uint64(now.UnixNano()), 0x6b65656c)))
+	// Heartbeats that arrived before now were answered NOT_CONTROLLER, or
+	// are waiting for this loop; every session starts at now anyway.
+	d.arrivals.take()
 	d.logger.Info("became the active controller", "term", d.raft.Term(), "metadata_offset", d.raft.AppliedOffset())
 	// KRaft's new controller commits a record of its own term first; the
 	// first one of an empty metadata log commits the bootstrap records
@@ -186,7 +231,13 @@ func (d *controllerDriver) active(leaderCh <-chan bool) bool {
 				return false
 			}
 		case <-ticker.C:
+			if d.beforeTick != nil {
+				d.beforeTick()
+			}
 			control.SetImage(d.raft.Image())
+			for id, a := range d.arrivals.take() {
+				control.Contact(id, a.epoch, a.at)
+			}
 			if recs := control.Tick(time.Now()); len(recs) > 0 {
 				if _, err := d.commit(ctx, control, recs); err != nil {
 					d.logger.Warn("committing tick records failed", "error", err)

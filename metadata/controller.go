@@ -193,8 +193,13 @@ type ClusterControl struct {
 type brokerSession struct {
 	// epoch is the broker epoch the session belongs to.
 	epoch int64
-	// lastContact is the time of the registration or last heartbeat.
+	// lastContact is the time of the registration or last heartbeat, or
+	// of a heartbeat's arrival (Contact).
 	lastContact time.Time
+	// lastHeartbeat is when the controller last handled a heartbeat of the
+	// session (zero before the first): an arrival from before it is one
+	// that handling has already accounted for.
+	lastHeartbeat time.Time
 	// metadataOffset is the CurrentMetadataOffset of the last heartbeat
 	// (-1 before the first).
 	metadataOffset int64

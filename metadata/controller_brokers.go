@@ -17,6 +17,23 @@ func (c *ClusterControl) hasValidSession(b *BrokerRegistration, now time.Time) b
 	return s != nil && s.epoch == b.Epoch && !now.After(s.lastContact.Add(c.cfg.BrokerSessionTimeout))
 }
 
+// Contact records that a heartbeat of broker id at broker epoch arrived
+// at the controller at time at, before the controller got to handle it:
+// Kafka's BrokerHeartbeatTracker, updated outside the controller's event
+// loop since KAFKA-17793. A loop stalled for longer than
+// broker.session.timeout.ms (a slow commit) must not fence, on its next
+// Tick, a broker whose heartbeats were waiting for it. It only moves the
+// last contact of the broker's current session forward, and only with a
+// heartbeat that arrived after the last one handled: the heartbeat that
+// let a controlled shutdown finish ended the session, and its arrival must
+// not start it again. The heartbeat itself does the rest when it is
+// handled. Concurrency: see ClusterControl.
+func (c *ClusterControl) Contact(id int32, epoch int64, at time.Time) {
+	if s := c.sessions[id]; s != nil && s.epoch == epoch && at.After(s.lastContact) && at.After(s.lastHeartbeat) {
+		s.lastContact = at
+	}
+}
+
 // RegisterBroker handles BrokerRegistration (API 62, KIP-631). The broker
 // registers fenced, with a new broker epoch; it unfences through
 // heartbeats once it has caught up with the metadata log.
@@ -184,7 +201,7 @@ func (c *ClusterControl) Heartbeat(now time.Time, req *kmsg.BrokerHeartbeatReque
 		s = &brokerSession{epoch: b.Epoch, registeredAt: img.Offset(), shutdownOffset: -1}
 		c.sessions[b.ID] = s
 	}
-	s.lastContact = now
+	s.lastContact, s.lastHeartbeat = now, now
 	s.metadataOffset = req.CurrentMetadataOffset
 	caughtUp := s.registeredAt >= 0 && req.CurrentMetadataOffset >= s.registeredAt
 

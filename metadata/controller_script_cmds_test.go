@@ -60,6 +60,18 @@ func (h *harness) heartbeat(a args) string {
 	return out + fmt.Sprintf("\nresponse: caught-up=%t fenced=%t should-shutdown=%t", resp.IsCaughtUp, resp.IsFenced, resp.ShouldShutdown)
 }
 
+// contact notes a heartbeat's arrival, now or ago=DURATION before,
+// handed to the controller after the fact.
+func (h *harness) contact(a args) string {
+	id := int32(h.int(a, "id", 0))
+	at := h.now
+	if ago, ok := a.get("ago"); ok {
+		at = at.Add(-h.duration(ago))
+	}
+	h.controller().Contact(id, h.int(a, "epoch", h.brokerEpoch(id)), at)
+	return "ok"
+}
+
 func (h *harness) createTopic(a args) string {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.Version = 7

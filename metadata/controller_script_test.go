@@ -251,6 +251,8 @@ func (h *harness) run(line string) string {
 		return h.register(a)
 	case "heartbeat":
 		return h.heartbeat(a)
+	case "contact":
+		return h.contact(a)
 	case "tick":
 		if d, ok := a.get("advance"); ok {
 			h.now = h.now.Add(h.duration(d))
