@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -60,6 +61,10 @@ type controllerDriver struct {
 	// arrivals are the heartbeats submitted since the last tick, noted as
 	// they arrive, whether or not the loop is free to take them.
 	arrivals heartbeatArrivals
+	// activeNow is set while the active loop runs: only then are arrivals
+	// noted (the loop takes them each tick), so an inactive controller
+	// keeps none.
+	activeNow atomic.Bool
 	// beforeTick, when set (tests), runs on each tick before the sessions
 	// are checked: a stall of the loop there is one the tick cannot see.
 	beforeTick func()
@@ -115,7 +120,7 @@ func newControllerDriver(raft *raftlog.Node, cfg metadata.ControllerConfig, inte
 // heartbeat's arrival counts as the broker's contact at once, even when the
 // loop is busy with a request that takes long to commit (KAFKA-17793).
 func (d *controllerDriver) submit(ctx context.Context, req kmsg.Request) (kmsg.Response, int64, error) {
-	if hb, ok := req.(*kmsg.BrokerHeartbeatRequest); ok {
+	if hb, ok := req.(*kmsg.BrokerHeartbeatRequest); ok && d.activeNow.Load() {
 		d.arrivals.note(hb, time.Now())
 	}
 	ev := controllerEvent{req: req, resp: make(chan controllerResult, 1)}
@@ -201,6 +206,8 @@ func (d *controllerDriver) active(leaderCh <-chan bool) bool {
 	// Heartbeats that arrived before now were answered NOT_CONTROLLER, or
 	// are waiting for this loop; every session starts at now anyway.
 	d.arrivals.take()
+	d.activeNow.Store(true)
+	defer d.activeNow.Store(false)
 	d.logger.Info("became the active controller", "term", d.raft.Term(), "metadata_offset", d.raft.AppliedOffset())
 	// KRaft's new controller commits a record of its own term first; the
 	// first one of an empty metadata log commits the bootstrap records

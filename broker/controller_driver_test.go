@@ -111,12 +111,11 @@ func TestControllerStallDoesNotFenceHeartbeatingBroker(t *testing.T) {
 		if err != nil {
 			t.Fatalf("register broker %d: %v", id, err)
 		}
-		if r := resp.(*kmsg.BrokerRegistrationResponse); r.ErrorCode != 0 {
+		r := resp.(*kmsg.BrokerRegistrationResponse)
+		if r.ErrorCode != 0 {
 			t.Fatalf("register broker %d: %v", id, kerr.ErrorForCode(r.ErrorCode))
-		} else {
-			return r.BrokerEpoch
 		}
-		return 0
+		return r.BrokerEpoch
 	}
 	// heartbeat sends a heartbeat as a broker does, giving up on it after
 	// a quarter of the session, and reports whether it was unfenced.
@@ -199,9 +198,9 @@ func TestControllerStallDoesNotFenceHeartbeatingBroker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the controller's tick did not stall")
 	}
-	// The first tick after the stall has run once broker 3 is fenced (it
-	// fell silent before the stall); broker 2 must stay unfenced through it
-	// and the ticks after it.
+	// Broker 3, silent since before the stall, is fenced by the first tick
+	// after it at the latest; broker 2 must stay unfenced through that
+	// tick, which runs the moment the stall ends, and the ticks after it.
 	for deadline := time.Now().Add(10 * time.Second); !fenced(3); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("broker 3, silent for longer than its session, was not fenced after the stall")
