@@ -923,6 +923,23 @@ func (c *Config) defaultOffsetsReplication() {
 	}
 }
 
+// Cautions are settings the config accepts, as Kafka does, but that an
+// operator should hear about; the node logs each as an error when it
+// starts, as Kafka's broker does.
+func (c *Config) Cautions() []string {
+	var out []string
+	if 2*c.BrokerHeartbeatInterval > c.BrokerSessionTimeout {
+		// Kafka 4.2 (KAFKA-19432) logs the same. A broker gives up on an
+		// unanswered heartbeat after max(interval, 2 s) and sends the next
+		// one an interval later: with more than half the session between
+		// two, one heartbeat lost or answered late may fence the broker.
+		out = append(out, fmt.Sprintf("broker.heartbeat.interval.ms (%d ms) is more than half of broker.session.timeout.ms (%d ms): "+
+			"one heartbeat lost or answered late may get a broker fenced; keep the interval at most half the session timeout",
+			c.BrokerHeartbeatInterval.Milliseconds(), c.BrokerSessionTimeout.Milliseconds()))
+	}
+	return out
+}
+
 func (c *Config) validate() error {
 	if !slices.Contains(c.GroupRebalanceProtocols, "classic") {
 		return fmt.Errorf("group.coordinator.rebalance.protocols must include classic")

@@ -477,3 +477,36 @@ func TestNotAppliedKeys(t *testing.T) {
 		t.Errorf("lowered bounds: %v", err)
 	}
 }
+
+// A broker heartbeat interval of more than half the session timeout is
+// accepted, as Kafka accepts it, and logged as an error at start, as Kafka
+// 4.2 does (KAFKA-19432).
+func TestHeartbeatIntervalAboveHalfTheSessionIsCautioned(t *testing.T) {
+	for _, tc := range []struct {
+		interval, session string
+		caution           bool
+	}{
+		{"", "", false}, // Kafka's defaults: 2 s and 9 s
+		{"4500", "9000", false},
+		{"4501", "9000", true},
+		{"2000", "3000", true},
+		{"500", "3000", false},
+	} {
+		props := map[string]string{}
+		if tc.interval != "" {
+			props["broker.heartbeat.interval.ms"], props["broker.session.timeout.ms"] = tc.interval, tc.session
+		}
+		c, err := LoadConfig(props, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", props, err)
+		}
+		cautions := c.Cautions()
+		if got := len(cautions) == 1; got != tc.caution || len(cautions) > 1 {
+			t.Errorf("%v: cautions %q, want one: %t", props, cautions, tc.caution)
+		}
+		if tc.caution && len(cautions) == 1 && (!strings.Contains(cautions[0], "broker.heartbeat.interval.ms ("+tc.interval+" ms)") ||
+			!strings.Contains(cautions[0], "broker.session.timeout.ms ("+tc.session+" ms)")) {
+			t.Errorf("%v: %q names neither setting with its value", props, cautions[0])
+		}
+	}
+}

@@ -99,6 +99,9 @@ func (n *Node) start() (err error) {
 		k, why, _ := strings.Cut(na, ": ")
 		logger.Warn("Kafka config key not applied by Keel", "key", k, "why", why)
 	}
+	for _, caution := range cfg.Cautions() {
+		logger.Error(caution)
+	}
 	protocols, err := network.ParseSecurityProtocolMap(cfg.ListenerSecurityProtocolMap)
 	if err != nil {
 		return fmt.Errorf("listener.security.protocol.map: %w", err)
