@@ -930,7 +930,7 @@ func (c *Config) Cautions() []string {
 	var out []string
 	if 2*c.BrokerHeartbeatInterval > c.BrokerSessionTimeout {
 		// Kafka 4.2 (KAFKA-19432) logs the same. A broker gives up on an
-		// unanswered heartbeat after max(interval, 2 s) and sends the next
+		// unanswered heartbeat after an interval and sends the next
 		// one an interval later: with more than half the session between
 		// two, one heartbeat lost or answered late may fence the broker.
 		out = append(out, fmt.Sprintf("broker.heartbeat.interval.ms (%d ms) is more than half of broker.session.timeout.ms (%d ms): "+

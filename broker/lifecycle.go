@@ -218,8 +218,6 @@ func (l *brokerLifecycle) run() {
 		cancel()
 	}()
 	var shuttingDown chan struct{}
-	ticker := time.NewTicker(l.interval)
-	defer ticker.Stop()
 	for {
 		if l.epoch.Load() < 0 {
 			if err := l.register(ctx); err != nil {
@@ -304,7 +302,11 @@ func (l *brokerLifecycle) heartbeat(ctx context.Context, wantShutdown bool) bool
 	for _, id := range offline {
 		req.OfflineLogDirs = append(req.OfflineLogDirs, id)
 	}
-	hctx, cancel := context.WithTimeout(ctx, max(l.interval, 2*time.Second))
+	// A heartbeat not answered within one interval is given up and the
+	// next is sent an interval later, as Kafka's broker does since
+	// KAFKA-19294: a longer wait would widen the gap one lost heartbeat
+	// leaves in the session the controller keeps.
+	hctx, cancel := context.WithTimeout(ctx, l.interval)
 	defer cancel()
 	resp, err := l.ch.send(hctx, req)
 	if err != nil {
