@@ -506,7 +506,7 @@ func TestHeartbeatIntervalAboveHalfTheSessionIsCautioned(t *testing.T) {
 		}
 		if tc.caution && len(cautions) == 1 && (!strings.Contains(cautions[0], "broker.heartbeat.interval.ms ("+tc.interval+" ms)") ||
 			!strings.Contains(cautions[0], "broker.session.timeout.ms ("+tc.session+" ms)")) {
-			t.Errorf("%v: %q names neither setting with its value", props, cautions[0])
+			t.Errorf("%v: %q does not name both settings with their values", props, cautions[0])
 		}
 	}
 }
