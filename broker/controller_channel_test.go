@@ -31,26 +31,39 @@ type fakeController struct {
 func startFakeController(t *testing.T) *fakeController {
 	t.Helper()
 	f := &fakeController{}
-	srv, err := network.NewServer(network.Config{
+	f.srv = serveOnLoopback(t, network.Config{
 		Listeners: []network.Listener{{Name: "CONTROLLER", Host: "127.0.0.1", SecurityProtocol: network.Plaintext}},
 		Handler:   f,
-		Logger:    hclog.NewNullLogger(),
-	})
+	}, f.release)
+	f.addr = f.srv.Addr("CONTROLLER").String()
+	return f
+}
+
+// serveOnLoopback serves cfg (its listeners on 127.0.0.1, logging nowhere
+// unless it has a logger) until the test ends; then it calls release, if
+// any, to answer what the handler holds, and shuts the server down.
+func serveOnLoopback(t *testing.T, cfg network.Config, release func()) *network.Server {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	srv, err := network.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	f.addr, f.srv = srv.Addr("CONTROLLER").String(), srv
 	go srv.Serve()
 	t.Cleanup(func() {
-		f.release()
+		if release != nil {
+			release()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return f
+	return srv
 }
 
 func (f *fakeController) SupportedVersions(_ string, key int16) (int16, int16, bool) {

@@ -114,19 +114,7 @@ func startSASLServer(t *testing.T, cfg *Config) (string, *principalsHandler, *ne
 		t.Fatal(err)
 	}
 	h := &principalsHandler{}
-	srv, err := network.NewServer(network.Config{Listeners: listeners, SASL: saslListeners, Handler: h, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	srv := serveOnLoopback(t, network.Config{Listeners: listeners, SASL: saslListeners, Handler: h}, nil)
 	return srv.Addr("CONTROLLER").String(), h, srv, mech
 }
 
