@@ -39,9 +39,10 @@ func startFakeController(t *testing.T) *fakeController {
 	return f
 }
 
-// serveOnLoopback serves cfg (its listeners on 127.0.0.1, logging nowhere
-// unless it has a logger) until the test ends; then it calls release, if
-// any, to answer what the handler holds, and shuts the server down.
+// serveOnLoopback serves cfg, whose listeners the caller puts on
+// 127.0.0.1, until the test ends (logging nowhere unless cfg has a
+// logger); then it calls release, if any, to answer what the handler
+// holds, and shuts the server down.
 func serveOnLoopback(t *testing.T, cfg network.Config, release func()) *network.Server {
 	t.Helper()
 	if cfg.Logger == nil {
