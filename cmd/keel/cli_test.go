@@ -437,6 +437,19 @@ func TestCLIPerfPrintsThroughputAndLatency(t *testing.T) {
 	}
 	t.Logf("perf produce:\n%s", out)
 
+	// Kafka's form: --producer-props takes its key=value pairs one after
+	// another, bootstrap.servers among them (a list, its commas kept), and
+	// options after them still count. Each of these runs depends on a
+	// property after the first: the servers, then max.request.size.
+	kafkaForm := []string{"perf", "produce", "--topic", "perf", "--num-records", "100", "--record-size", "100", "--producer-props",
+		"acks=all", "bootstrap.servers=" + bs + "," + bs, "linger.ms=0"}
+	if out := ok(t, "", "", append(kafkaForm, "--throughput", "-1")...); !strings.HasPrefix(out, "100 records sent") {
+		t.Fatalf("perf produce in Kafka's form:\n%s", out)
+	}
+	if r := keel(t, "", "", append(kafkaForm, "max.request.size=50", "--throughput", "-1")...); r.exit != 1 || !strings.Contains(r.stderr, "larger than max.request.size") {
+		t.Fatalf("perf produce with max.request.size=50 after other properties: exit %d, stderr %q", r.exit, r.stderr)
+	}
+
 	// At a rate: the sends are spread over the run (the throttle), and
 	// each record carries its send time as its timestamp.
 	ok(t, bs, "", "topics", "create", "--topic", "perf-rate", "--partitions", "1")

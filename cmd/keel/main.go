@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -18,7 +19,7 @@ func main() {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "keel",
 		Usage: "a Kafka-compatible streaming log broker: one binary, no JVM, no ZooKeeper",
 		// Kafka values hold commas (listeners, controller.quorum.voters,
@@ -52,6 +53,33 @@ func newApp() *cli.App {
 			perfCommand(),
 		},
 	}
+	refuseStrayArgs(app.Commands)
+	return app
+}
+
+// refuseStrayArgs makes every command that takes no arguments refuse one.
+// The flag parser stops at the first argument that is not a flag, so
+// without this `keel perf produce --producer-props acks=1 linger.ms=0
+// --throughput 1000` would run with linger.ms and --throughput silently
+// left out. (delegation-tokens, the one command with both subcommands and
+// an action, checks its own.)
+func refuseStrayArgs(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		if len(cmd.Subcommands) > 0 {
+			refuseStrayArgs(cmd.Subcommands)
+			continue
+		}
+		if cmd.Action == nil {
+			continue
+		}
+		action := cmd.Action
+		cmd.Action = func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("unexpected argument %q: options are --name value, and none after it was read", c.Args().First())
+			}
+			return action(c)
+		}
+	}
 }
 
 // kafkaActions are the action flags of kafka-topics.sh and
@@ -74,8 +102,12 @@ var kafkaActions = map[string]map[string]string{
 // `keel groups describe --group g`. It rewrites only a command given flags
 // and no subcommand, with exactly one action flag among them, or a
 // subcommand after the flags (subcommandFirst); anything else is left for
-// the parser to accept or explain.
+// the parser to accept or explain. Before that it takes
+// kafka-server-start.sh's properties file given first (serverConfigArg)
+// and kafka-producer-perf-test.sh's --producer-props values given one
+// after another (multiValueFlags).
 func kafkaStyleArgs(args []string) []string {
+	args = multiValueFlags(serverConfigArg(args))
 	if len(args) < 3 || !strings.HasPrefix(args[2], "-") {
 		return args
 	}
@@ -129,4 +161,53 @@ func subcommandFirst(args []string, actions map[string]string) []string {
 		return append(out, args[i+1:]...)
 	}
 	return args
+}
+
+// serverConfigArg takes kafka-server-start.sh's form, the properties file
+// first: `keel server server.properties --override k=v` runs `keel server
+// --config server.properties --override k=v`.
+func serverConfigArg(args []string) []string {
+	if len(args) < 3 || args[1] != "server" || strings.HasPrefix(args[2], "-") {
+		return args
+	}
+	return append([]string{args[0], args[1], "--config"}, args[2:]...)
+}
+
+// multiValueOptions are options that take several values in Kafka's tool,
+// by command: kafka-producer-perf-test.sh's --producer-props (and its
+// Kafka 4.2 name, --command-property) is argparse's nargs("+").
+var multiValueOptions = map[[2]string][]string{
+	{"perf", "produce"}: {"--producer-props", "--command-property"},
+	{"perf", "e2e"}:     {"--producer-props", "--consumer-props"},
+}
+
+// multiValueFlags repeats a multi-value option for each of its values:
+// `--producer-props acks=1 linger.ms=0` becomes `--producer-props acks=1
+// --producer-props linger.ms=0`. Its values are the arguments after it up to
+// the next one that starts with "-".
+func multiValueFlags(args []string) []string {
+	if len(args) < 4 {
+		return args
+	}
+	names := multiValueOptions[[2]string{args[1], args[2]}]
+	if names == nil {
+		return args
+	}
+	out := append(make([]string, 0, len(args)+4), args[:3]...)
+	name := "" // the multi-value option whose values follow
+	for _, a := range args[3:] {
+		switch {
+		case strings.HasPrefix(a, "-"):
+			name = ""
+			if opt, _, _ := strings.Cut(a, "="); slices.Contains(names, opt) {
+				name = opt
+			}
+			out = append(out, a)
+		case name != "" && out[len(out)-1] != name:
+			out = append(out, name, a) // a further value
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,6 +219,18 @@ func TestKafkaStyleArgs(t *testing.T) {
 		{"keel topics --bootstrap-server=b list", "keel topics list --bootstrap-server=b"},
 		{"keel topics --topic list describe", "keel topics --topic list describe"}, // "list" is --topic's value
 		{"keel", "keel"},
+		// kafka-server-start.sh's form: the properties file first.
+		{"keel server s.properties --override a=b", "keel server --config s.properties --override a=b"},
+		{"keel server --config s.properties", "keel server --config s.properties"},
+		// kafka-producer-perf-test.sh's --producer-props takes several values.
+		{"keel perf produce --topic t --producer-props acks=1 linger.ms=0 --throughput 5",
+			"keel perf produce --topic t --producer-props acks=1 --producer-props linger.ms=0 --throughput 5"},
+		{"keel perf produce --command-property=acks=1 batch.size=9 x=y",
+			"keel perf produce --command-property=acks=1 --command-property batch.size=9 --command-property x=y"},
+		{"keel perf produce --topic t --producer-props acks=1", "keel perf produce --topic t --producer-props acks=1"},
+		{"keel perf e2e --consumer-props a=1 b=2 --producer-props c=3",
+			"keel perf e2e --consumer-props a=1 --consumer-props b=2 --producer-props c=3"},
+		{"keel produce --producer-property a=1 b=2", "keel produce --producer-property a=1 b=2"}, // one value each: the parser refuses b=2
 	} {
 		if got := strings.Join(kafkaStyleArgs(strings.Fields(tc.in)), " "); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
@@ -366,5 +379,40 @@ func TestParseJavaDuration(t *testing.T) {
 		if d, err := parseJavaDuration(bad); err == nil {
 			t.Errorf("parseJavaDuration(%q) = %v, want an error", bad, d)
 		}
+	}
+}
+
+// A command refuses an argument it does not take, rather than running
+// without it and every option after it (the flag parser stops there).
+func TestStrayArgumentsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		stray string
+	}{
+		{[]string{"perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1", "stray", "--throughput", "5"}, "stray"},
+		{[]string{"topics", "list", "extra"}, "extra"},
+		{[]string{"groups", "describe", "--group", "g", "x", "--members"}, "x"},
+	} {
+		out, err := run(t, tc.args...)
+		if want := "unexpected argument \"" + tc.stray + "\""; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("keel %v: %v (output %q); want %s", tc.args, err, out, want)
+		}
+	}
+}
+
+// keel server reads a properties file given first, as
+// kafka-server-start.sh does, instead of starting the development default.
+func TestServerTakesThePropertiesFileFirst(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(conf, []byte("node.id=seven\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := kafkaStyleArgs([]string{"keel", "server", conf, "--override", "process.roles=broker,controller"})
+	if !slices.Contains(args, "--config") {
+		t.Fatalf("args %q: the file is not --config's (the server would start without it)", args)
+	}
+	out, err := run(t, args[1:]...)
+	if err == nil || !strings.Contains(err.Error(), "node.id") {
+		t.Fatalf("keel server %s: %v (output %q); want its node.id refused", conf, err, out)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +29,12 @@ func perfCommand() *cli.Command {
 					"every --reporting-interval when piped) and a final line with records/s, MB/s\n" +
 					"(MiB), average and maximum latency and the p50/p95/p99/p99.9 latencies (from\n" +
 					"Produce to acknowledgement). Exits 1 if any record failed.\n" +
-					"--producer-props takes key=value pairs, repeated or comma-separated.\n\n" +
+					"--producer-props (or Kafka 4.2's --command-property) takes key=value pairs as Kafka's\n" +
+					"tool does, one after another, and also repeated or comma-separated; they win over\n" +
+					"--producer.config's.\n\n" +
 					"Examples:\n" +
 					"  keel perf produce --topic perf --num-records 1000000 --record-size 100 --throughput -1 \\\n" +
-					"      --producer-props acks=all,linger.ms=5,compression.type=lz4\n" +
+					"      --producer-props acks=all linger.ms=5 compression.type=lz4\n" +
 					"  keel perf produce --topic perf --num-records 100000 --record-size 1024 --throughput 20000\n\n" +
 					propertiesHelp,
 				Flags: []cli.Flag{
@@ -42,7 +43,7 @@ func perfCommand() *cli.Command {
 					&cli.Int64Flag{Name: "num-records", Required: true, Usage: "records to produce"},
 					&cli.IntFlag{Name: "record-size", Required: true, Usage: "bytes per record value"},
 					&cli.Float64Flag{Name: "throughput", Value: -1, Usage: "records per second at most (-1: unlimited)"},
-					&cli.StringSliceFlag{Name: "producer-props", Usage: "producer property `key=value` (repeatable)"},
+					&cli.StringSliceFlag{Name: "producer-props", Aliases: []string{"command-property"}, Usage: "producer properties `key=value` [key=value ...] (repeatable; --command-property is Kafka 4.2's name)"},
 					&cli.StringFlag{Name: "producer.config", Usage: "producer properties `FILE` (same as --command-config)"},
 					&cli.IntFlag{Name: "reporting-interval", Value: 5000, Usage: "ms between progress lines when not on a terminal"},
 				},
@@ -246,11 +247,9 @@ func perfOptions(c *cli.Context, r role, fileFlag, propsFlag string) ([]client.O
 			return nil, err
 		}
 	}
-	var items []string // repeated, or comma-separated as Kafka's perf tools take them
-	for _, v := range c.StringSlice(propsFlag) {
-		items = append(items, strings.Split(v, ",")...)
-	}
-	props, err := parseKeyValues(propsFlag, items)
+	// Repeated, or comma-separated where the comma starts a key=value
+	// (bootstrap.servers=a:9092,b:9092 keeps its list).
+	props, err := parseKeyValues(propsFlag, c.StringSlice(propsFlag))
 	if err != nil {
 		return nil, err
 	}

@@ -13,13 +13,15 @@ import (
 
 func serverCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "server",
-		Usage: "run a broker and/or controller (like kafka-server-start.sh)",
-		Description: "Reads a KRaft-style server.properties (--config) with --override key=value on top;\n" +
-			"without --config it runs the single-node development default: a combined\n" +
-			"broker+controller, PLAINTEXT on localhost:9092, CONTROLLER on localhost:9093,\n" +
-			"data under ./data (formatted on first start); without controller.quorum.voters a\n" +
-			"controller is the sole voter at its own controller listener. Kafka 4's\n" +
+		Name:      "server",
+		Usage:     "run a broker and/or controller (like kafka-server-start.sh)",
+		UsageText: "keel server [server.properties | --config server.properties] [--override key=value ...]",
+		Description: "Reads a KRaft-style server.properties, given first as kafka-server-start.sh takes it or\n" +
+			"with --config, with --override key=value on top; without a file it runs the\n" +
+			"single-node development default: a combined broker+controller, PLAINTEXT on\n" +
+			"localhost:9092, CONTROLLER on localhost:9093, data under ./data (formatted on first\n" +
+			"start); without controller.quorum.voters a controller is the sole voter at its own\n" +
+			"controller listener. Kafka 4's\n" +
 			"controller.quorum.bootstrap.servers (a dynamic quorum) works too: a controller takes\n" +
 			"the voters it was formatted with (keel format --initial-controllers or --standalone),\n" +
 			"or itself alone when it is the only bootstrap server; a broker asks a bootstrap\n" +
