@@ -31,6 +31,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			serverCommand(),
 			formatCommand(),
+			storageCommand(),
 			metadataQuorumCommand(),
 			featuresCommand(),
 			dumpLogCommand(),
