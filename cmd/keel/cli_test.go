@@ -569,6 +569,21 @@ func TestCLICommandConfig(t *testing.T) {
 	if rows := describeRows(t, ok(t, bs, "", "groups", "describe", "--group", "cfg-group")); rows[0].lag != "2" {
 		t.Fatalf("after the member left and the reset: %+v", rows)
 	}
+
+	// The console tools' other names for the same things: the file as
+	// --producer.config and --consumer.config (Kafka before 4.2), the
+	// properties as Kafka 4.2's --command-property, --reader-property and
+	// --formatter-property (KIP-1147).
+	ok(t, bs, "k:v\n", "produce", "--topic", "cfg", "--producer.config", props, "--command-property", "linger.ms=0",
+		"--reader-property", "parse.key=true", "--reader-property", "key.separator=:")
+	out = ok(t, bs, "", "consume", "--topic", "cfg", "--group", "cfg-group-2", "--max-messages", "3", "--consumer.config", props,
+		"--command-property", "max.poll.records=1", "--formatter-property", "print.key=true")
+	if out != "null\ta\nnull\tb\nk\tv\n" {
+		t.Fatalf("consume with --consumer.config and --formatter-property print.key=true: %q", out)
+	}
+	if r := keel(t, bs, "", "consume", "--topic", "cfg", "--consumer.config", props, "--command-config", props); r.exit != 1 || !strings.Contains(r.stderr, "give one") {
+		t.Fatalf("consume with both files: exit %d, stderr %q", r.exit, r.stderr)
+	}
 }
 
 func contains(list []string, s string) bool {

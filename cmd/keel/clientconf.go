@@ -309,6 +309,24 @@ func splitPairs(v string) []string {
 	return out
 }
 
+// commandConfigAlias takes a tool's own name for its properties file (the
+// console producer's --producer.config, the perf tools' --consumer.config,
+// which Kafka 4.2 renamed --command-config, KIP-1147) as --command-config.
+// An empty flag name or an unset flag does nothing.
+func commandConfigAlias(c *cli.Context, flag string) error {
+	f := ""
+	if flag != "" {
+		f = c.String(flag)
+	}
+	if f == "" {
+		return nil
+	}
+	if c.IsSet("command-config") {
+		return fmt.Errorf("--%s and --command-config are the same; give one", flag)
+	}
+	return c.Set("command-config", f)
+}
+
 // clientOptions builds the SDK options of a command: --bootstrap-server,
 // then --command-config, then extra key=value properties (later wins). Keys
 // of other roles or unknown keys are warned about on stderr, as Kafka's

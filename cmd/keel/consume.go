@@ -51,9 +51,10 @@ func consumeCommand() *cli.Command {
 			&cli.StringFlag{Name: "timestamp", Usage: "start at the first record at or after this time (Unix ms or YYYY-MM-DDTHH:mm:SS[.sss][zone])"},
 			&cli.IntFlag{Name: "max-messages", Usage: "exit after this many records (0: no limit)"},
 			&cli.IntFlag{Name: "timeout-ms", Usage: "exit when no record arrived for this long (0: wait forever)"},
-			&cli.StringSliceFlag{Name: "property", Usage: "formatter property `key=value` (repeatable; see above)"},
+			&cli.StringSliceFlag{Name: "property", Aliases: []string{"formatter-property"}, Usage: "formatter property `key=value` (repeatable; see above; --formatter-property is Kafka 4.2's name)"},
 			&cli.StringFlag{Name: "isolation-level", Value: "read_uncommitted", Usage: "read_uncommitted or read_committed"},
-			&cli.StringSliceFlag{Name: "consumer-property", Usage: "consumer property `key=value` (repeatable)"},
+			&cli.StringSliceFlag{Name: "consumer-property", Aliases: []string{"command-property"}, Usage: "consumer property `key=value` (repeatable; --command-property is Kafka 4.2's name)"},
+			&cli.StringFlag{Name: "consumer.config", Usage: "consumer properties `FILE` (Kafka's name before 4.2; the same as --command-config)"},
 			outputFlag(),
 		},
 		Action: consume,
@@ -251,6 +252,9 @@ func startOffsets(ctx context.Context, c *cli.Context, cl *client.Client, topic 
 }
 
 func consume(c *cli.Context) error {
+	if err := commandConfigAlias(c, "consumer.config"); err != nil {
+		return err
+	}
 	topic, group := c.String("topic"), c.String("group")
 	asJSON, err := jsonOutput(c)
 	if err != nil {

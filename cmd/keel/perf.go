@@ -69,7 +69,7 @@ func perfCommand() *cli.Command {
 					&cli.StringFlag{Name: "group", Usage: "consume as this group (default: direct assignment, no group)"},
 					&cli.BoolFlag{Name: "from-latest", Usage: "start at the end instead of the earliest offset"},
 					&cli.IntFlag{Name: "timeout", Value: 10000, Usage: "ms without a record before giving up"},
-					&cli.StringSliceFlag{Name: "consumer-props", Usage: "consumer property `key=value` (repeatable)"},
+					&cli.StringSliceFlag{Name: "consumer-props", Aliases: []string{"command-property"}, Usage: "consumer property `key=value` (repeatable; --command-property is Kafka 4.2's name)"},
 					&cli.StringFlag{Name: "consumer.config", Usage: "consumer properties `FILE` (same as --command-config)"},
 					&cli.IntFlag{Name: "reporting-interval", Value: 5000, Usage: "ms between progress lines when not on a terminal"},
 				},
@@ -239,13 +239,8 @@ func startReporter(w io.Writer, s *perfStats, verb string, interval time.Duratio
 // perfOptions reads a perf command's properties: --command-config or its
 // Kafka-named alias, then the key=value pairs.
 func perfOptions(c *cli.Context, r role, fileFlag, propsFlag string) ([]client.Opt, error) {
-	if f := c.String(fileFlag); f != "" {
-		if c.IsSet("command-config") {
-			return nil, fmt.Errorf("--%s and --command-config are the same; give one", fileFlag)
-		}
-		if err := c.Set("command-config", f); err != nil {
-			return nil, err
-		}
+	if err := commandConfigAlias(c, fileFlag); err != nil {
+		return nil, err
 	}
 	// Repeated, or comma-separated where the comma starts a key=value
 	// (bootstrap.servers=a:9092,b:9092 keeps its list).

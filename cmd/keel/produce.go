@@ -39,12 +39,13 @@ func produceCommand() *cli.Command {
 			bootstrapFlag(), commandConfigFlag(),
 			&cli.StringFlag{Name: "topic", Required: true, Usage: "the topic to write to"},
 			&cli.StringFlag{Name: "file", Usage: "read lines from `FILE` instead of stdin"},
-			&cli.StringSliceFlag{Name: "property", Usage: "line reader property `key=value` (repeatable; see above)"},
+			&cli.StringSliceFlag{Name: "property", Aliases: []string{"reader-property"}, Usage: "line reader property `key=value` (repeatable; see above; --reader-property is Kafka 4.2's name)"},
 			&cli.StringSliceFlag{Name: "header", Usage: "header `key=value` added to every record (repeatable)"},
 			&cli.IntFlag{Name: "partition", Value: -1, Usage: "write every record to this partition (default: the partitioner decides, murmur2 on the key)"},
 			&cli.StringFlag{Name: "acks", Aliases: []string{"request-required-acks"}, Value: "all", Usage: "all (-1), 1 or 0"},
 			&cli.StringFlag{Name: "compression", Aliases: []string{"compression-codec"}, Value: "none", Usage: "none, gzip, snappy, lz4 or zstd"},
-			&cli.StringSliceFlag{Name: "producer-property", Usage: "producer property `key=value` (repeatable)"},
+			&cli.StringSliceFlag{Name: "producer-property", Aliases: []string{"command-property"}, Usage: "producer property `key=value` (repeatable; --command-property is Kafka 4.2's name)"},
+			&cli.StringFlag{Name: "producer.config", Usage: "producer properties `FILE` (Kafka's name before 4.2; the same as --command-config)"},
 			&cli.BoolFlag{Name: "sync", Usage: "wait for each record's acknowledgement before reading the next line"},
 		},
 		Action: produce,
@@ -219,6 +220,9 @@ func producerOptions(c *cli.Context, extra map[string]string) ([]client.Opt, err
 }
 
 func produce(c *cli.Context) error {
+	if err := commandConfigAlias(c, "producer.config"); err != nil {
+		return err
+	}
 	topic := c.String("topic")
 	props, err := parseKeyValues("property", c.StringSlice("property"))
 	if err != nil {
