@@ -620,6 +620,9 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 		merged[strings.TrimSpace(k)] = v
 	}
+	if err := nodeIDSynonyms(merged); err != nil {
+		return nil, err
+	}
 	// An authorizer Keel cannot load must not leave the cluster open:
 	// Kafka fails to start when its authorizer class is missing.
 	switch v := strings.TrimSpace(merged["authorizer.class.name"]); v {
@@ -740,6 +743,42 @@ func LoadConfigFile(path string, overrides []string) (*Config, error) {
 		}
 	}
 	return LoadConfig(props, overrides)
+}
+
+// nodeIDSynonyms reads broker.id as node.id, as Kafka's KafkaConfig does
+// (populateSynonyms): a server.properties that names its node by broker.id
+// alone, as ZooKeeper-era ones do, gets that id, and one naming both must
+// name the same. A ZooKeeper-mode file (zookeeper.connect without
+// process.roles) is refused with what KRaft mode needs, where the defaults
+// would otherwise make it a combined node that fails on its listeners.
+func nodeIDSynonyms(merged map[string]string) error {
+	if _, zk := merged["zookeeper.connect"]; zk {
+		if _, kraft := merged["process.roles"]; !kraft {
+			return errors.New("zookeeper.connect is set and process.roles is not: this is a ZooKeeper-mode server.properties. " +
+				"Keel, like Kafka 4, runs in KRaft mode only: set process.roles (broker, controller or both), node.id, " +
+				"controller.quorum.voters (or controller.quorum.bootstrap.servers) and controller.listener.names, " +
+				"with a listener of that name on controllers")
+		}
+	}
+	b, ok := merged["broker.id"]
+	if !ok {
+		return nil
+	}
+	delete(merged, "broker.id")
+	n, ok := merged["node.id"]
+	if !ok {
+		merged["node.id"] = b
+		return nil
+	}
+	if bi, err := strconv.Atoi(strings.TrimSpace(b)); err == nil {
+		if ni, err := strconv.Atoi(strings.TrimSpace(n)); err == nil && ni == bi {
+			return nil
+		}
+	}
+	if strings.TrimSpace(n) == strings.TrimSpace(b) {
+		return nil // the same, if invalid: node.id's check says so
+	}
+	return fmt.Errorf("you must set node.id to the same value as broker.id (node.id=%s, broker.id=%s)", strings.TrimSpace(n), strings.TrimSpace(b))
 }
 
 // HasRole reports whether process.roles includes role.

@@ -319,6 +319,42 @@ func TestServerPropertiesOfAKafka3Cluster(t *testing.T) {
 	}
 }
 
+// broker.id is node.id's synonym, as in Kafka's KafkaConfig: a file naming
+// its node by broker.id alone (a Kafka 3.x one) gets that id, both must
+// agree, and a ZooKeeper-mode file is refused with what KRaft mode needs.
+func TestBrokerIDIsNodeIDsSynonym(t *testing.T) {
+	for _, tc := range []struct {
+		props  map[string]string
+		node   int32
+		errHas string
+	}{
+		{props: map[string]string{"broker.id": "3"}, node: 3},
+		{props: map[string]string{"broker.id": " 4 ", "node.id": "4"}, node: 4},
+		{props: map[string]string{"node.id": "5"}, node: 5},
+		{props: map[string]string{"broker.id": "3", "node.id": "4"}, errHas: "node.id to the same value as broker.id"},
+		{props: map[string]string{"broker.id": "x"}, errHas: "node.id"},
+		{props: map[string]string{"broker.id": "0", "zookeeper.connect": "zk:2181", "listeners": "PLAINTEXT://:9092"}, errHas: "ZooKeeper-mode"},
+		{props: map[string]string{"broker.id": "2", "zookeeper.connect": "zk:2181", "process.roles": "broker", "controller.quorum.voters": "1@c:9093"}, node: 2},
+	} {
+		c, err := LoadConfig(tc.props, nil)
+		if tc.errHas != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Errorf("%v: %v; want an error with %q", tc.props, err, tc.errHas)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.props, err)
+		} else if c.NodeID != tc.node || slices.Contains(c.Unknown, "broker.id") {
+			t.Errorf("%v: node %d, unknown keys %v; want node %d", tc.props, c.NodeID, c.Unknown, tc.node)
+		}
+	}
+	// An override's broker.id counts as the file's does.
+	if c, err := LoadConfig(map[string]string{"node.id": "6"}, []string{"broker.id=7"}); err == nil {
+		t.Fatalf("node.id=6 with --override broker.id=7: node %d, no error", c.NodeID)
+	}
+}
+
 // TestMaxConnectionsPerIPConfig: the overrides parse as Kafka writes them
 // (an IPv6 address's count after its last colon), and 0 is a valid limit
 // only with overrides (Kafka's rule).
