@@ -510,6 +510,14 @@ var ignoredKeys = map[string]bool{
 	// Kafka 4's shipped server.properties sizes the share-group state topic
 	// (KIP-932); Keel has no share groups, so there is no such topic.
 	"share.coordinator.state.topic.replication.factor": true, "share.coordinator.state.topic.min.isr": true,
+	// The JVM purgatories' sweeps of completed requests; Keel's purgatory
+	// drops a request from its watch lists when it completes.
+	"fetch.purgatory.purge.interval.requests": true, "producer.purgatory.purge.interval.requests": true,
+	"delete.records.purgatory.purge.interval.requests": true,
+	// How ZooKeeper-mode Kafka encrypted dynamic password configs in
+	// ZooKeeper; KRaft does not use them.
+	"password.encoder.secret": true, "password.encoder.old.secret": true, "password.encoder.keyfactory.algorithm": true,
+	"password.encoder.cipher.algorithm": true, "password.encoder.key.length": true, "password.encoder.iterations": true,
 }
 
 // notApplied reports whether k is a Kafka setting Keel knows but does not
@@ -523,10 +531,28 @@ func notApplied(k, v string) (why string, ok bool) {
 			"each node keeps the 10240 entries behind its latest snapshot, and its 2 newest snapshots", true
 	case k == "group.consumer.regex.refresh.interval.ms":
 		return "Keel resolves consumer-protocol subscription regexes every 10 s", true
-	case k == "metric.reporters" && strings.TrimSpace(v) == "":
+	case (k == "metric.reporters" || k == "kafka.metrics.reporters") && strings.TrimSpace(v) == "":
 		return "", true
-	case k == "metric.reporters", k == "metrics.num.samples", k == "metrics.sample.window.ms", k == "metrics.recording.level":
+	case k == "metric.reporters", k == "metrics.num.samples", k == "metrics.sample.window.ms", k == "metrics.recording.level",
+		k == "kafka.metrics.reporters", k == "kafka.metrics.polling.interval.secs":
 		return "Keel has no JMX metrics reporters: it serves Kafka's broker metrics in Prometheus's format at keel.metrics.address", true
+	case k == "controller.quorum.election.timeout.ms", k == "controller.quorum.fetch.timeout.ms",
+		k == "controller.quorum.election.backoff.max.ms", k == "controller.quorum.request.timeout.ms",
+		k == "controller.quorum.retry.backoff.ms":
+		return "Keel's metadata quorum runs hashicorp/raft with its own timers: a voter that hears nothing from " +
+			"the leader for 1 to 2 s (randomised) starts an election, which a candidate retries after as long", true
+	case k == "metadata.max.idle.interval.ms":
+		return "Keel's active controller writes no no-op records to an idle metadata log: the Raft leader's " +
+			"heartbeats keep followers and observers current", true
+	case k == "remote.log.storage.system.enable" && strings.TrimSpace(v) == "false":
+		return "", true
+	case k == "remote.log.storage.system.enable":
+		return "Keel has no tiered storage (KIP-405): every segment stays in log.dirs", true
+	case k == "log.dir.failure.timeout.ms":
+		return "Keel reports a failed log dir in every heartbeat and keeps running; a broker that cannot reach " +
+			"the controller is fenced after broker.session.timeout.ms, its leaderships moved", true
+	case k == "connection.failed.authentication.delay.ms":
+		return "Keel closes a connection whose authentication failed as soon as its error response is written", true
 	}
 	return "", false
 }
@@ -620,7 +646,7 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 		merged[strings.TrimSpace(k)] = v
 	}
-	if err := nodeIDSynonyms(merged); err != nil {
+	if err := kafkaSynonyms(merged); err != nil {
 		return nil, err
 	}
 	// An authorizer Keel cannot load must not leave the cluster open:
@@ -745,13 +771,33 @@ func LoadConfigFile(path string, overrides []string) (*Config, error) {
 	return LoadConfig(props, overrides)
 }
 
-// nodeIDSynonyms reads broker.id as node.id, as Kafka's KafkaConfig does
-// (populateSynonyms): a server.properties that names its node by broker.id
-// alone, as ZooKeeper-era ones do, gets that id, and one naming both must
-// name the same. A ZooKeeper-mode file (zookeeper.connect without
-// process.roles) is refused with what KRaft mode needs, where the defaults
-// would otherwise make it a combined node that fails on its listeners.
-func nodeIDSynonyms(merged map[string]string) error {
+// kafkaSynonyms reads the keys Kafka takes for others:
+//
+//   - broker.id as node.id, as Kafka's KafkaConfig does (populateSynonyms):
+//     a server.properties that names its node by broker.id alone, as
+//     ZooKeeper-era ones do, gets that id, and one naming both must name
+//     the same;
+//   - security.inter.broker.protocol as inter.broker.listener.name: without
+//     the latter, Kafka's inter-broker listener is the one named as the
+//     protocol (SSL for SSL://...), and setting both is an error.
+//
+// A ZooKeeper-mode file (zookeeper.connect without process.roles) is
+// refused with what KRaft mode needs, where the defaults would otherwise
+// make it a combined node that fails on its listeners.
+func kafkaSynonyms(merged map[string]string) error {
+	if p, ok := merged["security.inter.broker.protocol"]; ok {
+		p = strings.TrimSpace(p)
+		if _, set := merged["inter.broker.listener.name"]; set {
+			return errors.New("only one of inter.broker.listener.name and security.inter.broker.protocol should be set")
+		}
+		switch p {
+		case "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL":
+		default:
+			return fmt.Errorf("invalid value %q for security.inter.broker.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", p)
+		}
+		delete(merged, "security.inter.broker.protocol")
+		merged["inter.broker.listener.name"] = p
+	}
 	if _, zk := merged["zookeeper.connect"]; zk {
 		if _, kraft := merged["process.roles"]; !kraft {
 			return errors.New("zookeeper.connect is set and process.roles is not: this is a ZooKeeper-mode server.properties. " +

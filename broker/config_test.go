@@ -321,8 +321,9 @@ func TestServerPropertiesOfAKafka3Cluster(t *testing.T) {
 
 // broker.id is node.id's synonym, as in Kafka's KafkaConfig: a file naming
 // its node by broker.id alone (a Kafka 3.x one) gets that id, both must
-// agree, and a ZooKeeper-mode file is refused with what KRaft mode needs.
-func TestBrokerIDIsNodeIDsSynonym(t *testing.T) {
+// agree, and a ZooKeeper-mode file is refused with what KRaft mode needs;
+// security.inter.broker.protocol names the inter-broker listener.
+func TestKafkaSynonyms(t *testing.T) {
 	for _, tc := range []struct {
 		props  map[string]string
 		node   int32
@@ -347,6 +348,18 @@ func TestBrokerIDIsNodeIDsSynonym(t *testing.T) {
 			t.Errorf("%v: %v", tc.props, err)
 		} else if c.NodeID != tc.node || slices.Contains(c.Unknown, "broker.id") {
 			t.Errorf("%v: node %d, unknown keys %v; want node %d", tc.props, c.NodeID, c.Unknown, tc.node)
+		}
+	}
+	// security.inter.broker.protocol names the inter-broker listener when
+	// inter.broker.listener.name does not; not both.
+	if c, err := LoadConfig(map[string]string{"security.inter.broker.protocol": "SSL"}, nil); err != nil {
+		t.Errorf("security.inter.broker.protocol=SSL: %v", err)
+	} else if c.InterBrokerListenerName != "SSL" || len(c.Unknown) != 0 {
+		t.Errorf("security.inter.broker.protocol=SSL: inter-broker listener %q, unknown keys %v", c.InterBrokerListenerName, c.Unknown)
+	}
+	for _, bad := range [][]string{{"security.inter.broker.protocol=SSL", "inter.broker.listener.name=INTERNAL"}, {"security.inter.broker.protocol=TLS"}} {
+		if _, err := LoadConfig(nil, bad); err == nil || !strings.Contains(err.Error(), "security.inter.broker.protocol") {
+			t.Errorf("%v: %v", bad, err)
 		}
 	}
 	// An override's broker.id counts as the file's does.
@@ -464,6 +477,40 @@ func TestNotAppliedKeys(t *testing.T) {
 	if len(c.NotApplied) != 0 || !slices.Equal(c.GroupRebalanceProtocols, []string{"classic"}) || c.consumerProtocolServed() ||
 		!slices.Contains(c.Ignored, "metric.reporters") {
 		t.Fatalf("classic only: protocols %v, not applied %v, ignored %v", c.GroupRebalanceProtocols, c.NotApplied, c.Ignored)
+	}
+	// A Kafka 3.x production file's keys for what Keel does differently:
+	// each reported with its reason, or quiet where it asks for nothing
+	// Keel lacks or only tunes the JVM broker's or ZooKeeper's internals.
+	c, err = LoadConfig(map[string]string{
+		"controller.quorum.election.timeout.ms": "1000", "controller.quorum.fetch.timeout.ms": "2000",
+		"controller.quorum.election.backoff.max.ms": "1000", "controller.quorum.request.timeout.ms": "2000",
+		"controller.quorum.retry.backoff.ms": "20", "metadata.max.idle.interval.ms": "500",
+		"remote.log.storage.system.enable": "true", "log.dir.failure.timeout.ms": "30000",
+		"connection.failed.authentication.delay.ms": "100", "kafka.metrics.reporters": "com.example.Yammer",
+		"fetch.purgatory.purge.interval.requests": "1000", "producer.purgatory.purge.interval.requests": "1000",
+		"password.encoder.secret": "s",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = keys[:0]
+	for _, na := range c.NotApplied {
+		k, why, _ := strings.Cut(na, ": ")
+		if why == "" {
+			t.Errorf("%s: no reason given", k)
+		}
+		keys = append(keys, k)
+	}
+	want = []string{"connection.failed.authentication.delay.ms", "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
+		"controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms", "controller.quorum.retry.backoff.ms",
+		"kafka.metrics.reporters", "log.dir.failure.timeout.ms", "metadata.max.idle.interval.ms", "remote.log.storage.system.enable"}
+	if !slices.Equal(keys, want) || len(c.Unknown) != 0 || len(c.Ignored) != 3 {
+		t.Fatalf("not applied %v, unknown %v, ignored %v; want %v, none and 3", keys, c.Unknown, c.Ignored, want)
+	}
+	if c, err := LoadConfig(map[string]string{"remote.log.storage.system.enable": "false", "kafka.metrics.reporters": ""}, nil); err != nil {
+		t.Fatal(err)
+	} else if len(c.NotApplied)+len(c.Unknown) != 0 {
+		t.Fatalf("tiered storage off, no reporters: not applied %v, unknown %v", c.NotApplied, c.Unknown)
 	}
 	// Kafka's streams and share groups are reported, not served; an
 	// unknown protocol or a list without classic is refused.
