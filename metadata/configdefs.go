@@ -226,6 +226,10 @@ var topicConfigDefs = indexDefs([]ConfigDef{
 		}
 		return nil
 	}},
+	// Kafka 3.9's tiered storage switches for a topic turning remote
+	// storage off (KIP-950): accepted, as they change nothing without it.
+	{Name: "remote.log.copy.disable", Type: ConfigBoolean, Default: "false"},
+	{Name: "remote.log.delete.on.disable", Type: ConfigBoolean, Default: "false"},
 	{Name: "retention.bytes", Type: ConfigLong, Default: "-1", BrokerSynonym: "log.retention.bytes"},
 	{Name: "retention.ms", Type: ConfigLong, Default: "604800000", BrokerSynonym: "log.retention.ms", check: atLeast(-1)},
 	// 14 bytes is LegacyRecord.RECORD_OVERHEAD_V0, Kafka's lower bound.

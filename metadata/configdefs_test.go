@@ -140,3 +140,17 @@ func TestListenerSSLConfigsAreDynamicPerBroker(t *testing.T) {
 		t.Errorf("a path redacted: %q", *r.Value)
 	}
 }
+
+// Kafka 3.9's remote.log.copy.disable and remote.log.delete.on.disable
+// (KIP-950) are topic configs a Kafka 4 cluster's topics may carry; they are
+// accepted as booleans, while remote.storage.enable=true is still refused.
+func TestTieredStorageSwitchesAreTopicConfigs(t *testing.T) {
+	if err := ValidateTopicConfigs(map[string]string{"remote.log.copy.disable": "true", "remote.log.delete.on.disable": "false", "remote.storage.enable": "false"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []map[string]string{{"remote.log.copy.disable": "yes"}, {"remote.storage.enable": "true"}} {
+		if err := ValidateTopicConfigs(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
