@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -514,6 +515,15 @@ var ignoredKeys = map[string]bool{
 	// drops a request from its watch lists when it completes.
 	"fetch.purgatory.purge.interval.requests": true, "producer.purgatory.purge.interval.requests": true,
 	"delete.records.purgatory.purge.interval.requests": true,
+	// The JVM broker's start-up and scheduling: its listeners started
+	// before the authorizer's ACLs load, how long it may take to catch up
+	// with the metadata, when its log tasks first run, its group
+	// coordinator's threads and write batching, the JMX reporter.
+	"early.start.listeners": true, "server.max.startup.time.ms": true, "log.initial.task.delay.ms": true,
+	"group.coordinator.threads": true, "group.coordinator.append.linger.ms": true, "auto.include.jmx.reporter": true,
+	// The Kafka 3.x-4.0 defaults of the principal builder and the policies
+	// (refuseJavaPlugins refuses any other value).
+	"principal.builder.class": true, "create.topic.policy.class.name": true, "alter.config.policy.class.name": true,
 	// How ZooKeeper-mode Kafka encrypted dynamic password configs in
 	// ZooKeeper; KRaft does not use them.
 	"password.encoder.secret": true, "password.encoder.old.secret": true, "password.encoder.keyfactory.algorithm": true,
@@ -548,6 +558,32 @@ func notApplied(k, v string) (why string, ok bool) {
 		return "", true
 	case k == "remote.log.storage.system.enable":
 		return "Keel has no tiered storage (KIP-405): every segment stays in log.dirs", true
+	case strings.HasPrefix(k, "share.coordinator."), strings.HasPrefix(k, "group.share."), strings.HasPrefix(k, "remote.log."):
+		// Share groups' and tiered storage's tuning: quiet, as Keel has
+		// neither (group.share.enable=true and
+		// remote.log.storage.system.enable=true are reported).
+		if (k == "group.share.enable") && strings.TrimSpace(v) == "true" {
+			return "Keel has no share groups (KIP-932)", true
+		}
+		return "", true
+	case (k == "unstable.api.versions.enable" || k == "unstable.feature.versions.enable" || k == "transaction.two.phase.commit.enable") &&
+		strings.TrimSpace(v) != "true":
+		return "", true
+	case k == "unstable.api.versions.enable", k == "unstable.feature.versions.enable":
+		return "Keel serves only the API versions and feature levels it implements", true
+	case k == "transaction.two.phase.commit.enable":
+		return "Keel has no two-phase commit transactions (KIP-939)", true
+	case k == "eligible.leader.replicas.enable":
+		return "eligible leader replicas are the eligible.leader.replicas.version feature, as in Kafka 4: " +
+			"keel features upgrade --feature eligible.leader.replicas.version=1", true
+	case k == "telemetry.max.bytes":
+		return "Keel has no client metrics (KIP-714)", true
+	case k == "client.quota.callback.class" && strings.TrimSpace(v) == "":
+		return "", true
+	case k == "client.quota.callback.class":
+		return "Keel applies Kafka's default client quotas (users, client ids, their defaults); it cannot load a quota callback class", true
+	case k == "socket.listen.backlog.size":
+		return "Keel's listeners take the kernel's listen backlog (net.core.somaxconn)", true
 	case k == "log.dir.failure.timeout.ms":
 		return "Keel reports a failed log dir in every heartbeat and keeps running; a broker that cannot reach " +
 			"the controller is fenced after broker.session.timeout.ms, its leaderships moved", true
@@ -657,6 +693,9 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		return nil, fmt.Errorf("authorizer.class.name=%s is ZooKeeper's authorizer: KRaft clusters, Keel's too, use %s", v, StandardAuthorizerClass)
 	default:
 		return nil, fmt.Errorf("authorizer.class.name=%s: Keel has no such authorizer and would enforce no ACLs; use %s, or remove the setting to run without ACLs", v, StandardAuthorizerClass)
+	}
+	if err := refuseJavaPlugins(merged); err != nil {
+		return nil, err
 	}
 	c := &Config{}
 	keys := configKeys(c)
@@ -825,6 +864,27 @@ func kafkaSynonyms(merged map[string]string) error {
 		return nil // the same, if invalid: node.id's check says so
 	}
 	return fmt.Errorf("you must set node.id to the same value as broker.id (node.id=%s, broker.id=%s)", strings.TrimSpace(n), strings.TrimSpace(b))
+}
+
+// javaPlugins are the broker's Java plugin classes that decide who a client
+// is or what it may do, with the class Kafka uses when none is set: Kafka
+// fails to start when it cannot load one, and so does Keel rather than run
+// without the plugin's rule.
+var javaPlugins = map[string]string{
+	"principal.builder.class":        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+	"create.topic.policy.class.name": "",
+	"alter.config.policy.class.name": "",
+}
+
+func refuseJavaPlugins(merged map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(javaPlugins)) {
+		v := strings.TrimSpace(merged[k])
+		if v == "" || v == javaPlugins[k] {
+			continue
+		}
+		return fmt.Errorf("%s=%s: Keel cannot load Java classes and would run without its rule; remove the setting to run without it", k, v)
+	}
+	return nil
 }
 
 // HasRole reports whether process.roles includes role.

@@ -507,6 +507,40 @@ func TestNotAppliedKeys(t *testing.T) {
 	if !slices.Equal(keys, want) || len(c.Unknown) != 0 || len(c.Ignored) != 3 {
 		t.Fatalf("not applied %v, unknown %v, ignored %v; want %v, none and 3", keys, c.Unknown, c.Ignored, want)
 	}
+	// Kafka 4's keys: reported where they ask for what Keel lacks, quiet
+	// where they tune the JVM broker or what Keel has none of.
+	c, err = LoadConfig(map[string]string{
+		"unstable.api.versions.enable": "true", "unstable.feature.versions.enable": "false", "eligible.leader.replicas.enable": "true",
+		"transaction.two.phase.commit.enable": "true", "group.share.enable": "false", "share.coordinator.state.topic.num.partitions": "50",
+		"group.share.record.lock.duration.ms": "30000", "remote.log.manager.thread.pool.size": "2", "telemetry.max.bytes": "1048576",
+		"client.quota.callback.class": "com.example.Quotas", "socket.listen.backlog.size": "50",
+		"early.start.listeners": "CONTROLLER", "server.max.startup.time.ms": "1000", "log.initial.task.delay.ms": "30000",
+		"group.coordinator.threads": "4", "group.coordinator.append.linger.ms": "10", "auto.include.jmx.reporter": "true",
+		"principal.builder.class":        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+		"create.topic.policy.class.name": "", "alter.config.policy.class.name": "",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = keys[:0]
+	for _, na := range c.NotApplied {
+		k, _, _ := strings.Cut(na, ": ")
+		keys = append(keys, k)
+	}
+	want = []string{"client.quota.callback.class", "eligible.leader.replicas.enable", "socket.listen.backlog.size", "telemetry.max.bytes",
+		"transaction.two.phase.commit.enable", "unstable.api.versions.enable"}
+	if !slices.Equal(keys, want) || len(c.Unknown) != 0 || len(c.Ignored) != 14 {
+		t.Fatalf("Kafka 4's keys: not applied %v, unknown %v, ignored %v; want %v, none and 14", keys, c.Unknown, c.Ignored, want)
+	}
+	// A plugin class that decides who a client is or what it may do is
+	// not dropped: the start fails, as Kafka's does when it cannot load it.
+	for _, kv := range []string{"principal.builder.class=com.example.Builder", "create.topic.policy.class.name=com.example.Policy",
+		"alter.config.policy.class.name=com.example.Policy"} {
+		key, _, _ := strings.Cut(kv, "=")
+		if _, err := LoadConfig(nil, []string{kv}); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v; want the start refused", kv, err)
+		}
+	}
 	if c, err := LoadConfig(map[string]string{"remote.log.storage.system.enable": "false", "kafka.metrics.reporters": ""}, nil); err != nil {
 		t.Fatal(err)
 	} else if len(c.NotApplied)+len(c.Unknown) != 0 {
