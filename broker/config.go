@@ -682,6 +682,9 @@ func LoadConfig(props map[string]string, overrides []string) (*Config, error) {
 		}
 		merged[strings.TrimSpace(k)] = v
 	}
+	if err := ResolveConfigProviders(merged); err != nil {
+		return nil, err
+	}
 	if err := kafkaSynonyms(merged); err != nil {
 		return nil, err
 	}

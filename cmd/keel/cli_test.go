@@ -584,6 +584,25 @@ func TestCLICommandConfig(t *testing.T) {
 	if r := keel(t, bs, "", "consume", "--topic", "cfg", "--consumer.config", props, "--command-config", props); r.exit != 1 || !strings.Contains(r.stderr, "give one") {
 		t.Fatalf("consume with both files: exit %d, stderr %q", r.exit, r.stderr)
 	}
+
+	// Config providers, as Kafka's clients resolve them: the servers from
+	// the environment; a provider class Keel lacks stops the command.
+	t.Setenv("KEEL_TEST_BOOTSTRAP", bs)
+	provided := filepath.Join(t.TempDir(), "provided.properties")
+	if err := os.WriteFile(provided, []byte("config.providers=env\n"+
+		"config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"+
+		"bootstrap.servers=${env:KEEL_TEST_BOOTSTRAP}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok(t, "", "", "topics", "list", "--command-config", provided); !strings.Contains(out, "cfg") {
+		t.Fatalf("topics list with bootstrap.servers from the environment: %q", out)
+	}
+	if err := os.WriteFile(provided, []byte("config.providers=vault\nconfig.providers.vault.class=com.example.Vault\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := keel(t, bs, "", "topics", "list", "--command-config", provided); r.exit != 1 || !strings.Contains(r.stderr, "cannot load Java classes") {
+		t.Fatalf("a provider class Keel lacks: exit %d, stderr %q", r.exit, r.stderr)
+	}
 }
 
 func contains(list []string, s string) bool {

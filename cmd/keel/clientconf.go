@@ -619,6 +619,9 @@ func commandConfig(c *cli.Context) (map[string]string, error) {
 		return map[string]string{}, nil
 	}
 	props, err := broker.ReadPropertiesFile(path)
+	if err == nil {
+		err = broker.ResolveConfigProviders(props) // as Kafka's clients resolve ${provider:path:key}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--command-config: %w", err)
 	}
