@@ -562,7 +562,7 @@ func notApplied(k, v string) (why string, ok bool) {
 		// Share groups' and tiered storage's tuning: quiet, as Keel has
 		// neither (group.share.enable=true and
 		// remote.log.storage.system.enable=true are reported).
-		if (k == "group.share.enable") && strings.TrimSpace(v) == "true" {
+		if k == "group.share.enable" && strings.TrimSpace(v) == "true" {
 			return "Keel has no share groups (KIP-932)", true
 		}
 		return "", true

@@ -447,6 +447,21 @@ func TestReplicaSocketConfig(t *testing.T) {
 	}
 }
 
+// notAppliedKeys returns the keys c reports as not applied, each of which
+// must give its reason.
+func notAppliedKeys(t *testing.T, c *Config) []string {
+	t.Helper()
+	var keys []string
+	for _, na := range c.NotApplied {
+		k, why, _ := strings.Cut(na, ": ")
+		if why == "" {
+			t.Errorf("%s: no reason given", k)
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // Kafka keys Keel knows but does not carry out are reported with the
 // reason, not as unknown; a value that asks for nothing missing is quiet.
 func TestNotAppliedKeys(t *testing.T) {
@@ -458,14 +473,7 @@ func TestNotAppliedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for _, na := range c.NotApplied {
-		k, why, _ := strings.Cut(na, ": ")
-		if why == "" {
-			t.Errorf("%s: no reason given", k)
-		}
-		keys = append(keys, k)
-	}
+	keys := notAppliedKeys(t, c)
 	want := []string{"group.consumer.regex.refresh.interval.ms", "metadata.log.segment.bytes", "metadata.max.retention.ms", "metric.reporters"}
 	if !slices.Equal(keys, want) || !slices.Equal(c.Unknown, []string{"no.such.key"}) {
 		t.Fatalf("not applied %v, unknown %v; want %v and [no.such.key]", keys, c.Unknown, want)
@@ -493,14 +501,7 @@ func TestNotAppliedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys = keys[:0]
-	for _, na := range c.NotApplied {
-		k, why, _ := strings.Cut(na, ": ")
-		if why == "" {
-			t.Errorf("%s: no reason given", k)
-		}
-		keys = append(keys, k)
-	}
+	keys = notAppliedKeys(t, c)
 	want = []string{"connection.failed.authentication.delay.ms", "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
 		"controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms", "controller.quorum.retry.backoff.ms",
 		"kafka.metrics.reporters", "log.dir.failure.timeout.ms", "metadata.max.idle.interval.ms", "remote.log.storage.system.enable"}
@@ -522,11 +523,7 @@ func TestNotAppliedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys = keys[:0]
-	for _, na := range c.NotApplied {
-		k, _, _ := strings.Cut(na, ": ")
-		keys = append(keys, k)
-	}
+	keys = notAppliedKeys(t, c)
 	want = []string{"client.quota.callback.class", "eligible.leader.replicas.enable", "socket.listen.backlog.size", "telemetry.max.bytes",
 		"transaction.two.phase.commit.enable", "unstable.api.versions.enable"}
 	if !slices.Equal(keys, want) || len(c.Unknown) != 0 || len(c.Ignored) != 14 {
