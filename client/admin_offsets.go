@@ -192,6 +192,7 @@ type ListedGroup struct {
 	Group        string
 	ProtocolType string // "consumer" for consumer groups
 	State        string // v4+: Stable, Empty, ...
+	Type         string // v5+: classic or consumer (KIP-848); "" from older brokers
 	Coordinator  int32
 }
 
@@ -216,7 +217,7 @@ func (a *Admin) ListGroups(ctx context.Context) ([]ListedGroup, error) {
 			}
 			groups = groups[:0]
 			for _, g := range resp.Groups {
-				groups = append(groups, ListedGroup{Group: g.Group, ProtocolType: g.ProtocolType, State: g.GroupState, Coordinator: id})
+				groups = append(groups, ListedGroup{Group: g.Group, ProtocolType: g.ProtocolType, State: g.GroupState, Type: g.GroupType, Coordinator: id})
 			}
 			return nil
 		})

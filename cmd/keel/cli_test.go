@@ -280,6 +280,22 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 	if names := ok(t, bs, "", "groups", "list"); !strings.Contains(names, "billing") {
 		t.Fatalf("groups list: %q", names)
 	}
+	// kafka-consumer-groups.sh --list's --state and --type: a column each,
+	// and a filter when a list follows (Kafka's widths: the group name + 10,
+	// 20 for the others).
+	listed := fmt.Sprintf("%-25s %-20s %-20s\n%-25s %-20s %-20s\n", "GROUP", "TYPE", "STATE", "billing", "Classic", "Empty")
+	if out := ok(t, bs, "", "groups", "--list", "--state", "Stable,preparingrebalance", "--type"); !strings.HasPrefix(out, "GROUP ") || strings.Contains(out, "billing") {
+		t.Fatalf("groups --list --state Stable,preparingrebalance --type: %q", out)
+	}
+	if out := ok(t, bs, "", "groups", "list", "--type", "classic", "--state", "EMPTY"); out != listed {
+		t.Fatalf("groups list --type classic --state EMPTY:\n%q\nwant\n%q", out, listed)
+	}
+	if out := ok(t, bs, "", "groups", "list", "--type=consumer"); out != fmt.Sprintf("%-25s %-20s\n", "GROUP", "TYPE") {
+		t.Fatalf("groups list --type=consumer: %q", out)
+	}
+	if r := keel(t, bs, "", "groups", "list", "--state", "Sleeping"); r.exit != 1 || !strings.Contains(r.stderr, "Valid states are: ") {
+		t.Fatalf("groups list --state Sleeping: exit %d, stderr %q", r.exit, r.stderr)
+	}
 
 	// reset-offsets is a dry run by default, then --execute commits.
 	dry := ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,11 +30,18 @@ func groupsCommand() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list consumer groups",
-				Description: "Like kafka-consumer-groups.sh --list (--state adds the STATE column).\n\n" +
+				Description: "Like kafka-consumer-groups.sh --list: --state adds the STATE column and --type the\n" +
+					"TYPE column (classic or consumer, KIP-848); as in Kafka, each may be followed by a\n" +
+					"comma-separated list of the states (Stable, Empty, PreparingRebalance,\n" +
+					"CompletingRebalance, Assigning, Reconciling, Dead) or types to list only those.\n\n" +
 					"Examples:\n" +
 					"  keel groups list\n" +
+					"  keel groups list --state Stable,Empty\n" +
+					"  keel groups --list --type consumer --state\n" +
 					"  keel groups list --state -o json",
-				Flags:  adminFlags(&cli.BoolFlag{Name: "state", Usage: "show each group's state"}, outputFlag()),
+				Flags: adminFlags(&cli.BoolFlag{Name: "state", Usage: "show each group's state; followed by STATE[,STATE...]: only groups in those"},
+					&cli.BoolFlag{Name: "type", Usage: "show each group's type; followed by TYPE[,TYPE...]: only groups of those"},
+					&cli.StringFlag{Name: "state-in", Hidden: true}, &cli.StringFlag{Name: "type-in", Hidden: true}, outputFlag()),
 				Action: groupsList,
 			},
 			{
@@ -135,6 +143,7 @@ func groupsCommand() *cli.Command {
 type groupListJSON struct {
 	Group        string `json:"group"`
 	State        string `json:"state"`
+	Type         string `json:"type"`
 	ProtocolType string `json:"protocolType"`
 	Coordinator  int32  `json:"coordinator"`
 }
@@ -149,29 +158,86 @@ func groupsList(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	groups, err := adm.ListGroups(ctx)
+	states, err := listFilter("state", c.String("state-in"), groupStates)
 	if err != nil {
 		return err
+	}
+	types, err := listFilter("type", c.String("type-in"), groupTypes)
+	if err != nil {
+		return err
+	}
+	all, err := adm.ListGroups(ctx)
+	if err != nil {
+		return err
+	}
+	var groups []client.ListedGroup
+	for _, g := range all {
+		if (states == nil || states[strings.ToLower(g.State)]) && (types == nil || types[strings.ToLower(g.Type)]) {
+			groups = append(groups, g)
+		}
 	}
 	if asJSON {
 		out := []groupListJSON{}
 		for _, g := range groups {
-			out = append(out, groupListJSON{g.Group, g.State, g.ProtocolType, g.Coordinator})
+			out = append(out, groupListJSON{g.Group, g.State, g.Type, g.ProtocolType, g.Coordinator})
 		}
 		return writeJSON(c.App.Writer, out)
 	}
-	if !c.Bool("state") {
+	withType, withState := c.Bool("type"), c.Bool("state")
+	if !withType && !withState {
 		for _, g := range groups {
 			fmt.Fprintln(c.App.Writer, g.Group)
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSTATE")
+	// Kafka's printGroupInfo: the group column 10 wider than the longest
+	// name (15 at least), the others 20.
+	width := 15
 	for _, g := range groups {
-		fmt.Fprintf(tw, "%s\t%s\n", g.Group, g.State)
+		width = max(width, len(g.Group))
 	}
-	return tw.Flush()
+	row := func(group, typ, state string) {
+		line := fmt.Sprintf("%-*s", width+10, group)
+		if withType {
+			line += fmt.Sprintf(" %-20s", typ)
+		}
+		if withState {
+			line += fmt.Sprintf(" %-20s", state)
+		}
+		fmt.Fprintln(c.App.Writer, line)
+	}
+	row("GROUP", "TYPE", "STATE")
+	for _, g := range groups {
+		row(g.Group, cmp.Or(displayGroupType[g.Type], "Unknown"), cmp.Or(g.State, "Unknown"))
+	}
+	return nil
+}
+
+// groupStates and groupTypes are the values --state and --type filter on,
+// lower-cased (Kafka parses them in any case).
+var (
+	groupStates = []string{"Unknown", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling"}
+	groupTypes  = []string{"Classic", "Consumer"}
+	// displayGroupType is how Kafka's GroupType prints a ListGroups type.
+	displayGroupType = map[string]string{"classic": "Classic", "consumer": "Consumer"}
+)
+
+// listFilter parses a comma-separated --state or --type list, as Kafka's
+// consumerGroupStatesFromString does; nil when v is empty (no filter).
+func listFilter(flag, v string, valid []string) (map[string]bool, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		i := slices.IndexFunc(valid, func(x string) bool { return strings.EqualFold(x, s) })
+		if i < 0 {
+			return nil, fmt.Errorf("invalid %s list '%s'. Valid %ss are: %s", flag, v, flag, strings.Join(valid, ", "))
+		}
+		out[strings.ToLower(valid[i])] = true
+	}
+	return out, nil
 }
 
 // groupNames returns --group, or every group with --all-groups.

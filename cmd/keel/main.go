@@ -106,9 +106,16 @@ var kafkaActions = map[string]map[string]string{
 // the parser to accept or explain. Before that it takes
 // kafka-server-start.sh's properties file given first (serverConfigArg)
 // and kafka-producer-perf-test.sh's --producer-props values given one
-// after another (multiValueFlags).
+// after another (multiValueFlags); after it, kafka-consumer-groups.sh
+// --list's --state and --type with their optional values
+// (groupListFilters).
 func kafkaStyleArgs(args []string) []string {
-	args = multiValueFlags(serverConfigArg(args))
+	return groupListFilters(actionArgs(multiValueFlags(serverConfigArg(args))))
+}
+
+// actionArgs turns an action flag, or a subcommand typed after the flags,
+// into the subcommand (kafkaStyleArgs).
+func actionArgs(args []string) []string {
 	if len(args) < 3 || !strings.HasPrefix(args[2], "-") {
 		return args
 	}
@@ -208,6 +215,35 @@ func multiValueFlags(args []string) []string {
 			out = append(out, name, a) // a further value
 		default:
 			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// groupListFilters takes kafka-consumer-groups.sh --list's --state and
+// --type, which add a column and may be followed by a comma-separated list
+// to filter on: `keel groups list --state Stable,Empty` runs `keel groups
+// list --state --state-in=Stable,Empty` (the flag parser has no optional
+// values).
+func groupListFilters(args []string) []string {
+	if len(args) < 4 || args[1] != "groups" || args[2] != "list" {
+		return args
+	}
+	out := append(make([]string, 0, len(args)+2), args[:3]...)
+	for i := 3; i < len(args); i++ {
+		a := args[i]
+		name, value, inline := strings.Cut(a, "=")
+		if name != "--state" && name != "--type" {
+			out = append(out, a)
+			continue
+		}
+		if !inline && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			value, inline = args[i+1], true
+			i++
+		}
+		out = append(out, name)
+		if inline {
+			out = append(out, name+"-in="+value)
 		}
 	}
 	return out

@@ -231,6 +231,10 @@ func TestKafkaStyleArgs(t *testing.T) {
 		{"keel perf e2e --consumer-props a=1 b=2 --producer-props c=3",
 			"keel perf e2e --consumer-props a=1 --consumer-props b=2 --producer-props c=3"},
 		{"keel produce --producer-property a=1 b=2", "keel produce --producer-property a=1 b=2"}, // one value each: the parser refuses b=2
+		// kafka-consumer-groups.sh --list's --state and --type, with or without a list.
+		{"keel groups --list --state Stable,Empty --type -b b", "keel groups list --state --state-in=Stable,Empty --type -b b"},
+		{"keel groups list --type=consumer --state", "keel groups list --type --type-in=consumer --state"},
+		{"keel groups describe --group g --state", "keel groups describe --group g --state"},
 	} {
 		if got := strings.Join(kafkaStyleArgs(strings.Fields(tc.in)), " "); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
