@@ -214,7 +214,7 @@ func groupsList(c *cli.Context) error {
 }
 
 // groupStates and groupTypes are the values --state and --type filter on,
-// lower-cased (Kafka parses them in any case).
+// as Kafka names them; a list matches them in any case, as Kafka's does.
 var (
 	groupStates = []string{"Unknown", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling"}
 	groupTypes  = []string{"Classic", "Consumer"}
