@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -295,6 +296,29 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 	}
 	if r := keel(t, bs, "", "groups", "list", "--state", "Sleeping"); r.exit != 1 || !strings.Contains(r.stderr, "Valid states are: ") {
 		t.Fatalf("groups list --state Sleeping: exit %d, stderr %q", r.exit, r.stderr)
+	}
+
+	// The Kafka Streams quickstart reads its word counts (8-byte longs)
+	// with LongDeserializer through DefaultMessageFormatter.
+	counts := []*kgo.Record{{Topic: "counts", Key: []byte("kafka"), Value: binary.BigEndian.AppendUint64(nil, 3)},
+		{Topic: "counts", Key: []byte("streams"), Value: []byte("oops")}}
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(bs), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(context.Background(), counts...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	streams := []string{"consume", "--topic", "counts", "--from-beginning", "--formatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter",
+		"--property", "print.key=true", "--property", "print.value=true",
+		"--property", "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer",
+		"--property", "value.deserializer=org.apache.kafka.common.serialization.LongDeserializer"}
+	if out := ok(t, bs, "", append(streams, "--max-messages", "1")...); out != "kafka\t3\n" {
+		t.Fatalf("the Streams quickstart's consumer: %q", out)
+	}
+	if r := keel(t, bs, "", append(streams, "--timeout-ms", "3000")...); r.exit != 1 || r.stdout != "kafka\t3\n" || !strings.Contains(r.stderr, "offset 1: value: size of data received by LongDeserializer is not 8") {
+		t.Fatalf("a value LongDeserializer refuses: exit %d, stdout %q, stderr %q", r.exit, r.stdout, r.stderr)
 	}
 
 	// reset-offsets is a dry run by default, then --execute commits.

@@ -31,7 +31,12 @@ func consumeCommand() *cli.Command {
 			"Output: the value, one a line; --property print.key=true, print.timestamp,\n" +
 			"print.partition, print.offset, print.headers, print.value=false, key.separator\n" +
 			"(TAB), line.separator, headers.separator (,), null.literal (null) as\n" +
-			"kafka-console-consumer.sh's DefaultMessageFormatter; or -o json: one JSON object a\n" +
+			"kafka-console-consumer.sh's DefaultMessageFormatter, and key.deserializer,\n" +
+			"value.deserializer and headers.deserializer naming Kafka's Deserializers\n" +
+			"(org.apache.kafka.common.serialization.LongDeserializer, IntegerDeserializer,\n" +
+			"ShortDeserializer, DoubleDeserializer, FloatDeserializer, UUIDDeserializer,\n" +
+			"StringDeserializer, BytesDeserializer, ...: bytes of another size stop the command,\n" +
+			"exit 1, as Kafka's SerializationException does); or -o json: one JSON object a\n" +
 			"line with topic, partition, offset, timestamp (ms), key, value and headers (a key,\n" +
 			"value or header value that is not UTF-8 is given base64 in key_base64 / value_base64).\n\n" +
 			"Examples:\n" +
@@ -39,7 +44,9 @@ func consumeCommand() *cli.Command {
 			"  keel consume --topic orders --from-beginning --property print.key=true --property key.separator=:\n" +
 			"  keel consume --topic orders --partition 0 --offset 42 -o json\n" +
 			"  keel consume --topic orders --timestamp 2026-11-29T12:00:00Z --timeout-ms 5000\n" +
-			"  keel consume --topic orders --group billing --from-beginning --timeout-ms 5000\n\n" +
+			"  keel consume --topic orders --group billing --from-beginning --timeout-ms 5000\n" +
+			"  keel consume --topic streams-wordcount-output --from-beginning --property print.key=true \\\n" +
+			"      --property value.deserializer=org.apache.kafka.common.serialization.LongDeserializer\n\n" +
 			propertiesHelp,
 		Flags: []cli.Flag{
 			bootstrapFlag(), commandConfigFlag(),
@@ -51,6 +58,7 @@ func consumeCommand() *cli.Command {
 			&cli.StringFlag{Name: "timestamp", Usage: "start at the first record at or after this time (Unix ms or YYYY-MM-DDTHH:mm:SS[.sss][zone])"},
 			&cli.IntFlag{Name: "max-messages", Usage: "exit after this many records (0: no limit)"},
 			&cli.IntFlag{Name: "timeout-ms", Usage: "exit when no record arrived for this long (0: wait forever)"},
+			&cli.StringFlag{Name: "formatter", Usage: "Kafka's `CLASS`: org.apache.kafka.tools.consumer.DefaultMessageFormatter (the default) or NoOpMessageFormatter (kafka.tools.* too)"},
 			&cli.StringSliceFlag{Name: "property", Aliases: []string{"formatter-property"}, Usage: "formatter property `key=value` (repeatable; see above; --formatter-property is Kafka 4.2's name)"},
 			&cli.StringFlag{Name: "isolation-level", Value: "read_uncommitted", Usage: "read_uncommitted or read_committed"},
 			&cli.StringSliceFlag{Name: "consumer-property", Aliases: []string{"command-property"}, Usage: "consumer property `key=value` (repeatable; --command-property is Kafka 4.2's name)"},
@@ -66,6 +74,10 @@ type messageFormatter struct {
 	timestamp, key, offset, partition, headers, value bool
 	keySep, lineSep, headersSep, nullLiteral          string
 	json                                              bool
+	// keyDeser, valueDeser and headersDeser are key.deserializer,
+	// value.deserializer and headers.deserializer (nil: the bytes).
+	keyDeser, valueDeser, headersDeser deserializer
+	noOp                               bool // NoOpMessageFormatter: print nothing
 }
 
 func newMessageFormatter(props map[string]string, asJSON bool) (*messageFormatter, error) {
@@ -93,8 +105,14 @@ func newMessageFormatter(props map[string]string, asJSON bool) (*messageFormatte
 			f.headersSep = v
 		case "null.literal":
 			f.nullLiteral = v
+		case "key.deserializer":
+			f.keyDeser, err = deserializerFor(k, v)
+		case "value.deserializer":
+			f.valueDeser, err = deserializerFor(k, v)
+		case "headers.deserializer":
+			f.headersDeser, err = deserializerFor(k, v)
 		default:
-			return nil, fmt.Errorf("--property %s: unknown formatter property (print.timestamp, print.key, print.offset, print.partition, print.headers, print.value, key.separator, line.separator, headers.separator, null.literal)", k)
+			return nil, fmt.Errorf("--property %s: unknown formatter property (print.timestamp, print.key, print.offset, print.partition, print.headers, print.value, key.separator, line.separator, headers.separator, null.literal, key.deserializer, value.deserializer, headers.deserializer)", k)
 		}
 		if err != nil {
 			return nil, err
@@ -135,13 +153,38 @@ func jsonBytes(b []byte) (*string, string) {
 }
 
 func (f *messageFormatter) write(w io.Writer, r *client.Record) error {
+	if f.noOp {
+		return nil
+	}
+	// A deserializer that refuses the bytes stops the consumer, as
+	// Kafka's SerializationException does.
+	var failed error
+	deserialized := func(d deserializer, v []byte, what string) []byte {
+		if d == nil || v == nil || failed != nil {
+			return v
+		}
+		s, err := d(v)
+		if err != nil {
+			failed = fmt.Errorf("%s-%d offset %d: %s: %w", r.Topic, r.Partition, r.Offset, what, err)
+			return v
+		}
+		return []byte(s)
+	}
+	key, value := deserialized(f.keyDeser, r.Key, "key"), deserialized(f.valueDeser, r.Value, "value")
+	headers := make([][]byte, len(r.Headers))
+	for i, h := range r.Headers {
+		headers[i] = deserialized(f.headersDeser, h.Value, "header "+h.Key)
+	}
+	if failed != nil {
+		return failed
+	}
 	if f.json {
 		rj := recordJSON{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Headers: []headerJSON{}}
-		rj.Key, rj.KeyBase64 = jsonBytes(r.Key)
-		rj.Value, rj.ValueBase64 = jsonBytes(r.Value)
-		for _, h := range r.Headers {
+		rj.Key, rj.KeyBase64 = jsonBytes(key)
+		rj.Value, rj.ValueBase64 = jsonBytes(value)
+		for i, h := range r.Headers {
 			hj := headerJSON{Key: h.Key}
-			hj.Value, hj.ValueBase64 = jsonBytes(h.Value)
+			hj.Value, hj.ValueBase64 = jsonBytes(headers[i])
 			rj.Headers = append(rj.Headers, hj)
 		}
 		return writeJSON(w, rj)
@@ -178,16 +221,16 @@ func (f *messageFormatter) write(w io.Writer, r *client.Record) error {
 			if i > 0 {
 				b.WriteString(f.headersSep)
 			}
-			b.WriteString(h.Key + ":" + orNull(h.Value))
+			b.WriteString(h.Key + ":" + orNull(headers[i]))
 		}
 		sep(f.key || f.value)
 	}
 	if f.key {
-		b.WriteString(orNull(r.Key))
+		b.WriteString(orNull(key))
 		sep(f.value)
 	}
 	if f.value {
-		b.WriteString(orNull(r.Value))
+		b.WriteString(orNull(value))
 	}
 	b.WriteString(f.lineSep)
 	_, err := io.WriteString(w, b.String())
@@ -267,6 +310,13 @@ func consume(c *cli.Context) error {
 	format, err := newMessageFormatter(props, asJSON)
 	if err != nil {
 		return err
+	}
+	switch f := strings.TrimSpace(c.String("formatter")); f {
+	case "", "kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter":
+	case "kafka.tools.NoOpMessageFormatter", "org.apache.kafka.tools.consumer.NoOpMessageFormatter":
+		format.noOp = true
+	default:
+		return fmt.Errorf("--formatter %s: Keel cannot load Java classes; it has Kafka's DefaultMessageFormatter and NoOpMessageFormatter (org.apache.kafka.tools.consumer)", f)
 	}
 	maxMessages, idle := c.Int("max-messages"), time.Duration(c.Int("timeout-ms"))*time.Millisecond
 	switch {
