@@ -321,6 +321,30 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 		t.Fatalf("a value LongDeserializer refuses: exit %d, stdout %q, stderr %q", r.exit, r.stdout, r.stderr)
 	}
 
+	// --include: every topic whose whole name matches, directly or as a
+	// group (never __consumer_offsets, which "billing" committed to).
+	for _, args := range [][]string{{}, {"--group", "include-group"}} {
+		out := ok(t, bs, "", append([]string{"consume", "--include", "ord.*|count.|__consumer_.*", "--from-beginning", "--timeout-ms", "3000",
+			"--property", "print.key=true"}, args...)...)
+		if lines := strings.Count(out, "\n"); lines != n+2 || !strings.Contains(out, "streams\toops\n") || !strings.Contains(out, "key-") {
+			t.Fatalf("consume --include %v: %d lines, want %d\n%s", args, lines, n+2, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--include", "ord.*", "--topic", "orders"}, "exactly one of --include or --topic"},
+		{[]string{"--from-beginning"}, "exactly one of --include or --topic"},
+		{[]string{"--include", "ord.*", "--partition", "0"}, "the topic is required when partition is specified"},
+		{[]string{"--include", "or"}, "no topic matches --include or"},
+		{[]string{"--include", "(unclosed"}, "--include"},
+	} {
+		if r := keel(t, bs, "", append([]string{"consume", "--timeout-ms", "1000"}, tc.args...)...); r.exit != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("consume %v: exit %d, stderr %q; want %q", tc.args, r.exit, r.stderr, tc.want)
+		}
+	}
+
 	// reset-offsets is a dry run by default, then --execute commits.
 	dry := ok(t, bs, "", "groups", "reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest")
 	if !regexp.MustCompile(`(?m)^GROUP\s+TOPIC\s+PARTITION\s+NEW-OFFSET$`).MatchString(dry) || strings.Count(dry, "billing") != 3 {

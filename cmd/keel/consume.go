@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -45,12 +48,14 @@ func consumeCommand() *cli.Command {
 			"  keel consume --topic orders --partition 0 --offset 42 -o json\n" +
 			"  keel consume --topic orders --timestamp 2026-11-29T12:00:00Z --timeout-ms 5000\n" +
 			"  keel consume --topic orders --group billing --from-beginning --timeout-ms 5000\n" +
+			"  keel consume --include 'orders\\..*' --from-beginning --property print.key=true\n" +
 			"  keel consume --topic streams-wordcount-output --from-beginning --property print.key=true \\\n" +
 			"      --property value.deserializer=org.apache.kafka.common.serialization.LongDeserializer\n\n" +
 			propertiesHelp,
 		Flags: []cli.Flag{
 			bootstrapFlag(), commandConfigFlag(),
-			&cli.StringFlag{Name: "topic", Required: true, Usage: "the topic to read"},
+			&cli.StringFlag{Name: "topic", Usage: "the topic to read"},
+			&cli.StringFlag{Name: "include", Usage: "read every topic whose whole name this regular expression matches, internal topics left out (instead of --topic; the topics are matched when the command starts)"},
 			&cli.StringFlag{Name: "group", Usage: "consumer group to join and commit to"},
 			&cli.BoolFlag{Name: "from-beginning", Usage: "start at the earliest offset (with --group: where the group has no committed offset)"},
 			&cli.StringFlag{Name: "offset", Usage: "start offset: a number (needs --partition), earliest or latest"},
@@ -294,11 +299,51 @@ func startOffsets(ctx context.Context, c *cli.Context, cl *client.Client, topic 
 	return out, nil
 }
 
+// consumeTopics returns the metadata of --topic, or of every topic
+// --include matches (internal ones left out, as a Kafka consumer's
+// exclude.internal.topics leaves them out of a pattern).
+func consumeTopics(ctx context.Context, cl *client.Client, topic string, include *regexp.Regexp) (map[string]*client.TopicMetadata, error) {
+	if include == nil {
+		tm, err := waitForTopic(ctx, cl, topic)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]*client.TopicMetadata{topic: tm}, nil
+	}
+	m, err := cl.FetchMetadata(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*client.TopicMetadata{}
+	for name, tm := range m.Topics {
+		if tm.Err == nil && !tm.Internal && include.MatchString(name) {
+			out[name] = tm
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no topic matches --include %s", strings.TrimSuffix(strings.TrimPrefix(include.String(), "^(?:"), ")$"))
+	}
+	return out, nil
+}
+
 func consume(c *cli.Context) error {
 	if err := commandConfigAlias(c, "consumer.config"); err != nil {
 		return err
 	}
-	topic, group := c.String("topic"), c.String("group")
+	topic, include, group := c.String("topic"), c.String("include"), c.String("group")
+	var includeRE *regexp.Regexp
+	switch {
+	case (topic == "") == (include == ""):
+		return errors.New("exactly one of --include or --topic is required")
+	case include != "" && c.IsSet("partition"):
+		return errors.New("the topic is required when partition is specified")
+	case include != "":
+		re, err := regexp.Compile("^(?:" + include + ")$")
+		if err != nil {
+			return fmt.Errorf("--include %q: %w", include, err)
+		}
+		includeRE = re
+	}
 	asJSON, err := jsonOutput(c)
 	if err != nil {
 		return err
@@ -356,7 +401,7 @@ func consume(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	tm, err := waitForTopic(ctx, cl, topic)
+	topics, err := consumeTopics(ctx, cl, topic, includeRE)
 	if err != nil {
 		return err
 	}
@@ -370,17 +415,19 @@ func consume(c *cli.Context) error {
 		opts = append(opts, client.MaxPollRecords(maxMessages))
 	}
 	if group != "" {
-		opts = append(opts, client.ConsumerGroup(group), client.ConsumeTopics(topic), client.AutoCommit(false),
+		opts = append(opts, client.ConsumerGroup(group), client.ConsumeTopics(slices.Sorted(maps.Keys(topics))...), client.AutoCommit(false),
 			client.OnRebalance(client.RebalanceListener{OnAssigned: func(map[string][]int32) { assigned.Store(true); touch() }}))
 		if c.Bool("from-beginning") {
 			opts = append(opts, client.AutoOffsetReset(client.OffsetResetEarliest))
 		}
 	} else {
-		starts, err := startOffsets(ctx, c, cl, topic, tm)
-		if err != nil {
-			return err
+		starts := map[string]map[int32]int64{}
+		for t, tm := range topics {
+			if starts[t], err = startOffsets(ctx, c, cl, t, tm); err != nil {
+				return err
+			}
 		}
-		opts = append(opts, client.ConsumePartitions(map[string]map[int32]int64{topic: starts}))
+		opts = append(opts, client.ConsumePartitions(starts))
 		assigned.Store(true)
 	}
 	cons, err := client.NewConsumerFromClient(ctx, cl, opts...)
@@ -485,7 +532,7 @@ loop:
 				}
 				continue
 			default:
-				runErr = fmt.Errorf("consume %s: %w", topic, err)
+				runErr = fmt.Errorf("consume %s: %w", strings.Join(slices.Sorted(maps.Keys(topics)), ","), err)
 				break loop
 			}
 		}
