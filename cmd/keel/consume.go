@@ -39,7 +39,8 @@ func consumeCommand() *cli.Command {
 			"(org.apache.kafka.common.serialization.LongDeserializer, IntegerDeserializer,\n" +
 			"ShortDeserializer, DoubleDeserializer, FloatDeserializer, UUIDDeserializer,\n" +
 			"StringDeserializer, BytesDeserializer, ...: bytes of another size stop the command,\n" +
-			"exit 1, as Kafka's SerializationException does); or -o json: one JSON object a\n" +
+			"exit 1, as Kafka's SerializationException does; another class is warned about and\n" +
+			"the bytes printed as they are, as Kafka does); or -o json: one JSON object a\n" +
 			"line with topic, partition, offset, timestamp (ms), key, value and headers (a key,\n" +
 			"value or header value that is not UTF-8 is given base64 in key_base64 / value_base64).\n\n" +
 			"Examples:\n" +
@@ -82,7 +83,8 @@ type messageFormatter struct {
 	// keyDeser, valueDeser and headersDeser are key.deserializer,
 	// value.deserializer and headers.deserializer (nil: the bytes).
 	keyDeser, valueDeser, headersDeser deserializer
-	noOp                               bool // NoOpMessageFormatter: print nothing
+	noOp                               bool     // NoOpMessageFormatter: print nothing
+	warnings                           []string // for stderr: deserializers Keel does not have
 }
 
 func newMessageFormatter(props map[string]string, asJSON bool) (*messageFormatter, error) {
@@ -110,12 +112,22 @@ func newMessageFormatter(props map[string]string, asJSON bool) (*messageFormatte
 			f.headersSep = v
 		case "null.literal":
 			f.nullLiteral = v
-		case "key.deserializer":
-			f.keyDeser, err = deserializerFor(k, v)
-		case "value.deserializer":
-			f.valueDeser, err = deserializerFor(k, v)
-		case "headers.deserializer":
-			f.headersDeser, err = deserializerFor(k, v)
+		case "key.deserializer", "value.deserializer", "headers.deserializer":
+			// A class Keel does not have is reported and the bytes are
+			// printed as they are, as Kafka's formatter does with a
+			// deserializer it cannot instantiate.
+			d, derr := deserializerFor(k, v)
+			if derr != nil {
+				f.warnings = append(f.warnings, derr.Error()+"; printing the bytes as they are")
+			}
+			switch k {
+			case "key.deserializer":
+				f.keyDeser = d
+			case "value.deserializer":
+				f.valueDeser = d
+			default:
+				f.headersDeser = d
+			}
 		default:
 			return nil, fmt.Errorf("--property %s: unknown formatter property (print.timestamp, print.key, print.offset, print.partition, print.headers, print.value, key.separator, line.separator, headers.separator, null.literal, key.deserializer, value.deserializer, headers.deserializer)", k)
 		}
@@ -355,6 +367,9 @@ func consume(c *cli.Context) error {
 	format, err := newMessageFormatter(props, asJSON)
 	if err != nil {
 		return err
+	}
+	for _, w := range format.warnings {
+		fmt.Fprintln(c.App.ErrWriter, "keel: warning:", w)
 	}
 	switch f := strings.TrimSpace(c.String("formatter")); f {
 	case "", "kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter":

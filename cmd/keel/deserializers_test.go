@@ -72,6 +72,12 @@ func TestDeserializersPrintAsJava(t *testing.T) {
 	if _, err := deserializerFor("key.deserializer", "io.confluent.kafka.serializers.KafkaAvroDeserializer"); err == nil || !strings.Contains(err.Error(), "LongDeserializer") {
 		t.Errorf("an Avro deserializer: %v", err)
 	}
+	// The formatter then prints the bytes, with a warning, as Kafka's does
+	// with a deserializer class it cannot instantiate.
+	f, err := newMessageFormatter(map[string]string{"value.deserializer": "io.confluent.kafka.serializers.KafkaAvroDeserializer"}, false)
+	if err != nil || f.valueDeser != nil || len(f.warnings) != 1 || !strings.Contains(f.warnings[0], "KafkaAvroDeserializer") {
+		t.Errorf("an Avro value deserializer: %v, warnings %q", err, f.warnings)
+	}
 }
 
 // The formatter applies them to keys, values and header values; a record
