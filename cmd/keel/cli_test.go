@@ -321,6 +321,20 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 		t.Fatalf("a value LongDeserializer refuses: exit %d, stdout %q, stderr %q", r.exit, r.stdout, r.stderr)
 	}
 
+	// --skip-message-on-error reports the record LongDeserializer refuses
+	// and goes on.
+	if r := keel(t, bs, "", append(streams, "--timeout-ms", "3000", "--skip-message-on-error")...); r.exit != 0 || r.stdout != "kafka\t3\n" || !strings.Contains(r.stderr, "skipping a record: counts-0 offset 1: value: size of data received by LongDeserializer is not 8") {
+		t.Fatalf("--skip-message-on-error: exit %d, stdout %q, stderr %q", r.exit, r.stdout, r.stderr)
+	}
+	// __consumer_offsets through Kafka's OffsetsMessageFormatter: billing's
+	// commits, one JSON object a line.
+	out = ok(t, bs, "", "consume", "--topic", "__consumer_offsets", "--from-beginning", "--timeout-ms", "3000",
+		"--formatter", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter")
+	commitLine := regexp.MustCompile(`(?m)^\{"key":\{"type":1,"data":\{"group":"billing","topic":"orders","partition":[0-2]\}\},"value":\{"version":3,"data":\{"offset":\d+,"leaderEpoch":-?\d+,"metadata":"","commitTimestamp":\d+\}\}\}$`)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(commitLine.FindAllString(out, -1)) < 3 || len(commitLine.FindAllString(out, -1)) != len(lines) {
+		t.Fatalf("__consumer_offsets with OffsetsMessageFormatter:\n%s", out)
+	}
+
 	// --include: every topic whose whole name matches, directly or as a
 	// group (never __consumer_offsets, which "billing" committed to).
 	for _, args := range [][]string{{}, {"--group", "include-group"}} {

@@ -64,7 +64,8 @@ func consumeCommand() *cli.Command {
 			&cli.StringFlag{Name: "timestamp", Usage: "start at the first record at or after this time (Unix ms or YYYY-MM-DDTHH:mm:SS[.sss][zone])"},
 			&cli.IntFlag{Name: "max-messages", Usage: "exit after this many records (0: no limit)"},
 			&cli.IntFlag{Name: "timeout-ms", Usage: "exit when no record arrived for this long (0: wait forever)"},
-			&cli.StringFlag{Name: "formatter", Usage: "Kafka's `CLASS`: org.apache.kafka.tools.consumer.DefaultMessageFormatter (the default) or NoOpMessageFormatter (kafka.tools.* too)"},
+			&cli.StringFlag{Name: "formatter", Usage: "Kafka's `CLASS`: org.apache.kafka.tools.consumer.DefaultMessageFormatter (the default), NoOpMessageFormatter, or for __consumer_offsets OffsetsMessageFormatter and GroupMetadataMessageFormatter (Kafka 3's names too)"},
+			&cli.BoolFlag{Name: "skip-message-on-error", Usage: "a record the formatter cannot print (a deserializer refuses it) is reported on stderr and skipped, instead of stopping the command"},
 			&cli.StringSliceFlag{Name: "property", Aliases: []string{"formatter-property"}, Usage: "formatter property `key=value` (repeatable; see above; --formatter-property is Kafka 4.2's name)"},
 			&cli.StringFlag{Name: "isolation-level", Value: "read_uncommitted", Usage: "read_uncommitted or read_committed"},
 			&cli.StringSliceFlag{Name: "consumer-property", Aliases: []string{"command-property"}, Usage: "consumer property `key=value` (repeatable; --command-property is Kafka 4.2's name)"},
@@ -84,8 +85,17 @@ type messageFormatter struct {
 	// value.deserializer and headers.deserializer (nil: the bytes).
 	keyDeser, valueDeser, headersDeser deserializer
 	noOp                               bool     // NoOpMessageFormatter: print nothing
+	coordinator                        []int16  // a coordinator formatter: the key types it prints
 	warnings                           []string // for stderr: deserializers Keel does not have
 }
+
+// recordFormatError is a record the formatter could not print (a
+// deserializer refused its bytes, a coordinator record did not decode):
+// it stops the command, or is skipped with --skip-message-on-error.
+type recordFormatError struct{ err error }
+
+func (e *recordFormatError) Error() string { return e.err.Error() }
+func (e *recordFormatError) Unwrap() error { return e.err }
 
 func newMessageFormatter(props map[string]string, asJSON bool) (*messageFormatter, error) {
 	f := &messageFormatter{value: true, keySep: "\t", lineSep: "\n", headersSep: ",", nullLiteral: "null", json: asJSON}
@@ -193,7 +203,10 @@ func (f *messageFormatter) write(w io.Writer, r *client.Record) error {
 		headers[i] = deserialized(f.headersDeser, h.Value, "header "+h.Key)
 	}
 	if failed != nil {
-		return failed
+		return &recordFormatError{failed}
+	}
+	if f.coordinator != nil {
+		return writeCoordinatorRecord(w, r, f.coordinator)
 	}
 	if f.json {
 		rj := recordJSON{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Headers: []headerJSON{}}
@@ -371,12 +384,17 @@ func consume(c *cli.Context) error {
 	for _, w := range format.warnings {
 		fmt.Fprintln(c.App.ErrWriter, "keel: warning:", w)
 	}
-	switch f := strings.TrimSpace(c.String("formatter")); f {
-	case "", "kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter":
-	case "kafka.tools.NoOpMessageFormatter", "org.apache.kafka.tools.consumer.NoOpMessageFormatter":
+	switch f := strings.TrimSpace(c.String("formatter")); {
+	case f == "", f == "kafka.tools.DefaultMessageFormatter", f == "org.apache.kafka.tools.consumer.DefaultMessageFormatter":
+	case asJSON:
+		return fmt.Errorf("--formatter %s and -o json: give one", f)
+	case f == "kafka.tools.NoOpMessageFormatter", f == "org.apache.kafka.tools.consumer.NoOpMessageFormatter":
 		format.noOp = true
+	case coordinatorFormatters[f] != nil:
+		format.coordinator = coordinatorFormatters[f]
 	default:
-		return fmt.Errorf("--formatter %s: Keel cannot load Java classes; it has Kafka's DefaultMessageFormatter and NoOpMessageFormatter (org.apache.kafka.tools.consumer)", f)
+		return fmt.Errorf("--formatter %s: Keel cannot load Java classes; it has Kafka's DefaultMessageFormatter, NoOpMessageFormatter, "+
+			"OffsetsMessageFormatter and GroupMetadataMessageFormatter (org.apache.kafka.tools.consumer)", f)
 	}
 	maxMessages, idle := c.Int("max-messages"), time.Duration(c.Int("timeout-ms"))*time.Millisecond
 	switch {
@@ -558,8 +576,17 @@ loop:
 				continue
 			}
 			if err := format.write(out, r); err != nil {
-				runErr = fmt.Errorf("write output: %w", err)
-				break loop
+				var bad *recordFormatError
+				switch {
+				case errors.As(err, &bad) && c.Bool("skip-message-on-error"):
+					fmt.Fprintf(c.App.ErrWriter, "keel: skipping a record: %v\n", bad.err)
+				case errors.As(err, &bad):
+					runErr = bad.err
+					break loop
+				default:
+					runErr = fmt.Errorf("write output: %w", err)
+					break loop
+				}
 			}
 			processed++
 			printed[tp] = r.Offset + 1

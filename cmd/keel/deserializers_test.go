@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/keelstream/keel/client"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Kafka's Deserializers print what Java's toString prints.
@@ -106,5 +109,51 @@ func TestFormatterDeserializes(t *testing.T) {
 	b.Reset()
 	if err := f.write(&b, r); err != nil || b.Len() != 0 {
 		t.Fatalf("NoOpMessageFormatter wrote %q, %v", b.String(), err)
+	}
+}
+
+// OffsetsMessageFormatter and GroupMetadataMessageFormatter print
+// __consumer_offsets records as Kafka 4's do: one JSON object each, the
+// fields of Kafka's JSON converters in their order.
+func TestCoordinatorFormatters(t *testing.T) {
+	ok := kmsg.NewOffsetCommitKey()
+	ok.Version, ok.Group, ok.Topic, ok.Partition = 1, "billing", "orders", 2
+	ov := kmsg.NewOffsetCommitValue()
+	ov.Version, ov.Offset, ov.LeaderEpoch, ov.Metadata, ov.CommitTimestamp = 3, 42, 5, "", 1700000000000
+	gk := kmsg.NewGroupMetadataKey()
+	gk.Version, gk.Group = 2, "billing"
+	gv := kmsg.NewGroupMetadataValue()
+	gv.Version, gv.ProtocolType, gv.Generation, gv.Protocol, gv.Leader, gv.CurrentStateTimestamp = 3, "consumer", 4, kmsg.StringPtr("range"), kmsg.StringPtr("m1"), 1700000000001
+	m := kmsg.NewGroupMetadataValueMember()
+	m.MemberID, m.ClientID, m.ClientHost, m.RebalanceTimeoutMillis, m.SessionTimeoutMillis, m.Subscription, m.Assignment = "m1", "c", "/10.0.0.1", 60000, 45000, []byte{0, 1}, []byte{}
+	gv.Members = append(gv.Members, m)
+
+	offsets := coordinatorFormatters["org.apache.kafka.tools.consumer.OffsetsMessageFormatter"]
+	groups := coordinatorFormatters["kafka.coordinator.group.GroupMetadataManager$GroupMetadataMessageFormatter"]
+	for _, tc := range []struct {
+		types      []int16
+		key, value []byte
+		want       string
+	}{
+		{offsets, ok.AppendTo(nil), ov.AppendTo(nil),
+			`{"key":{"type":1,"data":{"group":"billing","topic":"orders","partition":2}},"value":{"version":3,"data":{"offset":42,"leaderEpoch":5,"metadata":"","commitTimestamp":1700000000000}}}` + "\n"},
+		{offsets, ok.AppendTo(nil), nil, `{"key":{"type":1,"data":{"group":"billing","topic":"orders","partition":2}},"value":null}` + "\n"},
+		{offsets, gk.AppendTo(nil), gv.AppendTo(nil), ""}, // a group's record: not an offset
+		{groups, ok.AppendTo(nil), ov.AppendTo(nil), ""},
+		{groups, gk.AppendTo(nil), gv.AppendTo(nil),
+			`{"key":{"type":2,"data":{"group":"billing"}},"value":{"version":3,"data":{"protocolType":"consumer","generation":4,"protocol":"range","leader":"m1",` +
+				`"currentStateTimestamp":1700000000001,"members":[{"memberId":"m1","groupInstanceId":null,"clientId":"c","clientHost":"/10.0.0.1",` +
+				`"rebalanceTimeout":60000,"sessionTimeout":45000,"subscription":"AAE=","assignment":""}]}}}` + "\n"},
+		{offsets, nil, []byte("x"), ""},
+	} {
+		var b bytes.Buffer
+		if err := writeCoordinatorRecord(&b, &client.Record{Topic: "__consumer_offsets", Key: tc.key, Value: tc.value}, tc.types); err != nil || b.String() != tc.want {
+			t.Errorf("got %q, %v\nwant %q", b.String(), err, tc.want)
+		}
+	}
+	var bad *recordFormatError
+	err := writeCoordinatorRecord(io.Discard, &client.Record{Topic: "__consumer_offsets", Offset: 9, Key: ok.AppendTo(nil), Value: []byte{0, 3, 1}}, offsets)
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "__consumer_offsets-0: could not read record at offset 9") {
+		t.Fatalf("a value that does not decode: %v", err)
 	}
 }
