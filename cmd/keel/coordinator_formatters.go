@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/keelstream/keel/client"
@@ -68,7 +69,7 @@ func writeCoordinatorRecord(w io.Writer, r *client.Record, types []int16) error 
 		return nil // no key: not a coordinator record
 	}
 	typ := int16(binary.BigEndian.Uint16(r.Key))
-	if !containsInt16(types, typ) {
+	if !slices.Contains(types, typ) {
 		return nil
 	}
 	key, value, err := coordinatorJSON(typ, r.Key, r.Value)
@@ -83,15 +84,6 @@ func writeCoordinatorRecord(w io.Writer, r *client.Record, types []int16) error 
 	}
 	_, err = w.Write(append(out.bytes(), '\n'))
 	return err
-}
-
-func containsInt16(s []int16, v int16) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // coordinatorJSON decodes an offset commit (types 0, 1) or group metadata
