@@ -74,6 +74,10 @@ type NewTopic struct {
 	Partitions        int32
 	ReplicationFactor int16
 	Configs           map[string]string
+	// Assignment, when set, places the replicas: the broker ids of each
+	// partition, partition 0 first (kafka-topics.sh --replica-assignment);
+	// Partitions and ReplicationFactor must then be -1.
+	Assignment [][]int32
 }
 
 // TopicResult is the outcome of a topic operation for one topic.
@@ -91,6 +95,11 @@ func (a *Admin) CreateTopics(ctx context.Context, topics ...NewTopic) ([]TopicRe
 	for _, t := range topics {
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.Partitions, t.ReplicationFactor
+		for p, replicas := range t.Assignment {
+			ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			ra.Partition, ra.Replicas = int32(p), replicas
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+		}
 		keys := make([]string, 0, len(t.Configs))
 		for k := range t.Configs {
 			keys = append(keys, k)
@@ -226,11 +235,35 @@ func (a *Admin) DescribeTopics(ctx context.Context, topics ...string) ([]*TopicM
 // CreatePartitions raises the partition count of topics to total
 // (kafka-topics.sh --alter --partitions).
 func (a *Admin) CreatePartitions(ctx context.Context, total int32, topics ...string) ([]TopicResult, error) {
+	return a.createPartitions(ctx, total, nil, topics)
+}
+
+// CreatePartitionsAssigned raises topic's partition count to total and
+// places the new partitions' replicas: assignment has the broker ids of
+// each new partition, the first new one first (kafka-topics.sh --alter
+// --partitions with --replica-assignment).
+func (a *Admin) CreatePartitionsAssigned(ctx context.Context, topic string, total int32, assignment [][]int32) (TopicResult, error) {
+	rs, err := a.createPartitions(ctx, total, assignment, []string{topic})
+	if err != nil {
+		return TopicResult{}, err
+	}
+	if len(rs) != 1 {
+		return TopicResult{}, fmt.Errorf("create partitions for %s: %d results", topic, len(rs))
+	}
+	return rs[0], nil
+}
+
+func (a *Admin) createPartitions(ctx context.Context, total int32, assignment [][]int32, topics []string) ([]TopicResult, error) {
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	req.TimeoutMillis = int32(a.timeout / time.Millisecond)
 	for _, t := range topics {
 		rt := kmsg.NewCreatePartitionsRequestTopic()
 		rt.Topic, rt.Count = t, total
+		for _, replicas := range assignment {
+			pa := kmsg.NewCreatePartitionsRequestTopicAssignment()
+			pa.Replicas = replicas
+			rt.Assignment = append(rt.Assignment, pa)
+		}
 		req.Topics = append(req.Topics, rt)
 	}
 	var results []TopicResult

@@ -442,6 +442,38 @@ func TestCLITopicsProduceConsumeGroupsEndToEnd(t *testing.T) {
 	if desc := ok(t, bs, "", "topics", "describe", "--topic", "orders"); !strings.Contains(desc, "PartitionCount: 4") || !strings.Contains(desc, "retention.ms=3600000") {
 		t.Fatalf("after alter:\n%s", desc)
 	}
+
+	// kafka-topics.sh's --replica-assignment, on create and on alter (every
+	// partition listed, the existing ones skipped), and --topic as a
+	// regular expression for list, describe and delete.
+	ok(t, bs, "", "topics", "--create", "--topic", "placed.a", "--replica-assignment", "1,1")
+	ok(t, bs, "", "topics", "--alter", "--topic", "placed.a", "--partitions", "3", "--replica-assignment", "1,1,1")
+	ok(t, bs, "", "topics", "create", "--topic", "placed.b", "--replica-assignment", "1")
+	if out := ok(t, bs, "", "topics", "--list", "--topic", `placed\..*`); out != "placed.a\nplaced.b\n" {
+		t.Fatalf("topics --list --topic 'placed\\..*': %q", out)
+	}
+	if desc := ok(t, bs, "", "topics", "--describe", "--topic", "placed.*"); strings.Count(desc, "\tPartition: ") != 4 || !strings.Contains(desc, "Topic: placed.a\tPartition: 2\tLeader: 1\tReplicas: 1\tIsr: 1") {
+		t.Fatalf("topics --describe --topic 'placed.*':\n%s", desc)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "--topic", "x", "--replica-assignment", "1", "--partitions", "2"}, "cannot be used with --partitions"},
+		{[]string{"create", "--topic", "x", "--replica-assignment", "1:1"}, "duplicate entries"},
+		{[]string{"alter", "--topic", "placed.a", "--partitions", "4", "--replica-assignment", "1,1"}, "has 2 partitions, --partitions 4"},
+		{[]string{"describe", "--topic", "placed-.*"}, "topic 'placed-.*' does not exist as expected"},
+		{[]string{"delete", "--topic", "nothing.*"}, "topic 'nothing.*' does not exist as expected"},
+	} {
+		if r := keel(t, bs, "", append([]string{"topics"}, tc.args...)...); r.exit != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("topics %v: exit %d, stderr %q; want %q", tc.args, r.exit, r.stderr, tc.want)
+		}
+	}
+	ok(t, bs, "", "topics", "delete", "--topic", "nothing.*", "--if-exists")
+	if out := ok(t, bs, "", "topics", "delete", "--topic", "placed.*"); out != "Deleted topic placed.a.\nDeleted topic placed.b.\n" {
+		t.Fatalf("topics delete --topic 'placed.*': %q", out)
+	}
+
 	ok(t, bs, "", "topics", "delete", "--topic", "orders")
 	if r := keel(t, bs, "", "topics", "describe", "--topic", "orders"); r.exit != 1 || !strings.Contains(r.stderr, "UNKNOWN_TOPIC_OR_PARTITION") {
 		t.Fatalf("describe of a deleted topic: exit %d %q", r.exit, r.stderr)

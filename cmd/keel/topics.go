@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,21 +25,28 @@ func topicsCommand() *cli.Command {
 		Usage: "create, list, describe, alter and delete topics (like kafka-topics.sh)",
 		Description: "Each action is a subcommand; kafka-topics.sh's flag form works too:\n" +
 			"keel topics --bootstrap-server localhost:9092 --list runs keel topics list, and so does\n" +
-			"keel topics --bootstrap-server localhost:9092 list.",
+			"keel topics --bootstrap-server localhost:9092 list. As in kafka-topics.sh, --topic is a\n" +
+			"regular expression for list, describe, alter and delete (the whole name must match;\n" +
+			"a comma separates alternatives; escape a dot as \\. to match it alone), and a name\n" +
+			"for create.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "create",
 				Usage: "create a topic",
 				Description: "Like kafka-topics.sh --create. Partitions and replication factor default to the\n" +
-					"broker's num.partitions and default.replication.factor.\n\n" +
+					"broker's num.partitions and default.replication.factor; --replica-assignment places\n" +
+					"the replicas instead: each partition's broker ids separated by ':', the\n" +
+					"partitions by ',' (1:2:3,2:3:1 is two partitions of three replicas, led by 1 and 2).\n\n" +
 					"Examples:\n" +
 					"  keel topics create --topic orders --partitions 6 --replication-factor 3 \\\n" +
 					"      --config min.insync.replicas=2 --config retention.ms=86400000\n" +
+					"  keel topics create --topic orders --replica-assignment 1:2,2:3,3:1\n" +
 					"  keel topics create --topic orders --if-not-exists",
 				Flags: adminFlags(
 					&cli.StringFlag{Name: "topic", Required: true, Usage: "the topic to create"},
 					&cli.IntFlag{Name: "partitions", Value: -1, Usage: "number of partitions (-1: the broker's num.partitions)"},
 					&cli.IntFlag{Name: "replication-factor", Value: -1, Usage: "replicas per partition (-1: the broker's default.replication.factor)"},
+					&cli.StringFlag{Name: "replica-assignment", Usage: "the replicas of each partition: `B1:B2,B1:B2,...` (instead of --partitions and --replication-factor)"},
 					&cli.StringSliceFlag{Name: "config", Usage: "topic config `key=value` (repeatable)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed if the topic already exists"},
 				),
@@ -51,7 +60,8 @@ func topicsCommand() *cli.Command {
 					"Examples:\n" +
 					"  keel topics list --bootstrap-server localhost:9092\n" +
 					"  keel topics list --exclude-internal -o json",
-				Flags:  adminFlags(&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out __consumer_offsets and other internal topics"}, outputFlag()),
+				Flags: adminFlags(&cli.StringSliceFlag{Name: "topic", Usage: "only the topics this regular expression matches (repeatable)"},
+					&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out __consumer_offsets and other internal topics"}, outputFlag()),
 				Action: topicsList,
 			},
 			{
@@ -69,14 +79,14 @@ func topicsCommand() *cli.Command {
 					"  keel topics describe --topics-with-overrides\n" +
 					"  keel topics describe --topic orders -o json",
 				Flags: adminFlags(
-					&cli.StringSliceFlag{Name: "topic", Usage: "topic to describe (repeatable; default all)"},
+					&cli.StringSliceFlag{Name: "topic", Usage: "topics to describe, a regular expression (repeatable; default all)"},
 					&cli.BoolFlag{Name: "exclude-internal", Usage: "leave out internal topics"},
 					&cli.BoolFlag{Name: "under-replicated-partitions", Usage: "only partitions whose ISR is smaller than their replica set"},
 					&cli.BoolFlag{Name: "under-min-isr-partitions", Usage: "only partitions whose ISR is smaller than the topic's min.insync.replicas (or that have no leader)"},
 					&cli.BoolFlag{Name: "at-min-isr-partitions", Usage: "only partitions whose ISR is exactly the topic's min.insync.replicas: one more replica lost fails acks=all"},
 					&cli.BoolFlag{Name: "unavailable-partitions", Usage: "only partitions without a leader"},
 					&cli.BoolFlag{Name: "topics-with-overrides", Usage: "only the topic lines of topics with configs set on the topic, no partitions"},
-					&cli.BoolFlag{Name: "if-exists", Usage: "ignore topics that do not exist"},
+					&cli.BoolFlag{Name: "if-exists", Usage: "no error when --topic matches no topic"},
 					outputFlag(),
 				),
 				Action: topicsDescribe,
@@ -84,15 +94,21 @@ func topicsCommand() *cli.Command {
 			{
 				Name:  "alter",
 				Usage: "add partitions, or set / delete topic configs",
-				Description: "--partitions is kafka-topics.sh --alter --partitions (the count only grows);\n" +
+				Description: "--partitions is kafka-topics.sh --alter --partitions (the count only grows), with\n" +
+					"--replica-assignment placing the new partitions (given for every partition, as\n" +
+					"kafka-topics.sh takes it: the existing ones' entries are skipped);\n" +
 					"--config / --delete-config are kafka-configs.sh --alter --add-config / --delete-config\n" +
-					"for the topic (incremental: other configs are left as they are).\n\n" +
+					"for the topic (incremental: other configs are left as they are). Every topic --topic\n" +
+					"matches is altered.\n\n" +
 					"Examples:\n" +
 					"  keel topics alter --topic orders --partitions 12\n" +
+					"  keel topics alter --topic orders --partitions 4 --replica-assignment 1:2,2:3,3:1,1:3\n" +
 					"  keel topics alter --topic orders --config retention.ms=3600000 --delete-config segment.bytes",
 				Flags: adminFlags(
-					&cli.StringFlag{Name: "topic", Required: true},
+					&cli.StringFlag{Name: "topic", Required: true, Usage: "the topics to alter, a regular expression"},
 					&cli.IntFlag{Name: "partitions", Usage: "the new, larger, partition count"},
+					&cli.StringFlag{Name: "replica-assignment", Usage: "with --partitions, the replicas of every partition, `B1:B2,B1:B2,...`: those of the new ones are used"},
+					&cli.BoolFlag{Name: "if-exists", Usage: "no error when --topic matches no topic"},
 					&cli.StringSliceFlag{Name: "config", Aliases: []string{"add-config"}, Usage: "set topic config `key=value` (repeatable)"},
 					&cli.StringSliceFlag{Name: "delete-config", Usage: "revert topic config `key` to its default (repeatable)"},
 				),
@@ -101,13 +117,15 @@ func topicsCommand() *cli.Command {
 			{
 				Name:  "delete",
 				Usage: "delete topics",
-				Description: "Like kafka-topics.sh --delete.\n\n" +
+				Description: "Like kafka-topics.sh --delete: every topic --topic matches (a regular\n" +
+					"expression; internal topics are refused by the brokers).\n\n" +
 					"Examples:\n" +
 					"  keel topics delete --topic orders\n" +
+					"  keel topics delete --topic 'test-.*' --if-exists\n" +
 					"  keel topics delete --topic a --topic b --if-exists",
 				Flags: adminFlags(
-					&cli.StringSliceFlag{Name: "topic", Required: true, Usage: "topic to delete (repeatable)"},
-					&cli.BoolFlag{Name: "if-exists", Usage: "succeed if a topic does not exist"},
+					&cli.StringSliceFlag{Name: "topic", Required: true, Usage: "topics to delete, a regular expression (repeatable)"},
+					&cli.BoolFlag{Name: "if-exists", Usage: "succeed if --topic matches no topic"},
 				),
 				Action: topicsDelete,
 			},
@@ -128,12 +146,24 @@ func topicsCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	nt := client.NewTopic{Topic: topic, Partitions: int32(parts), ReplicationFactor: int16(rf), Configs: configs}
+	if c.IsSet("replica-assignment") {
+		if c.IsSet("partitions") || c.IsSet("replication-factor") {
+			return errors.New("--replica-assignment cannot be used with --partitions or --replication-factor")
+		}
+		if nt.Assignment, err = parseReplicaAssignment(c.String("replica-assignment")); err != nil {
+			return err
+		}
+	}
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
 	defer done()
-	err = adm.CreateTopic(ctx, topic, int32(parts), int16(rf), configs)
+	rs, err := adm.CreateTopics(ctx, nt)
+	if err == nil && len(rs) == 1 && rs[0].Err != nil {
+		err = fmt.Errorf("create topic %s: %w", topic, rs[0].Err)
+	}
 	if errors.Is(err, client.ErrTopicAlreadyExists) && c.Bool("if-not-exists") {
 		return nil
 	}
@@ -157,6 +187,11 @@ func topicsList(c *cli.Context) error {
 	names, err := adm.ListTopics(ctx, !c.Bool("exclude-internal"))
 	if err != nil {
 		return err
+	}
+	if patterns := c.StringSlice("topic"); len(patterns) > 0 {
+		if names, err = matchTopics(names, patterns, true); err != nil {
+			return err
+		}
 	}
 	if asJSON {
 		if names == nil {
@@ -205,7 +240,19 @@ func topicsDescribe(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	tms, err := adm.DescribeTopics(ctx, c.StringSlice("topic")...)
+	var names []string // all topics when none is given
+	if patterns := c.StringSlice("topic"); len(patterns) > 0 {
+		if names, err = matchingTopics(ctx, adm, patterns, c.Bool("exclude-internal"), c.Bool("if-exists")); err != nil {
+			return err
+		}
+		if len(names) == 0 { // --if-exists, and no topic matches
+			if asJSON {
+				return writeJSON(c.App.Writer, []topicJSON{})
+			}
+			return nil
+		}
+	}
+	tms, err := adm.DescribeTopics(ctx, names...)
 	if err != nil {
 		return err
 	}
@@ -226,7 +273,7 @@ func topicsDescribe(c *cli.Context) error {
 	}
 	// Eligible leader replicas, as kafka-topics.sh shows them from a broker
 	// that serves DescribeTopicPartitions (Kafka 3.8+); none from another.
-	names := make([]string, len(found))
+	names = make([]string, len(found))
 	for i, tm := range found {
 		names[i] = tm.Topic
 	}
@@ -404,7 +451,6 @@ func replicationFactor(tm *client.TopicMetadata) int {
 }
 
 func topicsAlter(c *cli.Context) error {
-	topic := c.String("topic")
 	sets, err := parseKeyValues("config", c.StringSlice("config"))
 	if err != nil {
 		return err
@@ -413,25 +459,68 @@ func topicsAlter(c *cli.Context) error {
 	if !c.IsSet("partitions") && len(sets) == 0 && len(deletes) == 0 {
 		return fmt.Errorf("nothing to alter: give --partitions, --config or --delete-config")
 	}
-	if c.IsSet("partitions") && c.Int("partitions") <= 0 {
-		return fmt.Errorf("--partitions %d: must be positive", c.Int("partitions"))
+	total := c.Int("partitions")
+	if c.IsSet("partitions") && total <= 0 {
+		return fmt.Errorf("--partitions %d: must be positive", total)
+	}
+	var assignment [][]int32
+	if c.IsSet("replica-assignment") {
+		if !c.IsSet("partitions") {
+			return errors.New("--replica-assignment needs --partitions")
+		}
+		if assignment, err = parseReplicaAssignment(c.String("replica-assignment")); err != nil {
+			return err
+		}
+		if len(assignment) != total {
+			return fmt.Errorf("--replica-assignment has %d partitions, --partitions %d", len(assignment), total)
+		}
 	}
 	ctx, adm, done, err := openAdmin(c)
 	if err != nil {
 		return err
 	}
 	defer done()
+	topics, err := matchingTopics(ctx, adm, []string{c.String("topic")}, false, c.Bool("if-exists"))
+	if err != nil {
+		return err
+	}
+	for _, topic := range topics {
+		if err := alterTopic(ctx, c, adm, topic, int32(total), assignment, sets, deletes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// alterTopic makes topicsAlter's changes to one topic.
+func alterTopic(ctx context.Context, c *cli.Context, adm *client.Admin, topic string, total int32, assignment [][]int32, sets map[string]string, deletes []string) error {
 	if c.IsSet("partitions") {
-		rs, err := adm.CreatePartitions(ctx, int32(c.Int("partitions")), topic)
+		var r client.TopicResult
+		var err error
+		if assignment == nil {
+			var rs []client.TopicResult
+			if rs, err = adm.CreatePartitions(ctx, total, topic); err == nil && len(rs) == 1 {
+				r = rs[0]
+			}
+		} else {
+			// kafka-topics.sh's assignment lists every partition: the
+			// existing ones' entries are skipped.
+			var tms []*client.TopicMetadata
+			if tms, err = adm.DescribeTopics(ctx, topic); err == nil && tms[0].Err != nil {
+				err = fmt.Errorf("alter partitions of topic %s: %w", topic, tms[0].Err)
+			}
+			if err == nil {
+				have := min(len(tms[0].Partitions), len(assignment))
+				r, err = adm.CreatePartitionsAssigned(ctx, topic, total, assignment[have:])
+			}
+		}
 		if err != nil {
 			return err
 		}
-		for _, r := range rs {
-			if r.Err != nil {
-				return fmt.Errorf("alter partitions of topic %s: %w", r.Topic, r.Err)
-			}
+		if r.Err != nil {
+			return fmt.Errorf("alter partitions of topic %s: %w", topic, r.Err)
 		}
-		fmt.Fprintf(c.App.Writer, "Topic %s now has %d partitions.\n", topic, c.Int("partitions"))
+		fmt.Fprintf(c.App.Writer, "Topic %s now has %d partitions.\n", topic, total)
 	}
 	if len(sets)+len(deletes) > 0 {
 		var changes []client.AlterConfig
@@ -465,7 +554,11 @@ func topicsDelete(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	rs, err := adm.DeleteTopics(ctx, c.StringSlice("topic")...)
+	names, err := matchingTopics(ctx, adm, c.StringSlice("topic"), false, c.Bool("if-exists"))
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	rs, err := adm.DeleteTopics(ctx, names...)
 	if err != nil {
 		return err
 	}
@@ -480,4 +573,67 @@ func topicsDelete(c *cli.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// matchingTopics lists the cluster's topics (internal ones unless
+// excludeInternal) and returns those --topic's patterns match
+// (matchTopics); a pattern that matches none is an error naming it, as
+// kafka-topics.sh's "does not exist as expected", unless ifExists.
+func matchingTopics(ctx context.Context, adm *client.Admin, patterns []string, excludeInternal, ifExists bool) ([]string, error) {
+	names, err := adm.ListTopics(ctx, !excludeInternal)
+	if err != nil {
+		return nil, err
+	}
+	return matchTopics(names, patterns, ifExists)
+}
+
+// matchTopics returns, sorted, the names a pattern matches whole, as
+// kafka-topics.sh reads --topic (a regular expression whose commas are
+// alternatives: Kafka's IncludeList). Unless quiet, a pattern matching no
+// name is an error.
+func matchTopics(names, patterns []string, quiet bool) ([]string, error) {
+	matched := map[string]bool{}
+	for _, p := range patterns {
+		re, err := regexp.Compile("^(?:" + strings.ReplaceAll(strings.TrimSpace(p), ",", "|") + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("--topic %q: %w", p, err)
+		}
+		n := 0
+		for _, name := range names {
+			if re.MatchString(name) {
+				matched[name] = true
+				n++
+			}
+		}
+		if n == 0 && !quiet {
+			return nil, fmt.Errorf("topic '%s' does not exist as expected: %w", p, client.ErrUnknownTopicOrPartition)
+		}
+	}
+	return slices.Sorted(maps.Keys(matched)), nil
+}
+
+// parseReplicaAssignment reads kafka-topics.sh's --replica-assignment:
+// partitions separated by ',', each one's broker ids by ':', with Kafka's
+// checks (no broker twice in a partition, every partition as many
+// replicas).
+func parseReplicaAssignment(v string) ([][]int32, error) {
+	var out [][]int32
+	for i, part := range strings.Split(v, ",") {
+		var replicas []int32
+		for _, b := range strings.Split(part, ":") {
+			id, err := strconv.ParseInt(strings.TrimSpace(b), 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("--replica-assignment %q: partition %d: broker id %q is not a number", v, i, b)
+			}
+			if slices.Contains(replicas, int32(id)) {
+				return nil, fmt.Errorf("--replica-assignment %q: partition replica lists may not contain duplicate entries: %d", v, id)
+			}
+			replicas = append(replicas, int32(id))
+		}
+		if len(out) > 0 && len(replicas) != len(out[0]) {
+			return nil, fmt.Errorf("--replica-assignment %q: partition %d has different replication factor: %v", v, i, replicas)
+		}
+		out = append(out, replicas)
+	}
+	return out, nil
 }
