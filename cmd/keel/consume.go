@@ -327,8 +327,8 @@ func startOffsets(ctx context.Context, c *cli.Context, cl *client.Client, topic 
 // consumeTopics returns the metadata of --topic, or of every topic
 // --include matches (internal ones left out, as a Kafka consumer's
 // exclude.internal.topics leaves them out of a pattern).
-func consumeTopics(ctx context.Context, cl *client.Client, topic string, include *regexp.Regexp) (map[string]*client.TopicMetadata, error) {
-	if include == nil {
+func consumeTopics(ctx context.Context, cl *client.Client, topic, include string, includeRE *regexp.Regexp) (map[string]*client.TopicMetadata, error) {
+	if includeRE == nil {
 		tm, err := waitForTopic(ctx, cl, topic)
 		if err != nil {
 			return nil, err
@@ -341,12 +341,12 @@ func consumeTopics(ctx context.Context, cl *client.Client, topic string, include
 	}
 	out := map[string]*client.TopicMetadata{}
 	for name, tm := range m.Topics {
-		if tm.Err == nil && !tm.Internal && include.MatchString(name) {
+		if tm.Err == nil && !tm.Internal && includeRE.MatchString(name) {
 			out[name] = tm
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no topic matches --include %s", strings.TrimSuffix(strings.TrimPrefix(include.String(), "^(?:"), ")$"))
+		return nil, fmt.Errorf("no topic matches --include %s", include)
 	}
 	return out, nil
 }
@@ -434,7 +434,7 @@ func consume(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	topics, err := consumeTopics(ctx, cl, topic, includeRE)
+	topics, err := consumeTopics(ctx, cl, topic, include, includeRE)
 	if err != nil {
 		return err
 	}
