@@ -890,6 +890,17 @@ func refuseJavaPlugins(merged map[string]string) error {
 	return nil
 }
 
+// MetaPropertiesDirs are the dirs that hold a meta.properties: log.dirs and
+// metadata.log.dir (one of them unless set apart), as kafka-storage.sh
+// formats and describes them.
+func (c *Config) MetaPropertiesDirs() []string {
+	dirs := slices.Clone(c.LogDirs)
+	if !slices.Contains(dirs, c.MetadataLogDir) {
+		dirs = append(dirs, c.MetadataLogDir)
+	}
+	return dirs
+}
+
 // HasRole reports whether process.roles includes role.
 func (c *Config) HasRole(role string) bool {
 	for _, r := range c.ProcessRoles {

@@ -77,10 +77,7 @@ func formatCommand() *cli.Command {
 				return err
 			}
 			boot = append(boot, scram...)
-			dirs := slices.Clone(cfg.LogDirs)
-			if !slices.Contains(dirs, cfg.MetadataLogDir) {
-				dirs = append(dirs, cfg.MetadataLogDir)
-			}
+			dirs := cfg.MetaPropertiesDirs()
 			if c.Bool("ignore-formatted") {
 				// As kafka-storage.sh format -g: a formatted dir is left
 				// as it is, whatever it names (keel server checks that).

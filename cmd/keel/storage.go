@@ -52,11 +52,7 @@ func storageCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					dirs := slices.Clone(cfg.LogDirs)
-					if cfg.MetadataLogDir != "" && !slices.Contains(dirs, cfg.MetadataLogDir) {
-						dirs = append(dirs, cfg.MetadataLogDir)
-					}
-					if !storageInfo(c.App.Writer, dirs) {
+					if !storageInfo(c.App.Writer, cfg.MetaPropertiesDirs()) {
 						return cli.Exit("", 1)
 					}
 					return nil
