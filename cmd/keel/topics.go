@@ -240,21 +240,30 @@ func topicsDescribe(c *cli.Context) error {
 		return err
 	}
 	defer done()
-	var names []string // all topics when none is given
+	// Every topic, in one metadata request; --topic's patterns pick from
+	// them.
+	tms, err := adm.DescribeTopics(ctx)
+	if err != nil {
+		return err
+	}
 	if patterns := c.StringSlice("topic"); len(patterns) > 0 {
-		if names, err = matchingTopics(ctx, adm, patterns, c.Bool("exclude-internal"), c.Bool("if-exists")); err != nil {
+		var all []string
+		for _, tm := range tms {
+			if !tm.Internal || !c.Bool("exclude-internal") {
+				all = append(all, tm.Topic)
+			}
+		}
+		matched, err := matchTopics(all, patterns, c.Bool("if-exists"))
+		if err != nil {
 			return err
 		}
-		if len(names) == 0 { // --if-exists, and no topic matches
+		if len(matched) == 0 { // --if-exists, and no topic matches
 			if asJSON {
 				return writeJSON(c.App.Writer, []topicJSON{})
 			}
 			return nil
 		}
-	}
-	tms, err := adm.DescribeTopics(ctx, names...)
-	if err != nil {
-		return err
+		tms = slices.DeleteFunc(tms, func(tm *client.TopicMetadata) bool { return !slices.Contains(matched, tm.Topic) })
 	}
 	var found []*client.TopicMetadata
 	for _, tm := range tms {
@@ -273,7 +282,7 @@ func topicsDescribe(c *cli.Context) error {
 	}
 	// Eligible leader replicas, as kafka-topics.sh shows them from a broker
 	// that serves DescribeTopicPartitions (Kafka 3.8+); none from another.
-	names = make([]string, len(found))
+	names := make([]string, len(found))
 	for i, tm := range found {
 		names[i] = tm.Topic
 	}
