@@ -98,6 +98,7 @@ func brokerConfigEntries(c *Config) []brokerConfigEntry {
 		{"group.min.session.timeout.ms", ms(c.GroupMinSessionTimeout), ti, "6000"},
 		{"initial.broker.registration.timeout.ms", ms(c.InitialBrokerRegistrationTimeout), ti, "60000"},
 		{"inter.broker.listener.name", str(c.InterBrokerListenerName), ts, ""},
+		{"keel.log.cache.drop.behind.bytes", i64(c.LogDropBehindBytes), tl, "0"},
 		{"keel.log.delete.max.bytes.per.second", i64(c.LogDeleteBytesPerSecond), tl, "536870912"},
 		{"keel.log.writeback.bytes", i64(c.LogWritebackBytes), tl, "1048576"},
 		{"leader.imbalance.check.interval.seconds", i64(int64(c.LeaderImbalanceCheckInterval / time.Second)), tl, "300"},

@@ -28,6 +28,7 @@ type Config struct {
 	InitialBrokerRegistrationTimeout     time.Duration // initial.broker.registration.timeout.ms
 	MetricsAddress                       string        // keel.metrics.address
 	LogWritebackBytes                    int64         // keel.log.writeback.bytes
+	LogDropBehindBytes                   int64         // keel.log.cache.drop.behind.bytes
 	LogDeleteBytesPerSecond              int64         // keel.log.delete.max.bytes.per.second
 	ControllerListenerNames              []string      // controller.listener.names
 	Listeners                            string        // listeners
@@ -297,6 +298,8 @@ func configKeys(c *Config) map[string]configKey {
 			"host:port where http://host:port/metrics serves Kafka's broker metrics in Prometheus's format (Keel's own key; empty: not served)"},
 		"keel.log.writeback.bytes": {"1048576", i64(&c.LogWritebackBytes),
 			"a partition's appended bytes are handed to the kernel's writeback each time this many have accumulated, so that dirty pages never pile up into a writeback burst that stalls produce (Keel's own key; it neither waits nor fsyncs: log.flush.* decide durability; 0: left to the kernel, as Kafka does)"},
+		"keel.log.cache.drop.behind.bytes": {"0", i64(&c.LogDropBehindBytes),
+			"with keel.log.writeback.bytes, each hand-over to writeback also drops from the page cache a partition's segment pages further than this many bytes behind it, so that the cache reuses its own pages instead of growing: for VMs whose hypervisor takes back free guest memory (free page reporting, ballooning), where writing into memory the cache has not used for seconds costs a host fault a page; consumers and followers further behind read from disk (Keel's own key; 0: pages stay cached, as in Kafka)"},
 		"keel.log.delete.max.bytes.per.second": {"536870912", i64(&c.LogDeleteBytesPerSecond),
 			"how fast the files of deleted segments (retention, DeleteRecords) and deleted partitions are removed, a 16 MiB step at a time, off the partition's lock: a large file unlinked at once stalls the writes of other partitions (Keel's own key; Kafka unlinks at once; 0: at once, unpaced)"},
 		"delegation.token.secret.key": {"", func(c *Config, v string) error {
@@ -1153,6 +1156,9 @@ func (c *Config) validate() error {
 	}
 	if c.LogDeleteBytesPerSecond < 0 {
 		return fmt.Errorf("keel.log.delete.max.bytes.per.second must be >= 0, got %d", c.LogDeleteBytesPerSecond)
+	}
+	if c.LogDropBehindBytes < 0 {
+		return fmt.Errorf("keel.log.cache.drop.behind.bytes must be >= 0, got %d", c.LogDropBehindBytes)
 	}
 	if c.LogWritebackBytes < 0 {
 		return fmt.Errorf("keel.log.writeback.bytes must be >= 0, got %d", c.LogWritebackBytes)

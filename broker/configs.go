@@ -121,14 +121,19 @@ func (b *Broker) updateBrokerConfigs(img *metadata.Image) {
 	b.updateNumReplicaFetchers(img)
 }
 
-// updateWritebackBytes takes keel.log.writeback.bytes from the image
-// (this broker's dynamic config, else the cluster-wide one, else
-// server.properties) into the log manager, whose logs use it from their
-// next append (storage/writeback.go). applyMu is held.
+// updateWritebackBytes takes keel.log.writeback.bytes and
+// keel.log.cache.drop.behind.bytes from the image (this broker's dynamic
+// config, else the cluster-wide one, else server.properties) into the log
+// manager, whose logs use them from their next append
+// (storage/writeback.go). applyMu is held.
 func (b *Broker) updateWritebackBytes(img *metadata.Image) {
 	if n := b.dynamicBrokerInt(img, "keel.log.writeback.bytes", b.cfg.LogWritebackBytes, 0); b.logs.WritebackBytes() != n {
 		b.logs.SetWritebackBytes(n)
 		b.log.Info("log writeback", "config", "keel.log.writeback.bytes", "bytes", n)
+	}
+	if n := b.dynamicBrokerInt(img, "keel.log.cache.drop.behind.bytes", b.cfg.LogDropBehindBytes, 0); b.logs.DropBehindBytes() != n {
+		b.logs.SetDropBehindBytes(n)
+		b.log.Info("log page cache drop-behind", "config", "keel.log.cache.drop.behind.bytes", "bytes", n)
 	}
 }
 

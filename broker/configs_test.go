@@ -674,6 +674,34 @@ func TestWritebackBytesDynamic(t *testing.T) {
 	check("both deleted", 2<<20, kmsg.ConfigSourceStaticBrokerConfig)
 }
 
+// keel.log.cache.drop.behind.bytes: server.properties', then the
+// cluster-wide dynamic value; a negative one is INVALID_CONFIG.
+func TestDropBehindBytesDynamic(t *testing.T) {
+	c := newTestCluster(t, withConfig("keel.log.cache.drop.behind.bytes=8388608"))
+	adm := c.admin()
+	ctx := testCtx(t)
+	check := func(what string, want int64, source kmsg.ConfigSource) {
+		t.Helper()
+		waitFor(t, what, 10*time.Second, func() bool { return c.broker.logs.DropBehindBytes() == want })
+		cfg := findConfig(t, describeOwnBrokerConfigs(ctx, t, adm), "keel.log.cache.drop.behind.bytes")
+		if cfg.MaybeValue() != strconv.FormatInt(want, 10) || cfg.Source != source {
+			t.Fatalf("%s: described %s (%v), want %d (%v)", what, cfg.MaybeValue(), cfg.Source, want, source)
+		}
+	}
+	check("server.properties", 8<<20, kmsg.ConfigSourceStaticBrokerConfig)
+	if err := alterBrokerConfig(ctx, t, adm, "keel.log.cache.drop.behind.bytes", kmsgStr("67108864")); err != nil {
+		t.Fatal(err)
+	}
+	check("cluster-wide", 64<<20, kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+	if err := alterBrokerConfig(ctx, t, adm, "keel.log.cache.drop.behind.bytes", kmsgStr("-1"), testNodeID); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("keel.log.cache.drop.behind.bytes=-1: %v, want INVALID_CONFIG", err)
+	}
+	if err := alterBrokerConfig(ctx, t, adm, "keel.log.cache.drop.behind.bytes", nil); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", 8<<20, kmsg.ConfigSourceStaticBrokerConfig)
+}
+
 // keel.log.delete.max.bytes.per.second: server.properties', then
 // dynamic; 0 removes deleted files unpaced.
 func TestDeleteRateDynamic(t *testing.T) {

@@ -395,6 +395,7 @@ func (n *Node) start() (err error) {
 			CleanerDedupeBufferSize:         cfg.LogCleanerDedupeBufferSize,
 			CleanerIOMaxBytesPerSecond:      cfg.LogCleanerIOMaxBytesPerSec,
 			WritebackBytes:                  cfg.LogWritebackBytes,
+			DropBehindBytes:                 cfg.LogDropBehindBytes,
 			DeleteBytesPerSecond:            deleteBytesPerSecond(cfg.LogDeleteBytesPerSecond),
 			DeferMoves:                      true, // until reconcileStrayLogsLocked
 			InitialOfflineDirs:              slices.Collect(maps.Keys(unusable)),

@@ -58,7 +58,10 @@ import (
 //
 // Knobs: KEEL_BENCH_RECORDS (default 1,000,000), KEEL_BENCH_ROUNDS (3),
 // KEEL_BENCH_RATE_SECONDS (5), KEEL_BENCH_CLIENT_HEAP_MIB (clientHeap: the kgo
-// producers' process collects at a fixed heap size, as Kafka's perf tools do).
+// producers' process collects at a fixed heap size, as Kafka's perf tools do),
+// KEEL_BENCH_OVERRIDES (space-separated key=value broker configs for the
+// measured cluster, e.g. keel.log.cache.drop.behind.bytes=67108864; the
+// writeback-0 cluster keeps its one).
 func TestReplicationPerf(t *testing.T) {
 	if os.Getenv("KEEL_BENCH") == "" {
 		t.Skip("a load test: set KEEL_BENCH=1 (make bench) to run it")
@@ -67,7 +70,12 @@ func TestReplicationPerf(t *testing.T) {
 	rounds := envInt("KEEL_BENCH_ROUNDS", 3)
 	rateFor := time.Duration(envInt("KEEL_BENCH_RATE_SECONDS", 5)) * time.Second
 	clientHeap(t)
-	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}}, ProcessOptions{})
+	overrides := strings.Fields(os.Getenv("KEEL_BENCH_OVERRIDES"))
+	if len(overrides) > 0 {
+		t.Logf("the measured cluster runs with %s", strings.Join(overrides, " "))
+	}
+	c := StartProcessCluster(t, []NodeSpec{{1, "broker,controller"}, {2, "broker,controller"}, {3, "broker,controller"}},
+		ProcessOptions{Overrides: overrides})
 	fake, err := kfake.NewCluster(kfake.NumBrokers(3))
 	if err != nil {
 		t.Fatal(err)

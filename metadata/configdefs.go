@@ -247,6 +247,7 @@ var brokerDynamicConfigDefs = func() map[string]*ConfigDef {
 	defs := []ConfigDef{
 		{Name: "background.threads", Type: ConfigInt, Default: "10", check: atLeast(1)},
 		{Name: "follower.replication.throttled.rate", Type: ConfigLong, Default: maxLong, check: atLeast(0)},
+		{Name: "keel.log.cache.drop.behind.bytes", Type: ConfigLong, Default: "0", check: atLeast(0)},
 		{Name: "keel.log.delete.max.bytes.per.second", Type: ConfigLong, Default: "536870912", check: atLeast(0)},
 		{Name: "keel.log.writeback.bytes", Type: ConfigLong, Default: "1048576", check: atLeast(0)},
 		{Name: "leader.replication.throttled.rate", Type: ConfigLong, Default: maxLong, check: atLeast(0)},

@@ -78,10 +78,10 @@ func BenchmarkAppend(b *testing.B) {
 	// once per log up front. AppendValidated rewrites only the base offset
 	// and leader epoch (outside the CRC), so the token stays valid as the
 	// same buffer is appended again and again.
-	appendOnly := func(b *testing.B, writeback int64, preallocate bool) {
+	appendOnly := func(b *testing.B, writeback int64, preallocate bool, dropBehind int64) {
 		var v ValidatedBatches
 		var validatedFor *Log
-		benchAppendLoop(b, batch, openBenchLogWith(b, writeback, preallocate, func(l *Log, buf []byte) error {
+		benchAppendLoop(b, batch, openBenchLogWith(b, writeback, preallocate, dropBehind, func(l *Log, buf []byte) error {
 			if validatedFor != l {
 				var err error
 				if v, err = l.ValidateProduce(buf, false); err != nil {
@@ -93,14 +93,20 @@ func BenchmarkAppend(b *testing.B) {
 			return err
 		}))
 	}
-	b.Run("log-append-only", func(b *testing.B) { appendOnly(b, 0, false) })
+	b.Run("log-append-only", func(b *testing.B) { appendOnly(b, 0, false, 0) })
 	// ...into a segment preallocated (preallocate=true): the writes fill
 	// reserved blocks instead of growing the file.
-	b.Run("log-append-only-preallocated", func(b *testing.B) { appendOnly(b, 0, true) })
+	b.Run("log-append-only-preallocated", func(b *testing.B) { appendOnly(b, 0, true, 0) })
 	// ...handing every MiB to the kernel's writeback (keel.log.writeback.bytes,
 	// the broker's default): the cost moves from the kernel's flusher
 	// threads into the appender.
-	b.Run("log-append-only-writeback-1MiB", func(b *testing.B) { appendOnly(b, 1<<20, false) })
+	b.Run("log-append-only-writeback-1MiB", func(b *testing.B) { appendOnly(b, 1<<20, false, 0) })
+	// ...and dropping the pages 64 MiB behind from the page cache
+	// (keel.log.cache.drop.behind.bytes): past the first 64 MiB, appends
+	// write into pages the cache just gave back instead of new ones. Run
+	// it for a GiB (-benchtime 65536x) to see what that is worth on a VM
+	// whose host takes back free guest memory.
+	b.Run("log-append-only-writeback-1MiB-drop-behind-64MiB", func(b *testing.B) { appendOnly(b, 1<<20, false, 64<<20) })
 	b.Run("os-file-write-baseline", func(b *testing.B) { benchFileWriteBaseline(b, batch) })
 }
 
@@ -257,18 +263,18 @@ func BenchmarkRead(b *testing.B) {
 // openBenchLog returns an opener for benchAppendLoop: a fresh log (the
 // previous one removed), appended to through appendFn.
 func openBenchLog(b *testing.B, appendFn func(*Log, []byte) error) func() (func([]byte) error, func()) {
-	return openBenchLogWith(b, 0, false, appendFn)
+	return openBenchLogWith(b, 0, false, 0, appendFn)
 }
 
 // openBenchLogWith is openBenchLog with OpenOptions.WritebackBytes.
-func openBenchLogWith(b *testing.B, writeback int64, preallocate bool, appendFn func(*Log, []byte) error) func() (func([]byte) error, func()) {
+func openBenchLogWith(b *testing.B, writeback int64, preallocate bool, dropBehind int64, appendFn func(*Log, []byte) error) func() (func([]byte) error, func()) {
 	cfg := DefaultLogConfig()
 	cfg.SegmentBytes = benchRotateBytes + 1<<20 // never rolls inside the timer
 	cfg.Preallocate = preallocate
 	return func() (func([]byte) error, func()) {
 		dir := filepath.Join(benchDir(b), "bench-0")
 		os.RemoveAll(dir)
-		l, err := OpenLog(dir, OpenOptions{Config: cfg, WritebackBytes: writeback})
+		l, err := OpenLog(dir, OpenOptions{Config: cfg, WritebackBytes: writeback, DropBehindBytes: dropBehind})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -40,7 +40,11 @@ type OpenOptions struct {
 	// for it, and without fsync); 0 leaves it to the kernel's own
 	// writeback (writeback.go).
 	WritebackBytes int64
-	Logger         hclog.Logger
+	// DropBehindBytes, with WritebackBytes, has each hand-over also drop
+	// from the page cache the segment's pages more than this many bytes
+	// behind the last hand-over (writeback.go); 0 keeps them cached.
+	DropBehindBytes int64
+	Logger          hclog.Logger
 	// Now is the clock (tests substitute it); time.Now when nil.
 	Now func() time.Time
 	// logDir is the failure state of the log dir (set by the Manager;
@@ -52,6 +56,9 @@ type OpenOptions struct {
 	// then ignored).
 	writebackQueue *writebackQueue
 	writebackEvery *atomic.Int64
+	// dropBehind is the Manager's keel.log.cache.drop.behind.bytes, which
+	// Manager.SetDropBehindBytes changes (DropBehindBytes is then ignored).
+	dropBehind *atomic.Int64
 	// deleter is the Manager's (deleter.go): it removes the files of
 	// deleted segments (nil: at once, in reapDeleted).
 	deleter *fileDeleter
@@ -152,6 +159,9 @@ type Log struct {
 	// run in the appender).
 	writebackBytes *atomic.Int64
 	writebackQueue *writebackQueue
+	// dropBehind is OpenOptions.DropBehindBytes, or the Manager's shared
+	// setting.
+	dropBehind *atomic.Int64
 	// deleter removes deleted segments' log files (nil: at once).
 	deleter *fileDeleter
 
@@ -254,6 +264,7 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 		txns:           newTxnState(),
 		writebackBytes: opts.writebackEvery,
 		writebackQueue: opts.writebackQueue,
+		dropBehind:     opts.dropBehind,
 		deleter:        opts.deleter,
 	}
 	l.dir.Store(&dir)
@@ -261,6 +272,10 @@ func OpenLog(dir string, opts OpenOptions) (*Log, error) {
 	if l.writebackBytes == nil {
 		l.writebackBytes = new(atomic.Int64)
 		l.writebackBytes.Store(opts.WritebackBytes)
+	}
+	if l.dropBehind == nil {
+		l.dropBehind = new(atomic.Int64)
+		l.dropBehind.Store(opts.DropBehindBytes)
 	}
 	l.loadTopicID()
 	if err := l.load(opts); err != nil {
@@ -824,7 +839,7 @@ func (l *Log) appendLocked(batches []byte, info AppendInfo, sync, deferFlush boo
 	if err := l.active().append(batches); err != nil {
 		return fmt.Errorf("append to %s: %w", l.tp, err)
 	}
-	*wb = l.active().writeback(l.writebackBytes.Load())
+	*wb = l.active().writeback(l.writebackBytes.Load(), l.dropBehind.Load())
 	l.reportIndexFault(l.active())
 	l.unflushedMessages += int64(info.Records)
 	if sync || (!deferFlush && l.unflushedMessages >= l.cfg.FlushMessages) {

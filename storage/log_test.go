@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/keelstream/keel/network/record"
 )
@@ -534,6 +536,82 @@ func TestLogSurvivesIndexReadFault(t *testing.T) {
 	checkLogInvariants(t, l)
 }
 
+// With DropBehindBytes, each hand-over to writeback also drops the
+// segment's clean pages more than that many bytes behind it from the page
+// cache (keel.log.cache.drop.behind.bytes), and the tail stays cached;
+// without it, every appended page stays cached.
+func TestDropBehindKeepsOnlyTheTailCached(t *testing.T) {
+	const every, behind = 64 << 10, 512 << 10
+	cached := func(l *Log) (head, tail float64) {
+		t.Helper()
+		s := l.active()
+		dir := filepath.Dir(s.logPath())
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+			t.Skip("the page cache is tmpfs's storage here: nothing can be dropped from it")
+		}
+		m, err := unix.Mmap(int(s.file.Fd()), 0, int(s.size), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(m)
+		vec := make([]byte, (len(m)+writebackPage-1)/writebackPage)
+		if err := mincore(m, vec); err != nil {
+			t.Fatal(err)
+		}
+		// The head: the pages before the last hand-over's drop point; the
+		// tail: the last behind bytes.
+		headPages := int(s.writebackFrom-2*behind) / writebackPage
+		tailFrom := int(s.size-behind) / writebackPage
+		var h, tl int
+		for i, v := range vec {
+			switch {
+			case i < headPages && v&1 != 0:
+				h++
+			case i >= tailFrom && v&1 != 0:
+				tl++
+			}
+		}
+		return float64(h) / float64(headPages), float64(tl) / float64(len(vec)-tailFrom)
+	}
+	fill := func(l *Log) {
+		t.Helper()
+		for i := range 1500 { // ~4.5 MiB
+			appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 3), 1000+i%7), 0)
+		}
+		// Every page clean, then more hand-overs: they drop what they may.
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			appendOK(t, l, buildBatch(t, record.CompressionNone, tsRange(testEpochMs, 3), 1000+i%7), 0)
+		}
+	}
+
+	l := openTestLog(t, partitionDir(t), OpenOptions{WritebackBytes: every, DropBehindBytes: behind})
+	fill(l)
+	if head, tail := cached(l); head > 0.01 || tail < 0.99 {
+		t.Fatalf("with drop-behind: %.0f%% of the head's pages cached (want none), %.0f%% of the last %d bytes' (want all)",
+			100*head, 100*tail, behind)
+	}
+
+	keep := openTestLog(t, partitionDir(t), OpenOptions{WritebackBytes: every})
+	fill(keep)
+	if head, tail := cached(keep); head < 0.99 || tail < 0.99 {
+		t.Fatalf("without drop-behind: %.0f%% of the head's pages and %.0f%% of the tail's cached (want all)", 100*head, 100*tail)
+	}
+}
+
+// mincore reports which pages of the mapping b are in the page cache (bit 0
+// of each of vec's bytes); x/sys/unix has no wrapper for it on Linux.
+func mincore(b, vec []byte) error {
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 // Appends hand their whole pages to the kernel's writeback once
 // WritebackBytes of them have accumulated in the active segment, keeping
 // the page still being appended to; a truncation takes the mark back.
@@ -555,13 +633,13 @@ func TestAppendStartsWriteback(t *testing.T) {
 		t.Fatalf("no pages were handed to writeback (%d hand-overs)", l.active().writebacks.Load())
 	}
 	s := l.active()
-	if err := s.writeback(1).start(); err != nil {
+	if err := s.writeback(1, 0).start(); err != nil {
 		t.Fatalf("sync_file_range on this file system: %v", err)
 	}
 	if err := l.TruncateTo(1); err != nil {
 		t.Fatal(err)
 	}
-	if wb := s.writeback(every); wb.n != 0 || s.writebackFrom > s.size {
+	if wb := s.writeback(every, 0); wb.n != 0 || s.writebackFrom > s.size {
 		t.Fatalf("after truncating to %d bytes, writeback starts at %d (%+v)", s.size, s.writebackFrom, wb)
 	}
 	// A segment closed before the appender hands its pages over: nothing

@@ -328,6 +328,7 @@ func (m *Manager) openOptions(dir string, cfg LogConfig, o OpenOptions) OpenOpti
 	o.Config = cfg
 	o.writebackQueue = m.writeback
 	o.writebackEvery = &m.writebackBytes
+	o.dropBehind = &m.dropBehindBytes
 	o.deleter = m.deleter
 	o.Logger = m.cfg.Logger
 	o.Now = m.cfg.Now

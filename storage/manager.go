@@ -85,6 +85,10 @@ type ManagerConfig struct {
 	// WritebackBytes is keel.log.writeback.bytes at start: each log's
 	// OpenOptions.WritebackBytes, until SetWritebackBytes changes it.
 	WritebackBytes int64
+	// DropBehindBytes is keel.log.cache.drop.behind.bytes at start: each
+	// log's OpenOptions.DropBehindBytes, until SetDropBehindBytes changes
+	// it.
+	DropBehindBytes int64
 	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size at start:
 	// the memory of the passes' offset maps (128 MiB), divided between
 	// the CleanerThreads, until SetCleanerDedupeBufferSize changes it.
@@ -137,8 +141,9 @@ type Manager struct {
 	// writeback hands the logs' appended pages to the kernel
 	// (writeback.go), every writebackBytes of a segment (shared by the
 	// logs: SetWritebackBytes).
-	writeback      *writebackQueue
-	writebackBytes atomic.Int64
+	writeback       *writebackQueue
+	writebackBytes  atomic.Int64
+	dropBehindBytes atomic.Int64 // keel.log.cache.drop.behind.bytes (writeback.go)
 	// deleter removes deleted segments and partitions at a bounded rate
 	// (deleter.go).
 	deleter *fileDeleter
@@ -229,6 +234,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	m.writeback = newWritebackQueue(m.stop)
 	m.deleter = newFileDeleter(m.stop, cfg.DeleteBytesPerSecond, m.logger)
 	m.writebackBytes.Store(cfg.WritebackBytes)
+	m.dropBehindBytes.Store(cfg.DropBehindBytes)
 	m.brokerEpoch.Store(-1)
 	m.cleanerIORate.Store(math.Float64bits(cfg.CleanerIOMaxBytesPerSecond))
 	for _, dir := range cfg.LogDirs {
@@ -826,6 +832,14 @@ func (m *Manager) DeleteBytesPerSecond() int64 { return m.deleter.rate.Load() }
 
 // WritebackBytes is the current keel.log.writeback.bytes.
 func (m *Manager) WritebackBytes() int64 { return m.writebackBytes.Load() }
+
+// SetDropBehindBytes changes keel.log.cache.drop.behind.bytes for every
+// log of the Manager, open or opened later, from its next hand-over to
+// writeback; 0 keeps the appended pages cached (writeback.go).
+func (m *Manager) SetDropBehindBytes(n int64) { m.dropBehindBytes.Store(max(n, 0)) }
+
+// DropBehindBytes is the current keel.log.cache.drop.behind.bytes.
+func (m *Manager) DropBehindBytes() int64 { return m.dropBehindBytes.Load() }
 
 // Close stops the background work, flushes every log, writes the
 // checkpoints and the clean-shutdown marker, closes the logs and releases

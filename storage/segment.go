@@ -334,14 +334,20 @@ func (s *segment) append(batches []byte) error {
 // once they are at least every bytes, for the appender to hand to the
 // kernel's writeback (writeback.go), and the zero writeback otherwise. The
 // page being appended to is left out, so that it is not written twice.
-// The Log's lock is held.
-func (s *segment) writeback(every int64) writeback {
+// With dropBehind, the hand-over also drops from the page cache the
+// segment's pages from its start to dropBehind bytes before the pages
+// handed over: an earlier hand-over sent those to disk. The Log's lock is
+// held.
+func (s *segment) writeback(every, dropBehind int64) writeback {
 	end := s.size &^ (writebackPage - 1)
 	s.writebackFrom = min(s.writebackFrom, end) // truncated meanwhile
 	if every <= 0 || end-s.writebackFrom < every {
 		return writeback{}
 	}
 	wb := writeback{file: s.file, from: s.writebackFrom, n: end - s.writebackFrom, started: &s.writebacks}
+	if dropBehind > 0 {
+		wb.dropTo = max((s.writebackFrom-dropBehind)&^(writebackPage-1), 0)
+	}
 	s.writebackFrom = end
 	return wb
 }

@@ -42,7 +42,11 @@ func serverCommand() *cli.Command {
 			"pages never pile up into a writeback burst of GBs that stalls produce. It does not wait\n" +
 			"and fsyncs nothing: durability is replication's and log.flush.interval.messages'. It is a\n" +
 			"dynamic broker config too: keel configs alter --entity-type brokers --entity-default\n" +
-			"--add-config keel.log.writeback.bytes=4194304 (or --entity-name N for one broker).\n\n" +
+			"--add-config keel.log.writeback.bytes=4194304 (or --entity-name N for one broker).\n" +
+			"On a VM whose host takes back free guest memory (/sys/module/page_reporting exists),\n" +
+			"keel.log.cache.drop.behind.bytes=67108864 also drops each partition's pages 64 MiB behind\n" +
+			"its end from the page cache, so that appends reuse them instead of faulting in new memory\n" +
+			"(default 0: kept, as in Kafka; readers further behind then read from disk).\n\n" +
 			"Deletion: the files of deleted segments (retention) and deleted partitions are removed\n" +
 			"16 MiB at a time, at most keel.log.delete.max.bytes.per.second (512 MiB/s; 0: unpaced),\n" +
 			"off the partition's lock: a large file unlinked at once stalls other partitions' writes.\n\n" +
