@@ -37,13 +37,15 @@ test-long: vet
 # process under a kgo producer and consumer next to franz-go's kfake
 # (integration/bench_test.go: a table of records/s, MB/s, latencies, ratios;
 # about 4 minutes each for the kfake comparison and the replication table,
-# 6 for the produce latency while a large topic is deleted;
+# 6 for Jay Kreps's 2014 producer command lines on two 3-node clusters (with
+# and without keel.log.cache.drop.behind.bytes), 6 for the produce latency
+# while a large topic is deleted;
 # KEEL_BENCH_* variables tune them). With KEEL_JAVA_CLASSPATH set
 # (kafka-clients, see integration/java_test.go), the replication table with
 # the Java producer too.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
-	KEEL_BENCH=1 $(GO) test -run '^(TestKeelPerfAgainstKfake|TestReplicationPerf|TestJavaReplicationPerf|TestDeletionStallPerf)$$' -count=1 -v -timeout 60m ./integration/
+	KEEL_BENCH=1 $(GO) test -run '^(TestKeelPerfAgainstKfake|TestReplicationPerf|TestKreps2014Perf|TestJavaReplicationPerf|TestDeletionStallPerf)$$' -count=1 -v -timeout 60m ./integration/
 
 # A short run of every fuzz target (FUZZTIME each).
 fuzz:

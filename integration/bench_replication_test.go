@@ -308,9 +308,17 @@ var perfTestLine = regexp.MustCompile(`records sent, ([\d.]+) records/sec .* ([\
 // (the Java producer's).
 func keelPerfProduce(ctx context.Context, t *testing.T, seeds []string, topic, acks string, records int, throughput float64) perfTestRun {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, Binary(t), "perf", "produce", "--bootstrap-server", strings.Join(seeds, ","),
+	return keelPerfProduceProps(ctx, t, seeds, topic, records, throughput, "acks="+acks)
+}
+
+// keelPerfProduceProps is keelPerfProduce with the producer properties
+// given (--producer-props, as kafka-producer-perf-test takes them).
+func keelPerfProduceProps(ctx context.Context, t *testing.T, seeds []string, topic string, records int, throughput float64, props ...string) perfTestRun {
+	t.Helper()
+	args := []string{"perf", "produce", "--bootstrap-server", strings.Join(seeds, ","),
 		"--topic", topic, "--num-records", strconv.Itoa(records), "--record-size", "100",
-		"--throughput", strconv.Itoa(int(throughput)), "--producer-props", "acks="+acks, "--reporting-interval", "3600000")
+		"--throughput", strconv.Itoa(int(throughput)), "--reporting-interval", "3600000", "--producer-props"}
+	cmd := exec.CommandContext(ctx, Binary(t), append(args, props...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
