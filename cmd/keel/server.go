@@ -43,10 +43,11 @@ func serverCommand() *cli.Command {
 			"and fsyncs nothing: durability is replication's and log.flush.interval.messages'. It is a\n" +
 			"dynamic broker config too: keel configs alter --entity-type brokers --entity-default\n" +
 			"--add-config keel.log.writeback.bytes=4194304 (or --entity-name N for one broker).\n" +
-			"On a VM whose host takes back free guest memory (/sys/module/page_reporting exists),\n" +
-			"keel.log.cache.drop.behind.bytes=67108864 also drops each partition's pages 64 MiB behind\n" +
-			"its end from the page cache, so that appends reuse them instead of faulting in new memory\n" +
-			"(default 0: kept, as in Kafka; readers further behind then read from disk).\n\n" +
+			"On a VM whose host takes back free guest memory (virtio free page reporting; the server\n" +
+			"logs a hint at start when it finds it), keel.log.cache.drop.behind.bytes=67108864 also\n" +
+			"drops each partition's pages 64 MiB behind its end from the page cache, so that appends\n" +
+			"reuse them instead of faulting in new memory (default 0: kept, as in Kafka; readers\n" +
+			"further behind then read from disk).\n\n" +
 			"Deletion: the files of deleted segments (retention) and deleted partitions are removed\n" +
 			"16 MiB at a time, at most keel.log.delete.max.bytes.per.second (512 MiB/s; 0: unpaced),\n" +
 			"off the partition's lock: a large file unlinked at once stalls other partitions' writes.\n\n" +
@@ -129,6 +130,11 @@ func serverCommand() *cli.Command {
 			} else if limit < 100_000 {
 				logger.Warn("the open file limit is low for a broker (Kafka recommends 100000 or more): each partition holds a file open",
 					"limit", limit)
+			}
+			if cfg.LogDropBehindBytes == 0 && freePageReporting(sysVirtioDevices) {
+				logger.Info("this VM hands the memory it leaves free back to its host (virtio free page reporting): "+
+					"a growing page cache pays a host fault for each new page; keel.log.cache.drop.behind.bytes=67108864 "+
+					"keeps it reusing its own pages (README, Storage on disk, Page cache)", "devices", sysVirtioDevices)
 			}
 			if startGCFloor(gcFloorBytes) {
 				logger.Debug("garbage collector: heap goal kept at or above 64 MiB (set GOGC to choose yourself)")
