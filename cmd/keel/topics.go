@@ -263,7 +263,10 @@ func topicsDescribe(c *cli.Context) error {
 			}
 			return nil
 		}
-		tms = slices.DeleteFunc(tms, func(tm *client.TopicMetadata) bool { return !slices.Contains(matched, tm.Topic) })
+		tms = slices.DeleteFunc(tms, func(tm *client.TopicMetadata) bool {
+			_, found := slices.BinarySearch(matched, tm.Topic) // matchTopics sorts
+			return !found
+		})
 	}
 	var found []*client.TopicMetadata
 	for _, tm := range tms {
