@@ -37,9 +37,11 @@ package broker
 //     ip-connection-accept-throttle-time; the Acceptor's
 //     AcceptorBlockedPercent count.
 //   - RequestMetrics: Requests per API (request="FetchConsumer" and
-//     "FetchFollower" for Fetch, as Kafka splits it) and TotalTimeMs as a
-//     Prometheus histogram, from a request's arrival to its response being
-//     ready (Kafka's also includes the send).
+//     "FetchFollower" for Fetch, as Kafka splits it), counted once the
+//     response is sent, and as Prometheus histograms Kafka's times: from a
+//     request's arrival to its response sent (TotalTimeMs), and the stages
+//     that add up to it (RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs,
+//     ResponseQueueTimeMs, ResponseSendTimeMs).
 //   - KafkaController gauges on controllers (the image-derived ones only on
 //     the active controller, 0 elsewhere, as in Kafka, so that summing over
 //     the cluster counts once); raft-metrics; the process's.
@@ -223,19 +225,58 @@ const (
 	requestKindFetchFollower = maxRequestKey + 1
 )
 
+// requestTime is one of Kafka's RequestMetrics times: a stage of a
+// request's way through the broker, between two of network.RequestTimes.
+type requestTime int
+
+const (
+	// totalTime is arrival (the request read) to the response sent
+	// (TotalTimeMs), the sum of the others; its count is RequestsPerSec.
+	totalTime requestTime = iota
+	// requestQueueTime is arrival to the handler (RequestQueueTimeMs).
+	// Keel decodes and handles a request on its connection's reader at
+	// once, so this is the decode; a request behind an earlier one of its
+	// connection waits unread in the socket (as in Kafka, which mutes the
+	// connection while a request is in flight) and is not counted.
+	requestQueueTime
+	// localTime is the handler's own work (LocalTimeMs): for a produce,
+	// validating and appending on the leader.
+	localTime
+	// remoteTime is the wait after the handler for others (RemoteTimeMs):
+	// followers for acks=all, more bytes for a long-poll fetch, a group's
+	// rebalance, the metadata quorum for a controller's request.
+	remoteTime
+	// responseQueueTime is the ready response waiting for the connection's
+	// writer (ResponseQueueTimeMs): behind an earlier response of its
+	// connection, or for the writer to wake.
+	responseQueueTime
+	// responseSendTime is encoding and writing the response
+	// (ResponseSendTimeMs) until its last byte is in the socket: a long
+	// one when the client reads slowly.
+	responseSendTime
+	numRequestTimes
+)
+
+// requestTimeNames are the MBean names of the request times, in order.
+var requestTimeNames = [numRequestTimes]string{
+	"TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseQueueTimeMs", "ResponseSendTimeMs",
+}
+
 // RequestMetrics is Kafka's RequestMetrics: how many requests of each API
-// and how long they took. Observe is network.Config.RequestDone.
+// and how long each stage took. Observe is network.Config.RequestDone.
 //
 // Concurrency: safe for concurrent use; Observe never blocks.
 type RequestMetrics struct {
-	kinds [requestKindFetchFollower + 1]histogram // TotalTimeMs; its count is Requests
+	kinds [requestKindFetchFollower + 1][numRequestTimes]histogram
 }
 
 // NewRequestMetrics returns empty request metrics.
 func NewRequestMetrics() *RequestMetrics { return &RequestMetrics{} }
 
-// Observe counts req, whose response was ready took after it arrived.
-func (rm *RequestMetrics) Observe(req *network.Request, took time.Duration) {
+// Observe counts req, which passed the server's stages at t. A request
+// with no response (acks=0) spends no time in the response queue or
+// sending, and its total ends when it was handled.
+func (rm *RequestMetrics) Observe(req *network.Request, t network.RequestTimes) {
 	kind := int(req.Header.APIKey)
 	if kind < 0 || kind > maxRequestKey {
 		return
@@ -243,7 +284,17 @@ func (rm *RequestMetrics) Observe(req *network.Request, took time.Duration) {
 	if f, ok := req.Msg.(*kmsg.FetchRequest); ok && fetchFromFollower(f) {
 		kind = requestKindFetchFollower
 	}
-	rm.kinds[kind].observe(took)
+	h := &rm.kinds[kind]
+	end := t.Sent
+	if t.NoResponse {
+		end, t.Sending, t.Sent = t.Completed, t.Completed, t.Completed
+	}
+	h[totalTime].observe(end)
+	h[requestQueueTime].observe(t.Started)
+	h[localTime].observe(t.Handled - t.Started)
+	h[remoteTime].observe(t.Completed - t.Handled)
+	h[responseQueueTime].observe(t.Sending - t.Completed)
+	h[responseSendTime].observe(t.Sent - t.Sending)
 }
 
 // fetchFromFollower reports whether a fetch comes from a follower replica.
@@ -270,19 +321,31 @@ var kafkaNames = strings.NewReplacer("IDs", "Ids", "ID", "Id", "ISR", "Isr", "SA
 
 // write writes the request series.
 func (rm *RequestMetrics) write(w *promWriter) {
-	w.family("kafka_network_requestmetrics_requests_total", "counter", "Requests received, by API (Kafka's RequestsPerSec).")
+	w.family("kafka_network_requestmetrics_requests_total", "counter", "Requests served, by API (Kafka's RequestsPerSec).")
 	for kind := range rm.kinds {
-		if n := rm.kinds[kind].count(); n > 0 {
+		if n := rm.kinds[kind][totalTime].count(); n > 0 {
 			w.sample("kafka_network_requestmetrics_requests_total", float64(n), "request", requestName(kind))
 		}
 	}
-	const name = "kafka_network_requestmetrics_totaltimems"
-	w.family(name, "histogram", "Milliseconds from a request's arrival until its response is ready, by API (Kafka's TotalTimeMs).")
-	for kind := range rm.kinds {
-		if rm.kinds[kind].count() > 0 {
-			rm.kinds[kind].write(w, name, "request", requestName(kind))
+	for rt := range numRequestTimes {
+		name := "kafka_network_requestmetrics_" + strings.ToLower(requestTimeNames[rt])
+		w.family(name, "histogram", requestTimeHelp[rt])
+		for kind := range rm.kinds {
+			if rm.kinds[kind][rt].count() > 0 {
+				rm.kinds[kind][rt].write(w, name, "request", requestName(kind))
+			}
 		}
 	}
+}
+
+// requestTimeHelp are the request times' HELP lines.
+var requestTimeHelp = [numRequestTimes]string{
+	"Milliseconds from a request's arrival until its response was sent, by API (Kafka's TotalTimeMs).",
+	"Milliseconds from a request's arrival until its handler started (decoding it), by API (Kafka's RequestQueueTimeMs).",
+	"Milliseconds of a request's handler, by API (Kafka's LocalTimeMs).",
+	"Milliseconds a request waited after its handler, for followers, data or a rebalance, by API (Kafka's RemoteTimeMs).",
+	"Milliseconds a ready response waited to be written, by API (Kafka's ResponseQueueTimeMs).",
+	"Milliseconds writing a response until its last byte was in the socket, by API (Kafka's ResponseSendTimeMs).",
 }
 
 // promWriter writes Prometheus's text exposition format (version 0.0.4).

@@ -47,10 +47,23 @@ func TestMetricsExpositionParses(t *testing.T) {
 		m.Version, m.ReplicaID = 11, replica
 		return &network.Request{Header: network.RequestHeader{APIKey: int16(kmsg.Fetch), APIVersion: 11}, Msg: m}
 	}
-	for _, d := range []time.Duration{100 * time.Microsecond, 3 * time.Millisecond, 3 * time.Millisecond, time.Minute} {
-		rm.Observe(fetch(-1), d)
+	// Each request's time: a tenth decoding, half the handler's, a fifth
+	// waiting for data, a tenth each queued and sent.
+	times := func(d time.Duration) network.RequestTimes {
+		rt := network.RequestTimes{Received: time.Now(), Started: d / 10}
+		rt.Handled = rt.Started + d/2
+		rt.Completed = rt.Handled + d/5
+		rt.Sending = rt.Completed + d/10
+		rt.Sent = rt.Sending + d/10
+		return rt
 	}
-	rm.Observe(fetch(2), 7*time.Millisecond)
+	for _, d := range []time.Duration{100 * time.Microsecond, 3 * time.Millisecond, 3 * time.Millisecond, time.Minute} {
+		rm.Observe(fetch(-1), times(d))
+	}
+	rm.Observe(fetch(2), times(7*time.Millisecond))
+	noResponse := times(time.Second)
+	noResponse.NoResponse, noResponse.Sending, noResponse.Sent = true, 0, 0
+	rm.Observe(&network.Request{Header: network.RequestHeader{APIKey: int16(kmsg.Produce), APIVersion: 9}, Msg: kmsg.NewPtrProduceRequest()}, noResponse)
 
 	var buf bytes.Buffer
 	bw := bufio.NewWriter(&buf)
@@ -77,8 +90,35 @@ func TestMetricsExpositionParses(t *testing.T) {
 	for _, m := range families["kafka_network_requestmetrics_requests_total"].GetMetric() {
 		byRequest[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 	}
-	if byRequest["FetchConsumer"] != 4 || byRequest["FetchFollower"] != 1 || len(byRequest) != 2 {
-		t.Errorf("requests %v, want 4 FetchConsumer and 1 FetchFollower", byRequest)
+	if byRequest["FetchConsumer"] != 4 || byRequest["FetchFollower"] != 1 || byRequest["Produce"] != 1 || len(byRequest) != 3 {
+		t.Errorf("requests %v, want 4 FetchConsumer, 1 FetchFollower, 1 Produce", byRequest)
+	}
+	// The stages' sums, per request kind: each its share of the total;
+	// the produce without a response ends when handled (0.9 s).
+	const consumerMs = 60000 + 6.1
+	for _, c := range []struct {
+		name              string
+		consumer, produce float64
+	}{
+		{"totaltimems", consumerMs, 800},
+		{"requestqueuetimems", consumerMs / 10, 100},
+		{"localtimems", consumerMs / 2, 500},
+		{"remotetimems", consumerMs / 5, 200},
+		{"responsequeuetimems", consumerMs / 10, 0},
+		{"responsesendtimems", consumerMs / 10, 0},
+	} {
+		sums := map[string]float64{}
+		counts := map[string]uint64{}
+		for _, m := range families["kafka_network_requestmetrics_"+c.name].GetMetric() {
+			sums[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleSum()
+			counts[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+		}
+		if math.Abs(sums["FetchConsumer"]-c.consumer) > 0.01 || math.Abs(sums["Produce"]-c.produce) > 0.01 {
+			t.Errorf("%s sums %v, want FetchConsumer %v and Produce %v", c.name, sums, c.consumer, c.produce)
+		}
+		if counts["FetchConsumer"] != 4 || counts["FetchFollower"] != 1 || counts["Produce"] != 1 {
+			t.Errorf("%s counts %v, want every request counted", c.name, counts)
+		}
 	}
 	for _, m := range families["kafka_network_requestmetrics_totaltimems"].GetMetric() {
 		if m.GetLabel()[0].GetValue() != "FetchConsumer" {
@@ -139,10 +179,12 @@ func BenchmarkRequestMetricsObserve(b *testing.B) {
 	m := kmsg.NewPtrFetchRequest()
 	m.Version, m.ReplicaID = 11, -1
 	req := &network.Request{Header: network.RequestHeader{APIKey: int16(kmsg.Fetch), APIVersion: 11}, Msg: m}
+	rt := network.RequestTimes{Received: time.Now(), Handled: time.Millisecond, Completed: 2 * time.Millisecond,
+		Sending: 2 * time.Millisecond, Sent: 3 * time.Millisecond}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			rm.Observe(req, 3*time.Millisecond)
+			rm.Observe(req, rt)
 		}
 	})
 }

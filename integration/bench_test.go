@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -93,7 +94,8 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 	if v := os.Getenv("KEEL_BENCH_BROKER_ENV"); v != "" {
 		env = strings.Fields(v)
 	}
-	keel := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}}, ProcessOptions{Env: env})
+	keel := StartProcessCluster(t, []NodeSpec{{ID: 1, Roles: "broker,controller"}},
+		ProcessOptions{Env: env, Overrides: []string{"keel.metrics.address=127.0.0.1:0"}})
 	t.Logf("keel process pid %d", keel.Pid(1)) // scripts/perf-broker.sh attaches here
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -103,7 +105,8 @@ func TestKeelPerfAgainstKfake(t *testing.T) {
 	fakeProc := startKfakeProcess(t, 1)
 	fakeProcTarget := &perfTarget{name: "kfake (process)", short: "kfake proc", seeds: fakeProc.addrs, pid: fakeProc.cmd.Process.Pid}
 	targets := []*perfTarget{
-		{name: "Keel (process)", short: "Keel", seeds: keel.BootstrapServers(), pid: keel.Pid(1), alsoVs: fakeProcTarget},
+		{name: "Keel (process)", short: "Keel", seeds: keel.BootstrapServers(), pid: keel.Pid(1), alsoVs: fakeProcTarget,
+			metrics: func() map[string]*dto.MetricFamily { return scrape(t, keel, 1) }},
 		{name: "kfake (in-process)", short: "kfake", seeds: fake.ListenAddrs(), reference: true},
 		fakeProcTarget,
 	}
@@ -303,7 +306,40 @@ type perfTarget struct {
 	pid       int         // the broker's process; 0 when it runs inside the test
 	reference bool        // kfake: the ratios' denominator
 	alsoVs    *perfTarget // a second denominator for this target's ratios
-	results   []perfResult
+	// metrics scrapes the broker's /metrics; nil for kfake.
+	metrics func() map[string]*dto.MetricFamily
+	results []perfResult
+}
+
+// produceStages are the broker's own RequestMetrics for Produce (sum ms
+// and count of TotalTimeMs, LocalTimeMs, ResponseQueueTimeMs,
+// ResponseSendTimeMs), NaN without metrics: how much of the client's
+// round trip the broker saw, and in which stage.
+type produceStages [4][2]float64
+
+var produceStageNames = [4]string{"totaltimems", "localtimems", "responsequeuetimems", "responsesendtimems"}
+
+func scrapeProduceStages(tg *perfTarget) (s produceStages) {
+	if tg.metrics == nil {
+		for i := range s {
+			s[i] = [2]float64{math.NaN(), math.NaN()}
+		}
+		return s
+	}
+	families := tg.metrics()
+	for i, name := range produceStageNames {
+		name = "kafka_network_requestmetrics_" + name
+		s[i] = [2]float64{sumSeries(families, name+"_sum", "request", "Produce"), sumSeries(families, name+"_count", "request", "Produce")}
+	}
+	return s
+}
+
+// meanMs is each stage's mean in ms between two scrapes.
+func (s produceStages) meanMs(since produceStages) (m [4]float64) {
+	for i := range s {
+		m[i] = (s[i][0] - since[i][0]) / (s[i][1] - since[i][1])
+	}
+	return m
 }
 
 type perfResult struct {
@@ -327,8 +363,9 @@ type perfResult struct {
 	// per consume pass: the kgo client's, which in-process brokers'
 	// heaps make rarer (the collector runs when the heap doubles).
 	produceGCs, consumeGCs float64
-	produceFaults          float64 // the test process's page faults in the produce phase
-	consumeFaults          float64 // the test process's page faults per consume pass
+	produceStages          [4]float64 // the broker's mean Produce times (produceStageNames), ms
+	produceFaults          float64    // the test process's page faults in the produce phase
+	consumeFaults          float64    // the test process's page faults per consume pass
 }
 
 func (r perfResult) produceRate() float64 { return float64(r.produced) / r.produceTime.Seconds() }
@@ -371,9 +408,11 @@ func runPerf(t *testing.T, tg *perfTarget, cfg perfConfig, round int) perfResult
 	cpu0, self0, gc0 := procCPU(tg.pid), procCPU(os.Getpid()), gcCycles()
 	busy0, _, all0 := machineCPU()
 	faults0 := selfPageFaults()
+	stages0 := scrapeProduceStages(tg)
 	start := time.Now()
 	produceN(ctx, t, prod, topic, value, cfg.records, lat)
 	r.produceTime = time.Since(start)
+	r.produceStages = scrapeProduceStages(tg).meanMs(stages0)
 	r.produceFaults = selfPageFaults() - faults0
 	cpu1, self1, gc1 := procCPU(tg.pid), procCPU(os.Getpid()), gcCycles()
 	busy1, _, all1 := machineCPU()
@@ -972,6 +1011,9 @@ func printPerfTable(cfg perfConfig, rounds int, targets []*perfTarget) {
 		{"produce: records per batch", func(r perfResult) float64 { return r.produceBatches.recordsPerBatch() }, num("%.0f"), false},
 		{"produce: requests", func(r perfResult) float64 { return float64(r.produceBatches.requests[0].Load()) }, num("%.0f"), false},
 		{"produce: request round trip ms (mean)", func(r perfResult) float64 { return float64(r.produceBatches.meanRoundTrip(0)) }, ms, false},
+		{"… broker's TotalTimeMs (mean)", func(r perfResult) float64 { return r.produceStages[0] }, num("%.2f"), false},
+		{"… of it LocalTimeMs (the handler)", func(r perfResult) float64 { return r.produceStages[1] }, num("%.2f"), false},
+		{"… ResponseQueueTimeMs + ResponseSendTimeMs", func(r perfResult) float64 { return r.produceStages[2] + r.produceStages[3] }, num("%.2f"), false},
 		{"consume records/s", perfResult.consumeRate, num("%.0f"), true},
 		{"consume MiB/s (values)", func(r perfResult) float64 { return r.consumeRate() * float64(cfg.valueSize) / mib }, num("%.1f"), false},
 		{"consume: records per batch", func(r perfResult) float64 { return r.consumeBatches.recordsPerBatch() }, num("%.0f"), false},

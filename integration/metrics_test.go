@@ -61,7 +61,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		var s float64
 		for _, id := range nodes {
 			families := scrape(t, c, id)
-			if families[name] == nil && families[strings.TrimSuffix(name, "_count")] == nil {
+			if families[name] == nil && families[strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_sum")] == nil {
 				t.Fatalf("node %d has no %s", id, name)
 			}
 			s += sumSeries(families, name, labels...)
@@ -137,8 +137,24 @@ func TestMetricsEndpoint(t *testing.T) {
 		if n := sum("kafka_network_requestmetrics_requests_total", "request", req); n <= 0 {
 			t.Errorf("no %s requests counted", req)
 		}
-		if n := sum("kafka_network_requestmetrics_totaltimems_count", "request", req); n <= 0 {
+		n := sum("kafka_network_requestmetrics_totaltimems_count", "request", req)
+		if n <= 0 {
 			t.Errorf("no %s request times", req)
+		}
+		// Kafka's stages of each request: every request in each (exactly
+		// for the requests that are over; each sum is a scrape of its own).
+		over := req == "Produce" || req == "CreateTopics"
+		for _, stage := range []string{"requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems"} {
+			if c := sum("kafka_network_requestmetrics_"+stage+"_count", "request", req); c <= 0 || over && c != n {
+				t.Errorf("%s: %v %s requests, %v in TotalTimeMs", stage, c, req, n)
+			}
+		}
+	}
+	// acks=all waited for the followers: remote time; a long-poll fetch
+	// waited for records.
+	for _, req := range []string{"Produce", "FetchFollower"} {
+		if ms := sum("kafka_network_requestmetrics_remotetimems_sum", "request", req); ms <= 0 {
+			t.Errorf("%s: no remote time (%v ms)", req, ms)
 		}
 	}
 
@@ -245,8 +261,10 @@ var anyLabels = []string{"*"}
 // for by that name.
 func sumSeries(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
 	family, suffix := name, ""
-	if base, ok := strings.CutSuffix(name, "_count"); ok && families[name] == nil {
-		family, suffix = base, "_count"
+	for _, sfx := range []string{"_count", "_sum"} {
+		if base, ok := strings.CutSuffix(name, sfx); ok && families[name] == nil {
+			family, suffix = base, sfx
+		}
 	}
 	f := families[family]
 	if f == nil {
@@ -260,6 +278,8 @@ func sumSeries(families map[string]*dto.MetricFamily, name string, labels ...str
 		switch {
 		case suffix == "_count" && m.Histogram != nil:
 			s += float64(m.Histogram.GetSampleCount())
+		case suffix == "_sum" && m.Histogram != nil:
+			s += m.Histogram.GetSampleSum()
 		case m.Counter != nil:
 			s += m.Counter.GetValue()
 		case m.Gauge != nil:

@@ -507,6 +507,7 @@ func (c *conn) dispatch(frame []byte) error {
 			return err
 		}
 	}
+	p.times.Started = time.Since(received)
 	switch {
 	case verdict == verdictUnsupportedApiVersions:
 		resp, ok := unsupportedApiVersionsResponse(c.versions)
@@ -523,10 +524,13 @@ func (c *conn) dispatch(frame []byte) error {
 			return err
 		}
 	}
+	p.times.Handled = time.Since(received)
+	p.times.Completed = p.times.Handled
 	switch r := res.(type) {
 	case *Response:
-		c.requestDone(&p.req)
 		if r == nil {
+			p.times.NoResponse = true
+			c.report(p)
 			return nil
 		}
 		p.resp = r
@@ -535,11 +539,9 @@ func (c *conn) dispatch(frame []byte) error {
 		}
 	case *Deferred:
 		if r == nil {
+			p.times.NoResponse = true
+			c.report(p)
 			return nil
-		}
-		if done := c.srv.cfg.RequestDone; done != nil {
-			r.observer.Store(&requestObserver{req: &p.req, done: done})
-			r.report() // if it completed already
 		}
 		p.deferred = r
 		r.notify.Store(c)
@@ -547,19 +549,12 @@ func (c *conn) dispatch(frame []byte) error {
 			return nil
 		}
 	default: // nil: no response (acks=0)
-		c.requestDone(&p.req)
+		p.times.NoResponse = true
+		c.report(p)
 		return nil
 	}
 	c.q.push(p)
 	return nil
-}
-
-// requestDone reports a request whose response is ready to
-// Config.RequestDone.
-func (c *conn) requestDone(req *Request) {
-	if done := c.srv.cfg.RequestDone; done != nil {
-		done(req, time.Since(req.Received))
-	}
 }
 
 // handle calls the Handler, turning a panic into a loud log line and a

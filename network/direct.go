@@ -132,6 +132,7 @@ func (c *conn) tryDirect(p *pending, resp *Response) bool {
 			}
 		}
 	}
+	sending := time.Now()
 	out := &c.dout
 	if err := c.appendResponse(out, p, resp); err != nil {
 		// Nothing was written: the writer tries again and reports it.
@@ -188,8 +189,12 @@ func (c *conn) tryDirect(p *pending, resp *Response) bool {
 		c.q.leftover = left
 		c.q.mu.Unlock()
 	}
-	c.lastWrite.store(time.Now())
+	// A response the socket took in part is reported sent now: the writer
+	// sends the rest before anything else.
+	now := time.Now()
+	c.lastWrite.store(now)
 	out.reset()
+	c.reportSent(p, sending, now)
 	return true
 }
 
@@ -209,6 +214,8 @@ func (o *outbound) discard() {
 	o.iov = o.iov[:0]
 	clear(o.bodies)
 	o.bodies, o.segs, o.size = o.bodies[:0], o.segs[:0], 0
+	clear(o.taken)
+	o.taken = o.taken[:0]
 	if cap(o.buf) > maxKeptWriteBuffer {
 		o.buf = nil
 	} else {

@@ -62,31 +62,14 @@ type Deferred struct {
 	// notify is the connection the Deferred was queued on, which may
 	// write the response from the completing goroutine (direct.go).
 	notify atomic.Pointer[conn]
-	// observer reports the request to Config.RequestDone: whichever of
-	// Complete and the dispatching reader sees the other's step first
-	// (observer set, completed) calls it, once (reported).
-	observer atomic.Pointer[requestObserver]
-	reported atomic.Bool
+	// completedAt is when Complete was called (RequestTimes.Completed),
+	// written before done is closed.
+	completedAt time.Time
 	// then, set by Then, runs once with the response after Complete:
 	// whichever of Complete and Then sees the other's step first (done
 	// closed, then set) runs it (thenRan).
 	then    atomic.Pointer[func(*Response)]
 	thenRan atomic.Bool
-}
-
-// requestObserver is a queued request waiting to be reported as done.
-type requestObserver struct {
-	req  *Request
-	done func(*Request, time.Duration)
-}
-
-// report calls the observer once, if it is set and d has completed.
-func (d *Deferred) report() {
-	o := d.observer.Load()
-	if o == nil || !d.completed.Load() || !d.reported.CompareAndSwap(false, true) {
-		return
-	}
-	o.done(o.req, time.Since(o.req.Received))
 }
 
 func (*Deferred) result() {}
@@ -105,10 +88,9 @@ func (d *Deferred) Complete(resp *Response) bool {
 	if !d.completed.CompareAndSwap(false, true) {
 		return false
 	}
-	d.resp = resp
+	d.resp, d.completedAt = resp, time.Now()
 	close(d.done)
 	d.runThen()
-	d.report()
 	if c := d.notify.Load(); c != nil {
 		c.writeDirect(d)
 	}

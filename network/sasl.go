@@ -224,7 +224,7 @@ func (c *conn) saslRawToken(frame []byte) error {
 	if err != nil {
 		return err
 	}
-	p := &pending{req: Request{Conn: c.info, Received: time.Now(), Size: int32(len(frame))}}
+	p := &pending{req: Request{Conn: c.info, Received: time.Now(), Size: int32(len(frame))}, raw: true}
 	p.resp = &Response{saslToken: answer, rawToken: true}
 	if !c.writeReady(p) {
 		c.q.push(p)

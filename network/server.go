@@ -130,6 +130,26 @@ type Request struct {
 	Size int32
 }
 
+// RequestTimes is when a request passed each stage of the server, for
+// Kafka's RequestMetrics (broker/metrics.go names the intervals as Kafka
+// does): offsets from Received, in order. A request is handled on its
+// connection's reader as soon as it is decoded, so Started is the decode
+// time only: a request that waits behind an earlier one of its connection
+// waits in the socket, unread, as in Kafka, whose connection is muted
+// while a request is in flight.
+type RequestTimes struct {
+	// Received is when the frame had been read (Request.Received).
+	Received time.Time
+	// Started: decoded, the Handler called. Handled: the Handler returned.
+	// Completed: the response ready (Handled, or a Deferred's Complete).
+	// Sending: taken up to be written, after every earlier response.
+	// Sent: its last byte handed to the socket.
+	Started, Handled, Completed, Sending, Sent time.Duration
+	// NoResponse: nothing was written (acks=0, or a Deferred completed
+	// with no response); Sending and Sent are zero.
+	NoResponse bool
+}
+
 // Config configures a Server. Listeners and Handler are required.
 type Config struct {
 	// Listeners to bind, from ParseListeners: SSL and SASL_SSL ones need
@@ -245,11 +265,14 @@ type Config struct {
 	// before authentication closes the connection.
 	HandoffRaft func(conn net.Conn, info *ConnInfo)
 	// RequestDone, if set, is told of every request the Handler served,
-	// once its response is ready (a Deferred's when it completes; a
-	// request with no response when the Handler returns), with the time
-	// since it arrived: Kafka's RequestMetrics. It is called from
-	// request and completing goroutines and must not block.
-	RequestDone func(req *Request, took time.Duration)
+	// with when it passed each stage (Kafka's RequestMetrics), once the
+	// last byte of its response went to the socket; a request with no
+	// response (acks=0, or a Deferred completed with none) when that is
+	// known. As in Kafka, a request whose connection closed before its
+	// response was written is not reported. It is called from the
+	// connection's goroutines and completing ones, must not block and
+	// must not keep req.
+	RequestDone func(req *Request, t RequestTimes)
 	// SocketSendBufferBytes is socket.send.buffer.bytes: the SO_SNDBUF of
 	// accepted connections. Zero or negative keeps the OS default (on
 	// Linux, autotuned).

@@ -37,8 +37,49 @@ const copyRegionMax = 32 << 10
 type pending struct {
 	req         Request
 	respVersion int16
-	resp        *Response // ready at once, or
-	deferred    *Deferred // ready when done is closed
+	resp        *Response    // ready at once, or
+	deferred    *Deferred    // ready when done is closed
+	times       RequestTimes // Received is set when reported
+	// raw: a bare SASL token (saslRawToken), not a request; not reported.
+	raw bool
+}
+
+// report tells Config.RequestDone of p, done.
+func (c *conn) report(p *pending) {
+	done := c.srv.cfg.RequestDone
+	if done == nil || p.raw {
+		return
+	}
+	if d := p.deferred; d != nil {
+		// d is done: completedAt was written before done closed. Completed
+		// before the handler returned, it spent no time waiting.
+		p.times.Completed = max(d.completedAt.Sub(p.req.Received), p.times.Handled)
+	}
+	p.times.Received = p.req.Received
+	done(&p.req, p.times)
+}
+
+// reportSent reports p, whose response was taken up at sending and whose
+// last byte went to the socket at sent.
+func (c *conn) reportSent(p *pending, sending, sent time.Time) {
+	p.times.Sending, p.times.Sent = sending.Sub(p.req.Received), sent.Sub(p.req.Received)
+	c.report(p)
+}
+
+// taken is a response encoded into an outbound buffer, reported once the
+// buffer is flushed.
+type taken struct {
+	p       *pending
+	sending time.Time
+}
+
+// reportTaken reports the responses out held, all written by sent.
+func (c *conn) reportTaken(out *outbound, sent time.Time) {
+	for _, t := range out.taken {
+		c.reportSent(t.p, t.sending, sent)
+	}
+	clear(out.taken)
+	out.taken = out.taken[:0]
 }
 
 // responseQueue is the FIFO between a connection's reader (push, in
@@ -251,6 +292,7 @@ type outbound struct {
 	bodies []*Body // recycled once flushed: segs may point into them
 	iov    net.Buffers
 	size   int
+	taken  []taken // reported once flushed
 }
 
 // writeLoop runs the connection's writer goroutine: it writes responses in
@@ -324,11 +366,18 @@ func (c *conn) writeLoop() {
 		}
 		c.q.pop()
 		if resp == nil {
+			p.times.NoResponse = true
+			c.report(p)
 			continue
 		}
+		sending := time.Now()
 		if err := c.appendResponse(&out, p, resp); err != nil {
 			c.writeFailed(err)
 			return
+		}
+		out.taken = append(out.taken, taken{p, sending})
+		if len(out.segs) == 0 { // written already (a region's sendfile), or nothing to write
+			c.reportTaken(&out, time.Now())
 		}
 		if resp.CloseConnection {
 			if err := c.flush(&out); err != nil {
@@ -496,9 +545,13 @@ func (c *conn) flush(out *outbound) error {
 		out.buf = out.buf[:0]
 	}
 	if err != nil {
+		clear(out.taken)
+		out.taken = out.taken[:0]
 		return fmt.Errorf("write responses: %w", err)
 	}
-	c.lastWrite.store(time.Now())
+	now := time.Now()
+	c.lastWrite.store(now)
+	c.reportTaken(out, now)
 	return nil
 }
 
