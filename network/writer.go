@@ -21,6 +21,12 @@ const flushThreshold = 64 << 10
 // flushes.
 const maxKeptWriteBuffer = 1 << 20
 
+// maxTaken is how many responses the writer buffers before flushing even
+// though the next is ready: each keeps its request (and the request's
+// frame, which the decoded message aliases) until the flush reports it
+// sent.
+const maxTaken = 32
+
 // copyRegionMax is the largest Region the writer copies into its buffer
 // (one pread) to go out with the bytes around it in the same writev,
 // rather than flushing those bytes and sending the region on its own with
@@ -388,7 +394,7 @@ func (c *conn) writeLoop() {
 			c.close(nil)
 			return
 		}
-		if out.size >= flushThreshold {
+		if out.size >= flushThreshold || len(out.taken) >= maxTaken {
 			if err := c.flush(&out); err != nil {
 				c.writeFailed(err)
 				return
