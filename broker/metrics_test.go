@@ -50,7 +50,7 @@ func TestMetricsExpositionParses(t *testing.T) {
 	// Each request's time: a tenth decoding, half the handler's, a fifth
 	// waiting for data, a tenth each queued and sent.
 	times := func(d time.Duration) network.RequestTimes {
-		rt := network.RequestTimes{Received: time.Now(), Started: d / 10}
+		rt := network.RequestTimes{Started: d / 10}
 		rt.Handled = rt.Started + d/2
 		rt.Completed = rt.Handled + d/5
 		rt.Sending = rt.Completed + d/10
@@ -179,7 +179,7 @@ func BenchmarkRequestMetricsObserve(b *testing.B) {
 	m := kmsg.NewPtrFetchRequest()
 	m.Version, m.ReplicaID = 11, -1
 	req := &network.Request{Header: network.RequestHeader{APIKey: int16(kmsg.Fetch), APIVersion: 11}, Msg: m}
-	rt := network.RequestTimes{Received: time.Now(), Handled: time.Millisecond, Completed: 2 * time.Millisecond,
+	rt := network.RequestTimes{Handled: time.Millisecond, Completed: 2 * time.Millisecond,
 		Sending: 2 * time.Millisecond, Sent: 3 * time.Millisecond}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

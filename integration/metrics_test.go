@@ -61,7 +61,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		var s float64
 		for _, id := range nodes {
 			families := scrape(t, c, id)
-			if families[name] == nil && families[strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_sum")] == nil {
+			if f, _ := seriesFamily(families, name); f == nil {
 				t.Fatalf("node %d has no %s", id, name)
 			}
 			s += sumSeries(families, name, labels...)
@@ -255,18 +255,26 @@ func scrape(t *testing.T, c *ProcessCluster, id int32) map[string]*dto.MetricFam
 // anyLabels makes sumSeries sum every sample of a family.
 var anyLabels = []string{"*"}
 
-// sumSeries sums a family's samples whose labels include labels (name,
-// value pairs); with no labels, the samples that have none (Kafka's
-// all-topics series); with anyLabels, all. A histogram's _count is asked
-// for by that name.
-func sumSeries(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	family, suffix := name, ""
+// seriesFamily is the family of the series name: its own, or for a
+// histogram's _count or _sum the histogram's, with that suffix.
+func seriesFamily(families map[string]*dto.MetricFamily, name string) (f *dto.MetricFamily, suffix string) {
+	if f = families[name]; f != nil {
+		return f, ""
+	}
 	for _, sfx := range []string{"_count", "_sum"} {
-		if base, ok := strings.CutSuffix(name, sfx); ok && families[name] == nil {
-			family, suffix = base, sfx
+		if base, ok := strings.CutSuffix(name, sfx); ok {
+			return families[base], sfx
 		}
 	}
-	f := families[family]
+	return nil, ""
+}
+
+// sumSeries sums a family's samples whose labels include labels (name,
+// value pairs); with no labels, the samples that have none (Kafka's
+// all-topics series); with anyLabels, all. A histogram's _count and _sum
+// are asked for by those names.
+func sumSeries(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	f, suffix := seriesFamily(families, name)
 	if f == nil {
 		return 0
 	}

@@ -214,8 +214,6 @@ func (o *outbound) discard() {
 	o.iov = o.iov[:0]
 	clear(o.bodies)
 	o.bodies, o.segs, o.size = o.bodies[:0], o.segs[:0], 0
-	clear(o.taken)
-	o.taken = o.taken[:0]
 	if cap(o.buf) > maxKeptWriteBuffer {
 		o.buf = nil
 	} else {

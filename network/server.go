@@ -132,14 +132,12 @@ type Request struct {
 
 // RequestTimes is when a request passed each stage of the server, for
 // Kafka's RequestMetrics (broker/metrics.go names the intervals as Kafka
-// does): offsets from Received, in order. A request is handled on its
+// does): offsets from Request.Received, in order. A request is handled on its
 // connection's reader as soon as it is decoded, so Started is the decode
 // time only: a request that waits behind an earlier one of its connection
 // waits in the socket, unread, as in Kafka, whose connection is muted
 // while a request is in flight.
 type RequestTimes struct {
-	// Received is when the frame had been read (Request.Received).
-	Received time.Time
 	// Started: decoded, the Handler called. Handled: the Handler returned.
 	// Completed: the response ready (Handled, or a Deferred's Complete).
 	// Sending: taken up to be written, after every earlier response.

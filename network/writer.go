@@ -43,9 +43,9 @@ const copyRegionMax = 32 << 10
 type pending struct {
 	req         Request
 	respVersion int16
-	resp        *Response    // ready at once, or
-	deferred    *Deferred    // ready when done is closed
-	times       RequestTimes // Received is set when reported
+	resp        *Response // ready at once, or
+	deferred    *Deferred // ready when done is closed
+	times       RequestTimes
 	// raw: a bare SASL token (saslRawToken), not a request; not reported.
 	raw bool
 }
@@ -61,7 +61,6 @@ func (c *conn) report(p *pending) {
 		// before the handler returned, it spent no time waiting.
 		p.times.Completed = max(d.completedAt.Sub(p.req.Received), p.times.Handled)
 	}
-	p.times.Received = p.req.Received
 	done(&p.req, p.times)
 }
 
@@ -84,8 +83,13 @@ func (c *conn) reportTaken(out *outbound, sent time.Time) {
 	for _, t := range out.taken {
 		c.reportSent(t.p, t.sending, sent)
 	}
-	clear(out.taken)
-	out.taken = out.taken[:0]
+	out.dropTaken()
+}
+
+// dropTaken forgets the responses out held, reported or not.
+func (o *outbound) dropTaken() {
+	clear(o.taken)
+	o.taken = o.taken[:0]
 }
 
 // responseQueue is the FIFO between a connection's reader (push, in
@@ -551,8 +555,7 @@ func (c *conn) flush(out *outbound) error {
 		out.buf = out.buf[:0]
 	}
 	if err != nil {
-		clear(out.taken)
-		out.taken = out.taken[:0]
+		out.dropTaken() // the connection closes: not sent
 		return fmt.Errorf("write responses: %w", err)
 	}
 	now := time.Now()
